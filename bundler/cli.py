@@ -1,0 +1,204 @@
+"""The `bundler` command: parse arguments, call the library, render the result. Nothing else.
+
+Human output goes to stderr and `--json` output to stdout, so a pipeline can read the JSON
+while a person still sees what happened. Exit codes: 0 all good, 1 some checks failed or some
+inputs were refused, 2 unusable input or usage.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, TypeVar
+
+import typer
+
+from bundler.collect import CollectOptions, collect, parse_expectations
+from bundler.errors import BundlerError, UsageError
+from bundler.inspection import inspect_bundle
+from bundler.manifest import Submitter
+from bundler.report import (
+    RichProgress,
+    emit_json,
+    render_collect,
+    render_inspection,
+    render_verify,
+    stderr_console,
+)
+from bundler.verify import verify
+
+EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE = 0, 1, 2
+
+app = typer.Typer(
+    name="bundler",
+    help=(
+        "Bundle GPTNT statics outputs into verified, byte-reproducible .tar.zst submission "
+        "bundles, check them, and publish them to a Hugging Face dataset repository.\n\n"
+        "Typical use: `bundler collect ./output` then `bundler verify ./bundles`, then "
+        "`bundler upload ./bundles --repo OWNER/NAME --create-pr`."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+
+JsonOption = Annotated[
+    bool, typer.Option("--json", help="Write a machine-readable report to stdout.")
+]
+DebugOption = Annotated[
+    bool, typer.Option("--debug", help="Show a full traceback when something goes wrong.")
+]
+
+T = TypeVar("T")
+
+
+def run_command(
+    action: Callable[[], T], *, json_output: bool, debug: bool, secrets: tuple[str, ...] = ()
+) -> T:
+    """Run library code; turn an error into one readable line (or a JSON object) and an exit
+    code. `secrets` are scrubbed from anything shown, as a last line of defence."""
+    console = stderr_console()
+    try:
+        return action()
+    except BundlerError as error:
+        code = EXIT_UNUSABLE if isinstance(error, UsageError) else EXIT_FAILED
+        message, hint = _scrub(error.message, secrets), _scrub(error.hint, secrets)
+    except KeyboardInterrupt:
+        console.print("[red]interrupted[/]; nothing partial was left behind")
+        raise typer.Exit(130) from None
+    except Exception as error:  # a bug: say so plainly, with the way to learn more
+        code = EXIT_UNUSABLE
+        message = _scrub(f"internal error: {type(error).__name__}: {error}", secrets)
+        hint = "re-run with --debug for the traceback, and report it"
+    if debug:
+        console.print(_scrub(traceback.format_exc(), secrets), markup=False)
+    if json_output:
+        emit_json({"error": message, "hint": hint, "exit_code": code})
+    console.print(f"[bold red]error[/]: {message}", markup=True, highlight=False)
+    if hint:
+        console.print(f"  hint: {hint}", markup=False)
+    raise typer.Exit(code)
+
+
+def _scrub(text: str | None, secrets: tuple[str, ...]) -> str | None:
+    if text is None:
+        return None
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    return text
+
+
+@app.command("collect")
+def collect_command(
+    output_root: Annotated[
+        Path, typer.Argument(help="The harness's output root, holding <task>_predictions/.")
+    ] = Path("output"),
+    bundles_dir: Annotated[
+        Path, typer.Option("--output", "-o", help="Where bundles are written.")
+    ] = Path("bundles"),
+    task: Annotated[
+        list[str] | None, typer.Option("--task", help="Only this task (repeatable).")
+    ] = None,
+    model: Annotated[
+        list[str] | None,
+        typer.Option("--model", help="Only this player_name or model_name (repeatable)."),
+    ] = None,
+    submitter_name: Annotated[
+        str | None, typer.Option(envvar="BUNDLER_SUBMITTER_NAME", help="Who submits.")
+    ] = None,
+    submitter_contact: Annotated[
+        str | None, typer.Option(envvar="BUNDLER_SUBMITTER_CONTACT", help="How to reach them.")
+    ] = None,
+    submitter_affiliation: Annotated[
+        str | None, typer.Option(envvar="BUNDLER_SUBMITTER_AFFILIATION", help="Their affiliation.")
+    ] = None,
+    expect: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--expect",
+            metavar="TASK=ROWS",
+            help="The dataset's row count for TASK, so coverage can be judged (repeatable).",
+        ),
+    ] = None,
+    allow_partial: Annotated[
+        bool,
+        typer.Option(help="Bundle partial or gapped runs, marked partial, instead of refusing."),
+    ] = False,
+    level: Annotated[int, typer.Option(min=1, max=22, help="zstd compression level.")] = 3,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Bundle every run under OUTPUT_ROOT into BUNDLES_DIR/<player>_<fp8>/<target>.tar.zst.
+
+    A run that is wrong, unattributable or (without --allow-partial) partial is refused with a
+    one-line reason; the valid runs are still bundled. Exit 1 if any input was refused.
+    """
+    console = stderr_console()
+
+    def action() -> int:
+        options = CollectOptions(
+            tasks=task or [],
+            models=model or [],
+            submitter=Submitter(
+                name=submitter_name, contact=submitter_contact, affiliation=submitter_affiliation
+            ),
+            expected_rows=parse_expectations(expect or []),
+            allow_partial=allow_partial,
+            level=level,
+        )
+        with RichProgress(console) as progress:
+            report = collect(output_root, bundles_dir, options, progress)
+        render_collect(report, console)
+        if json_output:
+            emit_json(report.model_dump(mode="json") | {"exit_code": report.exit_code})
+        return report.exit_code
+
+    raise typer.Exit(run_command(action, json_output=json_output, debug=debug))
+
+
+@app.command("verify")
+def verify_command(
+    paths: Annotated[
+        list[Path], typer.Argument(help="Bundle archives, or directories searched for them.")
+    ],
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Check bundles without extracting them: digests, zstd checksum, tar members against the
+    manifest, safe paths, and that every claim matches the files. Exit 1 if any check failed."""
+    console = stderr_console()
+
+    def action() -> int:
+        with RichProgress(console) as progress:
+            report = verify(paths, progress)
+        render_verify(report, console)
+        if json_output:
+            emit_json(report.model_dump(mode="json") | {"exit_code": report.exit_code})
+        return report.exit_code
+
+    raise typer.Exit(run_command(action, json_output=json_output, debug=debug))
+
+
+@app.command("inspect")
+def inspect_command(
+    archive: Annotated[Path, typer.Argument(help="One bundle archive (.tar.zst).")],
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Show what one bundle claims (identity, pin, model, provenance, coverage, counts, usage,
+    metrics, warnings) and whether it is intact."""
+    console = stderr_console()
+
+    def action() -> int:
+        with RichProgress(console) as progress:
+            inspection = inspect_bundle(archive, progress)
+        render_inspection(inspection, console)
+        code = EXIT_OK if inspection.verification.ok else EXIT_FAILED
+        if json_output:
+            emit_json(inspection.model_dump(mode="json") | {"exit_code": code})
+        return code
+
+    raise typer.Exit(run_command(action, json_output=json_output, debug=debug))

@@ -1,0 +1,113 @@
+"""Stage 1: find run directories under an output root, without following any link.
+
+A model name may contain "/", so a run directory can sit at any depth below
+`<task>_predictions/`. Everything that is not a run is reported (skipped, or refused when it is
+a link), so the user sees what the bundler did not take and why.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from bundler.errors import UsageError
+
+PREDICTIONS_SUFFIX = "_predictions"
+HOW_DO_YOU_DIR = "how_do_you"
+RUN_META_NAME = "run_meta.json"
+METRICS_NAME = "metrics.json"
+PREDICTION_FILE = re.compile(r"^prediction_(.*)\.json$")
+
+
+class RunDirectory(BaseModel):
+    """A directory that holds run_meta.json, metrics.json or prediction files."""
+
+    model_config = ConfigDict(frozen=True)
+
+    path: Path
+    relative: str
+    task_dir_name: str
+    """The task as the directory names it; only a fallback for filters, never the truth."""
+
+
+class Skipped(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    path: str
+    reason: str
+
+
+class Discovery(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    runs: list[RunDirectory]
+    skipped: list[Skipped]
+    refused: list[Skipped]
+
+
+def is_run_file(name: str) -> bool:
+    return name in (RUN_META_NAME, METRICS_NAME) or PREDICTION_FILE.match(name) is not None
+
+
+def _sorted_entries(directory: Path) -> list[os.DirEntry[str]]:
+    """Entries in name order, so nothing depends on the file system's listing order."""
+    with os.scandir(directory) as entries:
+        return sorted(entries, key=lambda entry: entry.name)
+
+
+def discover(output_root: Path) -> Discovery:
+    """List the run directories below `output_root`, plus what was skipped or refused."""
+    if not output_root.exists():
+        raise UsageError(
+            f"{output_root}: output root does not exist",
+            hint="pass the folder the harness wrote, e.g. `bundler collect ./output`",
+        )
+    if output_root.is_symlink() or not output_root.is_dir():
+        raise UsageError(f"{output_root}: output root is not a directory")
+    runs: list[RunDirectory] = []
+    skipped: list[Skipped] = []
+    refused: list[Skipped] = []
+    for entry in _sorted_entries(output_root):
+        shown = str(Path(output_root, entry.name))
+        if entry.is_symlink():
+            refused.append(Skipped(path=shown, reason="symbolic link; links are never followed"))
+        elif not entry.is_dir(follow_symlinks=False):
+            skipped.append(Skipped(path=shown, reason="not a statics output directory"))
+        elif entry.name == HOW_DO_YOU_DIR:
+            skipped.append(Skipped(path=shown, reason="not a dataset-backed target"))
+        elif not entry.name.endswith(PREDICTIONS_SUFFIX):
+            skipped.append(Skipped(path=shown, reason="not a <task>_predictions directory"))
+        else:
+            task = entry.name.removesuffix(PREDICTIONS_SUFFIX)
+            _walk(Path(entry.path), output_root, task, runs, refused)
+    return Discovery(runs=runs, skipped=skipped, refused=refused)
+
+
+def _walk(
+    directory: Path,
+    output_root: Path,
+    task: str,
+    runs: list[RunDirectory],
+    refused: list[Skipped],
+) -> None:
+    try:
+        entries = _sorted_entries(directory)
+    except OSError as error:
+        refused.append(Skipped(path=str(directory), reason=f"cannot list: {error.strerror}"))
+        return
+    if any(is_run_file(entry.name) for entry in entries):
+        relative = directory.relative_to(output_root).as_posix()
+        runs.append(RunDirectory(path=directory, relative=relative, task_dir_name=task))
+    for entry in entries:
+        if entry.is_symlink() and not is_run_file(entry.name):
+            # Links to run files are refused with their run; other links would be skipped
+            # silently as "extra files", so a linked directory is called out here.
+            if entry.is_dir():
+                refused.append(
+                    Skipped(path=entry.path, reason="symbolic link; links are never followed")
+                )
+        elif entry.is_dir(follow_symlinks=False):
+            _walk(Path(entry.path), output_root, task, runs, refused)

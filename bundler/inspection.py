@@ -1,0 +1,42 @@
+"""What a reviewing maintainer needs to see about one bundle, as data.
+
+Inspection reads the bundle with the same streaming checks as verify, so what it shows is
+never a claim the bundle failed to back up without that failure being shown beside it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from bundler.errors import UsageError
+from bundler.manifest import BundleClaim
+from bundler.metrics import MetricValue, flatten_metrics
+from bundler.progress import ProgressSink
+from bundler.verify import BundleVerification, read_bundle
+
+
+class BundleInspection(BaseModel):
+    verification: BundleVerification
+    claim: BundleClaim | None
+    capabilities: dict[str, object] | None
+    metrics: list[MetricValue]
+    error_rate: float | None
+    exception_rate: float | None
+
+
+def inspect_bundle(path: Path, progress: ProgressSink | None = None) -> BundleInspection:
+    if not path.is_file():
+        raise UsageError(f"{path}: no such bundle archive")
+    reading = read_bundle(path, progress)
+    claim = reading.manifest.claim() if reading.manifest else None
+    count = claim.predictions.count if claim else 0
+    return BundleInspection(
+        verification=reading.verification(),
+        claim=claim,
+        capabilities=reading.raw_capabilities,
+        metrics=flatten_metrics(reading.metrics) if reading.metrics is not None else [],
+        error_rate=claim.predictions.errors / count if claim and count else None,
+        exception_rate=claim.predictions.exceptions / count if claim and count else None,
+    )

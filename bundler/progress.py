@@ -1,0 +1,25 @@
+"""How long-running library calls report progress without depending on a terminal.
+
+The library reports through this small protocol; the CLI renders it with rich, and a caller
+that does not care passes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class ProgressSink(Protocol):
+    def begin(self, label: str, total: int | None) -> None:
+        """A new unit of work starts; `total` steps if known."""
+
+    def advance(self, steps: int = 1) -> None:
+        """Some steps of the current unit are done."""
+
+
+class NoProgress:
+    def begin(self, label: str, total: int | None) -> None:
+        pass
+
+    def advance(self, steps: int = 1) -> None:
+        pass

@@ -1,0 +1,194 @@
+"""Rendering results for people (rich, on stderr) and machines (JSON, on stdout).
+
+Nothing here decides anything: every function takes a result computed by the library and shows
+it, so the same result reads the same in a terminal, a CI log and a JSON consumer.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from pydantic import BaseModel
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from bundler.checks import CheckResult
+from bundler.collect import CollectReport
+from bundler.inspection import BundleInspection
+from bundler.verify import VerifyReport
+
+STATUS_STYLE = {"passed": "green", "warned": "yellow", "failed": "bold red"}
+
+
+def stderr_console() -> Console:
+    return Console(stderr=True, highlight=False, soft_wrap=False)
+
+
+def emit_json(value: BaseModel | dict[str, Any]) -> None:
+    """One JSON document on stdout, nothing else there, so it can be piped into jq."""
+    data = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+class RichProgress:
+    """A ProgressSink drawn on stderr; silent when stderr is not a terminal (CI logs)."""
+
+    def __init__(self, console: Console) -> None:
+        self._progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+            disable=not console.is_terminal,
+        )
+        self._task: Any = None
+
+    def __enter__(self) -> RichProgress:
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._progress.stop()
+
+    def begin(self, label: str, total: int | None) -> None:
+        if self._task is not None:
+            self._progress.remove_task(self._task)
+        self._task = self._progress.add_task(escape(label), total=total)
+
+    def advance(self, steps: int = 1) -> None:
+        if self._task is not None:
+            self._progress.advance(self._task, steps)
+
+
+def render_collect(report: CollectReport, console: Console) -> None:
+    if report.bundles:
+        table = Table(title=f"Bundles in {escape(report.bundles_dir)}", title_justify="left")
+        for column in ("bundle", "status", "coverage", "predictions", "size"):
+            table.add_column(
+                column,
+                justify="right" if column in ("predictions", "size") else "left",
+                overflow="fold",
+            )
+        for bundle in report.bundles:
+            coverage_style = "green" if bundle.coverage == "complete" else "yellow"
+            table.add_row(
+                escape(bundle.bundle_id),
+                bundle.status,
+                f"[{coverage_style}]{bundle.coverage}[/]",
+                str(bundle.predictions),
+                human_size(bundle.size),
+            )
+        console.print(table)
+        for bundle in report.bundles:
+            for warning in bundle.warnings:
+                console.print(f"[yellow]warning[/] {escape(bundle.bundle_id)}: {escape(warning)}")
+    for item in report.skipped:
+        console.print(f"[dim]skipped {escape(item.path)}: {escape(item.reason)}[/]")
+    for refusal in report.refused:
+        console.print(f"[bold red]refused[/] {escape(refusal.error)}")
+    written = len(report.bundles)
+    console.print(
+        f"{written} bundle(s) ready, {len(report.refused)} input(s) refused, "
+        f"{len(report.skipped)} skipped"
+    )
+
+
+def render_checks(checks: list[CheckResult], console: Console) -> None:
+    for check in checks:
+        style = STATUS_STYLE[check.status]
+        hint = f" [dim]({escape(check.hint)})[/]" if check.hint else ""
+        console.print(f"  [{style}]{check.status:>6}[/] {check.name}: {escape(check.detail)}{hint}")
+
+
+def render_verify(report: VerifyReport, console: Console) -> None:
+    for bundle in report.bundles:
+        verdict = "[green]OK[/]" if bundle.ok else "[bold red]FAILED[/]"
+        console.print(f"{verdict} {escape(bundle.archive)}")
+        render_checks(
+            [check for check in bundle.checks if not bundle.ok or check.status != "passed"],
+            console,
+        )
+    bad = sum(not bundle.ok for bundle in report.bundles)
+    console.print(f"{len(report.bundles) - bad} of {len(report.bundles)} bundle(s) verified")
+
+
+def render_inspection(inspection: BundleInspection, console: Console) -> None:
+    verification = inspection.verification
+    claim = inspection.claim
+    verdict = "[green]intact[/]" if verification.ok else "[bold red]FAILED verification[/]"
+    console.print(
+        f"[bold]{escape(claim.bundle_id if claim else verification.archive)}[/] {verdict}"
+    )
+    if claim is None:
+        render_checks(verification.checks, console)
+        return
+    statics = claim.statics
+    pin = (
+        f"[green]pinned[/] {escape(str(statics.resolved_revision))}"
+        if statics.is_pinned
+        else "[bold yellow]UNPINNED[/] (the dataset rows cannot be pinned down)"
+    )
+    provenance = claim.provenance
+    git_sha = str(provenance.get("git_sha"))
+    dirty = " [bold yellow]DIRTY TREE[/]" if git_sha.endswith("-dirty") else ""
+    coverage = claim.coverage
+    expected = f" of {coverage.expected_rows}" if coverage.expected_rows is not None else ""
+    coverage_style = "green" if coverage.status == "complete" else "bold yellow"
+    counts = claim.predictions
+    usage = ", ".join(f"{key} {value:,}" for key, value in counts.usage.items()) or "none"
+    submitter = ", ".join(v for v in claim.submitter.model_dump().values() if v) or "none"
+    facts = Table.grid(padding=(0, 2))
+    facts.add_column(style="bold")
+    facts.add_column()
+    facts.add_row("target", escape(claim.target))
+    facts.add_row("dataset", escape(f"{statics.hf_repo_id} (split {statics.dataset_split})"))
+    facts.add_row("revision", f"requested {escape(str(statics.requested_revision))}, {pin}")
+    facts.add_row("model", escape(claim.model_name))
+    facts.add_row("player", escape(f"{claim.player_name} ({claim.player_type})"))
+    facts.add_row("fingerprint", claim.capability_fingerprint)
+    facts.add_row("run date", escape(claim.run_date))
+    facts.add_row("harness", escape(f"gptnt {provenance.get('gptnt_version')} @ {git_sha}") + dirty)
+    facts.add_row(
+        "coverage",
+        f"[{coverage_style}]{coverage.status}[/]: {coverage.rows_present}{expected} rows",
+    )
+    facts.add_row(
+        "predictions",
+        f"{counts.count}, errors {counts.errors} ({_rate(inspection.error_rate)}), "
+        f"exceptions {counts.exceptions} ({_rate(inspection.exception_rate)})",
+    )
+    facts.add_row("usage", escape(usage))
+    facts.add_row("submitter", escape(submitter))
+    facts.add_row("bundler", escape(claim.bundler_version))
+    console.print(facts)
+    if inspection.metrics:
+        table = Table(title="metrics", title_justify="left")
+        table.add_column("name")
+        table.add_column("value", justify="right")
+        for metric in inspection.metrics:
+            table.add_row(escape(metric.name), escape(metric.json_value))
+        console.print(table)
+    for warning in claim.warnings:
+        console.print(f"[yellow]warning[/] {escape(warning)}")
+    if not verification.ok:
+        render_checks([c for c in verification.checks if c.status == "failed"], console)
+
+
+def _rate(rate: float | None) -> str:
+    return "n/a" if rate is None else f"{rate:.1%}"
+
+
+def human_size(size: int) -> str:
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{size} B"

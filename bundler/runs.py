@@ -1,0 +1,258 @@
+"""Stage 2: read and validate one run directory against the statics output format.
+
+Reading happens in two steps. `read_header` parses run_meta.json only, which is enough to name
+the bundle, apply filters and detect two runs claiming the same bundle before any heavy work.
+`validate_run` then checks metrics.json and every prediction, streaming one file at a time and
+keeping only compact per-file digests, so memory does not grow with the size of predictions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from array import array
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+from bundler.discover import METRICS_NAME, PREDICTION_FILE, RUN_META_NAME, RunDirectory, is_run_file
+from bundler.errors import InputError
+from bundler.fileio import read_bounded
+from bundler.manifest import Coverage, PredictionSummary, prediction_path
+from bundler.naming import bundle_id, capability_fingerprint, slugify
+from bundler.schema import StaticsRunMetadata
+from bundler.validation import (
+    PredictionTally,
+    assess_coverage,
+    check_metrics,
+    describe_gaps,
+    parse_prediction,
+    parse_run_meta,
+)
+
+MAX_RUN_META_BYTES = 16 << 20
+MAX_METRICS_BYTES = 256 << 20
+MAX_PREDICTION_BYTES = 256 << 20
+MAX_EXTRA_FILES_LISTED = 10
+_DECIMAL = re.compile(r"^[0-9]+$")
+
+
+class SourceFile(NamedTuple):
+    """One file to archive: where it is read from, where it goes, and what it must hash to."""
+
+    source: Path
+    archive_path: str
+    size: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class RunHeader:
+    """A run as run_meta.json describes it: enough to name its bundle."""
+
+    run: RunDirectory
+    meta: StaticsRunMetadata
+    fingerprint: str
+    bundle_id: str
+    run_meta_file: SourceFile
+
+
+@dataclass
+class PredictionFiles:
+    """Index-ordered prediction files with sizes and digests in compact arrays: a 100,000-row
+    run costs a few megabytes here rather than one Python object per field per file."""
+
+    directory: Path
+    indices: array[int] = field(default_factory=lambda: array("q"))
+    names: list[str] = field(default_factory=list)
+    sizes: array[int] = field(default_factory=lambda: array("Q"))
+    digests: bytearray = field(default_factory=bytearray)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __iter__(self) -> Iterator[SourceFile]:
+        for position, name in enumerate(self.names):
+            digest = self.digests[position * 32 : position * 32 + 32].hex()
+            yield SourceFile(
+                self.directory / name,
+                prediction_path(self.indices[position]),
+                self.sizes[position],
+                digest,
+            )
+
+
+@dataclass(frozen=True)
+class ValidatedRun:
+    header: RunHeader
+    metrics_file: SourceFile
+    predictions: PredictionFiles
+    summary: PredictionSummary
+    coverage: Coverage
+    warnings: list[str]
+
+    def files(self) -> Iterator[SourceFile]:
+        """Every file of the bundle after the manifest, in archive order."""
+        yield self.header.run_meta_file
+        yield self.metrics_file
+        yield from self.predictions
+
+
+def read_header(run: RunDirectory) -> RunHeader:
+    """Parse run_meta.json and derive the bundle id; raise InputError when it cannot be."""
+    path = run.path / RUN_META_NAME
+    if not os.path.lexists(path):
+        raise InputError(
+            path,
+            "missing: a run without run_meta.json cannot be attributed to a model and dataset",
+            hint="re-run the task with a harness that writes run_meta.json",
+        )
+    data = read_bounded(path, MAX_RUN_META_BYTES)
+    meta, raw = parse_run_meta(data, str(path))
+    if not slugify(meta.capabilities.player_name):
+        raise InputError(path, "capabilities.player_name has no letters or digits to name a path")
+    fingerprint = capability_fingerprint(raw["capabilities"])
+    return RunHeader(
+        run=run,
+        meta=meta,
+        fingerprint=fingerprint,
+        bundle_id=bundle_id(meta.capabilities.player_name, fingerprint, meta.statics.target),
+        run_meta_file=SourceFile(path, RUN_META_NAME, len(data), _sha256(data)),
+    )
+
+
+def validate_run(
+    header: RunHeader,
+    *,
+    expected_rows: int | None,
+    allow_partial: bool,
+    on_prediction: Callable[[], None] | None = None,
+) -> ValidatedRun:
+    """Check metrics.json and every prediction; refuse a run that is wrong or, unless allowed,
+    partial. `on_prediction` (if given) is called once per prediction checked, for progress."""
+    directory = header.run.path
+    warnings: list[str] = []
+    metrics_path = directory / METRICS_NAME
+    if not os.path.lexists(metrics_path):
+        raise InputError(
+            metrics_path, "missing: the run was not scored", hint="score the run first"
+        )
+    metrics_data = read_bounded(metrics_path, MAX_METRICS_BYTES)
+    check_metrics(metrics_data, str(metrics_path))
+    metrics_file = SourceFile(metrics_path, METRICS_NAME, len(metrics_data), _sha256(metrics_data))
+
+    listed = _list_predictions(directory, warnings)
+    if not listed:
+        raise InputError(directory, "no prediction_<index>.json files")
+    indices = [index for index, _ in listed]
+    predictions = PredictionFiles(directory)
+    tally = PredictionTally()
+    for index, name in listed:
+        path = directory / name
+        data = read_bounded(path, MAX_PREDICTION_BYTES)
+        record = parse_prediction(data, index, str(path))
+        tally.add(record)
+        predictions.indices.append(index)
+        predictions.names.append(name)
+        predictions.sizes.append(len(data))
+        predictions.digests += _sha256_digest(data)
+        if on_prediction is not None:
+            on_prediction()
+    summary = tally.summary()
+    coverage = assess_coverage(summary, expected_rows)
+    _judge_coverage(directory, header, summary, coverage, indices, allow_partial, warnings)
+    warnings.extend(_claim_warnings(header.meta, summary))
+    return ValidatedRun(header, metrics_file, predictions, summary, coverage, warnings)
+
+
+def _list_predictions(directory: Path, warnings: list[str]) -> list[tuple[int, str]]:
+    """Prediction files sorted by index; other regular files are left out with a warning."""
+    found: dict[int, str] = {}
+    extras: list[str] = []
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            match = PREDICTION_FILE.match(entry.name)
+            if entry.is_symlink() and is_run_file(entry.name):
+                raise InputError(entry.path, "symbolic link; links are never followed")
+            if match is None:
+                if entry.name not in (RUN_META_NAME, METRICS_NAME) and not entry.is_dir(
+                    follow_symlinks=False
+                ):
+                    extras.append(entry.name)
+                continue
+            if not _DECIMAL.match(match.group(1)):
+                raise InputError(entry.path, "file name is not prediction_<index>.json")
+            index = int(match.group(1))
+            if index in found:
+                first, second = sorted((found[index], entry.name))
+                raise InputError(directory, f"duplicate index {index}: {first} and {second}")
+            found[index] = entry.name
+    if extras:
+        extras.sort()
+        shown = ", ".join(extras[:MAX_EXTRA_FILES_LISTED])
+        more = len(extras) - MAX_EXTRA_FILES_LISTED
+        suffix = f" and {more} more" if more > 0 else ""
+        warnings.append(f"left out {len(extras)} unknown file(s): {shown}{suffix}")
+    return sorted(found.items())
+
+
+def _judge_coverage(
+    directory: Path,
+    header: RunHeader,
+    summary: PredictionSummary,
+    coverage: Coverage,
+    indices: list[int],
+    allow_partial: bool,
+    warnings: list[str],
+) -> None:
+    task = header.meta.statics.task_name
+    expected = coverage.expected_rows
+    if expected is not None and indices[-1] >= expected:
+        raise InputError(
+            directory,
+            f"prediction index {indices[-1]} is beyond the {expected} rows given by --expect {task}",
+            hint="check the --expect row count for this task",
+        )
+    if coverage.status != "partial":
+        if coverage.status == "unknown":
+            warnings.append(
+                f"coverage unknown: {summary.count} rows present; pass --expect {task}=ROWS"
+            )
+        return
+    if not summary.contiguous:
+        problem = f"prediction indices have gaps ({describe_gaps(indices)})"
+    else:
+        problem = f"partial run: {summary.count} of {expected} rows (a --limit-instances run?)"
+    if not allow_partial:
+        raise InputError(
+            directory, problem, hint="pass --allow-partial to bundle it, marked partial"
+        )
+    warnings.append(problem)
+
+
+def _claim_warnings(meta: StaticsRunMetadata, summary: PredictionSummary) -> list[str]:
+    """What a reviewer must notice about what the run claims."""
+    warnings: list[str] = []
+    if not meta.statics.is_pinned:
+        warnings.append("dataset revision unpinned: the rows measured cannot be pinned down")
+    if meta.provenance.is_dirty:
+        warnings.append(f"harness tree was dirty ({meta.provenance.git_sha})")
+    if not meta.provenance.is_version_known:
+        warnings.append("harness version unknown (gptnt_version 0.0.0)")
+    if summary.exceptions:
+        warnings.append(f"{summary.exceptions} prediction(s) did not complete (exception)")
+    if summary.missing_scored_output:
+        warnings.append(
+            f"{summary.missing_scored_output} prediction(s) lack scored_output (older harness)"
+        )
+    return warnings
+
+
+def _sha256_digest(data: bytes) -> bytes:
+    return hashlib.sha256(data).digest()
+
+
+def _sha256(data: bytes) -> str:
+    return _sha256_digest(data).hex()

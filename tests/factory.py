@@ -1,0 +1,125 @@
+"""Builds realistic statics output trees on disk, the way the GPTNT harness writes them.
+
+Tests describe a run by what matters to them (task, model, revision, rows, faults) and get real
+files: run_meta.json with capabilities and provenance, one prediction file per row with usage,
+long thoughts, some errors and exceptions, and a task-specific metrics.json.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DEFAULT_SHA = "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678"
+
+
+def capabilities(player_name: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "player_name": player_name,
+        "player_type": "ai",
+        "provider": "openrouter",
+        "reasoning_effort": "high",
+        "vision": True,
+        "max_output_tokens": 32768,
+        "usage_limits": {"max_cost_usd": 25.0},
+        **extra,
+    }
+
+
+@dataclass
+class RunSpec:
+    task: str = "expert-vqa"
+    model: str = "gpt-5.2"
+    player_name: str | None = None
+    rows: int = 5
+    resolved_revision: str | None = DEFAULT_SHA
+    requested_revision: str | None = "v1.0"
+    hf_repo_id: str = "GPTNT/expert-VQA"
+    dataset_split: str | None = "test"
+    run_date: str = "2026-06-15T10:42:22.045588909Z"
+    gptnt_version: str = "1.4.2"
+    git_sha: str | None = "0123456789abcdef0123456789abcdef01234567"
+    thoughts_chars: int = 400
+    scored_output: bool = True
+    extra_capabilities: dict[str, Any] = field(default_factory=dict)
+    extra_provenance: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, Any] | None = None
+    seed: int = 7
+    directory: str | None = None
+    """Model directory below <task>_predictions/; defaults to the model name (may hold '/')."""
+
+    def run_meta(self) -> dict[str, Any]:
+        return {
+            "model_name": self.model,
+            "run_date": self.run_date,
+            "statics": {
+                "task_name": self.task,
+                "hf_repo_id": self.hf_repo_id,
+                "dataset_split": self.dataset_split,
+                "requested_revision": self.requested_revision,
+                "resolved_revision": self.resolved_revision,
+            },
+            "capabilities": capabilities(self.player_name or self.model, **self.extra_capabilities),
+            "provenance": {
+                "gptnt_version": self.gptnt_version,
+                "git_sha": self.git_sha,
+                **self.extra_provenance,
+            },
+        }
+
+    def prediction(self, index: int, rng: random.Random) -> dict[str, Any]:
+        failed = index % 7 == 3
+        crashed = index % 11 == 5
+        words = ["wire", "cut", "red", "blue", "module", "serial", "strike", "button"]
+        thoughts = " ".join(rng.choice(words) for _ in range(self.thoughts_chars // 5))
+        usage = {"input_tokens": 1200 + index, "output_tokens": 300 + index % 50}
+        if index % 2:
+            usage["reasoning_tokens"] = 150
+        record: dict[str, Any] = {
+            "index": index,
+            "usage": usage,
+            "model": self.model,
+            "output": f"answer {index}",
+            "thoughts": thoughts,
+            "raw_output": f"<answer>answer {index}</answer>",
+            "error": "unparseable answer; recovered" if failed else None,
+            "exception": {"type": "TimeoutError", "trace": ["a.py:1"]} if crashed else None,
+        }
+        if self.scored_output:
+            record["scored_output"] = f"ANSWER {index}"
+        return record
+
+    def default_metrics(self) -> dict[str, Any]:
+        return {
+            "exact_match": {"accuracy": 0.62, "n": self.rows},
+            f"{self.task}_scorer": {"score": 41.5, "per_module": {"wires": 0.9, "maze": 0.3}},
+        }
+
+
+def write_run(root: Path, spec: RunSpec) -> Path:
+    """Write one run under `root` and return its directory."""
+    run_dir = root / f"{spec.task}_predictions" / (spec.directory or spec.model)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "run_meta.json").write_text(json.dumps(spec.run_meta(), indent=2))
+    rng = random.Random(spec.seed)
+    for index in range(spec.rows):
+        (run_dir / f"prediction_{index}.json").write_text(json.dumps(spec.prediction(index, rng)))
+    metrics = spec.metrics if spec.metrics is not None else spec.default_metrics()
+    (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    return run_dir
+
+
+def write_how_do_you(root: Path, model: str = "gpt-5.2") -> Path:
+    path = root / "how_do_you" / f"{model}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"answer": "carefully"}))
+    return path
+
+
+def write_tree(root: Path, specs: list[RunSpec], *, how_do_you: bool = True) -> list[Path]:
+    if how_do_you:
+        write_how_do_you(root)
+    return [write_run(root, spec) for spec in specs]

@@ -1,0 +1,100 @@
+"""Fault injection for the fake Hub.
+
+Tests need to see how the bundler copes with the failures a real Hub produces (overload, rate
+limiting, a response lost after the server acted, a concurrent writer), and they need those
+failures on demand, on one exact request, without mocking the client. A `Fault` is armed on a
+method and a path regex, fires on the next `times` matching requests and then disappears.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+from enum import Enum
+from typing import ClassVar
+
+
+class FaultKind(Enum):
+    """What the server does instead of (or around) its normal handling of a request."""
+
+    STATUS = "status"  # answer an HTTP error without acting
+    LOST_RESPONSE = "lost_response"  # act, then close the socket without answering
+    RACE = "race"  # let "someone else" commit on the target branch first, then act
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One kind of failure; build with `Fault.status(...)` or use `LOST_RESPONSE` / `RACE`."""
+
+    kind: FaultKind
+    code: int | None = None
+    retry_after: int | None = None
+
+    LOST_RESPONSE: ClassVar[Fault]
+    RACE: ClassVar[Fault]
+
+    @classmethod
+    def status(cls, code: int, retry_after: int | None = None) -> Fault:
+        """Answer `code` (with `Retry-After: retry_after` when given) and leave the state alone."""
+        if not 400 <= code <= 599:
+            raise ValueError(f"a status fault needs an HTTP error code, got {code}")
+        return cls(FaultKind.STATUS, code=code, retry_after=retry_after)
+
+    def describe(self) -> str:
+        """Short label kept in the request log so a failing test shows which fault fired."""
+        if self.kind is FaultKind.STATUS:
+            return f"status {self.code}"
+        return self.kind.value
+
+
+Fault.LOST_RESPONSE = Fault(FaultKind.LOST_RESPONSE)
+Fault.RACE = Fault(FaultKind.RACE)
+LOST_RESPONSE = Fault.LOST_RESPONSE
+RACE = Fault.RACE
+status = Fault.status
+
+
+@dataclass
+class _Rule:
+    method: str
+    pattern: re.Pattern[str]
+    fault: Fault
+    remaining: int
+
+
+class FaultBook:
+    """The armed faults; the request threads consume them, the test thread arms them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._rules: list[_Rule] = []
+
+    def arm(self, method: str, path_regex: str, fault: Fault, times: int) -> None:
+        """Fire `fault` on the next `times` requests whose method and raw path match.
+
+        `method` is an HTTP method (case-insensitive) or `"*"`; `path_regex` is searched
+        (`re.search`) in the raw, still percent-encoded request path without its query string,
+        e.g. `r"/commit/"` or `r"/preupload/refs%2Fpr%2F1$"`.
+        """
+        if times < 1:
+            raise ValueError("times must be >= 1")
+        rule = _Rule(method.upper(), re.compile(path_regex), fault, times)
+        with self._lock:
+            self._rules.append(rule)
+
+    def clear(self) -> None:
+        """Disarm every fault."""
+        with self._lock:
+            self._rules.clear()
+
+    def take(self, method: str, raw_path: str) -> Fault | None:
+        """Consume and return the first armed fault matching this request, if any."""
+        with self._lock:
+            for rule in self._rules:
+                if rule.method in ("*", method) and rule.pattern.search(raw_path):
+                    rule.remaining -= 1
+                    if rule.remaining == 0:
+                        self._rules.remove(rule)
+                    return rule.fault
+        return None

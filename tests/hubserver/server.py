@@ -1,0 +1,318 @@
+"""`HubServer`: the fake Hub on 127.0.0.1, its state-inspection API and its fault injection.
+
+The HTTP layer is `http.server.ThreadingHTTPServer` speaking HTTP/1.1 with keep-alive, because
+the client (`httpx`) pools connections, and because a dropped connection (`LOST_RESPONSE`) must
+look to the client exactly like a real network failure after the server acted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from .app import HubApp, Request, Response
+from .faults import Fault, FaultBook, FaultKind
+from .records import CommitRecord, PullRequestRecord, RequestRecord, TokenInfo
+from .store import (
+    Blob,
+    BranchRef,
+    Commit,
+    HubError,
+    Operation,
+    Put,
+    Repo,
+    RepoType,
+    Store,
+    upload_mode,
+)
+
+_RACE_TARGET_ACTIONS = ("commit", "preupload", "tree", "paths-info", "revision", "commits")
+
+
+class HubServer:
+    """A Hugging Face Hub look-alike that the real `huggingface_hub` client talks to unchanged.
+
+    `tokens` maps bearer tokens to their owner and role; without it every request (even
+    anonymous) acts as the write user `local-user`. `port=0` picks a free port at `start()`.
+    `tree_page_size` lets a test force `tree` pagination (the Hub pages at 1000 entries).
+    """
+
+    def __init__(
+        self,
+        tokens: dict[str, TokenInfo] | None = None,
+        *,
+        port: int = 0,
+        tree_page_size: int = 1000,
+    ) -> None:
+        self._tokens = dict(tokens) if tokens is not None else None
+        self._port = port
+        self._tree_page_size = tree_page_size
+        self._lock = threading.RLock()
+        self._store = Store()
+        self._faults = FaultBook()
+        self._races = 0
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._app: HubApp | None = None
+        self.url = ""
+        self.request_log: list[RequestRecord] = []
+
+    # ---------------------------------------------------------------------- lifecycle
+
+    def start(self) -> HubServer:
+        """Bind 127.0.0.1 and serve from a daemon thread; returns self for chaining."""
+        if self._httpd is not None:
+            raise RuntimeError("HubServer already started")
+        httpd = ThreadingHTTPServer(("127.0.0.1", self._port), _make_handler(self))
+        httpd.daemon_threads = True
+        self._httpd = httpd
+        self.url = f"http://127.0.0.1:{httpd.server_address[1]}"
+        self._app = HubApp(self._store, self._tokens, self.url, self._tree_page_size)
+        self._thread = threading.Thread(target=httpd.serve_forever, name="hubserver", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and release the port (idempotent)."""
+        httpd, self._httpd = self._httpd, None
+        if httpd is None:
+            return
+        httpd.shutdown()
+        httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> HubServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------- seeding state
+
+    def create_repo(
+        self,
+        repo_id: str,
+        repo_type: RepoType = "dataset",
+        private: bool = False,
+        files: dict[str, bytes] | None = None,
+    ) -> None:
+        """Create a repo directly (no HTTP); `files` land in one commit after the initial one.
+
+        Files follow the same regular/LFS rule as uploads, so the client's unchanged-file
+        detection works against seeded content too.
+        """
+        with self._lock:
+            repo = self._store.create_repo(repo_type, repo_id, private, "system")
+            if files:
+                ops: list[Operation] = []
+                for path, data in sorted(files.items()):
+                    lfs = upload_mode(path, len(data)) == "lfs" and len(data) > 0
+                    blob = Blob.make(data, lfs)
+                    if lfs:
+                        repo.lfs_objects[blob.sha256] = data
+                    ops.append(Put(path, blob))
+                commit = self._store.make_commit(
+                    repo, repo.branches["main"], ops, "Seed files", "", "system"
+                )
+                repo.branches["main"] = commit.oid
+
+    # --------------------------------------------------------------- state inspection
+
+    def commits(
+        self, repo_id: str, repo_type: RepoType = "dataset", revision: str = "main"
+    ) -> list[CommitRecord]:
+        """First-parent history of `revision`, newest first (raises LookupError if unknown)."""
+        with self._lock:
+            repo, commit = self._resolve(repo_id, repo_type, revision)
+            return [
+                CommitRecord(
+                    c.oid,
+                    c.parents,
+                    c.summary,
+                    c.description,
+                    c.author,
+                    c.created_at,
+                    c.added,
+                    c.modified,
+                    c.deleted,
+                )
+                for c in repo.history(commit.oid)
+            ]
+
+    def file_bytes(
+        self, repo_id: str, path: str, repo_type: RepoType = "dataset", revision: str = "main"
+    ) -> bytes | None:
+        """The file's content at `revision`, or None if absent (LookupError if repo/rev unknown)."""
+        with self._lock:
+            _, commit = self._resolve(repo_id, repo_type, revision)
+            blob = commit.tree.get(path)
+            return blob.data if blob else None
+
+    def list_files(
+        self, repo_id: str, repo_type: RepoType = "dataset", revision: str = "main"
+    ) -> list[str]:
+        """Sorted paths of every file at `revision` (including the Hub's `.gitattributes`)."""
+        with self._lock:
+            _, commit = self._resolve(repo_id, repo_type, revision)
+            return sorted(commit.tree)
+
+    def pull_requests(
+        self, repo_id: str, repo_type: RepoType = "dataset"
+    ) -> list[PullRequestRecord]:
+        """Every PR of the repo, by number."""
+        with self._lock:
+            repo = self._store.repos.get((repo_type, repo_id))
+            if repo is None:
+                raise LookupError(f"no {repo_type} repo {repo_id}")
+            return [
+                PullRequestRecord(
+                    num=d.num,
+                    title=d.title,
+                    description=d.description,
+                    status=d.status,
+                    author=d.author,
+                    ref=f"refs/pr/{d.num}",
+                    base_branch=d.base_branch or "main",
+                    head_oid=d.head_oid or "",
+                    merge_commit_oid=d.merge_commit_oid,
+                )
+                for d in sorted(repo.discussions.values(), key=lambda d: d.num)
+                if d.is_pull_request
+            ]
+
+    def _resolve(self, repo_id: str, repo_type: str, revision: str) -> tuple[Repo, Commit]:
+        repo = self._store.repos.get((repo_type, repo_id))
+        if repo is None:
+            raise LookupError(f"no {repo_type} repo {repo_id}")
+        try:
+            return repo, repo.resolve(revision)
+        except HubError as err:
+            raise LookupError(err.message) from err
+
+    # ---------------------------------------------------------------- fault injection
+
+    def inject(self, method: str, path_regex: str, fault: Fault, times: int = 1) -> None:
+        """Arm `fault` for the next `times` requests matching `method` and `path_regex`.
+
+        `path_regex` is searched in the raw (percent-encoded) path without the query string.
+        """
+        self._faults.arm(method, path_regex, fault, times)
+
+    def clear_faults(self) -> None:
+        self._faults.clear()
+
+    # -------------------------------------------------------------- request handling
+
+    def _serve(self, request: Request, query: str) -> tuple[Response, Fault | None]:
+        """Run one request under the lock, applying the fault armed for it, and log it."""
+        assert self._app is not None
+        fault = self._faults.take(request.method, request.raw_path)
+        with self._lock:
+            if fault is not None and fault.kind is FaultKind.STATUS:
+                assert fault.code is not None
+                response = Response.error(
+                    HubError(fault.code, f"Injected fault: HTTP {fault.code}")
+                )
+                if fault.retry_after is not None:
+                    response.headers["Retry-After"] = str(fault.retry_after)
+            else:
+                if fault is not None and fault.kind is FaultKind.RACE:
+                    self._race(request)
+                try:
+                    response = self._app.handle(request)
+                except Exception as err:  # a server bug must reach the test as a 500, not a hang
+                    response = Response.error(HubError(500, f"{type(err).__name__}: {err}"))
+            record = RequestRecord(
+                request.method,
+                request.raw_path,
+                query,
+                response.status,
+                fault.describe() if fault else None,
+            )
+            self.request_log.append(record)
+        return response, fault
+
+    def _race(self, request: Request) -> None:
+        """Land a commit by "someone else" on the branch (or PR ref) the request targets."""
+        parts = request.raw_path.split("/")
+        # /api/{t}/{ns}/{name}/{action}/{rev}
+        if len(parts) < 5 or parts[1] != "api" or parts[2] not in ("models", "datasets", "spaces"):
+            return
+        repo_type = parts[2][:-1]
+        repo = self._store.repos.get((repo_type, f"{parts[3]}/{parts[4]}"))
+        if repo is None:
+            return
+        revision = "main"
+        if len(parts) > 6 and parts[5] in _RACE_TARGET_ACTIONS:
+            revision = unquote(parts[6])
+        try:
+            ref = repo.writable_ref(revision)
+        except HubError:
+            ref = BranchRef("main")
+        self._races += 1
+        blob = Blob.make(f"race {self._races}\n".encode(), False)
+        commit = self._store.make_commit(
+            repo,
+            repo.head(ref),
+            [Put(f".race/{self._races}", blob)],
+            f"Concurrent commit {self._races}",
+            "",
+            "someone-else",
+        )
+        repo.move(ref, commit.oid)
+
+
+def _make_handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        """Moves bytes between the socket and `HubServer._serve`; no logic of its own."""
+
+        protocol_version = "HTTP/1.1"
+        server_version = "hubserver/1"
+
+        def log_message(self, format: str, *args: object) -> None:
+            """Silenced: the request log is `HubServer.request_log`."""
+
+        def _read_body(self) -> bytes:
+            if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+                chunks = []
+                while True:
+                    size = int(self.rfile.readline().split(b";")[0].strip(), 16)
+                    if size == 0:
+                        while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                            pass
+                        return b"".join(chunks)
+                    chunks.append(self.rfile.read(size))
+                    self.rfile.readline()
+            length = int(self.headers.get("Content-Length") or 0)
+            return self.rfile.read(length) if length else b""
+
+        def _handle(self) -> None:
+            split = urlsplit(self.path)
+            request = Request(
+                method=self.command,
+                raw_path=split.path,
+                query=parse_qs(split.query, keep_blank_values=True),
+                headers=self.headers,
+                body=self._read_body(),
+            )
+            response, fault = hub._serve(request, split.query)
+            if fault is not None and fault.kind is FaultKind.LOST_RESPONSE:
+                self.close_connection = True
+                with contextlib.suppress(OSError):
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                return
+            self.send_response(response.status)
+            for name, value in response.headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(response.body)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(response.body)
+
+        do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = _handle
+
+    return Handler

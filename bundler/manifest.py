@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from bundler.schema import StaticsIdentity
 
-MANIFEST_VERSION = 1
+MANIFEST_VERSION: Literal[1] = 1
 MANIFEST_PATH = "manifest.json"
 RUN_META_PATH = "run_meta.json"
 METRICS_PATH = "metrics.json"

@@ -212,7 +212,8 @@ def _judge_coverage(
     if expected is not None and indices[-1] >= expected:
         raise InputError(
             directory,
-            f"prediction index {indices[-1]} is beyond the {expected} rows given by --expect {task}",
+            f"prediction index {indices[-1]} is beyond the {expected} rows "
+            f"given by --expect {task}",
             hint="check the --expect row count for this task",
         )
     if coverage.status != "partial":

@@ -152,7 +152,7 @@ class StaticsRunMetadata(_Strict):
 
 
 class PredictionRecord(BaseModel):
-    """One prediction_<i>.json. Only the keys the bundler checks are modelled; all bytes are kept."""
+    """One prediction_<i>.json. Only the keys the bundler checks are modelled; bytes are kept."""
 
     model_config = ConfigDict(strict=True, extra="ignore")
 

@@ -199,7 +199,10 @@ def _check_frame(reading: BundleReading, raw: Any) -> bool:
 
 
 def _read_archive(reading: BundleReading, hashing: HashingReader, progress: ProgressSink) -> None:
-    decompressed = zstandard.ZstdDecompressor().stream_reader(hashing, read_across_frames=False)
+    decompressed = zstandard.ZstdDecompressor().stream_reader(
+        hashing,  # type: ignore[arg-type]
+        read_across_frames=False,
+    )
     bounded = _BoundedReader(decompressed, MAX_MANIFEST_BYTES + PER_MEMBER_OVERHEAD)
     try:
         with tarfile.open(fileobj=bounded, mode="r|") as tar:  # type: ignore[call-overload]

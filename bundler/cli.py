@@ -15,7 +15,7 @@ from typing import Annotated, TypeVar
 import typer
 
 from bundler.collect import CollectOptions, collect, parse_expectations
-from bundler.errors import BundlerError, UsageError
+from bundler.errors import BundlerError
 from bundler.inspection import inspect_bundle
 from bundler.manifest import Submitter
 from bundler.report import (
@@ -51,7 +51,29 @@ DebugOption = Annotated[
     bool, typer.Option("--debug", help="Show a full traceback when something goes wrong.")
 ]
 
+TokenOption = Annotated[
+    str | None,
+    typer.Option(
+        "--token",
+        envvar="HF_TOKEN",
+        show_envvar=True,
+        help="Hugging Face token; else HF_TOKEN, else the stored `hf auth login`. Never shown.",
+    ),
+]
+RepoOption = Annotated[
+    str, typer.Option("--repo", help="The dataset repository, OWNER/NAME.", show_default=False)
+]
+
 T = TypeVar("T")
+
+
+def _token(token: str | None) -> str | None:
+    """An empty --token or HF_TOKEN means none, so the client may fall back to the login."""
+    return token or None
+
+
+def _secrets(token: str | None) -> tuple[str, ...]:
+    return (token,) if token else ()
 
 
 def run_command(
@@ -63,7 +85,7 @@ def run_command(
     try:
         return action()
     except BundlerError as error:
-        code = EXIT_UNUSABLE if isinstance(error, UsageError) else EXIT_FAILED
+        code = error.exit_code
         message, hint = _scrub(error.message, secrets), _scrub(error.hint, secrets)
     except KeyboardInterrupt:
         console.print("[red]interrupted[/]; nothing partial was left behind")
@@ -127,6 +149,14 @@ def collect_command(
         bool,
         typer.Option(help="Bundle partial or gapped runs, marked partial, instead of refusing."),
     ] = False,
+    resolve_rows: Annotated[
+        bool,
+        typer.Option(
+            help="Look up each pinned dataset split's row count on the Hub (its card's "
+            "dataset_info) and judge coverage against it; --expect wins where given."
+        ),
+    ] = False,
+    token: TokenOption = None,
     level: Annotated[int, typer.Option(min=1, max=22, help="zstd compression level.")] = 3,
     json_output: JsonOption = False,
     debug: DebugOption = False,
@@ -147,6 +177,8 @@ def collect_command(
             ),
             expected_rows=parse_expectations(expect or []),
             allow_partial=allow_partial,
+            resolve_rows=resolve_rows,
+            token=_token(token),
             level=level,
         )
         with RichProgress(console) as progress:
@@ -156,7 +188,9 @@ def collect_command(
             emit_json(report.model_dump(mode="json") | {"exit_code": report.exit_code})
         return report.exit_code
 
-    raise typer.Exit(run_command(action, json_output=json_output, debug=debug))
+    raise typer.Exit(
+        run_command(action, json_output=json_output, debug=debug, secrets=_secrets(token))
+    )
 
 
 @app.command("verify")
@@ -202,3 +236,130 @@ def inspect_command(
         return code
 
     raise typer.Exit(run_command(action, json_output=json_output, debug=debug))
+
+
+@app.command("upload")
+def upload_command(
+    bundles_dir: Annotated[
+        Path, typer.Argument(help="The bundles directory written by collect.")
+    ] = Path("bundles"),
+    repo: RepoOption = ...,  # type: ignore[assignment]
+    revision: Annotated[
+        str, typer.Option(help="The branch to publish to (or to open the pull request on).")
+    ] = "main",
+    create_pr: Annotated[
+        bool,
+        typer.Option(
+            "--create-pr",
+            help="Propose the bundles as a pull request (no write access needed); re-running "
+            "updates the same open pull request.",
+        ),
+    ] = False,
+    token: TokenOption = None,
+    private: Annotated[
+        bool, typer.Option("--private", help="Make the repository private if it is created.")
+    ] = False,
+    replace: Annotated[
+        bool,
+        typer.Option(
+            "--replace", help="Overwrite a bundle the repository holds with different content."
+        ),
+    ] = False,
+    allow_partial: Annotated[
+        bool, typer.Option("--allow-partial", help="Publish partial-coverage bundles too.")
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Show the plan; change nothing on the Hub.")
+    ] = False,
+    message: Annotated[
+        str | None, typer.Option("--message", "-m", help="Commit summary to use.")
+    ] = None,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Verify the bundles and publish the new ones to a dataset repository (HF_ENDPOINT is
+    honoured). Bundles already there are skipped, a bundle with different content is a conflict
+    unless --replace, and partial bundles need --allow-partial. Exit 1 if any bundle was refused
+    or not published, 2 for a problem to fix first (token, access, repository, revision)."""
+    from bundler.publish import UploadOptions, upload
+    from bundler.report import render_upload
+
+    console = stderr_console()
+
+    def action() -> int:
+        options = UploadOptions(
+            repo_id=repo,
+            revision=revision,
+            create_pr=create_pr,
+            private=private,
+            replace=replace,
+            allow_partial=allow_partial,
+            dry_run=dry_run,
+            message=message,
+            token=_token(token),
+        )
+        _quiet_hub_client()
+        with RichProgress(console) as progress:
+            report = upload(bundles_dir, options, progress)
+        render_upload(report, console)
+        if json_output:
+            emit_json(report.model_dump(mode="json") | {"exit_code": report.exit_code})
+        return report.exit_code
+
+    raise typer.Exit(
+        run_command(action, json_output=json_output, debug=debug, secrets=_secrets(token))
+    )
+
+
+@app.command("download")
+def download_command(
+    repo: RepoOption = ...,  # type: ignore[assignment]
+    output_dir: Annotated[
+        Path, typer.Option("--output", "-o", help="The local bundles directory to fill.")
+    ] = Path("bundles"),
+    revision: Annotated[
+        str, typer.Option(help="A branch, tag, commit or refs/pr/N (to review a pull request).")
+    ] = "main",
+    bundle: Annotated[
+        list[str] | None,
+        typer.Option("--bundle", help="Only this bundle id, <player>_<fp8>/<target> (repeatable)."),
+    ] = None,
+    token: TokenOption = None,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Download bundles with their sidecars into the local layout and verify each one. A bundle
+    that fails verification is kept apart in OUTPUT/.rejected/, never mixed with the good ones.
+    Exit 1 if any bundle was rejected or not found."""
+    from bundler.fetch import download
+    from bundler.report import render_download
+
+    console = stderr_console()
+
+    def action() -> int:
+        _quiet_hub_client()
+        with RichProgress(console) as progress:
+            report = download(
+                repo,
+                output_dir,
+                revision=revision,
+                bundle_ids=bundle or None,
+                token=_token(token),
+                progress=progress,
+            )
+        render_download(report, console)
+        if json_output:
+            emit_json(report.model_dump(mode="json") | {"exit_code": report.exit_code})
+        return report.exit_code
+
+    raise typer.Exit(
+        run_command(action, json_output=json_output, debug=debug, secrets=_secrets(token))
+    )
+
+
+def _quiet_hub_client() -> None:
+    """The client's own tqdm bars and warnings would interleave with ours on stderr."""
+    from huggingface_hub.utils import disable_progress_bars, logging
+
+    disable_progress_bars()
+    logging.set_verbosity_error()

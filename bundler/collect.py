@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from bundler.archive import DEFAULT_LEVEL, write_archive
 from bundler.discover import RunDirectory, Skipped, discover
@@ -22,6 +22,9 @@ from bundler.naming import archive_name, sidecar_name
 from bundler.progress import NoProgress, ProgressSink
 from bundler.runs import RunHeader, ValidatedRun, read_header, validate_run
 from bundler.version import bundler_version
+
+if TYPE_CHECKING:
+    from bundler.rowcount import RowCountResolver
 
 
 class CollectOptions(BaseModel):
@@ -34,6 +37,10 @@ class CollectOptions(BaseModel):
     submitter: Submitter = Field(default_factory=Submitter)
     expected_rows: dict[str, int] = Field(default_factory=dict)
     allow_partial: bool = False
+    resolve_rows: bool = Field(
+        default=False, description="look up each pinned dataset's row count on the Hub"
+    )
+    token: SecretStr | None = Field(default=None, description="Hub token for --resolve-rows")
     level: int = Field(default=DEFAULT_LEVEL, ge=1, le=22)
     threads: int | None = Field(default=None, ge=1)
 
@@ -116,8 +123,14 @@ def collect(
             headers.append(header)
         else:
             report.skipped.append(Skipped(path=str(run.path), reason="not selected by filters"))
+    resolver = None
+    if options.resolve_rows:
+        from bundler.rowcount import RowCountResolver  # the Hub client only when asked for
+
+        token = options.token.get_secret_value() if options.token else None
+        resolver = RowCountResolver(token)
     for header in _refuse_collisions(headers, report):
-        _bundle_one(header, bundles_dir, options, progress, report)
+        _bundle_one(header, bundles_dir, options, resolver, progress, report)
     return report
 
 
@@ -165,17 +178,25 @@ def _bundle_one(
     header: RunHeader,
     bundles_dir: Path,
     options: CollectOptions,
+    resolver: RowCountResolver | None,
     progress: ProgressSink,
     report: CollectReport,
 ) -> None:
+    statics = header.meta.statics
+    expected = options.expected_rows.get(statics.task_name)
+    notes: list[str] = []
+    if expected is None and resolver is not None:
+        expected, note = resolver.rows(statics)
+        notes += [note] if note else []
     try:
         progress.begin(f"checking {header.bundle_id}", None)
         run = validate_run(
             header,
-            expected_rows=options.expected_rows.get(header.meta.statics.task_name),
+            expected_rows=expected,
             allow_partial=options.allow_partial,
             on_prediction=progress.advance,
         )
+        run.warnings[:0] = notes
         progress.begin(f"writing {header.bundle_id}", len(run.predictions) + 2)
         report.bundles.append(_write_bundle(run, bundles_dir, options, progress))
     except BundlerError as error:

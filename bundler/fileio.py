@@ -27,11 +27,17 @@ def open_no_follow(path: Path) -> BinaryIO:
         if error.errno == errno.ELOOP:
             raise InputError(path, "symbolic link; links are never followed") from None
         raise InputError(path, f"cannot read: {error.strerror}") from None
-    handle = os.fdopen(descriptor, "rb")
-    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-        handle.close()
+    # Check the type on the raw descriptor first: os.fdopen itself raises IsADirectoryError
+    # for a directory, which would escape as an unexplained OSError (and leak the descriptor).
+    try:
+        is_regular = stat.S_ISREG(os.fstat(descriptor).st_mode)
+    except OSError:
+        os.close(descriptor)
+        raise
+    if not is_regular:
+        os.close(descriptor)
         raise InputError(path, "not a regular file")
-    return handle
+    return os.fdopen(descriptor, "rb")
 
 
 def read_bounded(path: Path, limit: int) -> bytes:

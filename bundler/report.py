@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 from rich.console import Console
@@ -20,6 +20,10 @@ from bundler.checks import CheckResult
 from bundler.collect import CollectReport
 from bundler.inspection import BundleInspection
 from bundler.verify import VerifyReport
+
+if TYPE_CHECKING:
+    from bundler.fetch import DownloadReport
+    from bundler.publish import UploadReport
 
 STATUS_STYLE = {"passed": "green", "warned": "yellow", "failed": "bold red"}
 
@@ -192,3 +196,60 @@ def human_size(size: int) -> str:
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     return f"{size} B"
+
+
+OUTCOME_STYLE = {
+    "published": "green",
+    "already-there": "dim",
+    "planned": "cyan",
+    "downloaded": "green",
+    "refused": "bold red",
+    "failed": "bold red",
+    "rejected": "bold red",
+    "missing": "bold red",
+}
+
+
+def render_upload(report: UploadReport, console: Console) -> None:
+    mode = " (dry run: nothing was changed)" if report.dry_run else ""
+    table = Table(
+        title=f"{escape(report.repo_id)} @ {escape(report.revision)}{mode}", title_justify="left"
+    )
+    for column in ("bundle", "plan", "outcome", "detail"):
+        table.add_column(column, overflow="fold")
+    for bundle in report.bundles:
+        style = OUTCOME_STYLE.get(bundle.outcome, "")
+        table.add_row(
+            escape(bundle.bundle_id),
+            bundle.action,
+            f"[{style}]{bundle.outcome}[/]",
+            escape(bundle.detail or ""),
+        )
+    console.print(table)
+    if report.repo_created:
+        console.print(f"created dataset repository {escape(report.repo_id)}")
+    for commit in report.commits:
+        console.print(f"commit {commit}")
+    if report.pull_request_url:
+        console.print(f"pull request: {escape(report.pull_request_url)}")
+    if report.error:
+        console.print(f"[bold red]error[/]: {escape(report.error)}")
+    published = sum(bundle.outcome == "published" for bundle in report.bundles)
+    there = sum(bundle.outcome == "already-there" for bundle in report.bundles)
+    bad = sum(bundle.outcome in ("refused", "failed") for bundle in report.bundles)
+    console.print(
+        f"{published} published, {there} already there, {bad} refused or failed, "
+        f"{len(report.commits)} commit(s)"
+    )
+
+
+def render_download(report: DownloadReport, console: Console) -> None:
+    for bundle in report.bundles:
+        style = OUTCOME_STYLE.get(bundle.outcome, "")
+        detail = f": {escape(bundle.detail)}" if bundle.detail else ""
+        console.print(f"[{style}]{bundle.outcome:>10}[/] {escape(bundle.bundle_id)}{detail}")
+    good = sum(bundle.outcome == "downloaded" for bundle in report.bundles)
+    console.print(
+        f"{good} of {len(report.bundles)} bundle(s) downloaded and verified into "
+        f"{escape(report.output_dir)} (commit {report.commit[:12]})"
+    )

@@ -47,7 +47,9 @@ class StaticsIdentity(_Strict):
     @field_validator("task_name")
     @classmethod
     def _task_name_is_path_safe(cls, value: str) -> str:
-        if not SAFE_TASK_NAME.match(value):
+        # fullmatch, not match: `$` also matches before a trailing newline, which would let
+        # "task\n" through into a file name.
+        if not SAFE_TASK_NAME.fullmatch(value):
             raise ValueError(
                 f"task_name {value!r} is not safe in a path (allowed: ^[A-Za-z0-9][A-Za-z0-9._-]*$)"
             )
@@ -58,7 +60,7 @@ class StaticsIdentity(_Strict):
     def _resolved_revision_is_a_commit(cls, value: str | None) -> str | None:
         # It labels the bundle path, and it is meant to be a concrete commit sha, so anything
         # else (a branch name, a path) is refused rather than turned into a file name.
-        if value is not None and not _COMMIT_SHA.match(value):
+        if value is not None and not _COMMIT_SHA.fullmatch(value):  # no trailing newline
             raise ValueError(f"resolved_revision {value!r} is not a commit sha (hex, 8-64 chars)")
         return value
 

@@ -100,6 +100,8 @@ class BundleReading:
     sidecar: Sidecar | None = None
     run_meta: StaticsRunMetadata | None = None
     metrics: dict[str, Any] | None = None
+    metrics_text: str | None = None
+    """The original metrics.json text, for the Hub's table row."""
     raw_capabilities: dict[str, Any] | None = None
     """As read, because the fingerprint must be computed from the exact values in the file."""
 
@@ -116,13 +118,14 @@ def find_archives(paths: list[Path]) -> list[Path]:
     found: list[Path] = []
     for path in paths:
         if path.is_dir() and not path.is_symlink():
+            # Hidden entries are staging, rejected or cache areas, never bundles to trust.
             found.extend(
                 sorted(
                     candidate
                     for candidate in path.rglob(f"*{ARCHIVE_SUFFIX}")
                     if candidate.is_file()
                     and not candidate.is_symlink()
-                    and not candidate.name.startswith(".")
+                    and not any(part.startswith(".") for part in candidate.relative_to(path).parts)
                 )
             )
         elif path.is_file():
@@ -337,6 +340,7 @@ def _check_content(
             reading.raw_capabilities = raw["capabilities"]
         elif path == METRICS_PATH:
             reading.metrics = check_metrics(data, path)
+            reading.metrics_text = data.decode("utf-8")
         else:
             tally.add(parse_prediction(data, _index_of(path), path))
     except BundlerError as error:

@@ -40,6 +40,7 @@ from .store import (
     entry_not_found,
     hub_now,
     repo_not_found,
+    revision_not_found,
     upload_mode,
 )
 
@@ -129,12 +130,11 @@ class HubApp:
         self.tree_page_size = tree_page_size
         self._lfs_tickets: dict[str, tuple[tuple[str, str], str, int]] = {}
         self._event_ids = itertools.count(1)
-        self._routes: list[tuple[str, re.Pattern[str], Access, Handler]] = []
-        for method, pattern, access, handler in (
+        table: list[tuple[str, str, Access, Handler]] = [
             ("GET", r"/api/whoami-v2", "none", self.whoami),
             ("GET", r"/api/agent-harnesses", "none", self.agent_harnesses),
             ("POST", r"/api/repos/create", "none", self.create_repo),
-            ("POST", r"/api/repos/delete", "none", self.delete_repo),
+            ("DELETE", r"/api/repos/delete", "none", self.delete_repo),
             ("POST", r"/api/validate-yaml", "none", self.validate_yaml),
             ("GET", _API_REPO, "read", self.repo_info),
             ("GET", _API_REPO + r"/revision/(?P<rev>[^/]+)", "read", self.repo_info),
@@ -159,8 +159,8 @@ class HubApp:
             ("POST", r"/__lfs/verify/(?P<ticket>[0-9a-f]+)", "none", self.lfs_verify),
             ("HEAD", _GIT_REPO + r"/resolve/(?P<rev>[^/]+)/(?P<path>.+)", "read", self.resolve),
             ("GET", _GIT_REPO + r"/resolve/(?P<rev>[^/]+)/(?P<path>.+)", "read", self.resolve),
-        ):
-            self._routes.append((method, re.compile(pattern + "$"), access, handler))
+        ]
+        self._routes = [(m, re.compile(p + "$"), a, h) for m, p, a, h in table]
 
     # ----------------------------------------------------------------- dispatch and auth
 
@@ -332,7 +332,9 @@ class HubApp:
 
     # ------------------------------------------------------------------- tree listing
 
-    def _entries(self, repo: Repo, commit: Commit, paths: list[str], expand: bool) -> list[dict]:
+    def _entries(
+        self, repo: Repo, commit: Commit, paths: list[str], expand: bool
+    ) -> list[dict[str, Any]]:
         """`tree` entries for `paths` (files or folders), Hub-shaped; unknown paths are skipped."""
         entries = []
         for path in paths:
@@ -419,7 +421,7 @@ class HubApp:
         repo = self._repo(match)
         revision = revision_of(match)
         if request.flag("create_pr"):
-            repo.writable_ref(revision)
+            pr_base(repo, revision)
         tree = repo.resolve(revision).tree
         files = request.json_object().get("files")
         if not isinstance(files, list):
@@ -452,13 +454,11 @@ class HubApp:
         description = str(header.get("description") or "")
         parent = header.get("parentCommit")
         if request.flag("create_pr"):
-            ref = repo.writable_ref(revision)
-            if not isinstance(ref, BranchRef):
-                raise HubError(400, "Pull requests can only target a branch")
-            fork = repo.find_commit(parent).oid if parent else repo.head(ref)
+            base = pr_base(repo, revision)
+            fork = repo.find_commit(parent).oid if parent else repo.head(base)
             commit = self.store.make_commit(repo, fork, operations, summary, description, author)
             pr = self._open_discussion(repo, summary, description, author, True, "open")
-            pr.base_branch, pr.fork_oid, pr.head_oid = ref.name, fork, commit.oid
+            pr.base_branch, pr.fork_oid, pr.head_oid = base.name, fork, commit.oid
             pr.events.append(self._event("commit", author, {"subject": summary, "oid": commit.oid}))
             extra = {"pullRequestUrl": f"{self.repo_url(repo)}/discussions/{pr.num}"}
         else:
@@ -784,6 +784,14 @@ def require_write(who: TokenInfo | None) -> TokenInfo:
     if who.role != "write":
         raise HubError(403, NO_WRITE_RIGHTS)
     return who
+
+
+def pr_base(repo: Repo, revision: str) -> BranchRef:
+    """The branch a new PR targets; like the Hub, anything but a branch is RevisionNotFound."""
+    name = revision.removeprefix("refs/heads/")
+    if name not in repo.branches:
+        raise revision_not_found(revision)
+    return BranchRef(name)
 
 
 def repo_key(match: re.Match[str]) -> tuple[RepoType, str]:

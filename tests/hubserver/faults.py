@@ -45,7 +45,7 @@ class Fault:
         """Short label kept in the request log so a failing test shows which fault fired."""
         if self.kind is FaultKind.STATUS:
             return f"status {self.code}"
-        return self.kind.value
+        return str(self.kind.value)
 
 
 Fault.LOST_RESPONSE = Fault(FaultKind.LOST_RESPONSE)

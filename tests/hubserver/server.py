@@ -278,7 +278,7 @@ def _make_handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
 
         def _read_body(self) -> bytes:
             if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-                chunks = []
+                chunks: list[bytes] = []
                 while True:
                     size = int(self.rfile.readline().split(b";")[0].strip(), 16)
                     if size == 0:

@@ -1,0 +1,140 @@
+"""Stage 6: download bundles from a dataset repository into a local bundles directory.
+
+Every bundle is fetched into a staging folder inside the output directory, verified there, and
+only then moved into place. A bundle that fails verification goes to `.rejected/` beside the
+good ones, never among them, so a downloaded directory can be trusted as a whole. All files come
+from one commit (the revision's head when the download starts), so a concurrent upload cannot
+mix two versions of a bundle.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from bundler.errors import UsageError
+from bundler.hub import REPO_TYPE, HubSession
+from bundler.naming import sidecar_name
+from bundler.progress import NoProgress, ProgressSink
+from bundler.publish import BUNDLES_DIR
+from bundler.verify import ARCHIVE_SUFFIX, read_bundle
+
+REJECTED_DIR = ".rejected"
+
+FetchOutcome = Literal["downloaded", "rejected", "missing"]
+
+
+class FetchedBundle(BaseModel):
+    bundle_id: str
+    outcome: FetchOutcome
+    archive: str | None = None
+    detail: str | None = None
+
+
+class DownloadReport(BaseModel):
+    repo_id: str
+    revision: str
+    commit: str
+    output_dir: str
+    bundles: list[FetchedBundle] = Field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if all(bundle.outcome == "downloaded" for bundle in self.bundles) else 1
+
+
+def download(
+    repo_id: str,
+    output_dir: Path,
+    *,
+    revision: str = "main",
+    bundle_ids: list[str] | None = None,
+    token: str | None = None,
+    progress: ProgressSink | None = None,
+) -> DownloadReport:
+    progress = progress or NoProgress()
+    session = HubSession(repo_id, token=token)
+    commit = session.head(revision)
+    listed = session.list_files(BUNDLES_DIR, commit)
+    available = sorted(
+        path.removeprefix(f"{BUNDLES_DIR}/").removesuffix(ARCHIVE_SUFFIX)
+        for path in listed
+        if path.endswith(ARCHIVE_SUFFIX)
+    )
+    report = DownloadReport(
+        repo_id=repo_id, revision=revision, commit=commit, output_dir=str(output_dir)
+    )
+    wanted = available
+    if bundle_ids:
+        wanted = [bundle for bundle in available if bundle in bundle_ids]
+        report.bundles.extend(
+            FetchedBundle(bundle_id=bundle, outcome="missing", detail="not in the repository")
+            for bundle in sorted(set(bundle_ids) - set(available))
+        )
+    if output_dir.exists() and not output_dir.is_dir():
+        raise UsageError(f"{output_dir}: exists and is not a directory")
+    output_dir.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=output_dir, prefix=".bundler-download-"))
+    try:
+        progress.begin(f"downloading from {repo_id}", len(wanted))
+        for bundle in wanted:
+            report.bundles.append(
+                _fetch_one(session, bundle, commit, set(listed), staging, output_dir, progress)
+            )
+            progress.advance()
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return report
+
+
+def _fetch_one(
+    session: HubSession,
+    bundle: str,
+    commit: str,
+    listed: set[str],
+    staging: Path,
+    output_dir: Path,
+    progress: ProgressSink,
+) -> FetchedBundle:
+    player_dir, _, target = bundle.partition("/")
+    names = [f"{target}{ARCHIVE_SUFFIX}", sidecar_name(target)]
+    repo_paths = [f"{BUNDLES_DIR}/{player_dir}/{name}" for name in names]
+    for path in repo_paths:
+        if path not in listed:
+            continue  # a missing sidecar is reported by verification, not silently skipped
+        session.call(
+            f"downloading {path}",
+            lambda path=path: session.api.hf_hub_download(
+                session.repo_id,
+                path,
+                repo_type=REPO_TYPE,
+                revision=commit,
+                local_dir=staging,
+            ),
+        )
+    staged = staging / BUNDLES_DIR / player_dir
+    reading = read_bundle(staged / names[0], progress)
+    verification = reading.verification()
+    destination = (
+        output_dir / player_dir if verification.ok else output_dir / REJECTED_DIR / player_dir
+    )
+    destination.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        if (staged / name).exists():
+            os.replace(staged / name, destination / name)
+    if verification.ok:
+        return FetchedBundle(
+            bundle_id=bundle, outcome="downloaded", archive=str(destination / names[0])
+        )
+    failures = [f"{c.name}: {c.detail}" for c in verification.checks if c.status == "failed"]
+    return FetchedBundle(
+        bundle_id=bundle,
+        outcome="rejected",
+        archive=str(destination / names[0]),
+        detail="failed verification, kept apart: " + "; ".join(failures),
+    )

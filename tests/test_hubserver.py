@@ -1,0 +1,583 @@
+"""The fake Hub (`tests/hubserver`) against the real `huggingface_hub` client over real HTTP.
+
+These tests are what entitles the bundler's tests to trust the fake Hub: every behaviour the
+bundler relies on is exercised here through the unmodified client. The client may already have
+been imported by another test module with another endpoint, so in-process calls pass
+`endpoint=hub.url` explicitly and switch Xet and telemetry off on `huggingface_hub.constants`
+for each test (both are read at call time); the subprocess test checks the `client_env` route,
+where the environment is in place before the client is imported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx2
+import pytest
+from hubserver import Fault, HubServer, TokenInfo, client_env
+from huggingface_hub import (
+    CommitOperationAdd,
+    CommitOperationDelete,
+    HfApi,
+    HfFileSystem,
+    constants,
+    hf_hub_download,
+    snapshot_download,
+)
+from huggingface_hub.errors import (
+    HfHubHTTPError,
+    RemoteEntryNotFoundError,
+    RepositoryNotFoundError,
+    RevisionNotFoundError,
+)
+
+WRITE_TOKEN = "hf_test_write_0123456789"
+READ_TOKEN = "hf_test_read_0123456789"
+BUNDLE = os.urandom(2 * 1024 * 1024)  # a ~2 MiB "bundle": takes the LFS path by its suffix
+README = "---\nlicense: mit\npretty_name: Test bundles\n---\n# Bundles\n"
+
+
+@pytest.fixture(scope="module")
+def hub() -> Iterator[HubServer]:
+    server = HubServer(
+        {WRITE_TOKEN: TokenInfo("alice", "write"), READ_TOKEN: TokenInfo("bob", "read")}
+    ).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(autouse=True)
+def _no_xet_no_telemetry(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", True)
+
+
+@pytest.fixture
+def api(hub: HubServer) -> HfApi:
+    return HfApi(endpoint=hub.url, token=WRITE_TOKEN)
+
+
+@pytest.fixture
+def repo(hub: HubServer, api: HfApi, request: pytest.FixtureRequest) -> str:
+    """A fresh, empty dataset repo named after the test."""
+    repo_id = f"alice/{request.node.name.replace('_', '-')[:80]}"
+    api.create_repo(repo_id, repo_type="dataset")
+    return repo_id
+
+
+def bundle_folder(root: Path, *, extra: str = "1") -> Path:
+    (root / "bundles").mkdir(parents=True, exist_ok=True)
+    (root / "bundles" / "run-1.tar.zst").write_bytes(BUNDLE)
+    (root / "bundles" / "run-1.json").write_text(json.dumps({"run": 1, "extra": extra}))
+    (root / "index.json").write_text(json.dumps({"runs": ["run-1"]}))
+    (root / "README.md").write_text(README)
+    return root
+
+
+def posts_to(hub: HubServer, fragment: str, method: str = "POST") -> int:
+    return sum(1 for r in hub.request_log if r.method == method and fragment in r.path)
+
+
+def add(path: str, data: bytes) -> CommitOperationAdd:
+    return CommitOperationAdd(path_in_repo=path, path_or_fileobj=data)
+
+
+# --------------------------------------------------------------------------- repos, auth
+
+
+def test_create_repo_twice_whoami_and_exists(hub: HubServer, api: HfApi) -> None:
+    url = api.create_repo("alice/twice", repo_type="dataset")
+    assert url == f"{hub.url}/datasets/alice/twice"
+    with pytest.raises(HfHubHTTPError) as err:
+        api.create_repo("alice/twice", repo_type="dataset")
+    assert err.value.response.status_code == 409
+    assert api.create_repo("alice/twice", repo_type="dataset", exist_ok=True) == url
+    assert api.repo_exists("alice/twice", repo_type="dataset")
+    assert not api.repo_exists("alice/missing", repo_type="dataset")
+    me = api.whoami()
+    assert me["name"] == "alice"
+    assert me["auth"]["accessToken"]["role"] == "write"
+    assert hub.list_files("alice/twice") == [".gitattributes"]
+    assert [c.summary for c in hub.commits("alice/twice")] == ["initial commit"]
+    api.delete_repo("alice/twice", repo_type="dataset")
+    assert not api.repo_exists("alice/twice", repo_type="dataset")
+
+
+def test_dataset_and_model_with_same_id_are_different_repos(hub: HubServer, api: HfApi) -> None:
+    api.create_repo("alice/same-id", repo_type="model")
+    assert api.model_info("alice/same-id").id == "alice/same-id"
+    with pytest.raises(RepositoryNotFoundError):
+        api.dataset_info("alice/same-id")
+    assert not api.repo_exists("alice/same-id", repo_type="dataset")
+    api.create_repo("alice/same-id", repo_type="dataset")
+    api.upload_file(
+        path_or_fileobj=b"{}", path_in_repo="d.json", repo_id="alice/same-id", repo_type="dataset"
+    )
+    assert "d.json" in hub.list_files("alice/same-id")
+    assert "d.json" not in hub.list_files("alice/same-id", repo_type="model")
+
+
+def test_bad_token_read_token_and_anonymous(hub: HubServer) -> None:
+    hub.create_repo("alice/guarded", files={"a.json": b"{}"})
+    hub.create_repo("alice/secret", private=True)
+    bad = HfApi(endpoint=hub.url, token="hf_not_a_real_token")
+    with pytest.raises(HfHubHTTPError) as err:
+        bad.whoami()
+    assert err.value.response.status_code == 401
+    with pytest.raises(HfHubHTTPError) as err:
+        bad.dataset_info("alice/guarded")
+    assert err.value.response.status_code == 401
+    assert "Invalid credentials in Authorization header" in str(err.value)
+
+    reader = HfApi(endpoint=hub.url, token=READ_TOKEN)
+    assert reader.whoami()["auth"]["accessToken"]["role"] == "read"
+    assert reader.list_repo_files("alice/guarded", repo_type="dataset") == [
+        ".gitattributes",
+        "a.json",
+    ]
+    for write in (
+        lambda: reader.create_repo("bob/new", repo_type="dataset"),
+        lambda: reader.upload_file(
+            path_or_fileobj=b"x", path_in_repo="x.txt", repo_id="alice/guarded", repo_type="dataset"
+        ),
+        lambda: reader.create_pull_request("alice/guarded", title="PR", repo_type="dataset"),
+    ):
+        with pytest.raises(HfHubHTTPError) as err:
+            write()
+        assert err.value.response.status_code == 403
+        assert "You don't have the rights to write to this repo" in str(err.value)
+
+    anonymous = HfApi(endpoint=hub.url, token=False)
+    assert anonymous.dataset_info("alice/guarded").id == "alice/guarded"
+    with pytest.raises(RepositoryNotFoundError):
+        anonymous.dataset_info("alice/secret")
+    with pytest.raises(HfHubHTTPError) as err:
+        anonymous.upload_file(
+            path_or_fileobj=b"x", path_in_repo="x.txt", repo_id="alice/guarded", repo_type="dataset"
+        )
+    assert err.value.response.status_code == 401
+    assert [c.summary for c in hub.commits("alice/guarded")] == ["Seed files", "initial commit"]
+    logged = json.dumps([vars(r) for r in hub.request_log])
+    assert WRITE_TOKEN not in logged
+    assert READ_TOKEN not in logged
+
+
+# ------------------------------------------------------------------- upload and download
+
+
+def test_upload_folder_lists_and_downloads_byte_identical(
+    hub: HubServer, api: HfApi, repo: str, tmp_path: Path
+) -> None:
+    folder = bundle_folder(tmp_path / "src")
+    info = api.upload_folder(folder_path=folder, repo_id=repo, repo_type="dataset")
+
+    head = hub.commits(repo)[0]
+    assert info.oid == head.oid
+    assert set(head.added) == {
+        "README.md",
+        "index.json",
+        "bundles/run-1.json",
+        "bundles/run-1.tar.zst",
+    }
+    assert hub.file_bytes(repo, "bundles/run-1.tar.zst") == BUNDLE
+    assert posts_to(hub, "/__lfs/upload/", "PUT") >= 1  # the bundle went through LFS basic
+
+    assert sorted(api.list_repo_files(repo, repo_type="dataset")) == [
+        ".gitattributes",
+        "README.md",
+        "bundles/run-1.json",
+        "bundles/run-1.tar.zst",
+        "index.json",
+    ]
+    top = {e.path for e in api.list_repo_tree(repo, repo_type="dataset")}
+    assert top == {".gitattributes", "README.md", "bundles", "index.json"}
+    under = {e.path for e in api.list_repo_tree(repo, "bundles", repo_type="dataset")}
+    assert under == {"bundles/run-1.json", "bundles/run-1.tar.zst"}
+
+    bundle_info, index_info = api.get_paths_info(
+        repo, ["bundles/run-1.tar.zst", "index.json", "not-there.json"], repo_type="dataset"
+    )
+    assert bundle_info.lfs is not None
+    assert bundle_info.lfs.sha256 == hashlib.sha256(BUNDLE).hexdigest()
+    assert bundle_info.size == len(BUNDLE)
+    assert index_info.lfs is None
+
+    dataset = api.dataset_info(repo, files_metadata=True)
+    assert dataset.sha == head.oid
+    assert dataset.card_data is not None and dataset.card_data["pretty_name"] == "Test bundles"
+    siblings = {s.rfilename: s for s in dataset.siblings or []}
+    bundle_lfs = siblings["bundles/run-1.tar.zst"].lfs
+    assert bundle_lfs is not None and bundle_lfs.sha256 == hashlib.sha256(BUNDLE).hexdigest()
+
+    downloaded = hf_hub_download(
+        repo,
+        "bundles/run-1.tar.zst",
+        repo_type="dataset",
+        endpoint=hub.url,
+        token=WRITE_TOKEN,
+        cache_dir=tmp_path / "cache",
+    )
+    assert Path(downloaded).read_bytes() == BUNDLE
+    snapshot = Path(
+        snapshot_download(
+            repo,
+            repo_type="dataset",
+            endpoint=hub.url,
+            token=WRITE_TOKEN,
+            cache_dir=tmp_path / "cache2",
+        )
+    )
+    for path in folder.rglob("*"):
+        if path.is_file():
+            assert (snapshot / path.relative_to(folder)).read_bytes() == path.read_bytes()
+
+
+def test_ranged_reads_through_hf_file_system(hub: HubServer, repo: str, api: HfApi) -> None:
+    api.upload_file(
+        path_or_fileobj=BUNDLE, path_in_repo="b.tar.zst", repo_id=repo, repo_type="dataset"
+    )
+    fs = HfFileSystem(endpoint=hub.url, token=WRITE_TOKEN, skip_instance_cache=True)
+    assert fs.ls(f"datasets/{repo}", detail=False) == [
+        f"datasets/{repo}/.gitattributes",
+        f"datasets/{repo}/b.tar.zst",
+    ]
+    with fs.open(f"datasets/{repo}/b.tar.zst", "rb", block_size=1024) as handle:
+        handle.seek(1000)
+        assert handle.read(100) == BUNDLE[1000:1100]
+    assert any(r.status == 206 for r in hub.request_log if "/resolve/" in r.path)
+
+
+def test_unchanged_files_produce_no_commit(
+    hub: HubServer, api: HfApi, repo: str, tmp_path: Path
+) -> None:
+    folder = bundle_folder(tmp_path)
+    first = api.upload_folder(folder_path=folder, repo_id=repo, repo_type="dataset")
+    hub.request_log.clear()
+    again = api.upload_folder(folder_path=folder, repo_id=repo, repo_type="dataset")
+    # Every file is dropped as unchanged: no commit POST, no LFS PUT; the client returns the
+    # current head (found with a repo_info call) as if it had committed.
+    assert again.oid == first.oid
+    assert posts_to(hub, "/commit/") == 0
+    assert posts_to(hub, "/__lfs/upload/", "PUT") == 0
+    assert len(hub.commits(repo)) == 2
+    # Same with create_pr: nothing changed, so no PR is opened and pr_url stays None.
+    as_pr = api.upload_folder(folder_path=folder, repo_id=repo, repo_type="dataset", create_pr=True)
+    assert as_pr.oid == first.oid and as_pr.pr_url is None
+    assert hub.pull_requests(repo) == []
+
+    (folder / "bundles" / "run-1.json").write_text(json.dumps({"run": 1, "extra": "2"}))
+    changed = api.upload_folder(folder_path=folder, repo_id=repo, repo_type="dataset")
+    head = hub.commits(repo)[0]
+    assert changed.oid == head.oid and head.parents == (first.oid,)
+    assert head.files_changed == ("bundles/run-1.json",)
+
+
+def test_deletes_and_tree_pagination(hub: HubServer, tmp_path: Path) -> None:
+    paged = HubServer(tree_page_size=2).start()
+    try:
+        api = HfApi(endpoint=paged.url, token="anything-goes-without-a-token-table")
+        paged.create_repo(
+            "local-user/paged", files={f"f/{i}.json": b"{}" for i in range(5)} | {"g/x": b"x"}
+        )
+        assert len(list(api.list_repo_tree("local-user/paged", "f", repo_type="dataset"))) == 5
+        assert any("cursor=" in r.query for r in paged.request_log)
+        api.create_commit(
+            "local-user/paged",
+            [CommitOperationDelete("f/0.json"), CommitOperationDelete("g/")],
+            commit_message="Prune",
+            repo_type="dataset",
+        )
+        assert paged.list_files("local-user/paged") == [
+            ".gitattributes",
+            *(f"f/{i}.json" for i in range(1, 5)),
+        ]
+        with pytest.raises(RemoteEntryNotFoundError):
+            api.delete_file("f/0.json", "local-user/paged", repo_type="dataset")
+    finally:
+        paged.stop()
+
+
+def test_lfs_file_must_reference_an_uploaded_object(hub: HubServer, repo: str) -> None:
+    lines = [
+        {"key": "header", "value": {"summary": "Sneaky", "description": ""}},
+        {
+            "key": "lfsFile",
+            "value": {"path": "x.tar.zst", "algo": "sha256", "oid": "0" * 64, "size": 3},
+        },
+    ]
+    request = urllib.request.Request(
+        f"{hub.url}/api/datasets/{repo}/commit/main",
+        data=b"".join(json.dumps(line).encode() + b"\n" for line in lines),
+        headers={"Authorization": f"Bearer {WRITE_TOKEN}", "Content-Type": "application/x-ndjson"},
+        method="POST",
+    )
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(request)
+    assert err.value.code == 400
+    assert len(hub.commits(repo)) == 1
+
+
+# ------------------------------------------------------------------ revisions, conflicts
+
+
+def test_missing_revision_and_entry(hub: HubServer, api: HfApi, repo: str, tmp_path: Path) -> None:
+    with pytest.raises(RevisionNotFoundError):
+        api.dataset_info(repo, revision="no-such-branch")
+    with pytest.raises(RevisionNotFoundError):
+        api.list_repo_files(repo, repo_type="dataset", revision="refs/pr/99")
+    with pytest.raises(RevisionNotFoundError):
+        hf_hub_download(
+            repo,
+            ".gitattributes",
+            repo_type="dataset",
+            revision="no-such-branch",
+            endpoint=hub.url,
+            cache_dir=tmp_path,
+        )
+    with pytest.raises(RemoteEntryNotFoundError):
+        hf_hub_download(
+            repo, "absent.json", repo_type="dataset", endpoint=hub.url, cache_dir=tmp_path
+        )
+    with pytest.raises(RevisionNotFoundError):
+        api.upload_file(
+            path_or_fileobj=b"{}",
+            path_in_repo="a.json",
+            repo_id=repo,
+            repo_type="dataset",
+            revision="no-such-branch",
+        )
+
+
+def test_parent_commit_mismatch_is_412(hub: HubServer, api: HfApi, repo: str) -> None:
+    old_head = hub.commits(repo)[0].oid
+    api.create_commit(
+        repo,
+        [add("a.json", b"1")],
+        commit_message="One",
+        repo_type="dataset",
+        parent_commit=old_head,
+    )
+    with pytest.raises(HfHubHTTPError) as err:
+        api.create_commit(
+            repo,
+            [add("b.json", b"2")],
+            commit_message="Two",
+            repo_type="dataset",
+            parent_commit=old_head,
+        )
+    assert err.value.response.status_code == 412
+    assert "A commit has happened since" in str(err.value)
+    assert hub.file_bytes(repo, "b.json") is None
+
+
+def test_pull_request_lifecycle(hub: HubServer, api: HfApi, repo: str) -> None:
+    base = hub.commits(repo)[0].oid
+    pr_commit = api.create_commit(
+        repo,
+        [add("bundles/a.tar.zst", BUNDLE), add("a.json", b'{"a": 1}')],
+        commit_message="Add run a",
+        commit_description="Bundles for run a",
+        repo_type="dataset",
+        create_pr=True,
+    )
+    assert pr_commit.pr_num == 1
+    assert pr_commit.pr_revision == "refs/pr/1"
+    assert hub.file_bytes(repo, "a.json") is None  # main is untouched
+    assert hub.file_bytes(repo, "a.json", revision="refs/pr/1") == b'{"a": 1}'
+    (pr,) = hub.pull_requests(repo)
+    assert (pr.title, pr.description, pr.status, pr.ref) == (
+        "Add run a",
+        "Bundles for run a",
+        "open",
+        "refs/pr/1",
+    )
+
+    listed = list(api.get_repo_discussions(repo, repo_type="dataset"))
+    assert [(d.num, d.is_pull_request, d.status) for d in listed] == [(1, True, "open")]
+    refs = api.list_repo_refs(repo, repo_type="dataset", include_pull_requests=True)
+    assert [r.ref for r in refs.pull_requests or []] == ["refs/pr/1"]
+
+    # A further commit on the PR ref updates the PR, not main, and not a new PR.
+    api.create_commit(
+        repo,
+        [add("b.json", b'{"b": 2}')],
+        commit_message="Add run b",
+        repo_type="dataset",
+        revision="refs/pr/1",
+    )
+    assert hub.file_bytes(repo, "b.json", revision="refs/pr/1") == b'{"b": 2}'
+    assert len(hub.pull_requests(repo)) == 1
+    details = api.get_discussion_details(repo, 1, repo_type="dataset")
+    assert [e.summary for e in details.events if e.type == "commit"] == ["Add run a", "Add run b"]
+    assert details.target_branch == "refs/heads/main"
+    # create_pr targets a branch; asking for a PR "on" a PR ref is RevisionNotFound.
+    with pytest.raises(RevisionNotFoundError):
+        api.create_commit(
+            repo,
+            [add("c.json", b"3")],
+            commit_message="PR on PR",
+            repo_type="dataset",
+            revision="refs/pr/1",
+            create_pr=True,
+        )
+
+    # main moves on meanwhile; merging applies only the PR's own changes on top of it.
+    api.upload_file(
+        path_or_fileobj=b"main", path_in_repo="main-only.txt", repo_id=repo, repo_type="dataset"
+    )
+    api.comment_discussion(repo, 1, "Looks good", repo_type="dataset")
+    api.merge_pull_request(repo, 1, repo_type="dataset")
+    assert hub.file_bytes(repo, "main-only.txt") == b"main"
+    assert hub.file_bytes(repo, "bundles/a.tar.zst") == BUNDLE
+    assert hub.file_bytes(repo, "b.json") == b'{"b": 2}'
+    merged = hub.pull_requests(repo)[0]
+    assert merged.status == "merged"
+    assert merged.merge_commit_oid == hub.commits(repo)[0].oid
+    merge_commit, main_only, *_ = hub.commits(repo)
+    assert merge_commit.parents == (main_only.oid,)
+    assert merge_commit.summary == "Add run a (#1)"
+    assert base in [c.oid for c in hub.commits(repo)]
+    assert api.get_discussion_details(repo, 1, repo_type="dataset").merge_commit_oid == (
+        merged.merge_commit_oid
+    )
+
+
+def test_draft_pull_request_discussion_and_status(hub: HubServer, api: HfApi, repo: str) -> None:
+    pr = api.create_pull_request(repo, title="Manual PR", repo_type="dataset")
+    assert pr.status == "draft" and pr.git_reference == "refs/pr/1"
+    api.upload_file(
+        path_or_fileobj=b"x",
+        path_in_repo="x.json",
+        repo_id=repo,
+        repo_type="dataset",
+        revision=pr.git_reference,
+    )
+    assert api.get_discussion_details(repo, pr.num, repo_type="dataset").status == "open"
+    talk = api.create_discussion(repo, title="A question", repo_type="dataset")
+    api.comment_discussion(repo, talk.num, "Answer", repo_type="dataset")
+    api.change_discussion_status(repo, pr.num, "closed", repo_type="dataset")
+    prs = list(api.get_repo_discussions(repo, repo_type="dataset", discussion_type="pull_request"))
+    assert [(d.num, d.status) for d in prs] == [(1, "closed")]
+    details = api.get_discussion_details(repo, talk.num, repo_type="dataset")
+    assert [e.content for e in details.events if e.type == "comment"][-1] == "Answer"
+
+
+# ------------------------------------------------------------------------------ faults
+
+
+def test_injected_status_on_commit_surfaces_at_once(hub: HubServer, api: HfApi, repo: str) -> None:
+    hub.inject("POST", r"/commit/main$", Fault.status(503))
+    with pytest.raises(HfHubHTTPError) as err:
+        api.upload_file(
+            path_or_fileobj=b"1", path_in_repo="a.json", repo_id=repo, repo_type="dataset"
+        )
+    assert err.value.response.status_code == 503
+    assert len(hub.commits(repo)) == 1
+
+    hub.inject("POST", r"/commit/", Fault.status(429, retry_after=7))
+    with pytest.raises(HfHubHTTPError) as err:
+        api.upload_file(
+            path_or_fileobj=b"1", path_in_repo="a.json", repo_id=repo, repo_type="dataset"
+        )
+    assert err.value.response.status_code == 429
+    assert err.value.response.headers["Retry-After"] == "7"
+    assert len(hub.commits(repo)) == 1
+
+    # The faults were used up: the same call now succeeds.
+    api.upload_file(path_or_fileobj=b"1", path_in_repo="a.json", repo_id=repo, repo_type="dataset")
+    assert hub.file_bytes(repo, "a.json") == b"1"
+
+
+def test_retried_endpoints_recover_from_transient_faults(
+    hub: HubServer, api: HfApi, repo: str
+) -> None:
+    hub.inject("POST", r"/preupload/", Fault.status(429, retry_after=0))
+    hub.inject("PUT", r"^/__lfs/upload/", Fault.status(503))
+    api.upload_file(
+        path_or_fileobj=BUNDLE, path_in_repo="b.tar.zst", repo_id=repo, repo_type="dataset"
+    )
+    assert hub.file_bytes(repo, "b.tar.zst") == BUNDLE
+    faults = [(r.method, r.fault) for r in hub.request_log if r.fault]
+    assert ("POST", "status 429") in faults and ("PUT", "status 503") in faults
+
+
+def test_lost_response_commit_still_lands(hub: HubServer, api: HfApi, repo: str) -> None:
+    hub.inject("POST", r"/commit/", Fault.LOST_RESPONSE)
+    with pytest.raises(httpx2.TransportError):
+        api.create_commit(
+            repo, [add("a.json", b"lost")], commit_message="Lost answer", repo_type="dataset"
+        )
+    head = hub.commits(repo)[0]
+    assert head.summary == "Lost answer" and hub.file_bytes(repo, "a.json") == b"lost"
+    assert api.list_repo_commits(repo, repo_type="dataset")[0].commit_id == head.oid
+    # The connection pool recovers: the next call works.
+    assert api.dataset_info(repo).sha == head.oid
+
+
+def test_race_makes_parent_commit_fail(hub: HubServer, api: HfApi, repo: str) -> None:
+    old_head = hub.commits(repo)[0].oid
+    hub.inject("POST", r"/commit/main$", Fault.RACE)
+    with pytest.raises(HfHubHTTPError) as err:
+        api.create_commit(
+            repo,
+            [add("a.json", b"mine")],
+            commit_message="Mine",
+            repo_type="dataset",
+            parent_commit=old_head,
+        )
+    assert err.value.response.status_code == 412
+    (race,) = [c for c in hub.commits(repo) if c.author == "someone-else"]
+    assert race.files_changed == (".race/1",) and race.parents == (old_head,)
+
+    hub.inject("POST", r"/commit/main$", Fault.RACE)
+    api.create_commit(repo, [add("a.json", b"mine")], commit_message="Mine", repo_type="dataset")
+    mine, other, *_ = hub.commits(repo)
+    assert (mine.summary, other.author, mine.parents) == ("Mine", "someone-else", (other.oid,))
+
+
+# -------------------------------------------------------------------------- subprocess
+
+
+def test_subprocess_client_uses_client_env(hub: HubServer, tmp_path: Path) -> None:
+    hub.create_repo("alice/from-subprocess")
+    (tmp_path / "b.tar.zst").write_bytes(BUNDLE)
+    script = textwrap.dedent(
+        """
+        import sys
+        from huggingface_hub import HfApi, constants
+        assert constants.HF_HUB_DISABLE_XET
+        api = HfApi()
+        print(api.whoami()["name"])
+        info = api.upload_file(
+            path_or_fileobj=sys.argv[1], path_in_repo="b.tar.zst",
+            repo_id="alice/from-subprocess", repo_type="dataset",
+        )
+        print(info.oid)
+        """
+    )
+    env = {
+        **os.environ,
+        **client_env(hub, WRITE_TOKEN, hf_home=str(tmp_path / "hf")),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "b.tar.zst")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    user, oid = done.stdout.split()
+    assert user == "alice"
+    assert oid == hub.commits("alice/from-subprocess")[0].oid
+    assert hub.file_bytes("alice/from-subprocess", "b.tar.zst") == BUNDLE

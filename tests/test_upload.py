@@ -1,0 +1,237 @@
+"""`bundler upload` end to end: the installed CLI and the library against the local Hub server,
+through the real huggingface_hub client over real HTTP."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import READ_TOKEN, WRITE_TOKEN
+from factory import RunSpec, write_tree
+from helpers import run_cli
+from hubserver import HubServer
+
+from bundler.collect import CollectOptions, collect
+
+SECOND_SHA = "ffeeddccbbaa99887766554433221100ffeeddcc"
+
+
+def make_bundles(root: Path, specs: list[RunSpec], **options: object) -> Path:
+    output = root / "output"
+    bundles = root / "bundles"
+    write_tree(output, specs)
+    expected = {spec.task: spec.rows for spec in specs}
+    report = collect(
+        output, bundles, CollectOptions(expected_rows=expected, **options)  # type: ignore[arg-type]
+    )
+    assert not report.refused, report.refused
+    return bundles
+
+
+@pytest.fixture
+def bundles(tmp_path: Path) -> Path:
+    return make_bundles(
+        tmp_path,
+        [
+            RunSpec(task="expert-vqa", model="gpt-5.2", rows=4),
+            RunSpec(task="maze", model="Qwen/Qwen3.5-27B", rows=3, resolved_revision=SECOND_SHA),
+            RunSpec(task="wires", model="claude-opus", rows=2, metrics={"acc": {"v": [1, 2]}}),
+        ],
+    )
+
+
+def upload(*args: object, token: str | None = WRITE_TOKEN) -> tuple[int, dict, str]:
+    result = run_cli("upload", *args, "--json", env={"HF_TOKEN": token or ""})
+    payload = json.loads(result.stdout) if result.stdout.strip() else {}
+    assert "Traceback" not in result.stderr
+    return result.returncode, payload, result.stderr
+
+
+def commit_posts(hub: HubServer, repo_id: str) -> int:
+    return sum(
+        1 for r in hub.request_log if r.method == "POST" and f"{repo_id}/commit/" in r.path
+    )
+
+
+def lfs_puts(hub: HubServer) -> int:
+    return sum(1 for r in hub.request_log if r.method == "PUT")
+
+
+def local_files(bundles: Path) -> dict[str, bytes]:
+    return {
+        path.relative_to(bundles).as_posix(): path.read_bytes()
+        for path in sorted(bundles.rglob("*"))
+        if path.is_file()
+    }
+
+
+def test_upload_publishes_every_bundle_in_one_commit(
+    hub: HubServer, repo_id: str, bundles: Path
+) -> None:
+    code, report, stderr = upload(bundles, "--repo", repo_id)
+    assert code == 0, stderr
+    assert report["repo_created"] is True
+    assert sorted(b["outcome"] for b in report["bundles"]) == ["published"] * 3
+    assert len(report["commits"]) == 1
+    files = hub.list_files(repo_id)
+    for relative, data in local_files(bundles).items():
+        assert hub.file_bytes(repo_id, f"bundles/{relative}") == data
+    rows = [path for path in files if path.startswith("rows/")]
+    assert len(rows) == 3
+    card = hub.file_bytes(repo_id, "README.md")
+    assert card is not None and b"configs:" in card and b"**3** submission bundle(s)" in card
+    summary = hub.commits(repo_id)[0].summary
+    assert "gpt-5-2_" in summary and "maze@ffeeddcc" in summary
+
+
+def test_reupload_makes_no_commit_and_uploads_no_bytes(
+    hub: HubServer, repo_id: str, bundles: Path
+) -> None:
+    assert upload(bundles, "--repo", repo_id)[0] == 0
+    commits_before = len(hub.commits(repo_id))
+    posts_before, puts_before = commit_posts(hub, repo_id), lfs_puts(hub)
+    preuploads_before = sum(1 for r in hub.request_log if "/preupload/" in r.path)
+    code, report, _ = upload(bundles, "--repo", repo_id)
+    assert code == 0
+    assert [b["outcome"] for b in report["bundles"]] == ["already-there"] * 3
+    assert report["commits"] == []
+    assert len(hub.commits(repo_id)) == commits_before
+    assert commit_posts(hub, repo_id) == posts_before
+    assert lfs_puts(hub) == puts_before
+    assert sum(1 for r in hub.request_log if "/preupload/" in r.path) == preuploads_before
+
+
+def test_changed_bundle_is_a_conflict_until_replace(
+    hub: HubServer, repo_id: str, tmp_path: Path
+) -> None:
+    first = make_bundles(tmp_path / "a", [RunSpec(rows=3)])
+    assert upload(first, "--repo", repo_id)[0] == 0
+    # Same run identity, different content (a re-scored run): same bundle id, new bytes.
+    second = make_bundles(tmp_path / "b", [RunSpec(rows=3, metrics={"exact": {"acc": 0.99}})])
+    code, report, stderr = upload(second, "--repo", repo_id)
+    assert code == 1
+    (bundle,) = report["bundles"]
+    assert bundle["action"] == "conflict" and bundle["outcome"] == "refused"
+    assert "--replace" in stderr
+    archive = next(second.rglob("*.tar.zst"))
+    remote_path = f"bundles/{archive.relative_to(second).as_posix()}"
+    assert hub.file_bytes(repo_id, remote_path) != archive.read_bytes()
+
+    code, report, _ = upload(second, "--repo", repo_id, "--replace")
+    assert code == 0
+    assert report["bundles"][0]["action"] == "replace"
+    assert hub.file_bytes(repo_id, remote_path) == archive.read_bytes()
+
+
+def test_dry_run_touches_nothing(hub: HubServer, repo_id: str, bundles: Path) -> None:
+    log_before = len(hub.request_log)
+    code, report, stderr = upload(bundles, "--repo", repo_id, "--dry-run")
+    assert code == 0, stderr
+    assert report["dry_run"] is True
+    assert [b["action"] for b in report["bundles"]] == ["new"] * 3
+    assert [b["outcome"] for b in report["bundles"]] == ["planned"] * 3
+    writes = [r for r in hub.request_log[log_before:] if r.method in ("POST", "PUT")]
+    assert writes == []
+    with pytest.raises(LookupError):
+        hub.list_files(repo_id)
+
+
+def test_partial_bundle_is_refused_unless_allowed(
+    hub: HubServer, repo_id: str, tmp_path: Path
+) -> None:
+    output = tmp_path / "output"
+    write_tree(output, [RunSpec(rows=3)])
+    partial = tmp_path / "bundles"
+    collect(
+        output, partial, CollectOptions(expected_rows={"expert-vqa": 10}, allow_partial=True)
+    )
+    code, report, _ = upload(partial, "--repo", repo_id)
+    assert code == 1
+    assert report["bundles"][0]["outcome"] == "refused"
+    assert "--allow-partial" in report["bundles"][0]["detail"]
+    code, report, _ = upload(partial, "--repo", repo_id, "--allow-partial")
+    assert code == 0 and report["bundles"][0]["outcome"] == "published"
+
+
+def test_bundle_failing_verification_is_not_uploaded(
+    hub: HubServer, repo_id: str, bundles: Path
+) -> None:
+    victim = sorted(bundles.rglob("*.tar.zst"))[0]
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    victim.write_bytes(bytes(data))
+    code, report, stderr = upload(bundles, "--repo", repo_id)
+    assert code == 1
+    outcomes = {b["bundle_id"]: b["outcome"] for b in report["bundles"]}
+    assert sorted(outcomes.values()) == ["published", "published", "refused"]
+    refused = next(b for b in report["bundles"] if b["outcome"] == "refused")
+    assert "failed verification" in refused["detail"]
+    remote = hub.list_files(repo_id)
+    assert not any(victim.name in path for path in remote)
+
+
+def test_many_bundles_take_few_commits(hub: HubServer, repo_id: str, tmp_path: Path) -> None:
+    specs = [RunSpec(task=f"task{i:02d}", model="m", rows=1) for i in range(40)]
+    bundles = make_bundles(tmp_path, specs)
+    code, report, _ = upload(bundles, "--repo", repo_id)
+    assert code == 0
+    assert len(report["commits"]) == 2  # 40 bundles, 33 a commit: 2 commits, not 40
+    for commit in hub.commits(repo_id)[:2]:
+        assert len(commit.files_changed) <= 100
+
+
+def test_bad_token_is_a_clear_error_and_never_echoed(
+    hub: HubServer, repo_id: str, bundles: Path
+) -> None:
+    bad = "hf_NotAValidTokenAtAll0123456789xyz"
+    result = run_cli("upload", bundles, "--repo", repo_id, "--token", bad, env={"HF_TOKEN": ""})
+    assert result.returncode == 2
+    assert "credentials" in result.stderr and "--token" in result.stderr
+    assert bad not in result.stderr + result.stdout
+    result = run_cli("upload", bundles, "--repo", repo_id, "--debug", env={"HF_TOKEN": bad})
+    assert result.returncode == 2
+    assert bad not in result.stderr + result.stdout
+
+
+def test_read_only_token_suggests_create_pr(hub: HubServer, repo_id: str, bundles: Path) -> None:
+    hub.create_repo(repo_id)
+    code, payload, stderr = upload(bundles, "--repo", repo_id, token=READ_TOKEN)
+    assert code == 2
+    assert "no write access" in stderr and "--create-pr" in stderr
+    assert READ_TOKEN not in stderr + json.dumps(payload)
+    assert "error" in payload
+
+
+def test_model_repository_is_not_a_dataset(hub: HubServer, repo_id: str, bundles: Path) -> None:
+    hub.create_repo(repo_id, repo_type="model")
+    code, _, stderr = upload(bundles, "--repo", repo_id)
+    assert code == 2
+    assert "is a model repository, not a dataset" in stderr
+
+
+def test_missing_revision_is_a_clear_error(hub: HubServer, repo_id: str, bundles: Path) -> None:
+    hub.create_repo(repo_id)
+    code, _, stderr = upload(bundles, "--repo", repo_id, "--revision", "no-such-branch")
+    assert code == 2
+    assert "revision does not exist" in stderr and "--revision" in stderr
+
+
+def test_missing_bundles_dir_is_unusable_input(repo_id: str, tmp_path: Path) -> None:
+    code, payload, stderr = upload(tmp_path / "nope", "--repo", repo_id)
+    assert code == 2
+    assert "nope" in stderr and payload["exit_code"] == 2
+
+
+def test_private_repository_created_when_asked(
+    hub: HubServer, repo_id: str, bundles: Path
+) -> None:
+    assert upload(bundles, "--repo", repo_id, "--private")[0] == 0
+    anonymous = run_cli("download", "--repo", repo_id, "-o", bundles.parent / "dl", env={"HF_TOKEN": ""})
+    assert anonymous.returncode == 2
+
+
+def test_upload_copies_nothing_it_was_not_given(tmp_path: Path, repo_id: str, bundles: Path) -> None:
+    before = local_files(bundles)
+    assert upload(bundles, "--repo", repo_id)[0] == 0
+    assert local_files(bundles) == before

@@ -7,11 +7,14 @@ The library is the product; the `bundler` command is a thin layer over it:
 
 from bundler.collect import CollectOptions, CollectReport, collect
 from bundler.errors import BundlerError, HubError, InputError, UsageError, WriteError
+from bundler.inspection import BundleInspection, inspect_bundle
 from bundler.manifest import BundleClaim, Manifest, Sidecar
 from bundler.schema import StaticsIdentity, StaticsRunMetadata
+from bundler.verify import VerifyReport, verify
 
 __all__ = [
     "BundleClaim",
+    "BundleInspection",
     "BundlerError",
     "CollectOptions",
     "CollectReport",
@@ -22,6 +25,22 @@ __all__ = [
     "StaticsIdentity",
     "StaticsRunMetadata",
     "UsageError",
+    "VerifyReport",
     "WriteError",
     "collect",
+    "inspect_bundle",
+    "verify",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """The Hub stages load huggingface_hub, so they are imported only when asked for."""
+    if name in ("upload", "UploadOptions", "UploadReport"):
+        from bundler import publish
+
+        return getattr(publish, name)
+    if name in ("download", "DownloadReport"):
+        from bundler import fetch
+
+        return getattr(fetch, name)
+    raise AttributeError(name)

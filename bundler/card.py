@@ -65,4 +65,4 @@ def render_pr_description(
         bundler_version=bundler_version,
         marker=marker,
     )
-    return card.text.strip() + "\n"
+    return str(card.text).strip() + "\n"

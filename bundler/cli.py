@@ -359,7 +359,8 @@ def download_command(
 
 def _quiet_hub_client() -> None:
     """The client's own tqdm bars and warnings would interleave with ours on stderr."""
-    from huggingface_hub.utils import disable_progress_bars, logging
+    from huggingface_hub.utils import logging
+    from huggingface_hub.utils.tqdm import disable_progress_bars
 
     disable_progress_bars()
-    logging.set_verbosity_error()
+    logging.set_verbosity_error()  # type: ignore[no-untyped-call]

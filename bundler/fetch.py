@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -107,16 +108,15 @@ def _fetch_one(
     for path in repo_paths:
         if path not in listed:
             continue  # a missing sidecar is reported by verification, not silently skipped
-        session.call(
-            f"downloading {path}",
-            lambda path=path: session.api.hf_hub_download(
-                session.repo_id,
-                path,
-                repo_type=REPO_TYPE,
-                revision=commit,
-                local_dir=staging,
-            ),
+        fetch = partial(
+            session.api.hf_hub_download,
+            session.repo_id,
+            path,
+            repo_type=REPO_TYPE,
+            revision=commit,
+            local_dir=staging,
         )
+        session.call(f"downloading {path}", fetch)
     staged = staging / BUNDLES_DIR / player_dir
     reading = read_bundle(staged / names[0], progress)
     verification = reading.verification()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TypeVar
 
 import httpx2  # the transport huggingface_hub itself uses; its errors are connection faults
@@ -165,23 +166,22 @@ class HubSession:
     def other_type_exists(self) -> str | None:
         """The repository type that does exist under this id, if it is not a dataset."""
         for repo_type in ("model", "space"):
-            if self.call(
-                "looking up the repository",
-                lambda repo_type=repo_type: self.api.repo_exists(self.repo_id, repo_type=repo_type),
-            ):
+            exists = partial(self.api.repo_exists, self.repo_id, repo_type=repo_type)
+            if self.call("looking up the repository", exists):
                 return repo_type
         return None
 
     def paths_info(self, paths: list[str], revision: str) -> dict[str, RemoteFile]:
         found: dict[str, RemoteFile] = {}
         for start in range(0, len(paths), 500):
-            chunk = paths[start : start + 500]
-            entries = self.call(
-                "reading file information",
-                lambda chunk=chunk: self.api.get_paths_info(
-                    self.repo_id, chunk, repo_type=REPO_TYPE, revision=revision
-                ),
+            lookup = partial(
+                self.api.get_paths_info,
+                self.repo_id,
+                paths[start : start + 500],
+                repo_type=REPO_TYPE,
+                revision=revision,
             )
+            entries = self.call("reading file information", lookup)
             found.update(_remote_files(entries))
         return found
 

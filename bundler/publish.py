@@ -40,6 +40,7 @@ BUNDLES_PER_COMMIT = 33
 """Three files a bundle plus the card stays under the Hub's ~100 files per commit."""
 COMMIT_ATTEMPTS = 8
 RETRY_BASE_SECONDS = 0.5
+RETRY_MAX_SECONDS = 30.0
 
 Action = Literal["new", "replace", "repair", "unchanged", "conflict", "refused"]
 Outcome = Literal["planned", "published", "already-there", "refused", "failed"]
@@ -57,6 +58,10 @@ class UploadOptions(BaseModel):
     dry_run: bool = False
     message: str | None = None
     token: SecretStr | None = None
+    commit_attempts: int = Field(default=COMMIT_ATTEMPTS, ge=1)
+    retry_wait_seconds: float = Field(
+        default=RETRY_BASE_SECONDS, ge=0, description="first wait after a failed commit; doubles"
+    )
 
 
 class BundlePlan(BaseModel):
@@ -349,7 +354,8 @@ class Publisher:
 
     def _publish_batch(self, batch: list[LocalBundle], plans: dict[str, BundlePlan]) -> None:
         last_problem = "no attempt made"
-        for attempt in range(COMMIT_ATTEMPTS):
+        attempts = self.options.commit_attempts
+        for attempt in range(attempts):
             head = self.session.head(self.destination.ref)
             remote = self.session.paths_info(
                 [path for bundle in batch for path in bundle.repo_paths()], head
@@ -374,7 +380,8 @@ class Publisher:
                 last_problem = str(self.session.describe(error, doing="committing"))
                 if self.destination.opens_pr:
                     self._find_open_pr()  # the pull request may have been opened after all
-                time.sleep(retry_after_of(error) or RETRY_BASE_SECONDS * 2**attempt)
+                backoff = self.options.retry_wait_seconds * 2**attempt
+                time.sleep(retry_after_of(error) or min(backoff, RETRY_MAX_SECONDS))
                 continue
             for bundle in todo:
                 plans[bundle.bundle_id].outcome = "published"

@@ -29,7 +29,7 @@ STATUS_STYLE = {"passed": "green", "warned": "yellow", "failed": "bold red"}
 
 
 def stderr_console() -> Console:
-    return Console(stderr=True, highlight=False, soft_wrap=False)
+    return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def emit_json(value: BaseModel | dict[str, Any]) -> None:

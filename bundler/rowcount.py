@@ -41,7 +41,9 @@ class RowCountResolver:
             )
         except HubError as error:
             return None, f"row count not resolved: {error.message}"
-        card = info.card_data.to_dict() if info.card_data is not None else {}
+        card: dict[str, Any] = (
+            info.card_data.to_dict() if info.card_data is not None else {}  # type: ignore[no-untyped-call]
+        )
         count = split_rows(card.get("dataset_info"), identity.dataset_split)
         if count is None:
             split = identity.dataset_split or "(no split named)"

@@ -50,6 +50,11 @@ class RunSpec:
     seed: int = 7
     directory: str | None = None
     """Model directory below <task>_predictions/; defaults to the model name (may hold '/')."""
+    indices: list[int] | None = None
+    """Rows actually written (to make gaps); defaults to 0..rows-1."""
+
+    def written_indices(self) -> list[int]:
+        return list(range(self.rows)) if self.indices is None else list(self.indices)
 
     def run_meta(self) -> dict[str, Any]:
         return {
@@ -105,7 +110,7 @@ def write_run(root: Path, spec: RunSpec) -> Path:
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "run_meta.json").write_text(json.dumps(spec.run_meta(), indent=2))
     rng = random.Random(spec.seed)
-    for index in range(spec.rows):
+    for index in spec.written_indices():
         (run_dir / f"prediction_{index}.json").write_text(json.dumps(spec.prediction(index, rng)))
     metrics = spec.metrics if spec.metrics is not None else spec.default_metrics()
     (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
@@ -123,3 +128,29 @@ def write_tree(root: Path, specs: list[RunSpec], *, how_do_you: bool = True) -> 
     if how_do_you:
         write_how_do_you(root)
     return [write_run(root, spec) for spec in specs]
+
+
+SAMPLE_SPECS = [
+    RunSpec(model="Qwen/Qwen3.5-27B", rows=4, thoughts_chars=120, seed=1),
+    RunSpec(model="gpt-5.2", rows=4, thoughts_chars=120, seed=2),
+    RunSpec(
+        task="maze-solve",
+        model="gpt-5.2",
+        rows=3,
+        thoughts_chars=120,
+        resolved_revision=None,
+        requested_revision="main",
+        hf_repo_id="GPTNT/maze-solve",
+        git_sha="0123456789abcdef0123456789abcdef01234567-dirty",
+        seed=3,
+    ),
+]
+"""The runs in tests/sample_output (README quick start): a nested model name, a plain one, and
+an unpinned run from a dirty harness tree. Collect it with --expect expert-vqa=4 and
+--expect maze-solve=3."""
+
+
+def write_sample_output(root: Path) -> list[Path]:
+    """Regenerate tests/sample_output: `python -c "from factory import *;
+    write_sample_output(Path('tests/sample_output'))"` from tests/."""
+    return write_tree(root, SAMPLE_SPECS)

@@ -23,7 +23,9 @@ def make_bundles(root: Path, specs: list[RunSpec], **options: object) -> Path:
     write_tree(output, specs)
     expected = {spec.task: spec.rows for spec in specs}
     report = collect(
-        output, bundles, CollectOptions(expected_rows=expected, **options)  # type: ignore[arg-type]
+        output,
+        bundles,
+        CollectOptions(expected_rows=expected, **options),  # type: ignore[arg-type]
     )
     assert not report.refused, report.refused
     return bundles
@@ -49,9 +51,7 @@ def upload(*args: object, token: str | None = WRITE_TOKEN) -> tuple[int, dict, s
 
 
 def commit_posts(hub: HubServer, repo_id: str) -> int:
-    return sum(
-        1 for r in hub.request_log if r.method == "POST" and f"{repo_id}/commit/" in r.path
-    )
+    return sum(1 for r in hub.request_log if r.method == "POST" and f"{repo_id}/commit/" in r.path)
 
 
 def lfs_puts(hub: HubServer) -> int:
@@ -143,9 +143,7 @@ def test_partial_bundle_is_refused_unless_allowed(
     output = tmp_path / "output"
     write_tree(output, [RunSpec(rows=3)])
     partial = tmp_path / "bundles"
-    collect(
-        output, partial, CollectOptions(expected_rows={"expert-vqa": 10}, allow_partial=True)
-    )
+    collect(output, partial, CollectOptions(expected_rows={"expert-vqa": 10}, allow_partial=True))
     code, report, _ = upload(partial, "--repo", repo_id)
     assert code == 1
     assert report["bundles"][0]["outcome"] == "refused"
@@ -161,7 +159,7 @@ def test_bundle_failing_verification_is_not_uploaded(
     data = bytearray(victim.read_bytes())
     data[len(data) // 2] ^= 0xFF
     victim.write_bytes(bytes(data))
-    code, report, stderr = upload(bundles, "--repo", repo_id)
+    code, report, _stderr = upload(bundles, "--repo", repo_id)
     assert code == 1
     outcomes = {b["bundle_id"]: b["outcome"] for b in report["bundles"]}
     assert sorted(outcomes.values()) == ["published", "published", "refused"]
@@ -223,15 +221,17 @@ def test_missing_bundles_dir_is_unusable_input(repo_id: str, tmp_path: Path) -> 
     assert "nope" in stderr and payload["exit_code"] == 2
 
 
-def test_private_repository_created_when_asked(
-    hub: HubServer, repo_id: str, bundles: Path
-) -> None:
+def test_private_repository_created_when_asked(hub: HubServer, repo_id: str, bundles: Path) -> None:
     assert upload(bundles, "--repo", repo_id, "--private")[0] == 0
-    anonymous = run_cli("download", "--repo", repo_id, "-o", bundles.parent / "dl", env={"HF_TOKEN": ""})
+    anonymous = run_cli(
+        "download", "--repo", repo_id, "-o", bundles.parent / "dl", env={"HF_TOKEN": ""}
+    )
     assert anonymous.returncode == 2
 
 
-def test_upload_copies_nothing_it_was_not_given(tmp_path: Path, repo_id: str, bundles: Path) -> None:
+def test_upload_copies_nothing_it_was_not_given(
+    tmp_path: Path, repo_id: str, bundles: Path
+) -> None:
     before = local_files(bundles)
     assert upload(bundles, "--repo", repo_id)[0] == 0
     assert local_files(bundles) == before

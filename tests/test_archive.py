@@ -1,0 +1,186 @@
+"""The archive itself: layout, normalised headers, unchanged bytes, no leaks, reproducibility."""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import json
+import os
+import shutil
+import socket
+from pathlib import Path
+
+import zstandard
+from factory import RunSpec, write_tree
+from helpers import build, decompress, only_bundle, read_members, sidecar_path
+
+from bundler.collect import CollectOptions, collect
+from bundler.manifest import Manifest, Sidecar
+from bundler.schema import StaticsRunMetadata
+
+SPEC = RunSpec(model="Qwen/Qwen3.5-27B", rows=12)
+
+
+def test_layout_is_manifest_run_meta_metrics_then_predictions_in_numeric_order(
+    tmp_path: Path,
+) -> None:
+    report, _ = build(tmp_path, [SPEC], CollectOptions(expected_rows={"expert-vqa": 12}))
+    members = read_members(Path(only_bundle(report).archive))
+    names = [member.name for member in members]
+    assert names == [
+        "manifest.json",
+        "run_meta.json",
+        "metrics.json",
+        *(f"predictions/prediction_{index}.json" for index in range(12)),
+    ]
+    assert names.index("predictions/prediction_2.json") < names.index(
+        "predictions/prediction_10.json"
+    )
+
+
+def test_member_bytes_are_the_source_bytes(tmp_path: Path) -> None:
+    report, _ = build(tmp_path, [SPEC], CollectOptions(expected_rows={"expert-vqa": 12}))
+    run_dir = tmp_path / "out" / "expert-vqa_predictions" / "Qwen" / "Qwen3.5-27B"
+    members = {member.name: member.data for member in read_members(Path(report.bundles[0].archive))}
+    assert members["run_meta.json"] == (run_dir / "run_meta.json").read_bytes()
+    assert members["metrics.json"] == (run_dir / "metrics.json").read_bytes()
+    for index in range(12):
+        source = (run_dir / f"prediction_{index}.json").read_bytes()
+        assert members[f"predictions/prediction_{index}.json"] == source
+
+
+def test_headers_are_normalised(tmp_path: Path) -> None:
+    report, _ = build(tmp_path, [SPEC])
+    run_date_seconds = StaticsRunMetadata.model_validate(SPEC.run_meta()).run_timestamp
+    assert run_date_seconds == 1781520142  # 2026-06-15T10:42:22Z
+    for member in read_members(Path(report.bundles[0].archive)):
+        info = member.info
+        assert info.isreg()
+        assert info.mtime == run_date_seconds
+        assert (info.uid, info.gid, info.uname, info.gname) == (0, 0, "", "")
+        assert info.mode == 0o644
+        assert info.size == len(member.data)
+        assert info.pax_headers == {}
+
+
+def test_manifest_fields_and_file_list(tmp_path: Path) -> None:
+    report, _ = build(tmp_path, [SPEC], CollectOptions(expected_rows={"expert-vqa": 12}))
+    members = read_members(Path(report.bundles[0].archive))
+    manifest = json.loads(members[0].data)
+    assert set(manifest) == set(Manifest.model_fields)
+    assert manifest["manifest_version"] == 1
+    assert manifest["bundle_id"] == report.bundles[0].bundle_id
+    assert manifest["target"] == "expert-vqa@a1b2c3d4"
+    assert manifest["statics"]["resolved_revision"] == SPEC.resolved_revision
+    assert manifest["run_date"] == SPEC.run_date
+    assert manifest["coverage"] == {"status": "complete", "expected_rows": 12, "rows_present": 12}
+    assert manifest["files"] == [
+        {
+            "path": member.name,
+            "size": len(member.data),
+            "sha256": hashlib.sha256(member.data).hexdigest(),
+        }
+        for member in members[1:]
+    ]
+    Manifest.model_validate_json(members[0].data)
+
+
+def test_metrics_sha256_in_the_bundle_equals_the_source_file(tmp_path: Path) -> None:
+    report, _ = build(tmp_path, [SPEC])
+    source = tmp_path / "out" / "expert-vqa_predictions" / "Qwen" / "Qwen3.5-27B" / "metrics.json"
+    manifest = json.loads(read_members(Path(report.bundles[0].archive))[0].data)
+    (entry,) = [entry for entry in manifest["files"] if entry["path"] == "metrics.json"]
+    assert entry["sha256"] == hashlib.sha256(source.read_bytes()).hexdigest()
+
+
+def test_zstd_frame_is_checksummed(tmp_path: Path) -> None:
+    report, _ = build(tmp_path, [SPEC])
+    data = Path(report.bundles[0].archive).read_bytes()
+    assert zstandard.get_frame_parameters(data).has_checksum
+    assert decompress(Path(report.bundles[0].archive))[257:262] == b"ustar"
+
+
+def test_sidecar_is_the_manifest_without_files_plus_the_archive_digest(tmp_path: Path) -> None:
+    report, _ = build(tmp_path, [SPEC])
+    bundle = report.bundles[0]
+    archive = Path(bundle.archive)
+    assert Path(bundle.sidecar) == sidecar_path(archive)
+    sidecar = json.loads(Path(bundle.sidecar).read_text())
+    manifest = json.loads(read_members(archive)[0].data)
+    files = manifest.pop("files")
+    data = archive.read_bytes()
+    assert sidecar.pop("archive") == {
+        "name": archive.name,
+        "size": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+    }
+    assert sidecar.pop("files_count") == len(files)
+    assert sidecar == manifest
+    assert (bundle.sha256, bundle.size) == (hashlib.sha256(data).hexdigest(), len(data))
+    Sidecar.model_validate_json(Path(bundle.sidecar).read_bytes())
+
+
+def test_nothing_about_the_machine_leaks_into_the_bundle(tmp_path: Path) -> None:
+    report, _ = build(tmp_path, [SPEC])
+    bundle = report.bundles[0]
+    tar = decompress(Path(bundle.archive))
+    sidecar = Path(bundle.sidecar).read_bytes()
+    user = getpass.getuser().encode()
+    host = socket.gethostname().encode()
+    for blob in (tar, sidecar):
+        assert str(tmp_path).encode() not in blob
+        assert b"/tmp" not in blob and os.getcwd().encode() not in blob
+        assert b"\x00" + user + b"\x00" not in blob  # tar's uname field is NUL-padded
+        assert b'"' + user + b'"' not in blob
+        assert host not in blob
+    members = read_members(Path(bundle.archive))
+    assert all(member.info.uname == "" and member.info.gname == "" for member in members)
+    # mtime comes from run_date, so the build time cannot be in any header
+    assert {member.info.mtime for member in members} == {1781520142}
+
+
+def copy_tree_reversed(source: Path, destination: Path) -> None:
+    """The same files, created in the opposite order (so listing order can differ), with other
+    mtimes and, where we can, another owner."""
+    files = sorted(path for path in source.rglob("*") if path.is_file())
+    for number, path in enumerate(reversed(files)):
+        target = destination / path.relative_to(source)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+        os.utime(target, (1_000_000 + number, 2_000_000 + number * 7))
+        if os.geteuid() == 0:
+            os.chown(target, 1234, 4321)
+    (destination / "noise.txt").write_text("an unrelated file at the root")
+
+
+def test_same_inputs_give_identical_bytes_across_threads_mtimes_order_owner_umask(
+    tmp_path: Path,
+) -> None:
+    # Large enough (about 10 MB of predictions) for zstd to split the input into several
+    # multi-threaded jobs, so the thread count really could change the output.
+    specs = [
+        RunSpec(model="Qwen/Qwen3.5-27B", rows=500, thoughts_chars=20_000),
+        RunSpec(task="maze", model="gpt-5.2", rows=3, resolved_revision=None),
+    ]
+    first_root, second_root = tmp_path / "one" / "out", tmp_path / "two" / "deeper" / "out"
+    write_tree(first_root, specs)
+    copy_tree_reversed(first_root, second_root)
+    expected = {"expert-vqa": 500}
+
+    first = collect(first_root, tmp_path / "b1", CollectOptions(threads=1, expected_rows=expected))
+    previous = os.umask(0o077)
+    try:
+        second = collect(
+            second_root, tmp_path / "b4", CollectOptions(threads=4, expected_rows=expected)
+        )
+    finally:
+        os.umask(previous)
+
+    assert not first.refused and not second.refused
+    assert len(first.bundles) == len(second.bundles) == 2
+    assert max(bundle.size for bundle in first.bundles) > 1 << 20
+    for one, two in zip(first.bundles, second.bundles, strict=True):
+        assert one.bundle_id == two.bundle_id
+        assert Path(one.archive).read_bytes() == Path(two.archive).read_bytes()
+        assert Path(one.sidecar).read_bytes() == Path(two.sidecar).read_bytes()
+        assert (os.stat(two.archive).st_mode & 0o777) == 0o644

@@ -1,0 +1,427 @@
+"""The collect pipeline as a library: filters, collisions, refusals, atomicity, re-runs."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from factory import DEFAULT_SHA, RunSpec, write_run, write_tree
+from helpers import all_files, only_bundle, partial_files, read_manifest
+
+from bundler.collect import CollectOptions, CollectReport, collect, parse_expectations
+from bundler.errors import UsageError
+from bundler.manifest import Submitter
+
+GOOD = RunSpec(model="gpt-5.2", rows=4)
+BAD = RunSpec(model="broken-model", rows=4)
+
+
+def run_collect(root: Path, bundles: Path, **options: object) -> CollectReport:
+    return collect(root, bundles, CollectOptions.model_validate(options))
+
+
+def test_collects_every_run_and_reports_how_do_you(tmp_path: Path) -> None:
+    write_tree(
+        tmp_path / "out",
+        [GOOD, RunSpec(model="Qwen/Qwen3.5-27B", rows=4, resolved_revision=None)],
+    )
+    report = run_collect(tmp_path / "out", tmp_path / "b", expected_rows={"expert-vqa": 4})
+    assert report.refused == [] and report.exit_code == 0
+    ids = sorted(bundle.bundle_id for bundle in report.bundles)
+    assert [bid.split("_")[0] for bid in ids] == ["gpt-5-2", "qwen-qwen3-5-27b"]
+    assert ids[1].endswith("/expert-vqa@unpinned")
+    assert {bundle.coverage for bundle in report.bundles} == {"complete"}
+    assert [(Path(item.path).name, item.reason) for item in report.skipped] == [
+        ("how_do_you", "not a dataset-backed target")
+    ]
+    assert len(all_files(tmp_path / "b")) == 4
+
+
+def test_partial_run_is_refused_but_the_others_are_written(tmp_path: Path) -> None:
+    write_tree(tmp_path / "out", [GOOD, RunSpec(model="limited", rows=2)])
+    report = run_collect(tmp_path / "out", tmp_path / "b", expected_rows={"expert-vqa": 4})
+    assert [bundle.bundle_id.split("_")[0] for bundle in report.bundles] == ["gpt-5-2"]
+    (refusal,) = report.refused
+    assert refusal.path.endswith("expert-vqa_predictions/limited")
+    assert "partial run: 2 of 4 rows" in refusal.error
+    assert report.exit_code == 1
+    assert not any("limited" in str(path) for path in all_files(tmp_path / "b"))
+
+
+def test_allow_partial_records_partial(tmp_path: Path) -> None:
+    write_tree(tmp_path / "out", [RunSpec(rows=2)])
+    report = run_collect(
+        tmp_path / "out", tmp_path / "b", expected_rows={"expert-vqa": 4}, allow_partial=True
+    )
+    bundle = only_bundle(report)
+    assert bundle.coverage == "partial"
+    assert read_manifest(Path(bundle.archive))["coverage"]["status"] == "partial"
+
+
+def test_without_expect_coverage_is_unknown_never_complete(tmp_path: Path) -> None:
+    write_tree(tmp_path / "out", [RunSpec(rows=3)])
+    bundle = only_bundle(run_collect(tmp_path / "out", tmp_path / "b"))
+    assert bundle.coverage == "unknown"
+    assert read_manifest(Path(bundle.archive))["coverage"] == {
+        "status": "unknown",
+        "expected_rows": None,
+        "rows_present": 3,
+    }
+
+
+def test_task_and_model_filters(tmp_path: Path) -> None:
+    write_tree(
+        tmp_path / "out",
+        [
+            RunSpec(model="gpt-5.2", rows=1),
+            RunSpec(model="openrouter/qwen", player_name="qwen-player", rows=1),
+            RunSpec(task="maze", model="gpt-5.2", rows=1),
+        ],
+    )
+    root = tmp_path / "out"
+
+    def ids(**options: object) -> list[str]:
+        report = run_collect(root, tmp_path / f"b{len(options)}", **options)
+        return sorted(
+            bundle.bundle_id.split("_")[0] + ":" + bundle.bundle_id.split("/")[-1]
+            for bundle in report.bundles
+        )
+
+    assert ids(tasks=["maze"]) == ["gpt-5-2:maze@a1b2c3d4"]
+    assert ids(models=["qwen-player"]) == ["qwen-player:expert-vqa@a1b2c3d4"]
+    assert ids(models=["openrouter/qwen"]) == ["qwen-player:expert-vqa@a1b2c3d4"]
+    assert ids(tasks=["expert-vqa"], models=["gpt-5.2"]) == ["gpt-5-2:expert-vqa@a1b2c3d4"]
+    report = run_collect(root, tmp_path / "bf", tasks=["maze"])
+    reasons = {Path(item.path).name: item.reason for item in report.skipped}
+    assert reasons["gpt-5.2"] == "not selected by filters"
+    assert reasons["how_do_you"] == "not a dataset-backed target"
+
+
+def test_filters_still_report_broken_runs_they_would_have_taken(tmp_path: Path) -> None:
+    root = tmp_path / "out"
+    write_tree(root, [RunSpec(model="Qwen/Qwen3.5-27B", rows=1), RunSpec(model="other", rows=1)])
+    for run in ("Qwen/Qwen3.5-27B", "other"):
+        (root / "expert-vqa_predictions" / run / "run_meta.json").write_text("{")
+    report = run_collect(root, tmp_path / "b", models=["Qwen/Qwen3.5-27B"])
+    assert [Path(item.path).name for item in report.refused] == ["Qwen3.5-27B"]
+    assert "run_meta.json: not valid JSON" in report.refused[0].error
+
+
+def test_submitter_is_recorded(tmp_path: Path) -> None:
+    write_tree(tmp_path / "out", [GOOD])
+    submitter = Submitter(name="Ada", contact="ada@example.org", affiliation="Lab")
+    bundle = only_bundle(run_collect(tmp_path / "out", tmp_path / "b", submitter=submitter))
+    assert read_manifest(Path(bundle.archive))["submitter"] == submitter.model_dump()
+    sidecar = json.loads(Path(bundle.sidecar).read_text())
+    assert sidecar["submitter"] == submitter.model_dump()
+
+
+def test_two_runs_for_one_bundle_id_are_both_refused(tmp_path: Path) -> None:
+    root = tmp_path / "out"
+    write_tree(root, [GOOD, RunSpec(model="gpt-5.2", directory="copy/gpt-5.2", rows=4)])
+    report = run_collect(root, tmp_path / "b")
+    assert report.bundles == []
+    assert len(report.refused) == 2
+    first, second = (str(root / "expert-vqa_predictions" / d) for d in ("copy/gpt-5.2", "gpt-5.2"))
+    for refusal in report.refused:
+        assert first in refusal.error and second in refusal.error
+        assert "same bundle gpt-5-2_" in refusal.error
+    assert all_files(tmp_path / "b") == []
+
+
+def test_tags_sharing_a_prefix_resolving_to_different_shas_get_different_targets(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "out"
+    write_tree(
+        root,
+        [
+            RunSpec(
+                model="m",
+                directory="m-v1",
+                requested_revision="v1",
+                rows=1,
+                resolved_revision="1111111100000000000000000000000000000000",
+            ),
+            RunSpec(
+                model="m",
+                directory="m-v1.1",
+                requested_revision="v1.1",
+                rows=1,
+                resolved_revision="2222222200000000000000000000000000000000",
+            ),
+        ],
+    )
+    report = run_collect(root, tmp_path / "b")
+    assert sorted(bundle.bundle_id.split("/")[1] for bundle in report.bundles) == [
+        "expert-vqa@11111111",
+        "expert-vqa@22222222",
+    ]
+    assert len({Path(bundle.archive) for bundle in report.bundles}) == 2
+
+
+def test_shas_sharing_the_first_8_characters_collide_and_are_refused(tmp_path: Path) -> None:
+    root = tmp_path / "out"
+    write_tree(
+        root,
+        [
+            RunSpec(model="m", directory="a", rows=1, resolved_revision="12345678" + "a" * 32),
+            RunSpec(model="m", directory="b", rows=1, resolved_revision="12345678" + "b" * 32),
+        ],
+    )
+    report = run_collect(root, tmp_path / "b")
+    assert report.bundles == [] and len(report.refused) == 2
+
+
+def test_unsafe_task_name_is_refused(tmp_path: Path) -> None:
+    root = tmp_path / "out"
+    write_tree(root, [GOOD])
+    run_dir = write_run(root, RunSpec(model="evil", rows=1))
+    meta = json.loads((run_dir / "run_meta.json").read_text())
+    meta["statics"]["task_name"] = "../../escape"
+    (run_dir / "run_meta.json").write_text(json.dumps(meta))
+    report = run_collect(root, tmp_path / "b")
+    assert len(report.bundles) == 1
+    (refusal,) = report.refused
+    assert refusal.error.startswith(f"{run_dir / 'run_meta.json'}: statics.task_name:")
+    assert "not safe in a path" in refusal.error
+    assert not (tmp_path / "escape").exists()
+
+
+def _rewrite(name: str, content: bytes) -> Callable[[Path], Path]:
+    def fault(run_dir: Path) -> Path:
+        (run_dir / name).write_bytes(content)
+        return run_dir / name
+
+    return fault
+
+
+def _remove(name: str) -> Callable[[Path], Path]:
+    def fault(run_dir: Path) -> Path:
+        (run_dir / name).unlink()
+        return run_dir / name
+
+    return fault
+
+
+def _meta_change(key: str, value: object) -> Callable[[Path], Path]:
+    def fault(run_dir: Path) -> Path:
+        meta = json.loads((run_dir / "run_meta.json").read_text())
+        meta[key] = value
+        (run_dir / "run_meta.json").write_text(json.dumps(meta))
+        return run_dir / "run_meta.json"
+
+    return fault
+
+
+def _duplicate(run_dir: Path) -> Path:
+    (run_dir / "prediction_01.json").write_bytes((run_dir / "prediction_1.json").read_bytes())
+    return run_dir
+
+
+def _symlink(run_dir: Path) -> Path:
+    target = run_dir.parent / "elsewhere.json"
+    (run_dir / "prediction_2.json").rename(target)
+    (run_dir / "prediction_2.json").symlink_to(target)
+    return run_dir / "prediction_2.json"
+
+
+def _fifo(run_dir: Path) -> Path:
+    (run_dir / "prediction_3.json").unlink()
+    os.mkfifo(run_dir / "prediction_3.json")
+    return run_dir / "prediction_3.json"
+
+
+def _directory(run_dir: Path) -> Path:
+    (run_dir / "prediction_3.json").unlink()
+    (run_dir / "prediction_3.json").mkdir()
+    return run_dir / "prediction_3.json"
+
+
+def _index_mismatch(run_dir: Path) -> Path:
+    (run_dir / "prediction_2.json").write_bytes((run_dir / "prediction_0.json").read_bytes())
+    return run_dir / "prediction_2.json"
+
+
+def _gap(run_dir: Path) -> Path:
+    (run_dir / "prediction_1.json").unlink()
+    return run_dir
+
+
+BAD_INPUTS = {
+    "missing run_meta": (_remove("run_meta.json"), "missing: a run without run_meta.json"),
+    "run_meta bad JSON": (_rewrite("run_meta.json", b'{"model_name": '), "not valid JSON"),
+    "run_meta missing field": (_meta_change("provenance", None), "provenance"),
+    "run_meta wrong type": (_meta_change("model_name", 42), "model_name: Input should be"),
+    "run_date without offset": (_meta_change("run_date", "2026-06-15T10:42:22"), "no UTC offset"),
+    "missing metrics": (_remove("metrics.json"), "missing: the run was not scored"),
+    "metrics not object": (_rewrite("metrics.json", b"[]"), "expected a JSON object"),
+    "metrics values not objects": (_rewrite("metrics.json", b'{"acc": 1}'), "maps to int"),
+    "prediction not JSON": (_rewrite("prediction_1.json", b"\x00garbage"), "not valid JSON"),
+    "prediction lacks keys": (_rewrite("prediction_1.json", b'{"index": 1}'), "missing field"),
+    "prediction index disagrees": (_index_mismatch, "index 0 disagrees with the file name's"),
+    "duplicate indices": (_duplicate, "duplicate index 1: prediction_01.json and prediction_1"),
+    "gapped indices": (_gap, "gaps (missing 1)"),
+    "symlink": (_symlink, "symbolic link; links are never followed"),
+    "fifo": (_fifo, "not a regular file"),
+    "directory as a prediction": (_directory, "not a regular file"),
+}
+
+
+@pytest.mark.parametrize("fault", list(BAD_INPUTS), ids=list(BAD_INPUTS))
+def test_a_bad_run_is_refused_alone_with_a_one_line_reason(tmp_path: Path, fault: str) -> None:
+    damage, problem = BAD_INPUTS[fault]
+    root = tmp_path / "out"
+    write_tree(root, [GOOD])
+    bad_dir = write_run(root, BAD)
+    named = damage(bad_dir)
+    report = run_collect(root, tmp_path / "b")
+    assert report.exit_code == 1
+    assert [bundle.bundle_id.split("_")[0] for bundle in report.bundles] == ["gpt-5-2"]
+    (refusal,) = report.refused
+    assert refusal.error.startswith(f"{named}: ") or refusal.error.startswith(f"{named} ")
+    assert problem in refusal.error
+    assert "\n" not in refusal.error
+    assert not any("broken" in str(path) for path in all_files(tmp_path / "b"))
+    assert partial_files(tmp_path / "b") == []
+
+
+def test_unknown_extra_files_are_left_out_with_a_warning(tmp_path: Path) -> None:
+    root = tmp_path / "out"
+    run_dir = write_run(root, GOOD)
+    (run_dir / "debug.log").write_text("secret-ish log line")
+    bundle = only_bundle(run_collect(root, tmp_path / "b"))
+    assert "left out 1 unknown file(s): debug.log" in bundle.warnings
+    manifest = read_manifest(Path(bundle.archive))
+    assert "debug.log" not in [entry["path"] for entry in manifest["files"]]
+    assert "left out 1 unknown file(s): debug.log" in manifest["warnings"]
+
+
+def test_rerun_is_unchanged_and_a_changed_run_is_replaced(tmp_path: Path) -> None:
+    root = tmp_path / "out"
+    run_dir = write_run(root, GOOD)
+    first = only_bundle(run_collect(root, tmp_path / "b"))
+    assert first.status == "written"
+    second = only_bundle(run_collect(root, tmp_path / "b"))
+    assert (second.status, second.sha256) == ("unchanged", first.sha256)
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    metrics["exact_match"]["accuracy"] = 0.99
+    (run_dir / "metrics.json").write_text(json.dumps(metrics))
+    third = only_bundle(run_collect(root, tmp_path / "b"))
+    assert third.status == "replaced" and third.sha256 != first.sha256
+    assert len(all_files(tmp_path / "b")) == 2
+
+
+class InterruptAfter:
+    """A progress sink that raises KeyboardInterrupt (as Ctrl-C would) mid-way through writing."""
+
+    def __init__(self, steps: int) -> None:
+        self.steps = steps
+        self.writing = False
+
+    def begin(self, label: str, total: int | None) -> None:
+        self.writing = label.startswith("writing")
+
+    def advance(self, steps: int = 1) -> None:
+        if self.writing:
+            self.steps -= steps
+            if self.steps <= 0:
+                raise KeyboardInterrupt
+
+
+def test_interrupted_collect_leaves_no_partial_bundle(tmp_path: Path) -> None:
+    root = tmp_path / "out"
+    write_run(root, RunSpec(rows=20))
+    with pytest.raises(KeyboardInterrupt):
+        collect(root, tmp_path / "b", CollectOptions(), InterruptAfter(5))
+    assert all_files(tmp_path / "b") == []
+
+
+def test_interrupted_replacement_keeps_the_previous_bundle(tmp_path: Path) -> None:
+    root = tmp_path / "out"
+    run_dir = write_run(root, RunSpec(rows=20))
+    first = only_bundle(collect(root, tmp_path / "b"))
+    before = {path: path.read_bytes() for path in all_files(tmp_path / "b")}
+    (run_dir / "metrics.json").write_text('{"changed": {"x": 1}}')
+    with pytest.raises(KeyboardInterrupt):
+        collect(root, tmp_path / "b", CollectOptions(), InterruptAfter(10))
+    assert {path: path.read_bytes() for path in all_files(tmp_path / "b")} == before
+    assert Path(first.archive).exists()
+
+
+class ChangeWhileWriting:
+    """Edits a prediction after validation, just as writing starts (a harness still running)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def begin(self, label: str, total: int | None) -> None:
+        if label.startswith("writing"):
+            self.path.write_bytes(self.path.read_bytes().replace(b"answer", b"ANSWER"))
+
+    def advance(self, steps: int = 1) -> None:
+        pass
+
+
+def test_a_file_changed_after_validation_is_refused(tmp_path: Path) -> None:
+    root = tmp_path / "out"
+    run_dir = write_run(root, RunSpec(rows=5))
+    report = collect(root, tmp_path / "b", None, ChangeWhileWriting(run_dir / "prediction_3.json"))
+    (refusal,) = report.refused
+    assert refusal.error.startswith(f"{run_dir / 'prediction_3.json'}: changed while being")
+    assert report.bundles == []
+    assert all_files(tmp_path / "b") == []
+
+
+def test_unwritable_bundle_location_is_refused_without_partial_files(tmp_path: Path) -> None:
+    root = tmp_path / "out"
+    write_tree(root, [GOOD])
+    first = only_bundle(collect(root, tmp_path / "probe"))
+    player_dir = first.bundle_id.split("/")[0]
+    bundles = tmp_path / "b"
+    bundles.mkdir()
+    (bundles / player_dir).write_text("a file where the player directory should be")
+    report = collect(root, bundles)
+    (refusal,) = report.refused
+    assert refusal.error.startswith(str(bundles / player_dir))
+    assert "cannot write" in refusal.error
+    assert partial_files(bundles) == []
+
+
+def test_output_root_that_does_not_exist_is_unusable(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="output root does not exist"):
+        collect(tmp_path / "missing", tmp_path / "b")
+    assert not (tmp_path / "b").exists()
+
+
+def test_output_root_without_runs_is_unusable(tmp_path: Path) -> None:
+    (tmp_path / "how_do_you").mkdir()
+    with pytest.raises(UsageError, match="no run directories found"):
+        collect(tmp_path, tmp_path / "b")
+
+
+@pytest.mark.parametrize(
+    "pairs", [["expert-vqa"], ["=3"], ["x=0"], ["x=-1"], ["x=three"], ["x=3", "x=4"]]
+)
+def test_bad_expectations_are_usage_errors(pairs: list[str]) -> None:
+    with pytest.raises(UsageError):
+        parse_expectations(pairs)
+
+
+def test_expectations_parse() -> None:
+    assert parse_expectations(["a=3", "b=10", "a=3"]) == {"a": 3, "b": 10}
+
+
+def test_bundle_lands_at_player_fingerprint_target(tmp_path: Path) -> None:
+    root = tmp_path / "out"
+    write_tree(root, [RunSpec(model="Qwen/Qwen3.5-27B", rows=1)])
+    bundle = only_bundle(collect(root, tmp_path / "b"))
+    archive = Path(bundle.archive)
+    assert archive.name == f"expert-vqa@{DEFAULT_SHA[:8]}.tar.zst"
+    assert archive.parent.name == bundle.bundle_id.split("/")[0]
+    assert archive.parent.name.startswith("qwen-qwen3-5-27b_")
+    assert archive.parent.parent == tmp_path / "b"
+    assert Path(bundle.sidecar) == archive.with_name(f"expert-vqa@{DEFAULT_SHA[:8]}.json")

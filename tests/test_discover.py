@@ -1,0 +1,116 @@
+"""Finding run directories at any depth, without following links, and saying what was skipped."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from factory import RunSpec, write_how_do_you, write_run, write_tree
+
+from bundler.discover import discover
+from bundler.errors import UsageError
+
+
+def test_runs_are_found_at_any_depth_in_name_order(tmp_path: Path) -> None:
+    write_tree(
+        tmp_path,
+        [
+            RunSpec(model="gpt-5.2", rows=1),
+            RunSpec(model="Qwen/Qwen3.5-27B", rows=1),
+            RunSpec(model="org/family/deep-model", rows=1),
+            RunSpec(task="maze-solve", model="gpt-5.2", rows=1),
+        ],
+    )
+    found = discover(tmp_path)
+    assert [run.relative for run in found.runs] == [
+        "expert-vqa_predictions/Qwen/Qwen3.5-27B",
+        "expert-vqa_predictions/gpt-5.2",
+        "expert-vqa_predictions/org/family/deep-model",
+        "maze-solve_predictions/gpt-5.2",
+    ]
+    assert [run.task_dir_name for run in found.runs] == ["expert-vqa"] * 3 + ["maze-solve"]
+    assert all(run.path == tmp_path / run.relative for run in found.runs)
+    assert found.refused == []
+
+
+def test_how_do_you_is_skipped_as_not_a_dataset_backed_target(tmp_path: Path) -> None:
+    write_run(tmp_path, RunSpec(rows=1))
+    write_how_do_you(tmp_path, "Qwen/Qwen3.5-27B")
+    found = discover(tmp_path)
+    assert len(found.runs) == 1
+    skipped = {item.path: item.reason for item in found.skipped}
+    assert skipped == {str(tmp_path / "how_do_you"): "not a dataset-backed target"}
+
+
+def test_other_entries_are_skipped_with_a_reason(tmp_path: Path) -> None:
+    write_run(tmp_path, RunSpec(rows=1))
+    (tmp_path / "notes.txt").write_text("hello")
+    (tmp_path / "logs").mkdir()
+    reasons = {Path(item.path).name: item.reason for item in discover(tmp_path).skipped}
+    assert reasons == {
+        "notes.txt": "not a statics output directory",
+        "logs": "not a <task>_predictions directory",
+    }
+
+
+def test_a_directory_with_only_predictions_is_still_a_run(tmp_path: Path) -> None:
+    run = write_run(tmp_path, RunSpec(rows=2))
+    (run / "run_meta.json").unlink()
+    (run / "metrics.json").unlink()
+    assert [found.path for found in discover(tmp_path).runs] == [run]
+
+
+def test_directories_without_run_files_are_not_runs(tmp_path: Path) -> None:
+    (tmp_path / "expert-vqa_predictions" / "empty" / "deeper").mkdir(parents=True)
+    found = discover(tmp_path)
+    assert found.runs == [] and found.refused == []
+
+
+def test_links_are_never_followed(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    real = write_run(elsewhere, RunSpec(model="secret", rows=1))
+    root = tmp_path / "out"
+    write_run(root, RunSpec(rows=1))
+    (root / "linked_predictions").symlink_to(real.parent, target_is_directory=True)
+    (root / "expert-vqa_predictions" / "linked-model").symlink_to(real, target_is_directory=True)
+    found = discover(root)
+    assert [run.relative for run in found.runs] == ["expert-vqa_predictions/gpt-5.2"]
+    refused = {Path(item.path).name: item.reason for item in found.refused}
+    assert refused == {
+        "linked_predictions": "symbolic link; links are never followed",
+        "linked-model": "symbolic link; links are never followed",
+    }
+
+
+def test_unlistable_directory_is_refused(tmp_path: Path) -> None:
+    write_run(tmp_path, RunSpec(rows=1))
+    # A FIFO cannot stand in here (not a directory), so list a directory we remove rights on;
+    # root ignores those, so this only asserts the refusal where the OS enforces it.
+    locked = tmp_path / "expert-vqa_predictions" / "locked"
+    locked.mkdir()
+    (locked / "prediction_0.json").write_text("{}")
+    locked.chmod(0)
+    try:
+        found = discover(tmp_path)
+    finally:
+        locked.chmod(0o755)
+    if os.geteuid() == 0:
+        assert str(locked) in [str(run.path) for run in found.runs]
+    else:
+        assert [item.path for item in found.refused] == [str(locked)]
+        assert "cannot list" in found.refused[0].reason
+
+
+def test_missing_output_root_is_unusable(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="output root does not exist"):
+        discover(tmp_path / "nope")
+
+
+def test_output_root_that_is_a_file_or_link_is_unusable(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    for name in ("file", "link"):
+        with pytest.raises(UsageError, match="not a directory"):
+            discover(tmp_path / name)

@@ -1,0 +1,180 @@
+"""`bundler download`, the repository's row table as the dataset viewer loads it, and
+`collect --resolve-rows`, all against the local Hub server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import WRITE_TOKEN
+from factory import RunSpec, write_tree
+from helpers import run_cli
+from hubserver import HubServer
+from test_upload import SECOND_SHA, local_files, make_bundles, upload
+
+
+@pytest.fixture
+def published(hub: HubServer, repo_id: str, tmp_path: Path) -> Path:
+    bundles = make_bundles(
+        tmp_path / "src",
+        [
+            RunSpec(task="expert-vqa", model="gpt-5.2", rows=4),
+            RunSpec(
+                task="maze",
+                model="Qwen/Qwen3.5-27B",
+                rows=3,
+                resolved_revision=SECOND_SHA,
+                metrics={"maze_solver": {"solved": 2, "by_size": {"small": 1.0, "big": None}}},
+            ),
+            RunSpec(task="wires", model="claude", rows=2, metrics={"wires": {"label": "ok"}}),
+        ],
+    )
+    assert upload(bundles, "--repo", repo_id)[0] == 0
+    return bundles
+
+
+def download(*args: object) -> tuple[int, dict, str]:
+    result = run_cli("download", *args, "--json", env={"HF_TOKEN": WRITE_TOKEN})
+    assert "Traceback" not in result.stderr
+    return result.returncode, json.loads(result.stdout), result.stderr
+
+
+def test_download_round_trip_is_byte_identical_and_verifies(
+    repo_id: str, published: Path, tmp_path: Path
+) -> None:
+    target = tmp_path / "downloaded"
+    code, report, stderr = download("--repo", repo_id, "-o", target)
+    assert code == 0, stderr
+    assert [b["outcome"] for b in report["bundles"]] == ["downloaded"] * 3
+    assert local_files(target) == local_files(published)
+    verified = run_cli("verify", target)
+    assert verified.returncode == 0, verified.stderr
+
+
+def test_download_one_bundle_and_report_unknown_ids(
+    repo_id: str, published: Path, tmp_path: Path
+) -> None:
+    wanted = next(published.rglob("maze@*.tar.zst"))
+    bundle_id = f"{wanted.parent.name}/{wanted.name.removesuffix('.tar.zst')}"
+    target = tmp_path / "one"
+    code, report, _ = download(
+        "--repo", repo_id, "-o", target, "--bundle", bundle_id, "--bundle", "nobody_00000000/x@y"
+    )
+    assert code == 1
+    outcomes = {b["bundle_id"]: b["outcome"] for b in report["bundles"]}
+    assert outcomes == {bundle_id: "downloaded", "nobody_00000000/x@y": "missing"}
+    assert sorted(local_files(target)) == [
+        f"{bundle_id}.json",
+        f"{bundle_id}.tar.zst",
+    ]
+
+
+def test_download_keeps_a_bad_bundle_apart(
+    hub: HubServer, repo_id: str, published: Path, tmp_path: Path
+) -> None:
+    # Someone commits a corrupted archive behind the bundler's back.
+    from huggingface_hub import CommitOperationAdd, HfApi
+
+    victim = next(published.rglob("wires@*.tar.zst"))
+    path = f"bundles/{victim.relative_to(published).as_posix()}"
+    data = bytearray(victim.read_bytes())
+    data[-20] ^= 0x55
+    HfApi(token=WRITE_TOKEN).create_commit(
+        repo_id,
+        [CommitOperationAdd(path, bytes(data))],
+        commit_message="corrupt",
+        repo_type="dataset",
+    )
+    target = tmp_path / "downloaded"
+    code, report, _stderr = download("--repo", repo_id, "-o", target)
+    assert code == 1
+    rejected = [b for b in report["bundles"] if b["outcome"] == "rejected"]
+    assert len(rejected) == 1 and "failed verification" in rejected[0]["detail"]
+    assert not (target / victim.relative_to(published)).exists()
+    assert (target / ".rejected" / victim.relative_to(published)).exists()
+    assert run_cli("verify", target).returncode == 0  # what is in the output can be trusted
+    assert not list(target.glob(".bundler-download-*"))
+
+
+def test_download_a_pull_request_revision(hub: HubServer, repo_id: str, tmp_path: Path) -> None:
+    hub.create_repo(repo_id)
+    bundles = make_bundles(tmp_path / "src", [RunSpec(rows=2)])
+    assert upload(bundles, "--repo", repo_id, "--create-pr")[0] == 0
+    code, _report, _ = download("--repo", repo_id, "--revision", "refs/pr/1", "-o", tmp_path / "pr")
+    assert code == 0
+    assert local_files(tmp_path / "pr") == local_files(bundles)
+    code, _, stderr = download("--repo", repo_id, "--revision", "refs/pr/9", "-o", tmp_path / "x")
+    assert code == 2 and "revision does not exist" in stderr
+
+
+def test_rows_load_as_one_table_with_datasets(
+    repo_id: str, published: Path, tmp_path: Path
+) -> None:
+    datasets = pytest.importorskip("datasets")
+    from huggingface_hub import snapshot_download
+
+    local = Path(snapshot_download(repo_id, repo_type="dataset", local_dir=tmp_path / "snap"))
+    card = (local / "README.md").read_text()
+    header = yaml.safe_load(card.split("---")[1])
+    data_files = header["configs"][0]["data_files"][0]["path"]
+    assert data_files == "rows/**/*.jsonl"
+    table = datasets.load_dataset(str(local), split="train")
+    assert table.num_rows == 3
+    rows = {row["task_name"]: row for row in table}
+    assert set(rows) == {"expert-vqa", "maze", "wires"}
+    maze = rows["maze"]
+    assert maze["resolved_revision"] == SECOND_SHA and maze["is_pinned"] is True
+    assert {m["name"]: m["number"] for m in maze["metrics"]} == {
+        "maze_solver.solved": 2.0,
+        "maze_solver.by_size.small": 1.0,
+        "maze_solver.by_size.big": None,
+    }
+    assert json.loads(rows["wires"]["metrics_json"]) == {"wires": {"label": "ok"}}
+    assert rows["wires"]["metrics"][0]["json_value"] == '"ok"'
+    assert rows["expert-vqa"]["coverage"] == "complete"
+    declared = [feature["name"] for feature in header["dataset_info"]["features"]]
+    assert table.column_names == declared  # the card's features, in order, for every task
+
+
+def test_collect_resolve_rows_reads_the_dataset_card(hub: HubServer, tmp_path: Path) -> None:
+    card = (
+        "---\ndataset_info:\n  features:\n  - name: q\n    dtype: string\n"
+        "  splits:\n  - name: test\n    num_examples: 5\n  - name: train\n    num_examples: 50\n"
+        "---\n# expert VQA\n"
+    )
+    hub.create_repo("GPTNT/expert-VQA-rows", files={"README.md": card.encode()})
+    sha = hub.commits("GPTNT/expert-VQA-rows")[0].oid
+    output = tmp_path / "output"
+    write_tree(
+        output,
+        [
+            RunSpec(
+                task="complete", rows=5, resolved_revision=sha, hf_repo_id="GPTNT/expert-VQA-rows"
+            ),
+            RunSpec(
+                task="limited", rows=2, resolved_revision=sha, hf_repo_id="GPTNT/expert-VQA-rows"
+            ),
+            RunSpec(
+                task="unpinned", rows=2, resolved_revision=None, hf_repo_id="GPTNT/expert-VQA-rows"
+            ),
+            RunSpec(task="gone", rows=2, resolved_revision="0" * 40, hf_repo_id="GPTNT/missing"),
+        ],
+        how_do_you=False,
+    )
+    result = run_cli(
+        "collect", output, "-o", tmp_path / "bundles", "--resolve-rows", "--allow-partial", "--json"
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    by_task = {b["bundle_id"].split("/")[1].split("@")[0]: b for b in report["bundles"]}
+    assert by_task["complete"]["coverage"] == "complete"
+    assert by_task["limited"]["coverage"] == "partial"  # a limited run never passes as complete
+    assert by_task["unpinned"]["coverage"] == "unknown"
+    assert any("unpinned" in w for w in by_task["unpinned"]["warnings"])
+    assert by_task["gone"]["coverage"] == "unknown"
+    assert any("row count not resolved" in w for w in by_task["gone"]["warnings"])
+    without = run_cli("collect", output, "-o", tmp_path / "b2", "--resolve-rows", "--json")
+    assert without.returncode == 1  # the limited run is refused without --allow-partial
+    assert "partial run: 2 of 5 rows" in without.stderr

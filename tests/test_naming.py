@@ -1,0 +1,180 @@
+"""Slugs, targets, fingerprints and bundle ids: the names that place a bundle on the board."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import string
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bundler.naming import (
+    SAFE_TASK_NAME,
+    archive_name,
+    bundle_id,
+    capability_fingerprint,
+    player_dir_name,
+    sidecar_name,
+    slugify,
+)
+from bundler.schema import StaticsIdentity
+
+PUBLISHED = Path(__file__).resolve().parents[2] / "shared" / "data"
+PUBLISHED_CAPABILITIES = PUBLISHED / "gptnt-published-capabilities.json"
+
+task_names = st.from_regex(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,40}\Z")
+shas = st.text(alphabet="0123456789abcdef", min_size=40, max_size=40)
+json_scalars = st.none() | st.booleans() | st.integers() | st.text(max_size=10)
+json_values = st.recursive(
+    json_scalars,
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=6), children, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+def reference_slug(name: str) -> str:
+    """The harness's rule, written out character by character as an independent oracle."""
+    out: list[str] = []
+    for char in name.lower():
+        if char in string.ascii_lowercase or char in string.digits:
+            out.append(char)
+        elif not out or out[-1] != "-":
+            out.append("-")
+    return "".join(out).strip("-")
+
+
+def reference_fingerprint(capabilities: dict[str, Any]) -> str:
+    kept = {key: value for key, value in capabilities.items() if key != "usage_limits"}
+    encoded = json.dumps(kept, sort_keys=True).encode()
+    return hashlib.blake2b(encoded, digest_size=16).hexdigest()
+
+
+def identity(task: str = "expert-vqa", resolved: str | None = "a" * 40, **extra: Any) -> Any:
+    return StaticsIdentity(
+        task_name=task,
+        hf_repo_id="GPTNT/expert-VQA",
+        dataset_split="test",
+        requested_revision=extra.get("requested", "v1.0"),
+        resolved_revision=resolved,
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "slug"),
+    [
+        ("gpt-5.2", "gpt-5-2"),
+        ("Qwen/Qwen3.5-27B", "qwen-qwen3-5-27b"),
+        ("--Claude  Sonnet__4.6--", "claude-sonnet-4-6"),
+        ("internvl3-5-38b", "internvl3-5-38b"),
+        ("Ünïcode model", "n-code-model"),
+        ("...", ""),
+    ],
+)
+def test_slugify_examples(name: str, slug: str) -> None:
+    assert slugify(name) == slug
+
+
+@given(st.text(max_size=60))
+def test_slugify_matches_the_harness_rule_and_is_path_safe(name: str) -> None:
+    slug = slugify(name)
+    assert slug == reference_slug(name)
+    assert slug == "" or re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", slug)
+    assert slugify(slug) == slug
+
+
+@given(st.dictionaries(st.text(max_size=8), json_values, max_size=6), json_values)
+def test_fingerprint_is_blake2b_of_sorted_json_without_usage_limits(
+    capabilities: dict[str, Any], limits: Any
+) -> None:
+    fingerprint = capability_fingerprint(capabilities)
+    assert fingerprint == reference_fingerprint(capabilities)
+    assert re.fullmatch(r"[0-9a-f]{32}", fingerprint)
+    assert capability_fingerprint({**capabilities, "usage_limits": limits}) == (
+        reference_fingerprint({key: v for key, v in capabilities.items() if key != "usage_limits"})
+    )
+
+
+def test_fingerprint_ignores_key_order_but_not_values() -> None:
+    base = {"player_name": "gpt-5.2", "player_type": "ai", "vision": True}
+    reordered = dict(reversed(list(base.items())))
+    assert capability_fingerprint(base) == capability_fingerprint(reordered)
+    assert capability_fingerprint(base) != capability_fingerprint({**base, "vision": False})
+    # 1 and 1.0 serialise differently, so the harness gives them different fingerprints.
+    assert capability_fingerprint({**base, "n": 1}) != capability_fingerprint({**base, "n": 1.0})
+
+
+@pytest.mark.skipif(not PUBLISHED_CAPABILITIES.exists(), reason="shared reference data absent")
+def test_fingerprints_reproduce_published_submissions() -> None:
+    setups = json.loads(PUBLISHED_CAPABILITIES.read_text())
+    assert setups
+    for setup in setups:
+        assert capability_fingerprint(setup["capabilities"]) == setup["fingerprint"]
+
+
+def test_identity_derived_values() -> None:
+    pinned = identity(resolved="a1b2c3d4e5f60718293a4b5c6d7e8f9012345678")
+    assert pinned.is_pinned
+    assert pinned.revision_label == "a1b2c3d4"
+    assert pinned.target == "expert-vqa@a1b2c3d4"
+    unpinned = identity(resolved=None, requested="main")
+    assert not unpinned.is_pinned
+    assert unpinned.revision_label == "unpinned"
+    assert unpinned.target == "expert-vqa@unpinned"
+
+
+def test_requested_tag_never_forms_the_label() -> None:
+    first = identity(resolved="1111111122222222", requested="v1.0")
+    second = identity(resolved="3333333344444444", requested="v1.0-rc")
+    assert "v1" not in first.target + second.target
+    assert first.target != second.target
+
+
+@given(task_names, shas, shas)
+def test_targets_are_path_safe_and_distinct_for_distinct_shas(task: str, a: str, b: str) -> None:
+    first, second = identity(task, a), identity(task, b)
+    for value in (first, second):
+        target = value.target
+        assert re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*@[0-9a-f]{8}", target)
+        assert "/" not in target and "\0" not in target and target not in (".", "..")
+        assert Path(target).name == target
+    # The label is exactly the first 8 characters of the sha, so targets differ exactly when
+    # those do.
+    assert (first.target == second.target) == (a[:8] == b[:8])
+
+
+@given(task_names, st.text(min_size=1, max_size=30), shas)
+def test_bundle_id_shape(task: str, player: str, sha: str) -> None:
+    target = identity(task, sha).target
+    fingerprint = "0123456789abcdef0123456789abcdef"
+    bid = bundle_id(player, fingerprint, target)
+    assert bid == f"{slugify(player)}_01234567/{target}"
+    assert bid.split("/") == [player_dir_name(player, fingerprint), target]
+    assert archive_name(target) == f"{target}.tar.zst"
+    assert sidecar_name(target) == f"{target}.json"
+
+
+@given(st.text(max_size=20) | st.from_regex(SAFE_TASK_NAME).map(lambda name: name + "\n"))
+def test_the_schema_accepts_only_task_names_that_cannot_escape_a_path(name: str) -> None:
+    try:
+        accepted = identity(task=name).task_name
+    except ValueError:
+        return
+    assert accepted == name
+    assert re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name)
+    assert not name.startswith((".", "-")) and name not in ("", ".", "..")
+
+
+@settings(max_examples=50)
+@given(
+    st.sampled_from(["../x", "/etc", "a/b", ".hidden", "-flag", "", "a b", "x\n", "..", "é", "a\0"])
+)
+def test_unsafe_task_names_are_refused_by_the_schema(name: str) -> None:
+    with pytest.raises(ValueError, match="not safe in a path"):
+        identity(task=name)

@@ -1,0 +1,187 @@
+"""Uploads under stress: pull requests, racing uploaders, and every fault the Hub can throw at
+the commit, each ending in a correct final state and an honest report."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import OTHER_WRITE_TOKEN, WRITE_TOKEN
+from factory import RunSpec
+from helpers import BUNDLER, cli_env, run_cli
+from hubserver import LOST_RESPONSE, RACE, Fault, HubServer
+from test_upload import commit_posts, local_files, make_bundles, upload
+
+from bundler.publish import UploadOptions
+from bundler.publish import upload as upload_library
+
+
+def remote_bundle_files(hub: HubServer, repo_id: str, revision: str = "main") -> dict[str, bytes]:
+    return {
+        path.removeprefix("bundles/"): hub.file_bytes(repo_id, path, revision=revision) or b""
+        for path in hub.list_files(repo_id, revision=revision)
+        if path.startswith("bundles/")
+    }
+
+
+@pytest.fixture
+def three(tmp_path: Path) -> Path:
+    return make_bundles(
+        tmp_path,
+        [RunSpec(task=t, model="gpt-5.2", rows=2) for t in ("expert-vqa", "maze", "wires")],
+    )
+
+
+def test_create_pr_opens_one_pull_request_and_rerun_reuses_it(
+    hub: HubServer, repo_id: str, three: Path
+) -> None:
+    hub.create_repo(repo_id)
+    code, report, stderr = upload(three, "--repo", repo_id, "--create-pr")
+    assert code == 0, stderr
+    url = report["pull_request_url"]
+    assert url and url.endswith("/discussions/1")
+    assert url in stderr
+    (pr,) = hub.pull_requests(repo_id)
+    assert pr.status == "open" and "[bundler " in pr.title
+    assert "expert-vqa" in pr.description and "bundler download" in pr.description
+    assert remote_bundle_files(hub, repo_id, "refs/pr/1") == local_files(three)
+    assert remote_bundle_files(hub, repo_id) == {}  # main untouched until a maintainer merges
+
+    # Re-run with nothing new: same PR, no commit.
+    posts = commit_posts(hub, repo_id)
+    code, report, _ = upload(three, "--repo", repo_id, "--create-pr")
+    assert code == 0
+    assert report["pull_request_url"] == url
+    assert commit_posts(hub, repo_id) == posts
+    assert len(hub.pull_requests(repo_id)) == 1
+
+    # A fixed bundle re-submitted goes onto the same PR, not a new one.
+    victim = sorted(three.rglob("*.tar.zst"))[0]
+    fixed = make_bundles(
+        three.parent / "fixed",
+        [RunSpec(task="expert-vqa", model="gpt-5.2", rows=2, metrics={"s": {"x": 1}})],
+    )
+    fixed_archive = next(fixed.rglob("*.tar.zst"))
+    for name in (fixed_archive.name, fixed_archive.name.replace(".tar.zst", ".json")):
+        (victim.parent / name).write_bytes((fixed_archive.parent / name).read_bytes())
+    code, report, _ = upload(three, "--repo", repo_id, "--create-pr", "--replace")
+    assert code == 0
+    assert report["pull_request_url"] == url
+    assert len(hub.pull_requests(repo_id)) == 1
+    assert remote_bundle_files(hub, repo_id, "refs/pr/1") == local_files(three)
+
+
+def test_two_uploads_racing_lose_nothing(hub: HubServer, repo_id: str, tmp_path: Path) -> None:
+    hub.create_repo(repo_id)
+    first = make_bundles(
+        tmp_path / "a", [RunSpec(task=f"alpha{i}", model="m-a", rows=2) for i in range(4)]
+    )
+    second = make_bundles(
+        tmp_path / "b", [RunSpec(task=f"beta{i}", model="m-b", rows=2) for i in range(4)]
+    )
+    processes = [
+        subprocess.Popen(
+            [str(BUNDLER), "upload", str(bundles), "--repo", repo_id, "--json"],
+            env=cli_env({"HF_TOKEN": token}),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for bundles, token in ((first, WRITE_TOKEN), (second, OTHER_WRITE_TOKEN))
+    ]
+    results = [process.communicate(timeout=120) for process in processes]
+    for process, (stdout, stderr) in zip(processes, results, strict=True):
+        assert process.returncode == 0, stderr
+        assert all(b["outcome"] == "published" for b in json.loads(stdout)["bundles"])
+    expected = local_files(first) | local_files(second)
+    assert remote_bundle_files(hub, repo_id) == expected
+    card = (hub.file_bytes(repo_id, "README.md") or b"").decode()
+    assert "**8** submission bundle(s)" in card  # the last writer saw the other's bundles
+
+
+def test_race_on_commit_is_replanned(hub: HubServer, repo_id: str, three: Path) -> None:
+    hub.create_repo(repo_id)
+    hub.inject("POST", rf"{repo_id}/commit/main$", RACE, times=2)
+    code, report, stderr = upload(three, "--repo", repo_id)
+    assert code == 0, stderr
+    assert len(report["commits"]) == 1
+    assert remote_bundle_files(hub, repo_id) == local_files(three)
+    assert hub.file_bytes(repo_id, ".race/1") is not None  # the other commit survived too
+
+
+@pytest.mark.parametrize("fault", [Fault.status(503), Fault.status(500)])
+def test_server_error_on_commit_is_retried_once_it_is_known_not_landed(
+    hub: HubServer, repo_id: str, three: Path, fault: Fault
+) -> None:
+    hub.create_repo(repo_id)
+    hub.inject("POST", rf"{repo_id}/commit/main$", fault, times=1)
+    code, _report, stderr = upload(three, "--repo", repo_id)
+    assert code == 0, stderr
+    assert commit_posts(hub, repo_id) == 2
+    assert len(hub.commits(repo_id)) == 2  # the initial commit and ours, once
+    assert remote_bundle_files(hub, repo_id) == local_files(three)
+
+
+def test_rate_limit_on_commit_waits_and_retries(hub: HubServer, repo_id: str, three: Path) -> None:
+    hub.create_repo(repo_id)
+    hub.inject("POST", rf"{repo_id}/commit/main$", Fault.status(429, retry_after=1), times=1)
+    code, _, stderr = upload(three, "--repo", repo_id)
+    assert code == 0, stderr
+    assert remote_bundle_files(hub, repo_id) == local_files(three)
+
+
+def test_lost_commit_response_is_not_committed_twice(
+    hub: HubServer, repo_id: str, three: Path
+) -> None:
+    hub.create_repo(repo_id)
+    hub.inject("POST", rf"{repo_id}/commit/main$", LOST_RESPONSE, times=1)
+    code, report, stderr = upload(three, "--repo", repo_id)
+    assert code == 0, stderr
+    assert all(b["outcome"] == "published" for b in report["bundles"])
+    assert commit_posts(hub, repo_id) == 1
+    assert len(hub.commits(repo_id)) == 2  # initial + exactly one bundle commit
+    assert remote_bundle_files(hub, repo_id) == local_files(three)
+
+
+def test_lost_response_when_opening_a_pull_request_opens_only_one(
+    hub: HubServer, repo_id: str, three: Path
+) -> None:
+    hub.create_repo(repo_id)
+    hub.inject("POST", rf"{repo_id}/commit/main$", LOST_RESPONSE, times=1)
+    code, report, stderr = upload(three, "--repo", repo_id, "--create-pr")
+    assert code == 0, stderr
+    assert len(hub.pull_requests(repo_id)) == 1
+    assert report["pull_request_url"].endswith("/discussions/1")
+    assert remote_bundle_files(hub, repo_id, "refs/pr/1") == local_files(three)
+
+
+def test_persistent_outage_reports_what_was_not_published(
+    hub: HubServer, repo_id: str, three: Path
+) -> None:
+    hub.create_repo(repo_id)
+    hub.inject("POST", rf"{repo_id}/commit/main$", Fault.status(503), times=50)
+    options = UploadOptions(
+        repo_id=repo_id, token=WRITE_TOKEN, commit_attempts=3, retry_wait_seconds=0.05
+    )
+    report = upload_library(three, options)
+    assert report.exit_code == 1
+    assert [b.outcome for b in report.bundles] == ["failed"] * 3
+    assert all("503" in (b.detail or "") for b in report.bundles)
+    assert remote_bundle_files(hub, repo_id) == {}
+    hub.clear_faults()
+    # The next run (e.g. tomorrow's nightly) resumes and publishes everything.
+    assert upload(three, "--repo", repo_id)[0] == 0
+    assert remote_bundle_files(hub, repo_id) == local_files(three)
+
+
+def test_rate_limited_on_everything_says_when_to_retry(
+    hub: HubServer, repo_id: str, three: Path
+) -> None:
+    hub.create_repo(repo_id)
+    hub.inject("GET", rf"/api/datasets/{repo_id}", Fault.status(429, retry_after=1), times=20)
+    result = run_cli("upload", three, "--repo", repo_id, env={"HF_TOKEN": WRITE_TOKEN})
+    assert result.returncode in (1, 2)
+    assert "rate limit" in result.stderr and "try again in 1 s" in result.stderr
+    assert WRITE_TOKEN not in result.stderr

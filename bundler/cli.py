@@ -10,9 +10,10 @@ from __future__ import annotations
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, Protocol, TypeVar
 
 import typer
+from rich.console import Console
 
 from bundler.collect import CollectOptions, collect, parse_expectations
 from bundler.errors import BundlerError
@@ -28,7 +29,7 @@ from bundler.report import (
 )
 from bundler.verify import verify
 
-EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE = 0, 1, 2
+EXIT_UNUSABLE = 2
 
 app = typer.Typer(
     name="bundler",
@@ -65,6 +66,26 @@ RepoOption = Annotated[
 ]
 
 T = TypeVar("T")
+
+
+class _Report(Protocol):
+    @property
+    def exit_code(self) -> int: ...
+
+    def model_dump(self, *, mode: str) -> dict[str, Any]: ...
+
+
+R = TypeVar("R", bound=_Report)
+
+
+def _finish(
+    report: R, render: Callable[[R, Console], None], console: Console, as_json: bool
+) -> int:
+    """Show a library report to the person (stderr) and, with --json, to the machine (stdout)."""
+    render(report, console)
+    if as_json:
+        emit_json(report.model_dump(mode="json") | {"exit_code": report.exit_code})
+    return report.exit_code
 
 
 def _token(token: str | None) -> str | None:
@@ -183,10 +204,7 @@ def collect_command(
         )
         with RichProgress(console) as progress:
             report = collect(output_root, bundles_dir, options, progress)
-        render_collect(report, console)
-        if json_output:
-            emit_json(report.model_dump(mode="json") | {"exit_code": report.exit_code})
-        return report.exit_code
+        return _finish(report, render_collect, console, json_output)
 
     raise typer.Exit(
         run_command(action, json_output=json_output, debug=debug, secrets=_secrets(token))
@@ -208,10 +226,7 @@ def verify_command(
     def action() -> int:
         with RichProgress(console) as progress:
             report = verify(paths, progress)
-        render_verify(report, console)
-        if json_output:
-            emit_json(report.model_dump(mode="json") | {"exit_code": report.exit_code})
-        return report.exit_code
+        return _finish(report, render_verify, console, json_output)
 
     raise typer.Exit(run_command(action, json_output=json_output, debug=debug))
 
@@ -229,11 +244,7 @@ def inspect_command(
     def action() -> int:
         with RichProgress(console) as progress:
             inspection = inspect_bundle(archive, progress)
-        render_inspection(inspection, console)
-        code = EXIT_OK if inspection.verification.ok else EXIT_FAILED
-        if json_output:
-            emit_json(inspection.model_dump(mode="json") | {"exit_code": code})
-        return code
+        return _finish(inspection, render_inspection, console, json_output)
 
     raise typer.Exit(run_command(action, json_output=json_output, debug=debug))
 
@@ -301,10 +312,7 @@ def upload_command(
         _quiet_hub_client()
         with RichProgress(console) as progress:
             report = upload(bundles_dir, options, progress)
-        render_upload(report, console)
-        if json_output:
-            emit_json(report.model_dump(mode="json") | {"exit_code": report.exit_code})
-        return report.exit_code
+        return _finish(report, render_upload, console, json_output)
 
     raise typer.Exit(
         run_command(action, json_output=json_output, debug=debug, secrets=_secrets(token))
@@ -347,10 +355,7 @@ def download_command(
                 token=_token(token),
                 progress=progress,
             )
-        render_download(report, console)
-        if json_output:
-            emit_json(report.model_dump(mode="json") | {"exit_code": report.exit_code})
-        return report.exit_code
+        return _finish(report, render_download, console, json_output)
 
     raise typer.Exit(
         run_command(action, json_output=json_output, debug=debug, secrets=_secrets(token))

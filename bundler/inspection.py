@@ -25,6 +25,10 @@ class BundleInspection(BaseModel):
     error_rate: float | None
     exception_rate: float | None
 
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.verification.ok else 1
+
 
 def inspect_bundle(path: Path, progress: ProgressSink | None = None) -> BundleInspection:
     if not path.is_file():

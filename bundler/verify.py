@@ -174,7 +174,8 @@ def _read_sidecar(reading: BundleReading) -> None:
         )
         return
     try:
-        data = path.read_bytes()[:MAX_SIDECAR_BYTES]
+        with path.open("rb") as handle:
+            data = handle.read(MAX_SIDECAR_BYTES)
         reading.sidecar = Sidecar.model_validate_json(data)
     except (OSError, ValidationError) as error:
         detail = (

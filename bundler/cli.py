@@ -7,6 +7,7 @@ inputs were refused, 2 unusable input or usage.
 
 from __future__ import annotations
 
+import signal
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Annotated, Any, Protocol, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from bundler.collect import CollectOptions, collect, parse_expectations
 from bundler.errors import BundlerError
@@ -97,29 +99,40 @@ def _secrets(token: str | None) -> tuple[str, ...]:
     return (token,) if token else ()
 
 
+class Terminated(BaseException):
+    """SIGTERM (a CI timeout, `kill`), raised like Ctrl-C so every atomic write cleans up."""
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated
+
+
 def run_command(
     action: Callable[[], T], *, json_output: bool, debug: bool, secrets: tuple[str, ...] = ()
 ) -> T:
     """Run library code; turn an error into one readable line (or a JSON object) and an exit
     code. `secrets` are scrubbed from anything shown, as a last line of defence."""
     console = stderr_console()
+    signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         return action()
     except BundlerError as error:
         code = error.exit_code
         message, hint = _scrub(error.message, secrets), _scrub(error.hint, secrets)
-    except KeyboardInterrupt:
+        trace = traceback.format_exc()
+    except (KeyboardInterrupt, Terminated) as stop:
         console.print("[red]interrupted[/]; nothing partial was left behind")
-        raise typer.Exit(130) from None
+        raise typer.Exit(130 if isinstance(stop, KeyboardInterrupt) else 143) from None
     except Exception as error:  # a bug: say so plainly, with the way to learn more
         code = EXIT_UNUSABLE
         message = _scrub(f"internal error: {type(error).__name__}: {error}", secrets)
         hint = "re-run with --debug for the traceback, and report it"
+        trace = traceback.format_exc()
     if debug:
-        console.print(_scrub(traceback.format_exc(), secrets), markup=False)
+        console.print(_scrub(trace, secrets), markup=False)
     if json_output:
         emit_json({"error": message, "hint": hint, "exit_code": code})
-    console.print(f"[bold red]error[/]: {message}", markup=True, highlight=False)
+    console.print(f"[bold red]error[/]: {escape(message or '')}", highlight=False)
     if hint:
         console.print(f"  hint: {hint}", markup=False)
     raise typer.Exit(code)

@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Iterable
 from importlib.resources import files
 
+import jinja2
 from huggingface_hub import DatasetCard, DatasetCardData
 
 from bundler.rows import ROW_SUFFIX, ROWS_DIR, BundleRow, dataset_features
@@ -56,13 +57,13 @@ def render_pr_description(
     repo_id: str, rows: list[BundleRow], bundler_version: str, marker: str
 ) -> str:
     warnings = sorted({f"{row.bundle_id}: {warning}" for row in rows for warning in row.warnings})
-    card = DatasetCard.from_template(
-        DatasetCardData(),
-        template_str=_template(PR_TEMPLATE),
+    # A pull-request description is no repository card (no YAML header), so plain Jinja.
+    template = jinja2.Template(_template(PR_TEMPLATE))
+    text: str = template.render(
         repo_id=repo_id,
         bundles=rows,
         warnings=warnings,
         bundler_version=bundler_version,
         marker=marker,
     )
-    return str(card.text).strip() + "\n"
+    return text.strip() + "\n"

@@ -8,21 +8,24 @@ threads there are (only single-threaded mode differs), so every machine makes th
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tarfile
 import tempfile
 from collections.abc import Callable, Iterable
-from typing import BinaryIO
+from typing import Any, BinaryIO, Final
 
 import zstandard
 
 from bundler.errors import InputError
-from bundler.fileio import HashingReader, HashingWriter, open_no_follow
+from bundler.fileio import CHUNK_SIZE, HashingWriter, open_no_follow
 from bundler.manifest import MANIFEST_PATH, BundleClaim, FileEntry
 from bundler.runs import SourceFile
 
-TAR_FORMAT = tarfile.PAX_FORMAT
+TAR_FORMAT: Final = tarfile.PAX_FORMAT
+TAR_ENCODING = "utf-8"
+"""Fixed, not the machine's file-system encoding, so no locale can change a header."""
 DEFAULT_LEVEL = 3
 MANIFEST_SPOOL_BYTES = 4 << 20
 
@@ -41,6 +44,47 @@ def normalised_tar_info(name: str, size: int, mtime: int) -> tarfile.TarInfo:
     info.uname = info.gname = ""
     info.type = tarfile.REGTYPE
     return info
+
+
+_USTAR_MAX_NAME = 100
+_USTAR_MAX_NUMBER = 8**11  # 11 octal digits and a NUL
+
+
+def tar_header(name: str, size: int, mtime: int) -> bytes:
+    """The header tarfile writes for normalised_tar_info(name, size, mtime), built directly.
+
+    For a short ASCII name and sizes that fit the ustar fields (every member of a bundle in
+    practice) tarfile adds no PAX record, and its header is this fixed layout; building it here
+    costs a fraction of TarInfo.tobuf, which dominated writing 100,000 small predictions.
+    Anything else falls back to tarfile itself, so the bytes are tarfile's either way.
+    """
+    encoded = name.encode("ascii", "replace")
+    if (
+        not (name.isascii() and name.isprintable())
+        or len(encoded) > _USTAR_MAX_NAME
+        or not 0 <= size < _USTAR_MAX_NUMBER
+        or not 0 <= mtime < _USTAR_MAX_NUMBER
+    ):
+        info = normalised_tar_info(name, size, mtime)
+        return info.tobuf(TAR_FORMAT, TAR_ENCODING, "surrogateescape")
+    header = bytearray(
+        encoded.ljust(100, b"\0")
+        + b"0000644\0"  # mode
+        + b"0000000\0"  # uid
+        + b"0000000\0"  # gid
+        + b"%011o\0" % size
+        + b"%011o\0" % mtime
+        + b"        "  # checksum, computed over the header with this field as spaces
+        + tarfile.REGTYPE
+        + b"\0" * 100  # linkname
+        + tarfile.POSIX_MAGIC
+        + b"\0" * 64  # uname, gname
+        + b"\0" * 16  # devmajor, devminor: empty for a regular file
+        + b"\0" * 155  # prefix
+    )
+    header += b"\0" * (tarfile.BLOCKSIZE - len(header))
+    header[148:156] = b"%06o\0 " % sum(header)
+    return bytes(header)
 
 
 def write_manifest(claim: BundleClaim, files: Iterable[SourceFile], out: BinaryIO) -> None:
@@ -84,27 +128,76 @@ def write_archive(
         write_manifest(claim, files(), manifest)  # type: ignore[arg-type]
         manifest_size = manifest.tell()
         manifest.seek(0)
-        with (
-            compressor.stream_writer(sink, closefd=False) as compressed,  # type: ignore[arg-type]
-            tarfile.open(fileobj=compressed, mode="w|", format=TAR_FORMAT) as tar,
-        ):
-            tar.addfile(normalised_tar_info(MANIFEST_PATH, manifest_size, mtime), manifest)
+        with compressor.stream_writer(sink, closefd=False) as compressed:  # type: ignore[arg-type]
+            tar = TarStream(compressed)
+            tar.add_header(MANIFEST_PATH, manifest_size, mtime)
+            while chunk := manifest.read(CHUNK_SIZE):
+                tar.write(chunk)
+            tar.end_member(manifest_size)
             for file in files():
                 _add_checked(tar, file, mtime)
                 if on_file is not None:
                     on_file()
+            tar.close()
     return sink.sha256, sink.size
 
 
-def _add_checked(tar: tarfile.TarFile, file: SourceFile, mtime: int) -> None:
+class TarStream:
+    """Writes exactly the bytes `tarfile.open(mode="w|", format=PAX_FORMAT)` would (same
+    headers from TarInfo.tobuf, same padding, same end-of-archive and record padding), but
+    without tarfile's per-member costs: it keeps no TarInfo per member (100,000 of them are
+    tens of megabytes) and batches small writes into large ones for the compressor, which is
+    what keeps collect near tar|zstd speed."""
+
+    def __init__(self, out: Any, batch: int = CHUNK_SIZE) -> None:
+        self._out = out
+        self._batch = batch
+        self._pending = bytearray()
+        self.offset = 0
+
+    def write(self, data: bytes) -> None:
+        self._pending += data
+        self.offset += len(data)
+        if len(self._pending) >= self._batch:
+            self._out.write(self._pending)
+            self._pending.clear()
+
+    def add_header(self, name: str, size: int, mtime: int) -> None:
+        self.write(tar_header(name, size, mtime))
+
+    def end_member(self, size: int) -> None:
+        remainder = size % tarfile.BLOCKSIZE
+        if remainder:
+            self.write(tarfile.NUL * (tarfile.BLOCKSIZE - remainder))
+
+    def close(self) -> None:
+        self.write(tarfile.NUL * (tarfile.BLOCKSIZE * 2))
+        remainder = self.offset % tarfile.RECORDSIZE
+        if remainder:
+            self.write(tarfile.NUL * (tarfile.RECORDSIZE - remainder))
+        self._out.write(self._pending)
+        self._pending.clear()
+
+
+def _add_checked(tar: TarStream, file: SourceFile, mtime: int) -> None:
+    """Archive one file, refusing it if its bytes are no longer the ones validated."""
     changed = InputError(file.source, "changed while being bundled; run collect again")
+    tar.add_header(file.archive_path, file.size, mtime)
+    digest = hashlib.sha256()
+    copied = 0
     with open_no_follow(file.source) as handle:
-        reader = HashingReader(handle)
-        try:
-            tar.addfile(normalised_tar_info(file.archive_path, file.size, mtime), reader)
-        except OSError as error:
-            if error.errno is None and reader.size < file.size:  # tarfile: "unexpected end of data"
-                raise changed from None
-            raise
-        if reader.sha256 != file.sha256 or handle.read(1):
-            raise changed
+        while True:
+            try:
+                chunk = handle.read(min(CHUNK_SIZE, file.size - copied + 1))
+            except OSError as error:
+                raise InputError(file.source, f"cannot read: {error.strerror}") from None
+            if not chunk:
+                break
+            copied += len(chunk)
+            if copied > file.size:
+                raise changed
+            digest.update(chunk)
+            tar.write(chunk)
+    if copied != file.size or digest.hexdigest() != file.sha256:
+        raise changed
+    tar.end_member(file.size)

@@ -44,7 +44,12 @@ def read_bounded(path: Path, limit: int) -> bytes:
     """Read a whole small file, refusing one larger than `limit` so memory stays bounded."""
     with open_no_follow(path) as handle:
         try:
-            data = handle.read(limit + 1)
+            # Ask for the size the file has (plus one byte to see growth), not for `limit`:
+            # read(n) allocates n bytes up front, and per file that costs more than the read.
+            expected = min(os.fstat(handle.fileno()).st_size, limit)
+            data = handle.read(expected + 1)
+            if len(data) > expected:  # the file grew since fstat; read on, still bounded
+                data += handle.read(limit + 1 - len(data))
         except OSError as error:
             raise InputError(path, f"cannot read: {error.strerror}") from None
     if len(data) > limit:

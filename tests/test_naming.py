@@ -81,6 +81,7 @@ def test_slugify_examples(name: str, slug: str) -> None:
     assert slugify(name) == slug
 
 
+@settings(deadline=None)
 @given(st.text(max_size=60))
 def test_slugify_matches_the_harness_rule_and_is_path_safe(name: str) -> None:
     slug = slugify(name)
@@ -89,6 +90,7 @@ def test_slugify_matches_the_harness_rule_and_is_path_safe(name: str) -> None:
     assert slugify(slug) == slug
 
 
+@settings(deadline=None)
 @given(st.dictionaries(st.text(max_size=8), json_values, max_size=6), json_values)
 def test_fingerprint_is_blake2b_of_sorted_json_without_usage_limits(
     capabilities: dict[str, Any], limits: Any
@@ -136,6 +138,7 @@ def test_requested_tag_never_forms_the_label() -> None:
     assert first.target != second.target
 
 
+@settings(deadline=None)
 @given(task_names, shas, shas)
 def test_targets_are_path_safe_and_distinct_for_distinct_shas(task: str, a: str, b: str) -> None:
     first, second = identity(task, a), identity(task, b)
@@ -149,6 +152,7 @@ def test_targets_are_path_safe_and_distinct_for_distinct_shas(task: str, a: str,
     assert (first.target == second.target) == (a[:8] == b[:8])
 
 
+@settings(deadline=None)
 @given(task_names, st.text(min_size=1, max_size=30), shas)
 def test_bundle_id_shape(task: str, player: str, sha: str) -> None:
     target = identity(task, sha).target
@@ -160,6 +164,7 @@ def test_bundle_id_shape(task: str, player: str, sha: str) -> None:
     assert sidecar_name(target) == f"{target}.json"
 
 
+@settings(deadline=None)
 @given(st.text(max_size=20) | st.from_regex(SAFE_TASK_NAME).map(lambda name: name + "\n"))
 def test_the_schema_accepts_only_task_names_that_cannot_escape_a_path(name: str) -> None:
     try:
@@ -171,7 +176,7 @@ def test_the_schema_accepts_only_task_names_that_cannot_escape_a_path(name: str)
     assert not name.startswith((".", "-")) and name not in ("", ".", "..")
 
 
-@settings(max_examples=50)
+@settings(max_examples=50, deadline=None)
 @given(
     st.sampled_from(["../x", "/etc", "a/b", ".hidden", "-flag", "", "a b", "x\n", "..", "é", "a\0"])
 )

@@ -4,23 +4,28 @@ Reproducibility comes from controlling every byte: members in a fixed order, tar
 fixed owner, mode and an mtime taken from the run's own date, a manifest serialised the same way
 every time, and zstd in multi-threaded mode, whose output does not depend on how many worker
 threads there are (only single-threaded mode differs), so every machine makes the same bytes.
+
+Every source file is read once: the bytes that are validated are the bytes archived. The tar
+members after the manifest are compressed into a temporary "body" frame while the run is being
+validated; once the manifest is known, the archive is written as three checksummed zstd frames
+that decompress to one tar stream: the manifest member, the body, and the end-of-archive blocks.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
+import shutil
 import tarfile
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any, BinaryIO, Final
 
 import zstandard
 
-from bundler.errors import InputError
-from bundler.fileio import CHUNK_SIZE, HashingWriter, open_no_follow
-from bundler.manifest import MANIFEST_PATH, BundleClaim, FileEntry
+from bundler.errors import WriteError
+from bundler.fileio import CHUNK_SIZE, HashingWriter, describe_os_error
+from bundler.manifest import MANIFEST_PATH, BundleClaim
 from bundler.runs import SourceFile
 
 TAR_FORMAT: Final = tarfile.PAX_FORMAT
@@ -67,24 +72,27 @@ def tar_header(name: str, size: int, mtime: int) -> bytes:
     ):
         info = normalised_tar_info(name, size, mtime)
         return info.tobuf(TAR_FORMAT, TAR_ENCODING, "surrogateescape")
-    header = bytearray(
-        encoded.ljust(100, b"\0")
-        + b"0000644\0"  # mode
-        + b"0000000\0"  # uid
-        + b"0000000\0"  # gid
-        + b"%011o\0" % size
-        + b"%011o\0" % mtime
-        + b"        "  # checksum, computed over the header with this field as spaces
-        + tarfile.REGTYPE
-        + b"\0" * 100  # linkname
-        + tarfile.POSIX_MAGIC
-        + b"\0" * 64  # uname, gname
-        + b"\0" * 16  # devmajor, devminor: empty for a regular file
-        + b"\0" * 155  # prefix
+    name_field = encoded.ljust(100, b"\0")
+    size_field = b"%011o\0" % size
+    mtime_field = b"%011o\0" % mtime
+    # Only name, size and mtime vary; the sum of every other byte is a constant.
+    checksum = _FIXED_FIELDS_SUM + sum(name_field) + sum(size_field) + sum(mtime_field)
+    return b"".join(
+        (name_field, _MODE_UID_GID, size_field, mtime_field, b"%06o\0 " % checksum, _TAIL)
     )
-    header += b"\0" * (tarfile.BLOCKSIZE - len(header))
-    header[148:156] = b"%06o\0 " % sum(header)
-    return bytes(header)
+
+
+_MODE_UID_GID = b"0000644\0" + b"0000000\0" + b"0000000\0"
+_TAIL = (
+    tarfile.REGTYPE
+    + b"\0" * 100  # linkname
+    + tarfile.POSIX_MAGIC
+    + b"\0" * 64  # uname, gname
+    + b"\0" * 16  # devmajor, devminor: empty for a regular file
+    + b"\0" * 155  # prefix
+).ljust(tarfile.BLOCKSIZE - 156, b"\0")
+_FIXED_FIELDS_SUM = sum(_MODE_UID_GID) + sum(b" " * 8) + sum(_TAIL)
+"""The checksum counts its own field as eight spaces."""
 
 
 def write_manifest(claim: BundleClaim, files: Iterable[SourceFile], out: BinaryIO) -> None:
@@ -96,49 +104,92 @@ def write_manifest(claim: BundleClaim, files: Iterable[SourceFile], out: BinaryI
     claim_json = claim.model_dump_json(indent=2)
     out.write(claim_json.removesuffix("\n}").encode("utf-8"))
     out.write(b',\n  "files": [')
-    separator = b"\n    "
+    separator = "\n    "
     for file in files:
-        entry = FileEntry(path=file.archive_path, size=file.size, sha256=file.sha256)
-        out.write(separator + json.dumps(entry.model_dump(), separators=(", ", ": ")).encode())
-        separator = b",\n    "
+        # FileEntry's fields, in its order, formatted as json.dumps would with ", " and ": ".
+        path = json.dumps(file.archive_path)
+        line = f'{separator}{{"path": {path}, "size": {file.size}, "sha256": "{file.sha256}"}}'
+        out.write(line.encode("utf-8"))
+        separator = ",\n    "
     out.write(b"\n  ]\n}\n")
+
+
+def make_compressor(level: int, threads: int | None) -> zstandard.ZstdCompressor:
+    return zstandard.ZstdCompressor(
+        level=level, write_checksum=True, threads=threads or default_threads()
+    )
+
+
+class BodyWriter:
+    """Compresses the tar members that follow the manifest, as the run is validated.
+
+    The compressed body goes to an anonymous temporary file (it vanishes with the process, even
+    on a crash), so a refused run leaves nothing behind and a valid one is never read twice.
+    """
+
+    def __init__(self, mtime: int, *, level: int = DEFAULT_LEVEL, threads: int | None = None):
+        self.mtime = mtime
+        self._file = tempfile.TemporaryFile()  # noqa: SIM115 - closed by __exit__
+        self._compressed = make_compressor(level, threads).stream_writer(self._file, closefd=False)
+        self._tar = TarStream(self._compressed)
+
+    def __enter__(self) -> BodyWriter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._file.close()
+
+    def add(self, archive_path: str, data: bytes) -> None:
+        """Append one member; `data` is exactly the bytes that were validated."""
+        try:
+            self._tar.add_member(archive_path, data, self.mtime)
+        except OSError as error:
+            raise WriteError(
+                f"temporary bundle data: cannot write: {describe_os_error(error)}"
+            ) from None
+
+    @property
+    def tar_size(self) -> int:
+        """Uncompressed tar bytes in the body so far."""
+        return self._tar.offset
+
+    def copy_frame_to(self, out: BinaryIO) -> None:
+        """End the body's zstd frame and copy it to `out`."""
+        self._tar.flush()
+        self._compressed.close()  # type: ignore[no-untyped-call]
+        self._file.seek(0)
+        shutil.copyfileobj(self._file, out, CHUNK_SIZE)
 
 
 def write_archive(
     claim: BundleClaim,
-    files: Callable[[], Iterable[SourceFile]],
-    mtime: int,
+    files: Iterable[SourceFile],
+    body: BodyWriter,
     out: BinaryIO,
     *,
     level: int = DEFAULT_LEVEL,
     threads: int | None = None,
-    on_file: Callable[[], None] | None = None,
 ) -> tuple[str, int]:
-    """Stream manifest and files into `out` as tar inside one checksummed zstd frame.
-
-    `files` is called twice (manifest, then content), and every file is hashed again while
-    it is archived: a file that changed since it was validated is refused, so the manifest can
-    never disagree with the archive. Returns the archive's sha256 and size.
-    """
+    """Write the archive to `out`: the manifest member, the body, and the tar's end, each as a
+    checksummed zstd frame. Returns the archive's sha256 and size."""
     sink = HashingWriter(out)
-    compressor = zstandard.ZstdCompressor(
-        level=level, write_checksum=True, threads=threads or default_threads()
-    )
+    compressor = make_compressor(level, threads)
     with tempfile.SpooledTemporaryFile(max_size=MANIFEST_SPOOL_BYTES) as manifest:
-        write_manifest(claim, files(), manifest)  # type: ignore[arg-type]
+        write_manifest(claim, files, manifest)  # type: ignore[arg-type]
         manifest_size = manifest.tell()
         manifest.seek(0)
         with compressor.stream_writer(sink, closefd=False) as compressed:  # type: ignore[arg-type]
             tar = TarStream(compressed)
-            tar.add_header(MANIFEST_PATH, manifest_size, mtime)
+            tar.add_header(MANIFEST_PATH, manifest_size, body.mtime)
             while chunk := manifest.read(CHUNK_SIZE):
                 tar.write(chunk)
             tar.end_member(manifest_size)
-            for file in files():
-                _add_checked(tar, file, mtime)
-                if on_file is not None:
-                    on_file()
-            tar.close()
+            tar.flush()
+            head_size = tar.offset
+    body.copy_frame_to(sink)  # type: ignore[arg-type]
+    with compressor.stream_writer(sink, closefd=False) as compressed:  # type: ignore[arg-type]
+        end = TarStream(compressed, offset=head_size + body.tar_size)
+        end.close()
     return sink.sha256, sink.size
 
 
@@ -149,11 +200,12 @@ class TarStream:
     tens of megabytes) and batches small writes into large ones for the compressor, which is
     what keeps collect near tar|zstd speed."""
 
-    def __init__(self, out: Any, batch: int = CHUNK_SIZE) -> None:
+    def __init__(self, out: Any, batch: int = CHUNK_SIZE, offset: int = 0) -> None:
         self._out = out
         self._batch = batch
         self._pending = bytearray()
-        self.offset = 0
+        self.offset = offset
+        """Bytes of the whole tar stream so far, including any written by an earlier writer."""
 
     def write(self, data: bytes) -> None:
         self._pending += data
@@ -161,6 +213,11 @@ class TarStream:
         if len(self._pending) >= self._batch:
             self._out.write(self._pending)
             self._pending.clear()
+
+    def add_member(self, name: str, data: bytes, mtime: int) -> None:
+        """Header, content and padding in one write: per-call overhead adds up per row."""
+        padding = -len(data) % tarfile.BLOCKSIZE
+        self.write(tar_header(name, len(data), mtime) + data + tarfile.NUL * padding)
 
     def add_header(self, name: str, size: int, mtime: int) -> None:
         self.write(tar_header(name, size, mtime))
@@ -170,34 +227,15 @@ class TarStream:
         if remainder:
             self.write(tarfile.NUL * (tarfile.BLOCKSIZE - remainder))
 
+    def flush(self) -> None:
+        if self._pending:
+            self._out.write(self._pending)
+            self._pending.clear()
+
     def close(self) -> None:
+        """End the archive as tarfile does: two zero blocks, then zeros to a whole record."""
         self.write(tarfile.NUL * (tarfile.BLOCKSIZE * 2))
         remainder = self.offset % tarfile.RECORDSIZE
         if remainder:
             self.write(tarfile.NUL * (tarfile.RECORDSIZE - remainder))
-        self._out.write(self._pending)
-        self._pending.clear()
-
-
-def _add_checked(tar: TarStream, file: SourceFile, mtime: int) -> None:
-    """Archive one file, refusing it if its bytes are no longer the ones validated."""
-    changed = InputError(file.source, "changed while being bundled; run collect again")
-    tar.add_header(file.archive_path, file.size, mtime)
-    digest = hashlib.sha256()
-    copied = 0
-    with open_no_follow(file.source) as handle:
-        while True:
-            try:
-                chunk = handle.read(min(CHUNK_SIZE, file.size - copied + 1))
-            except OSError as error:
-                raise InputError(file.source, f"cannot read: {error.strerror}") from None
-            if not chunk:
-                break
-            copied += len(chunk)
-            if copied > file.size:
-                raise changed
-            digest.update(chunk)
-            tar.write(chunk)
-    if copied != file.size or digest.hexdigest() != file.sha256:
-        raise changed
-    tar.end_member(file.size)
+        self.flush()

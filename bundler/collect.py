@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-from bundler.archive import DEFAULT_LEVEL, write_archive
+from bundler.archive import DEFAULT_LEVEL, BodyWriter, write_archive
 from bundler.discover import RunDirectory, Skipped, discover
 from bundler.errors import BundlerError, InputError, UsageError
 from bundler.fileio import atomic_output, atomic_write_bytes, sha256_file
@@ -189,16 +189,19 @@ def _bundle_one(
         expected, note = resolver.rows(statics)
         notes += [note] if note else []
     try:
-        progress.begin(f"checking {header.bundle_id}", None)
-        run = validate_run(
-            header,
-            expected_rows=expected,
-            allow_partial=options.allow_partial,
-            on_prediction=progress.advance,
-        )
-        run.warnings[:0] = notes
-        progress.begin(f"writing {header.bundle_id}", len(run.predictions) + 2)
-        report.bundles.append(_write_bundle(run, bundles_dir, options, progress))
+        progress.begin(f"bundling {header.bundle_id}", None)
+        with BodyWriter(
+            header.meta.run_timestamp, level=options.level, threads=options.threads
+        ) as body:
+            run = validate_run(
+                header,
+                expected_rows=expected,
+                allow_partial=options.allow_partial,
+                on_prediction=progress.advance,
+                on_file=body.add,
+            )
+            run.warnings[:0] = notes
+            report.bundles.append(_write_bundle(run, body, bundles_dir, options))
     except BundlerError as error:
         report.refused.append(RefusedInput(path=str(header.run.path), error=str(error)))
 
@@ -225,7 +228,7 @@ def claim_for(run: ValidatedRun, submitter: Submitter) -> BundleClaim:
 
 
 def _write_bundle(
-    run: ValidatedRun, bundles_dir: Path, options: CollectOptions, progress: ProgressSink
+    run: ValidatedRun, body: BodyWriter, bundles_dir: Path, options: CollectOptions
 ) -> CollectedBundle:
     claim = claim_for(run, options.submitter)
     player_dir, _, target = claim.bundle_id.partition("/")
@@ -236,13 +239,7 @@ def _write_bundle(
     # fully written, so a failure at any point leaves the previous pair (or nothing) behind.
     with atomic_output(archive_path) as out:
         sha256, size = write_archive(
-            claim,
-            run.files,
-            run.header.meta.run_timestamp,
-            out,
-            level=options.level,
-            threads=options.threads,
-            on_file=progress.advance,
+            claim, run.files(), body, out, level=options.level, threads=options.threads
         )
         sidecar = Sidecar(
             **claim.model_dump(),

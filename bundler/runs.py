@@ -20,7 +20,13 @@ from typing import NamedTuple
 from bundler.discover import METRICS_NAME, PREDICTION_FILE, RUN_META_NAME, RunDirectory, is_run_file
 from bundler.errors import InputError
 from bundler.fileio import read_bounded
-from bundler.manifest import Coverage, PredictionSummary, prediction_path
+from bundler.manifest import (
+    METRICS_PATH,
+    RUN_META_PATH,
+    Coverage,
+    PredictionSummary,
+    prediction_path,
+)
 from bundler.naming import bundle_id, capability_fingerprint, slugify
 from bundler.schema import StaticsRunMetadata
 from bundler.validation import (
@@ -36,13 +42,14 @@ MAX_RUN_META_BYTES = 16 << 20
 MAX_METRICS_BYTES = 256 << 20
 MAX_PREDICTION_BYTES = 256 << 20
 MAX_EXTRA_FILES_LISTED = 10
+PROGRESS_BATCH = 256
 _DECIMAL = re.compile(r"^[0-9]+$")
 
 
 class SourceFile(NamedTuple):
     """One file to archive: where it is read from, where it goes, and what it must hash to."""
 
-    source: Path
+    source: str
     archive_path: str
     size: int
     sha256: str
@@ -57,6 +64,7 @@ class RunHeader:
     fingerprint: str
     bundle_id: str
     run_meta_file: SourceFile
+    run_meta_data: bytes
 
 
 @dataclass
@@ -74,10 +82,11 @@ class PredictionFiles:
         return len(self.names)
 
     def __iter__(self) -> Iterator[SourceFile]:
+        directory = str(self.directory)
         for position, name in enumerate(self.names):
             digest = self.digests[position * 32 : position * 32 + 32].hex()
             yield SourceFile(
-                self.directory / name,
+                os.path.join(directory, name),
                 prediction_path(self.indices[position]),
                 self.sizes[position],
                 digest,
@@ -119,7 +128,8 @@ def read_header(run: RunDirectory) -> RunHeader:
         meta=meta,
         fingerprint=fingerprint,
         bundle_id=bundle_id(meta.capabilities.player_name, fingerprint, meta.statics.target),
-        run_meta_file=SourceFile(path, RUN_META_NAME, len(data), _sha256(data)),
+        run_meta_file=SourceFile(str(path), RUN_META_PATH, len(data), _sha256(data)),
+        run_meta_data=data,
     )
 
 
@@ -128,10 +138,16 @@ def validate_run(
     *,
     expected_rows: int | None,
     allow_partial: bool,
-    on_prediction: Callable[[], None] | None = None,
+    on_prediction: Callable[[int], None] | None = None,
+    on_file: Callable[[str, bytes], None] | None = None,
 ) -> ValidatedRun:
     """Check metrics.json and every prediction; refuse a run that is wrong or, unless allowed,
-    partial. `on_prediction` (if given) is called once per prediction checked, for progress."""
+    partial. `on_prediction` (if given) is told how many more predictions were checked, in
+    batches (progress bars are costly per call);
+    `on_file` with each file's archive path and the very bytes checked, in archive order, so
+    they can be archived without reading any file a second time."""
+    keep = on_file or (lambda archive_path, data: None)
+    keep(RUN_META_PATH, header.run_meta_data)
     directory = header.run.path
     warnings: list[str] = []
     metrics_path = directory / METRICS_NAME
@@ -141,7 +157,10 @@ def validate_run(
         )
     metrics_data = read_bounded(metrics_path, MAX_METRICS_BYTES)
     check_metrics(metrics_data, str(metrics_path))
-    metrics_file = SourceFile(metrics_path, METRICS_NAME, len(metrics_data), _sha256(metrics_data))
+    keep(METRICS_PATH, metrics_data)
+    metrics_file = SourceFile(
+        str(metrics_path), METRICS_PATH, len(metrics_data), _sha256(metrics_data)
+    )
 
     listed = _list_predictions(directory, warnings)
     if not listed:
@@ -149,17 +168,21 @@ def validate_run(
     indices = [index for index, _ in listed]
     predictions = PredictionFiles(directory)
     tally = PredictionTally()
+    directory_name = str(directory)
     for index, name in listed:
-        path = directory / name
+        path = f"{directory_name}/{name}"  # str, not Path: this loop runs once per row
         data = read_bounded(path, MAX_PREDICTION_BYTES)
-        record = parse_prediction(data, index, str(path))
+        record = parse_prediction(data, index, path)
         tally.add(record)
+        keep(prediction_path(index), data)
         predictions.indices.append(index)
         predictions.names.append(name)
         predictions.sizes.append(len(data))
         predictions.digests += _sha256_digest(data)
-        if on_prediction is not None:
-            on_prediction()
+        if on_prediction is not None and len(predictions.names) % PROGRESS_BATCH == 0:
+            on_prediction(PROGRESS_BATCH)
+    if on_prediction is not None:
+        on_prediction(len(predictions.names) % PROGRESS_BATCH)
     summary = tally.summary()
     coverage = assess_coverage(summary, expected_rows)
     _judge_coverage(directory, header, summary, coverage, indices, allow_partial, warnings)

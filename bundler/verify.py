@@ -205,7 +205,7 @@ def _check_frame(reading: BundleReading, raw: Any) -> bool:
 def _read_archive(reading: BundleReading, hashing: HashingReader, progress: ProgressSink) -> None:
     decompressed = zstandard.ZstdDecompressor().stream_reader(
         hashing,  # type: ignore[arg-type]
-        read_across_frames=False,
+        read_across_frames=True,  # a bundle is several frames that make one tar stream
     )
     bounded = _BoundedReader(decompressed, MAX_MANIFEST_BYTES + PER_MEMBER_OVERHEAD)
     try:

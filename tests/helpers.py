@@ -163,7 +163,8 @@ class Member:
 
 def decompress(path: Path) -> bytes:
     with path.open("rb") as handle:
-        return zstandard.ZstdDecompressor().stream_reader(handle).read()
+        reader = zstandard.ZstdDecompressor().stream_reader(handle, read_across_frames=True)
+        return reader.read()
 
 
 def read_members(path: Path) -> list[Member]:

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 from factory import DEFAULT_SHA, RunSpec, write_run, write_tree
-from helpers import all_files, only_bundle, partial_files, read_manifest
+from helpers import all_files, only_bundle, partial_files, read_manifest, read_members
 
 from bundler.collect import CollectOptions, CollectReport, collect, parse_expectations
 from bundler.errors import UsageError
 from bundler.manifest import Submitter
+from bundler.verify import verify
 
 GOOD = RunSpec(model="gpt-5.2", rows=4)
 BAD = RunSpec(model="broken-model", rows=4)
@@ -323,7 +324,7 @@ class InterruptAfter:
         self.writing = False
 
     def begin(self, label: str, total: int | None) -> None:
-        self.writing = label.startswith("writing")
+        self.writing = label.startswith("bundling")
 
     def advance(self, steps: int = 1) -> None:
         if self.writing:
@@ -352,28 +353,34 @@ def test_interrupted_replacement_keeps_the_previous_bundle(tmp_path: Path) -> No
     assert Path(first.archive).exists()
 
 
-class ChangeWhileWriting:
-    """Edits a prediction after validation, just as writing starts (a harness still running)."""
+class ChangeAfterReading:
+    """Edits a prediction once every prediction has been read (a harness still running)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, after: int) -> None:
         self.path = path
+        self.remaining = after
 
     def begin(self, label: str, total: int | None) -> None:
-        if label.startswith("writing"):
-            self.path.write_bytes(self.path.read_bytes().replace(b"answer", b"ANSWER"))
-
-    def advance(self, steps: int = 1) -> None:
         pass
 
+    def advance(self, steps: int = 1) -> None:
+        self.remaining -= steps
+        if self.remaining == 0:
+            self.path.write_bytes(self.path.read_bytes().replace(b"answer", b"ANSWER"))
 
-def test_a_file_changed_after_validation_is_refused(tmp_path: Path) -> None:
+
+def test_the_bundle_holds_exactly_the_bytes_that_were_validated(tmp_path: Path) -> None:
     root = tmp_path / "out"
     run_dir = write_run(root, RunSpec(rows=5))
-    report = collect(root, tmp_path / "b", None, ChangeWhileWriting(run_dir / "prediction_3.json"))
-    (refusal,) = report.refused
-    assert refusal.error.startswith(f"{run_dir / 'prediction_3.json'}: changed while being")
-    assert report.bundles == []
-    assert all_files(tmp_path / "b") == []
+    original = (run_dir / "prediction_3.json").read_bytes()
+    report = collect(
+        root, tmp_path / "b", None, ChangeAfterReading(run_dir / "prediction_3.json", 5)
+    )
+    bundle = only_bundle(report)
+    assert (run_dir / "prediction_3.json").read_bytes() != original
+    members = {member.name: member.data for member in read_members(Path(bundle.archive))}
+    assert members["predictions/prediction_3.json"] == original
+    assert verify([tmp_path / "b"]).exit_code == 0
 
 
 def test_unwritable_bundle_location_is_refused_without_partial_files(tmp_path: Path) -> None:

@@ -82,7 +82,7 @@ def test_predictions_are_in_numeric_order(tmp_path: Path) -> None:
         "predictions/prediction_10.json"
     )
     for file in run.files():
-        data = file.source.read_bytes()
+        data = Path(file.source).read_bytes()
         assert (file.size, file.sha256) == (len(data), hashlib.sha256(data).hexdigest())
 
 

@@ -13,7 +13,6 @@ that decompress to one tar stream: the manifest member, the body, and the end-of
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tarfile
@@ -104,13 +103,17 @@ def write_manifest(claim: BundleClaim, files: Iterable[SourceFile], out: BinaryI
     claim_json = claim.model_dump_json(indent=2)
     out.write(claim_json.removesuffix("\n}").encode("utf-8"))
     out.write(b',\n  "files": [')
-    separator = "\n    "
+    start = out.tell()
+    lines = []
     for file in files:
         # FileEntry's fields, in its order, formatted as json.dumps would with ", " and ": ".
-        path = json.dumps(file.archive_path)
-        line = f'{separator}{{"path": {path}, "size": {file.size}, "sha256": "{file.sha256}"}}'
-        out.write(line.encode("utf-8"))
-        separator = ",\n    "
+        # Archive paths are the bundler's own plain-ASCII names, so no escaping is needed.
+        path, size, sha256 = file.archive_path, file.size, file.sha256
+        lines.append(f'{{"path": "{path}", "size": {size}, "sha256": "{sha256}"}}')
+        if len(lines) == MANIFEST_LINES_PER_WRITE:
+            out.write(_manifest_lines(lines, first=out.tell() == start))
+            lines.clear()
+    out.write(_manifest_lines(lines, first=out.tell() == start))
     out.write(b"\n  ]\n}\n")
 
 
@@ -159,6 +162,16 @@ class BodyWriter:
         self._compressed.close()  # type: ignore[no-untyped-call]
         self._file.seek(0)
         shutil.copyfileobj(self._file, out, CHUNK_SIZE)
+
+
+MANIFEST_LINES_PER_WRITE = 4096
+
+
+def _manifest_lines(lines: list[str], *, first: bool) -> bytes:
+    if not lines:
+        return b""
+    lead = "\n    " if first else ",\n    "
+    return (lead + ",\n    ".join(lines)).encode("ascii")
 
 
 def write_archive(

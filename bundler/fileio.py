@@ -60,6 +60,8 @@ def read_bounded(path: Path | str, limit: int) -> bytes:
             total += len(chunk)
             if total > limit:
                 raise InputError(path, f"larger than {limit} bytes; refusing to load it")
+            if len(chunk) < wanted:
+                break  # a short read of a regular file is its end: spare the empty read
             wanted = min(CHUNK_SIZE, limit + 1 - total)
     except OSError as error:
         raise InputError(path, f"cannot read: {error.strerror}") from None

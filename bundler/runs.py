@@ -12,7 +12,7 @@ import hashlib
 import os
 import re
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -67,29 +67,38 @@ class RunHeader:
     run_meta_data: bytes
 
 
+def canonical_name(index: int) -> str:
+    return f"prediction_{index}.json"
+
+
 @dataclass
 class PredictionFiles:
-    """Index-ordered prediction files with sizes and digests in compact arrays: a 100,000-row
-    run costs a few megabytes here rather than one Python object per field per file."""
+    """Index-ordered prediction files with sizes and digests in compact arrays (56 bytes a
+    row): a 100,000-row run costs a few megabytes here, not one Python object per field per
+    file. File names are derived from the index; only the rare non-canonical ones (leading
+    zeros) are stored."""
 
     directory: Path
+    odd_names: dict[int, str] = field(default_factory=dict)
     indices: array[int] = field(default_factory=lambda: array("q"))
-    names: list[str] = field(default_factory=list)
     sizes: array[int] = field(default_factory=lambda: array("Q"))
     digests: bytearray = field(default_factory=bytearray)
 
     def __len__(self) -> int:
-        return len(self.names)
+        return len(self.indices)
+
+    def name(self, index: int) -> str:
+        return self.odd_names.get(index) or canonical_name(index)
 
     def __iter__(self) -> Iterator[SourceFile]:
         directory = str(self.directory)
-        for position, name in enumerate(self.names):
-            digest = self.digests[position * 32 : position * 32 + 32].hex()
+        digests = memoryview(self.digests)
+        for position, index in enumerate(self.indices):
             yield SourceFile(
-                os.path.join(directory, name),
-                prediction_path(self.indices[position]),
+                f"{directory}/{self.name(index)}",
+                prediction_path(index),
                 self.sizes[position],
-                digest,
+                digests[position * 32 : position * 32 + 32].hex(),
             )
 
 
@@ -162,27 +171,25 @@ def validate_run(
         str(metrics_path), METRICS_PATH, len(metrics_data), _sha256(metrics_data)
     )
 
-    listed = _list_predictions(directory, warnings)
-    if not listed:
+    indices, odd_names = _list_predictions(directory, warnings)
+    if not indices:
         raise InputError(directory, "no prediction_<index>.json files")
-    indices = [index for index, _ in listed]
-    predictions = PredictionFiles(directory)
+    predictions = PredictionFiles(directory, odd_names)
     tally = PredictionTally()
     directory_name = str(directory)
-    for index, name in listed:
-        path = f"{directory_name}/{name}"  # str, not Path: this loop runs once per row
+    for count, index in enumerate(indices, start=1):
+        # A str path, not a Path, and no per-row objects kept: this loop runs once per row.
+        path = f"{directory_name}/{predictions.name(index)}"
         data = read_bounded(path, MAX_PREDICTION_BYTES)
-        record = parse_prediction(data, index, path)
-        tally.add(record)
+        tally.add(parse_prediction(data, index, path))
         keep(prediction_path(index), data)
         predictions.indices.append(index)
-        predictions.names.append(name)
         predictions.sizes.append(len(data))
         predictions.digests += _sha256_digest(data)
-        if on_prediction is not None and len(predictions.names) % PROGRESS_BATCH == 0:
+        if on_prediction is not None and count % PROGRESS_BATCH == 0:
             on_prediction(PROGRESS_BATCH)
     if on_prediction is not None:
-        on_prediction(len(predictions.names) % PROGRESS_BATCH)
+        on_prediction(len(indices) % PROGRESS_BATCH)
     summary = tally.summary()
     coverage = assess_coverage(summary, expected_rows)
     _judge_coverage(directory, header, summary, coverage, indices, allow_partial, warnings)
@@ -190,9 +197,11 @@ def validate_run(
     return ValidatedRun(header, metrics_file, predictions, summary, coverage, warnings)
 
 
-def _list_predictions(directory: Path, warnings: list[str]) -> list[tuple[int, str]]:
-    """Prediction files sorted by index; other regular files are left out with a warning."""
-    found: dict[int, str] = {}
+def _list_predictions(directory: Path, warnings: list[str]) -> tuple[array[int], dict[int, str]]:
+    """Prediction indices in order, plus the names that are not `prediction_<index>.json`;
+    other regular files are left out with a warning."""
+    indices: array[int] = array("q")
+    odd_names: dict[int, list[str]] = {}
     extras: list[str] = []
     with os.scandir(directory) as entries:
         for entry in entries:
@@ -208,17 +217,25 @@ def _list_predictions(directory: Path, warnings: list[str]) -> list[tuple[int, s
             if not _DECIMAL.match(match.group(1)):
                 raise InputError(entry.path, "file name is not prediction_<index>.json")
             index = int(match.group(1))
-            if index in found:
-                first, second = sorted((found[index], entry.name))
-                raise InputError(directory, f"duplicate index {index}: {first} and {second}")
-            found[index] = entry.name
+            indices.append(index)
+            if entry.name != canonical_name(index):
+                odd_names.setdefault(index, []).append(entry.name)
+    indices = array("q", sorted(indices))
+    for position in range(1, len(indices)):
+        if indices[position] == indices[position - 1]:
+            index = indices[position]
+            names = odd_names.get(index, [])
+            if indices.count(index) > len(names):
+                names = [*names, canonical_name(index)]
+            first, second = sorted(names)[:2]
+            raise InputError(directory, f"duplicate index {index}: {first} and {second}")
     if extras:
         extras.sort()
         shown = ", ".join(extras[:MAX_EXTRA_FILES_LISTED])
         more = len(extras) - MAX_EXTRA_FILES_LISTED
         suffix = f" and {more} more" if more > 0 else ""
         warnings.append(f"left out {len(extras)} unknown file(s): {shown}{suffix}")
-    return sorted(found.items())
+    return indices, {index: names[0] for index, names in odd_names.items()}
 
 
 def _judge_coverage(
@@ -226,7 +243,7 @@ def _judge_coverage(
     header: RunHeader,
     summary: PredictionSummary,
     coverage: Coverage,
-    indices: list[int],
+    indices: Sequence[int],
     allow_partial: bool,
     warnings: list[str],
 ) -> None:

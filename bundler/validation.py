@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -129,7 +130,7 @@ def assess_coverage(summary: PredictionSummary, expected_rows: int | None) -> Co
     return Coverage(status=status, expected_rows=expected_rows, rows_present=summary.count)
 
 
-def describe_gaps(indices: list[int]) -> str:
+def describe_gaps(indices: Sequence[int]) -> str:
     """`missing 3, 7-9` for sorted indices that should run 0..max with no gap."""
     ranges: list[str] = []
     expected = 0

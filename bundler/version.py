@@ -1,14 +1,14 @@
-"""The bundler's own version, recorded in every manifest so a bundle says what made it."""
+"""The bundler's own version, recorded in every manifest so a bundle says what made it.
+
+A constant rather than an importlib.metadata lookup: the lookup scans the installed
+distributions, which costs more at start-up than small collects take in all. The package
+metadata reads its version from here (pyproject's dynamic version), so there is one source.
+"""
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
-DISTRIBUTION = "statics-bundler"
+VERSION = "0.1.0"
 
 
 def bundler_version() -> str:
-    try:
-        return version(DISTRIBUTION)
-    except PackageNotFoundError:  # running from a source tree that was never installed
-        return "0+unknown"
+    return VERSION

@@ -75,27 +75,40 @@ class Measured:
     """Peak resident set size of that one child process (Linux reports KiB)."""
 
 
-def run_cli_measured(*args: object, workdir: Path, timeout: float = 120) -> Measured:
-    """Run the console script and read its own peak RSS from os.wait4, not from the cumulative
-    RUSAGE_CHILDREN maximum that earlier children would distort."""
+_PEAK_RSS_LAUNCHER = """
+import os, subprocess, sys
+out, err, *argv = sys.argv[1:]
+with open(out, "wb") as stdout, open(err, "wb") as stderr:
+    process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr)
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = 0
+print(os.waitstatus_to_exitcode(status), usage.ru_maxrss)
+"""
+
+
+def run_cli_measured(*args: object, workdir: Path) -> Measured:
+    """Run the console script and read its own peak RSS (os.wait4), through a small launcher.
+
+    Linux carries a child's peak RSS over from the memory it was forked (or vforked) from,
+    across exec: started straight from pytest (hundreds of MiB once pyarrow is loaded) the
+    bundler would be charged with pytest's size. The launcher is a fresh, small interpreter,
+    so what is measured is the bundler.
+    """
     out, err = workdir / "stdout.txt", workdir / "stderr.txt"
-    with out.open("w") as stdout, err.open("w") as stderr:
-        process = subprocess.Popen(
-            [str(BUNDLER), *(str(arg) for arg in args)],
-            stdout=stdout,
-            stderr=stderr,
-            stdin=subprocess.DEVNULL,
-            env=cli_env(),
-        )
-        try:
-            _, status, usage = os.wait4(process.pid, 0)
-        finally:
-            process.returncode = 0  # reaped by wait4; stop Popen from waiting again
+    argv = [str(BUNDLER), *(str(arg) for arg in args)]
+    launched = subprocess.run(
+        [sys.executable, "-c", _PEAK_RSS_LAUNCHER, str(out), str(err), *argv],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        check=True,
+    )
+    returncode, max_rss_kib = (int(value) for value in launched.stdout.split())
     return Measured(
-        returncode=os.waitstatus_to_exitcode(status),
+        returncode=returncode,
         stdout=out.read_text(),
         stderr=err.read_text(),
-        max_rss_kib=usage.ru_maxrss,
+        max_rss_kib=max_rss_kib,
     )
 
 

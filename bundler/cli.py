@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Annotated, Any, Protocol, TypeVar
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 
@@ -29,6 +30,7 @@ from bundler.report import (
     render_verify,
     stderr_console,
 )
+from bundler.validation import describe_validation_error
 from bundler.verify import verify
 
 EXIT_UNUSABLE = 2
@@ -119,6 +121,11 @@ def run_command(
     except BundlerError as error:
         code = error.exit_code
         message, hint = _scrub(error.message, secrets), _scrub(error.hint, secrets)
+        trace = traceback.format_exc()
+    except ValidationError as error:  # options the command line let through but a model refused
+        code = EXIT_UNUSABLE
+        message = _scrub(f"invalid option: {describe_validation_error(error)}", secrets)
+        hint = "see --help"
         trace = traceback.format_exc()
     except (KeyboardInterrupt, Terminated) as stop:
         console.print("[red]interrupted[/]; nothing partial was left behind")

@@ -9,6 +9,7 @@ faults are handled in `publish`, which first finds out whether the commit landed
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,9 +32,12 @@ from bundler.errors import (
     HubError,
     HubRateLimitError,
     HubUnavailableError,
+    UsageError,
 )
 
 REPO_TYPE = "dataset"
+REPO_ID = re.compile(r"(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}")
+"""A Hub repository id: NAME or OWNER/NAME (checked before any request is made)."""
 READ_ATTEMPTS = 4
 READ_BACKOFF_SECONDS = 0.5
 MAX_RETRY_AFTER_SECONDS = 120.0
@@ -80,6 +84,10 @@ class HubSession:
     """One dataset repository on one Hub endpoint, with one token (never shown anywhere)."""
 
     def __init__(self, repo_id: str, *, token: str | None = None) -> None:
+        if not REPO_ID.fullmatch(repo_id):
+            raise UsageError(
+                f"--repo {repo_id!r}: expected OWNER/NAME, e.g. my-org/gptnt-leaderboard"
+            )
         self.repo_id = repo_id
         self.api = HfApi(token=token)
 

@@ -49,7 +49,7 @@ Outcome = Literal["planned", "published", "already-there", "refused", "failed"]
 class UploadOptions(BaseModel):
     model_config = ConfigDict(frozen=True)
 
-    repo_id: str = Field(pattern=r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+    repo_id: str
     revision: str = "main"
     create_pr: bool = False
     private: bool = False

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bundler.errors import HubError
+from bundler.errors import BundlerError
 from bundler.hub import HubSession
 from bundler.schema import StaticsIdentity
 
@@ -32,14 +32,14 @@ class RowCountResolver:
         return self._cache[key]
 
     def _lookup(self, identity: StaticsIdentity, revision: str) -> tuple[int | None, str | None]:
-        session = HubSession(identity.hf_repo_id, token=self._token)
         where = f"{identity.hf_repo_id}@{revision[:8]}"
         try:
+            session = HubSession(identity.hf_repo_id, token=self._token)
             info = session.call(
                 f"reading {where}",
                 lambda: session.api.dataset_info(identity.hf_repo_id, revision=revision),
             )
-        except HubError as error:
+        except BundlerError as error:
             return None, f"row count not resolved: {error.message}"
         card: dict[str, Any] = (
             info.card_data.to_dict() if info.card_data is not None else {}  # type: ignore[no-untyped-call]

@@ -215,6 +215,16 @@ def test_missing_revision_is_a_clear_error(hub: HubServer, repo_id: str, bundles
     assert "revision does not exist" in stderr and "--revision" in stderr
 
 
+@pytest.mark.parametrize("repo", ["not a repo", "a/b/c", "../etc"])
+def test_invalid_repo_id_is_a_usage_error(repo: str, bundles: Path, tmp_path: Path) -> None:
+    code, payload, stderr = upload(bundles, "--repo", repo)
+    assert code == 2
+    assert "expected OWNER/NAME" in stderr and payload["exit_code"] == 2
+    result = run_cli("download", "--repo", repo, "-o", tmp_path / "dl")
+    assert result.returncode == 2 and "expected OWNER/NAME" in result.stderr
+    assert not (tmp_path / "dl").exists()
+
+
 def test_missing_bundles_dir_is_unusable_input(repo_id: str, tmp_path: Path) -> None:
     code, payload, stderr = upload(tmp_path / "nope", "--repo", repo_id)
     assert code == 2

@@ -25,7 +25,7 @@ import zstandard
 from bundler.errors import WriteError
 from bundler.fileio import CHUNK_SIZE, HashingWriter, describe_os_error
 from bundler.manifest import MANIFEST_PATH, BundleClaim
-from bundler.runs import SourceFile
+from bundler.runs import ArchivedFile
 
 TAR_FORMAT: Final = tarfile.PAX_FORMAT
 TAR_ENCODING = "utf-8"
@@ -94,7 +94,7 @@ _FIXED_FIELDS_SUM = sum(_MODE_UID_GID) + sum(b" " * 8) + sum(_TAIL)
 """The checksum counts its own field as eight spaces."""
 
 
-def write_manifest(claim: BundleClaim, files: Iterable[SourceFile], out: BinaryIO) -> None:
+def write_manifest(claim: BundleClaim, files: Iterable[ArchivedFile], out: BinaryIO) -> None:
     """Serialise the Manifest model (claim fields, then `files`) entry by entry.
 
     The claim is pydantic's own JSON; the file list is appended one line per file so that a
@@ -176,7 +176,7 @@ def _manifest_lines(lines: list[str], *, first: bool) -> bytes:
 
 def write_archive(
     claim: BundleClaim,
-    files: Iterable[SourceFile],
+    files: Iterable[ArchivedFile],
     body: BodyWriter,
     out: BinaryIO,
     *,

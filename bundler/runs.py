@@ -46,10 +46,10 @@ PROGRESS_BATCH = 256
 _DECIMAL = re.compile(r"^[0-9]+$")
 
 
-class SourceFile(NamedTuple):
-    """One file to archive: where it is read from, where it goes, and what it must hash to."""
+class ArchivedFile(NamedTuple):
+    """One file of the bundle as the manifest lists it: its path in the archive, its size and
+    its sha256 (of the very bytes that were validated and archived)."""
 
-    source: str
     archive_path: str
     size: int
     sha256: str
@@ -63,7 +63,7 @@ class RunHeader:
     meta: StaticsRunMetadata
     fingerprint: str
     bundle_id: str
-    run_meta_file: SourceFile
+    run_meta_file: ArchivedFile
     run_meta_data: bytes
 
 
@@ -78,7 +78,6 @@ class PredictionFiles:
     file. File names are derived from the index; only the rare non-canonical ones (leading
     zeros) are stored."""
 
-    directory: Path
     odd_names: dict[int, str] = field(default_factory=dict)
     indices: array[int] = field(default_factory=lambda: array("q"))
     sizes: array[int] = field(default_factory=lambda: array("Q"))
@@ -90,12 +89,10 @@ class PredictionFiles:
     def name(self, index: int) -> str:
         return self.odd_names.get(index) or canonical_name(index)
 
-    def __iter__(self) -> Iterator[SourceFile]:
-        directory = str(self.directory)
+    def __iter__(self) -> Iterator[ArchivedFile]:
         digests = memoryview(self.digests)
         for position, index in enumerate(self.indices):
-            yield SourceFile(
-                f"{directory}/{self.name(index)}",
+            yield ArchivedFile(
                 prediction_path(index),
                 self.sizes[position],
                 digests[position * 32 : position * 32 + 32].hex(),
@@ -105,13 +102,13 @@ class PredictionFiles:
 @dataclass(frozen=True)
 class ValidatedRun:
     header: RunHeader
-    metrics_file: SourceFile
+    metrics_file: ArchivedFile
     predictions: PredictionFiles
     summary: PredictionSummary
     coverage: Coverage
     warnings: list[str]
 
-    def files(self) -> Iterator[SourceFile]:
+    def files(self) -> Iterator[ArchivedFile]:
         """Every file of the bundle after the manifest, in archive order."""
         yield self.header.run_meta_file
         yield self.metrics_file
@@ -137,7 +134,7 @@ def read_header(run: RunDirectory) -> RunHeader:
         meta=meta,
         fingerprint=fingerprint,
         bundle_id=bundle_id(meta.capabilities.player_name, fingerprint, meta.statics.target),
-        run_meta_file=SourceFile(str(path), RUN_META_PATH, len(data), _sha256(data)),
+        run_meta_file=ArchivedFile(RUN_META_PATH, len(data), _sha256(data)),
         run_meta_data=data,
     )
 
@@ -167,14 +164,12 @@ def validate_run(
     metrics_data = read_bounded(metrics_path, MAX_METRICS_BYTES)
     check_metrics(metrics_data, str(metrics_path))
     keep(METRICS_PATH, metrics_data)
-    metrics_file = SourceFile(
-        str(metrics_path), METRICS_PATH, len(metrics_data), _sha256(metrics_data)
-    )
+    metrics_file = ArchivedFile(METRICS_PATH, len(metrics_data), _sha256(metrics_data))
 
     indices, odd_names = _list_predictions(directory, warnings)
     if not indices:
         raise InputError(directory, "no prediction_<index>.json files")
-    predictions = PredictionFiles(directory, odd_names)
+    predictions = PredictionFiles(odd_names)
     tally = PredictionTally()
     directory_name = str(directory)
     for count, index in enumerate(indices, start=1):

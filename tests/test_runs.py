@@ -82,7 +82,8 @@ def test_predictions_are_in_numeric_order(tmp_path: Path) -> None:
         "predictions/prediction_10.json"
     )
     for file in run.files():
-        data = Path(file.source).read_bytes()
+        name = file.archive_path.removeprefix("predictions/")
+        data = (run.header.run.path / name).read_bytes()
         assert (file.size, file.sha256) == (len(data), hashlib.sha256(data).hexdigest())
 
 

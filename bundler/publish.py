@@ -141,8 +141,14 @@ def gather_local(
 ) -> tuple[list[LocalBundle], list[BundlePlan]]:
     """Verify every local bundle; a bundle that fails, or is partial without --allow-partial,
     is refused here and never reaches the Hub."""
-    accepted: list[LocalBundle] = []
+    accepted: dict[str, LocalBundle] = {}
     refused: list[BundlePlan] = []
+
+    def refuse(label: str, detail: str) -> None:
+        refused.append(
+            BundlePlan(bundle_id=label, action="refused", outcome="refused", detail=detail)
+        )
+
     for archive in find_archives([bundles_dir]):
         reading = read_bundle(archive, progress)
         verification = reading.verification()
@@ -151,38 +157,29 @@ def gather_local(
             failures = [
                 f"{c.name}: {c.detail}" for c in verification.checks if c.status == "failed"
             ]
-            refused.append(
-                BundlePlan(
-                    bundle_id=label,
-                    action="refused",
-                    outcome="refused",
-                    detail=f"{archive}: failed verification ({'; '.join(failures)})",
-                )
-            )
+            refuse(label, f"{archive}: failed verification ({'; '.join(failures)})")
             continue
         sidecar = reading.sidecar
         if sidecar.coverage.status == "partial" and not allow_partial:
-            refused.append(
-                BundlePlan(
-                    bundle_id=label,
-                    action="refused",
-                    outcome="refused",
-                    detail="partial coverage; pass --allow-partial to publish it marked partial",
-                )
-            )
+            refuse(label, "partial coverage; pass --allow-partial to publish it marked partial")
             continue
+        twin = accepted.get(sidecar.bundle_id)
+        if twin is not None:
+            if twin.sidecar.archive.sha256 != sidecar.archive.sha256:
+                # Two different results under one name: neither may silently win.
+                del accepted[sidecar.bundle_id]
+                refuse(label, f"{twin.archive} and {archive} differ; publish one of them")
+            continue  # an identical copy elsewhere in the folder is the same bundle
         row = build_row(sidecar, reading.metrics_text)
         sidecar_file = archive.with_name(sidecar_name(sidecar.target))
-        accepted.append(
-            LocalBundle(
-                archive=archive,
-                sidecar=sidecar,
-                sidecar_data=sidecar_file.read_bytes(),
-                row=row,
-                row_data=row_bytes(row),
-            )
+        accepted[sidecar.bundle_id] = LocalBundle(
+            archive=archive,
+            sidecar=sidecar,
+            sidecar_data=sidecar_file.read_bytes(),
+            row=row,
+            row_data=row_bytes(row),
         )
-    return accepted, refused
+    return list(accepted.values()), refused
 
 
 def classify(bundle: LocalBundle, remote: dict[str, RemoteFile]) -> Action:

@@ -4,6 +4,7 @@ through the real huggingface_hub client over real HTTP."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -245,3 +246,20 @@ def test_upload_copies_nothing_it_was_not_given(
     before = local_files(bundles)
     assert upload(bundles, "--repo", repo_id)[0] == 0
     assert local_files(bundles) == before
+
+
+def test_two_different_bundles_under_one_id_are_refused(
+    hub: HubServer, repo_id: str, tmp_path: Path
+) -> None:
+    first = make_bundles(tmp_path / "a", [RunSpec(rows=2)])
+    second = make_bundles(tmp_path / "b", [RunSpec(rows=2, metrics={"other": {"x": 1}})])
+    folder = tmp_path / "both"
+    shutil.copytree(first, folder / "night1")
+    shutil.copytree(second, folder / "night2")
+    code, report, _ = upload(folder, "--repo", repo_id, "--dry-run")
+    assert code == 1
+    (bundle,) = report["bundles"]
+    assert bundle["outcome"] == "refused" and "differ" in bundle["detail"]
+    shutil.copytree(first, folder / "night2", dirs_exist_ok=True)  # now an identical copy
+    code, report, _ = upload(folder, "--repo", repo_id)
+    assert code == 0 and [b["outcome"] for b in report["bundles"]] == ["published"]

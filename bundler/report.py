@@ -7,6 +7,7 @@ it, so the same result reads the same in a terminal, a CI log and a JSON consume
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -28,8 +29,16 @@ if TYPE_CHECKING:
 STATUS_STYLE = {"passed": "green", "warned": "yellow", "failed": "bold red"}
 
 
+LOG_WIDTH = 160
+"""Width for tables when stderr is a log, not a terminal: rich would assume 80 columns and
+break bundle ids in the middle; a log line may be long."""
+
+
 def stderr_console() -> Console:
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console.width = LOG_WIDTH
+    return console
 
 
 def emit_json(value: BaseModel | dict[str, Any]) -> None:

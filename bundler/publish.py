@@ -385,11 +385,10 @@ class Publisher:
                 self.progress.advance()
             return
         for bundle in batch:
-            if plans[bundle.bundle_id].outcome == "planned":
-                plans[bundle.bundle_id].outcome = "failed"
-                plans[
-                    bundle.bundle_id
-                ].detail = f"not published after {COMMIT_ATTEMPTS} attempts; last: {last_problem}"
+            plan = plans[bundle.bundle_id]
+            if plan.outcome == "planned":
+                plan.outcome = "failed"
+                plan.detail = f"not published after {attempts} attempts; last: {last_problem}"
 
     def _still_to_publish(
         self,

@@ -168,6 +168,7 @@ def test_persistent_outage_reports_what_was_not_published(
     report = upload_library(three, options)
     assert report.exit_code == 1
     assert [b.outcome for b in report.bundles] == ["failed"] * 3
+    assert all("after 3 attempts" in (b.detail or "") for b in report.bundles)
     assert all("503" in (b.detail or "") for b in report.bundles)
     assert remote_bundle_files(hub, repo_id) == {}
     hub.clear_faults()

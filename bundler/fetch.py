@@ -22,7 +22,7 @@ from bundler.errors import UsageError
 from bundler.hub import REPO_TYPE, HubSession
 from bundler.naming import sidecar_name
 from bundler.progress import NoProgress, ProgressSink
-from bundler.publish import BUNDLES_DIR
+from bundler.publish import BUNDLES_DIR, bundle_ids_in
 from bundler.verify import ARCHIVE_SUFFIX, read_bundle
 
 REJECTED_DIR = ".rejected"
@@ -62,11 +62,7 @@ def download(
     session = HubSession(repo_id, token=token)
     commit = session.head(revision)
     listed = session.list_files(BUNDLES_DIR, commit)
-    available = sorted(
-        path.removeprefix(f"{BUNDLES_DIR}/").removesuffix(ARCHIVE_SUFFIX)
-        for path in listed
-        if path.endswith(ARCHIVE_SUFFIX)
-    )
+    available = bundle_ids_in(listed)
     report = DownloadReport(
         repo_id=repo_id, revision=revision, commit=commit, output_dir=str(output_dir)
     )
@@ -131,10 +127,9 @@ def _fetch_one(
         return FetchedBundle(
             bundle_id=bundle, outcome="downloaded", archive=str(destination / names[0])
         )
-    failures = [f"{c.name}: {c.detail}" for c in verification.checks if c.status == "failed"]
     return FetchedBundle(
         bundle_id=bundle,
         outcome="rejected",
         archive=str(destination / names[0]),
-        detail="failed verification, kept apart: " + "; ".join(failures),
+        detail="failed verification, kept apart: " + verification.describe_failures(),
     )

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import random
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -31,7 +32,7 @@ from bundler.manifest import Sidecar
 from bundler.naming import archive_name, sidecar_name
 from bundler.progress import NoProgress, ProgressSink
 from bundler.rows import BundleRow, build_row, row_bytes, row_path
-from bundler.verify import find_archives, read_bundle
+from bundler.verify import ARCHIVE_SUFFIX, find_archives, read_bundle
 from bundler.version import bundler_version
 
 BUNDLES_DIR = "bundles"
@@ -123,6 +124,16 @@ class LocalBundle:
         return [self.archive_path, self.sidecar_path, self.row_path]
 
 
+def bundle_ids_in(repo_paths: Iterable[str]) -> list[str]:
+    """The bundle ids of the archives among repository paths, in order."""
+    prefix = f"{BUNDLES_DIR}/"
+    return sorted(
+        path.removeprefix(prefix).removesuffix(ARCHIVE_SUFFIX)
+        for path in repo_paths
+        if path.startswith(prefix) and path.endswith(ARCHIVE_SUFFIX)
+    )
+
+
 def git_blob_id(data: bytes) -> str:
     """The id git (and the Hub) gives a regular file's content."""
     return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
@@ -153,11 +164,13 @@ def gather_local(
         reading = read_bundle(archive, progress)
         verification = reading.verification()
         label = verification.bundle_id or str(archive)
-        if not verification.ok or reading.sidecar is None or reading.metrics_text is None:
-            failures = [
-                f"{c.name}: {c.detail}" for c in verification.checks if c.status == "failed"
-            ]
-            refuse(label, f"{archive}: failed verification ({'; '.join(failures)})")
+        if (
+            not verification.ok
+            or reading.sidecar is None
+            or reading.sidecar_data is None
+            or reading.metrics_text is None
+        ):
+            refuse(label, f"{archive}: failed verification ({verification.describe_failures()})")
             continue
         sidecar = reading.sidecar
         if sidecar.coverage.status == "partial" and not allow_partial:
@@ -171,11 +184,10 @@ def gather_local(
                 refuse(label, f"{twin.archive} and {archive} differ; publish one of them")
             continue  # an identical copy elsewhere in the folder is the same bundle
         row = build_row(sidecar, reading.metrics_text)
-        sidecar_file = archive.with_name(sidecar_name(sidecar.target))
         accepted[sidecar.bundle_id] = LocalBundle(
             archive=archive,
             sidecar=sidecar,
-            sidecar_data=sidecar_file.read_bytes(),
+            sidecar_data=reading.sidecar_data,
             row=row,
             row_data=row_bytes(row),
         )
@@ -415,14 +427,9 @@ class Publisher:
         return todo
 
     def _commit(self, todo: list[LocalBundle], head: str) -> None:
-        listed = self.session.list_files(BUNDLES_DIR, head)
-        present = {
-            path.removeprefix(f"{BUNDLES_DIR}/").removesuffix(".tar.zst")
-            for path in listed
-            if path.endswith(".tar.zst")
-        }
+        present = bundle_ids_in(self.session.list_files(BUNDLES_DIR, head))
         card = render_dataset_card(
-            self.options.repo_id, present | {bundle.bundle_id for bundle in todo}
+            self.options.repo_id, {*present, *(bundle.bundle_id for bundle in todo)}
         )
         operations = [CommitOperationAdd(README, card.encode("utf-8"))]
         for bundle in todo:

@@ -191,7 +191,7 @@ def render_inspection(inspection: BundleInspection, console: Console) -> None:
     for warning in claim.warnings:
         console.print(f"[yellow]warning[/] {escape(warning)}")
     if not verification.ok:
-        render_checks([c for c in verification.checks if c.status == "failed"], console)
+        render_checks(verification.failures(), console)
 
 
 def _rate(rate: float | None) -> str:

@@ -81,6 +81,13 @@ class BundleVerification(BaseModel):
     def ok(self) -> bool:
         return all(check.status != "failed" for check in self.checks)
 
+    def failures(self) -> list[CheckResult]:
+        return [check for check in self.checks if check.status == "failed"]
+
+    def describe_failures(self) -> str:
+        """One line naming every failed check, for reports that refuse the bundle."""
+        return "; ".join(f"{check.name}: {check.detail}" for check in self.failures())
+
 
 class VerifyReport(BaseModel):
     bundles: list[BundleVerification]
@@ -98,6 +105,8 @@ class BundleReading:
     checks: list[CheckResult] = field(default_factory=list)
     manifest: Manifest | None = None
     sidecar: Sidecar | None = None
+    sidecar_data: bytes | None = None
+    """The sidecar file's bytes as read, so a publisher need not read it again."""
     run_meta: StaticsRunMetadata | None = None
     metrics: dict[str, Any] | None = None
     metrics_text: str | None = None
@@ -177,6 +186,7 @@ def _read_sidecar(reading: BundleReading) -> None:
         with path.open("rb") as handle:
             data = handle.read(MAX_SIDECAR_BYTES)
         reading.sidecar = Sidecar.model_validate_json(data)
+        reading.sidecar_data = data
     except (OSError, ValidationError) as error:
         detail = (
             describe_validation_error(error)

@@ -3,6 +3,7 @@
 The library is the product; the `bundler` command is a thin layer over it:
 
     from bundler import collect, verify, inspect_bundle
+    from bundler.upload import upload
 """
 
 from bundler.collect import CollectOptions, CollectReport, collect
@@ -34,13 +35,14 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
-    """The Hub stages load huggingface_hub, so they are imported only when asked for."""
-    if name in ("upload", "UploadOptions", "UploadReport"):
-        from bundler import publish
+    """The Hub stages load huggingface_hub, so they are imported only when asked for. The
+    modules `bundler.upload` and `bundler.download` hold the functions of the same name."""
+    if name in ("UploadOptions", "UploadReport"):
+        from bundler import upload
 
-        return getattr(publish, name)
-    if name in ("download", "DownloadReport"):
-        from bundler import fetch
+        return getattr(upload, name)
+    if name == "DownloadReport":
+        from bundler import download
 
-        return getattr(fetch, name)
+        return getattr(download, name)
     raise AttributeError(name)

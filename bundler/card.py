@@ -14,7 +14,8 @@ from importlib.resources import files
 import jinja2
 from huggingface_hub import DatasetCard, DatasetCardData
 
-from bundler.rows import ROW_SUFFIX, ROWS_DIR, BundleRow, dataset_features
+from bundler.layout import ROW_SUFFIX, ROWS_DIR, BundleId
+from bundler.rows import BundleRow, dataset_features
 
 CARD_TEMPLATE = "dataset_card.md.j2"
 PR_TEMPLATE = "pull_request.md.j2"
@@ -39,10 +40,10 @@ def card_data() -> DatasetCardData:
     )
 
 
-def render_dataset_card(repo_id: str, bundle_ids: Iterable[str]) -> str:
+def render_dataset_card(repo_id: str, bundle_ids: Iterable[BundleId]) -> str:
     """The README.md for a repository holding `bundle_ids` (all of them, not just new ones)."""
     ids = sorted(set(bundle_ids))
-    tasks = Counter(bundle.partition("/")[2].partition("@")[0] for bundle in ids)
+    tasks = Counter(bundle.task for bundle in ids)
     card = DatasetCard.from_template(
         card_data(),
         template_str=_template(CARD_TEMPLATE),

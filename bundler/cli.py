@@ -312,8 +312,8 @@ def upload_command(
     honoured). Bundles already there are skipped, a bundle with different content is a conflict
     unless --replace, and partial bundles need --allow-partial. Exit 1 if any bundle was refused
     or not published, 2 for a problem to fix first (token, access, repository, revision)."""
-    from bundler.publish import UploadOptions, upload
     from bundler.report import render_upload
+    from bundler.upload import UploadOptions, upload
 
     console = stderr_console()
 
@@ -359,7 +359,7 @@ def download_command(
     """Download bundles with their sidecars into the local layout and verify each one. A bundle
     that fails verification is kept apart in OUTPUT/.rejected/, never mixed with the good ones.
     Exit 1 if any bundle was rejected or not found."""
-    from bundler.fetch import download
+    from bundler.download import download
     from bundler.report import render_download
 
     console = stderr_console()

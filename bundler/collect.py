@@ -17,8 +17,8 @@ from bundler.archive import DEFAULT_LEVEL, BodyWriter, write_archive
 from bundler.discover import RunDirectory, Skipped, discover
 from bundler.errors import BundlerError, InputError, UsageError
 from bundler.fileio import atomic_output, atomic_write_bytes, sha256_file
+from bundler.layout import BundleId
 from bundler.manifest import ArchiveInfo, BundleClaim, Sidecar, Submitter
-from bundler.naming import archive_name, sidecar_name
 from bundler.progress import NoProgress, ProgressSink
 from bundler.runs import RunHeader, ValidatedRun, read_header, validate_run
 from bundler.version import bundler_version
@@ -153,7 +153,7 @@ def _selected_by_directory(run: RunDirectory, options: CollectOptions) -> bool:
 
 def _refuse_collisions(headers: list[RunHeader], report: CollectReport) -> list[RunHeader]:
     """Two runs that map to one bundle id are both refused: neither may overwrite the other."""
-    by_id: dict[str, list[RunHeader]] = defaultdict(list)
+    by_id: dict[BundleId, list[RunHeader]] = defaultdict(list)
     for header in headers:
         by_id[header.bundle_id].append(header)
     kept: list[RunHeader] = []
@@ -210,7 +210,7 @@ def claim_for(run: ValidatedRun, submitter: Submitter) -> BundleClaim:
     header = run.header
     meta = header.meta
     return BundleClaim(
-        bundle_id=header.bundle_id,
+        bundle_id=str(header.bundle_id),
         target=meta.statics.target,
         statics=meta.statics,
         model_name=meta.model_name,
@@ -231,9 +231,8 @@ def _write_bundle(
     run: ValidatedRun, body: BodyWriter, bundles_dir: Path, options: CollectOptions
 ) -> CollectedBundle:
     claim = claim_for(run, options.submitter)
-    player_dir, _, target = claim.bundle_id.partition("/")
-    archive_path = bundles_dir / player_dir / archive_name(target)
-    sidecar_path = bundles_dir / player_dir / sidecar_name(target)
+    archive_path = run.header.bundle_id.local_archive(bundles_dir)
+    sidecar_path = run.header.bundle_id.local_sidecar(bundles_dir)
     previous = sha256_file(archive_path)[0] if os.path.isfile(archive_path) else None
     # The sidecar is renamed into place just before the archive, and only once the archive is
     # fully written, so a failure at any point leaves the previous pair (or nothing) behind.

@@ -35,21 +35,3 @@ def capability_fingerprint(capabilities: dict[str, Any]) -> str:
     kept = {key: value for key, value in capabilities.items() if key != FINGERPRINT_EXCLUDED_KEY}
     encoded = json.dumps(kept, sort_keys=True).encode("utf-8")
     return hashlib.blake2b(encoded, digest_size=16).hexdigest()
-
-
-def player_dir_name(player_name: str, fingerprint: str) -> str:
-    """The first path component of a bundle id: `<player-slug>_<fp8>`."""
-    return f"{slugify(player_name)}_{fingerprint[:8]}"
-
-
-def bundle_id(player_name: str, fingerprint: str, target: str) -> str:
-    """`<player-slug>_<fp8>/<target>`: one setup's result on one pinned dataset revision."""
-    return f"{player_dir_name(player_name, fingerprint)}/{target}"
-
-
-def archive_name(target: str) -> str:
-    return f"{target}.tar.zst"
-
-
-def sidecar_name(target: str) -> str:
-    return f"{target}.json"

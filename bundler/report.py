@@ -23,8 +23,8 @@ from bundler.inspection import BundleInspection
 from bundler.verify import VerifyReport
 
 if TYPE_CHECKING:
-    from bundler.fetch import DownloadReport
-    from bundler.publish import UploadReport
+    from bundler.download import DownloadReport
+    from bundler.upload import UploadReport
 
 STATUS_STYLE = {"passed": "green", "warned": "yellow", "failed": "bold red"}
 
@@ -253,6 +253,8 @@ def render_upload(report: UploadReport, console: Console) -> None:
 
 
 def render_download(report: DownloadReport, console: Console) -> None:
+    for warning in report.warnings:
+        console.print(f"[yellow]warning[/] {escape(warning)}")
     for bundle in report.bundles:
         style = OUTCOME_STYLE.get(bundle.outcome, "")
         detail = f": {escape(bundle.detail)}" if bundle.detail else ""

@@ -18,9 +18,6 @@ from pydantic import BaseModel, ConfigDict
 from bundler.manifest import Sidecar
 from bundler.metrics import MetricValue, flatten_metrics
 
-ROWS_DIR = "rows"
-ROW_SUFFIX = ".jsonl"
-
 
 class UsageCount(BaseModel):
     model_config = ConfigDict(frozen=True)
@@ -63,11 +60,6 @@ class BundleRow(BaseModel):
     metrics: list[MetricValue]
     metrics_json: str
     warnings: list[str]
-
-
-def row_path(bundle_id: str) -> str:
-    """`rows/<player>_<fp8>/<target>.jsonl`, mirroring the bundle's own path."""
-    return f"{ROWS_DIR}/{bundle_id}{ROW_SUFFIX}"
 
 
 def build_row(sidecar: Sidecar, metrics_json: str) -> BundleRow:

@@ -20,6 +20,7 @@ from typing import NamedTuple
 from bundler.discover import METRICS_NAME, PREDICTION_FILE, RUN_META_NAME, RunDirectory, is_run_file
 from bundler.errors import InputError
 from bundler.fileio import read_bounded
+from bundler.layout import BundleId
 from bundler.manifest import (
     METRICS_PATH,
     RUN_META_PATH,
@@ -27,7 +28,7 @@ from bundler.manifest import (
     PredictionSummary,
     prediction_path,
 )
-from bundler.naming import bundle_id, capability_fingerprint, slugify
+from bundler.naming import capability_fingerprint, slugify
 from bundler.schema import StaticsRunMetadata
 from bundler.validation import (
     PredictionTally,
@@ -62,7 +63,7 @@ class RunHeader:
     run: RunDirectory
     meta: StaticsRunMetadata
     fingerprint: str
-    bundle_id: str
+    bundle_id: BundleId
     run_meta_file: ArchivedFile
     run_meta_data: bytes
 
@@ -133,7 +134,7 @@ def read_header(run: RunDirectory) -> RunHeader:
         run=run,
         meta=meta,
         fingerprint=fingerprint,
-        bundle_id=bundle_id(meta.capabilities.player_name, fingerprint, meta.statics.target),
+        bundle_id=BundleId.of(meta.capabilities.player_name, fingerprint, meta.statics.target),
         run_meta_file=ArchivedFile(RUN_META_PATH, len(data), _sha256(data)),
         run_meta_data=data,
     )

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 from bundler.checks import CheckResult, failed, passed, warned
 from bundler.errors import BundlerError, InputError, UsageError
 from bundler.fileio import CHUNK_SIZE, HashingReader
+from bundler.layout import ARCHIVE_SUFFIX, BundleId, LayoutError, id_of_local_archive, sidecar_of
 from bundler.manifest import (
     MANIFEST_PATH,
     METRICS_PATH,
@@ -28,7 +29,7 @@ from bundler.manifest import (
     Sidecar,
     prediction_path,
 )
-from bundler.naming import archive_name, bundle_id, capability_fingerprint, sidecar_name
+from bundler.naming import capability_fingerprint
 from bundler.progress import NoProgress, ProgressSink
 from bundler.schema import StaticsRunMetadata
 from bundler.validation import (
@@ -40,7 +41,6 @@ from bundler.validation import (
     parse_run_meta,
 )
 
-ARCHIVE_SUFFIX = ".tar.zst"
 MAX_MANIFEST_BYTES = 64 << 20
 MAX_SIDECAR_BYTES = 16 << 20
 TAR_BLOCK = 512
@@ -175,8 +175,7 @@ def read_bundle(path: Path, progress: ProgressSink | None = None) -> BundleReadi
 
 
 def _read_sidecar(reading: BundleReading) -> None:
-    target = reading.path.name.removesuffix(ARCHIVE_SUFFIX)
-    path = reading.path.with_name(sidecar_name(target))
+    path = sidecar_of(reading.path)
     if not path.is_file():
         reading.checks.append(
             failed("sidecar", f"{path.name} is missing", hint="re-run collect, or download it too")
@@ -364,7 +363,9 @@ def _check_claims(reading: BundleReading, manifest: Manifest, tally: PredictionT
     assert meta is not None and reading.raw_capabilities is not None
     fingerprint = capability_fingerprint(reading.raw_capabilities)
     recomputed = {
-        "bundle_id": bundle_id(meta.capabilities.player_name, fingerprint, meta.statics.target),
+        "bundle_id": str(
+            BundleId.of(meta.capabilities.player_name, fingerprint, meta.statics.target)
+        ),
         "target": meta.statics.target,
         "statics": meta.statics,
         "model_name": meta.model_name,
@@ -426,12 +427,17 @@ def _check_location(reading: BundleReading) -> None:
     manifest = reading.manifest
     if manifest is None:
         return
-    player_dir, _, target = manifest.bundle_id.partition("/")
     actual = f"{reading.path.parent.name}/{reading.path.name}"
-    expected = f"{player_dir}/{archive_name(manifest.target)}"
-    if target != manifest.target or actual != expected:
+    try:
+        located = id_of_local_archive(reading.path)
+    except LayoutError:
+        located = None
+    if located is None or str(located) != manifest.bundle_id or located.target != manifest.target:
         reading.checks.append(
-            failed("location", f"file is at {actual}, its bundle id says {expected}")
+            failed(
+                "location",
+                f"file is at {actual}, its bundle id says {manifest.bundle_id}{ARCHIVE_SUFFIX}",
+            )
         )
     else:
         reading.checks.append(passed("location", f"path matches {manifest.bundle_id}"))

@@ -60,11 +60,18 @@ def test_download_one_bundle_and_report_unknown_ids(
     bundle_id = f"{wanted.parent.name}/{wanted.name.removesuffix('.tar.zst')}"
     target = tmp_path / "one"
     code, report, _ = download(
-        "--repo", repo_id, "-o", target, "--bundle", bundle_id, "--bundle", "nobody_00000000/x@y"
+        "--repo",
+        repo_id,
+        "-o",
+        target,
+        "--bundle",
+        bundle_id,
+        "--bundle",
+        "nobody_00000000/x@unpinned",
     )
     assert code == 1
     outcomes = {b["bundle_id"]: b["outcome"] for b in report["bundles"]}
-    assert outcomes == {bundle_id: "downloaded", "nobody_00000000/x@y": "missing"}
+    assert outcomes == {bundle_id: "downloaded", "nobody_00000000/x@unpinned": "missing"}
     assert sorted(local_files(target)) == [
         f"{bundle_id}.json",
         f"{bundle_id}.tar.zst",

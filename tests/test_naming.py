@@ -13,15 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bundler.naming import (
-    SAFE_TASK_NAME,
-    archive_name,
-    bundle_id,
-    capability_fingerprint,
-    player_dir_name,
-    sidecar_name,
-    slugify,
-)
+from bundler.layout import BundleId
+from bundler.naming import SAFE_TASK_NAME, capability_fingerprint, slugify
 from bundler.schema import StaticsIdentity
 
 PUBLISHED = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -153,15 +146,15 @@ def test_targets_are_path_safe_and_distinct_for_distinct_shas(task: str, a: str,
 
 
 @settings(deadline=None)
-@given(task_names, st.text(min_size=1, max_size=30), shas)
+@given(task_names, st.text(min_size=1, max_size=30).filter(slugify), shas)
 def test_bundle_id_shape(task: str, player: str, sha: str) -> None:
     target = identity(task, sha).target
     fingerprint = "0123456789abcdef0123456789abcdef"
-    bid = bundle_id(player, fingerprint, target)
-    assert bid == f"{slugify(player)}_01234567/{target}"
-    assert bid.split("/") == [player_dir_name(player, fingerprint), target]
-    assert archive_name(target) == f"{target}.tar.zst"
-    assert sidecar_name(target) == f"{target}.json"
+    bid = BundleId.of(player, fingerprint, target)
+    assert str(bid) == f"{slugify(player)}_01234567/{target}"
+    assert BundleId.parse(str(bid)) == bid
+    assert bid.archive_name == f"{target}.tar.zst"
+    assert bid.sidecar_name == f"{target}.json"
 
 
 @settings(deadline=None)

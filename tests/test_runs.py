@@ -49,7 +49,7 @@ def test_header_names_the_bundle(tmp_path: Path) -> None:
     header = header_of(tmp_path)
     fingerprint = capability_fingerprint(spec.run_meta()["capabilities"])
     assert header.fingerprint == fingerprint
-    assert header.bundle_id == f"qwen-qwen3-5-27b_{fingerprint[:8]}/expert-vqa@a1b2c3d4"
+    assert str(header.bundle_id) == f"qwen-qwen3-5-27b_{fingerprint[:8]}/expert-vqa@a1b2c3d4"
     meta_bytes = (run_dir / "run_meta.json").read_bytes()
     assert header.run_meta_file.sha256 == hashlib.sha256(meta_bytes).hexdigest()
     assert header.run_meta_file.size == len(meta_bytes)

@@ -14,8 +14,8 @@ from helpers import BUNDLER, cli_env, run_cli
 from hubserver import LOST_RESPONSE, RACE, Fault, HubServer
 from test_upload import commit_posts, local_files, make_bundles, upload
 
-from bundler.publish import UploadOptions
-from bundler.publish import upload as upload_library
+from bundler.upload import UploadOptions
+from bundler.upload import upload as upload_library
 
 
 def remote_bundle_files(hub: HubServer, repo_id: str, revision: str = "main") -> dict[str, bytes]:

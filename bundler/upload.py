@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import random
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -28,15 +27,13 @@ from bundler.card import render_dataset_card, render_pr_description
 from bundler.errors import BundlerError, HubAccessError, HubError
 from bundler.fileio import CHUNK_SIZE
 from bundler.hub import REPO_TYPE, HubSession, RemoteFile, is_transient, retry_after_of, status_of
+from bundler.layout import BUNDLES_DIR, README, BundleId, bundle_ids_in
 from bundler.manifest import Sidecar
-from bundler.naming import archive_name, sidecar_name
 from bundler.progress import NoProgress, ProgressSink
-from bundler.rows import BundleRow, build_row, row_bytes, row_path
-from bundler.verify import ARCHIVE_SUFFIX, find_archives, read_bundle
+from bundler.rows import BundleRow, build_row, row_bytes
+from bundler.verify import find_archives, read_bundle
 from bundler.version import bundler_version
 
-BUNDLES_DIR = "bundles"
-README = "README.md"
 BUNDLES_PER_COMMIT = 33
 """Three files a bundle plus the card stays under the Hub's ~100 files per commit."""
 COMMIT_ATTEMPTS = 8
@@ -105,33 +102,24 @@ class LocalBundle:
         return self.sidecar.bundle_id
 
     @property
+    def key(self) -> BundleId:
+        """The verified bundle id, from which every repository path is derived."""
+        return BundleId.parse(self.sidecar.bundle_id)
+
+    @property
     def archive_path(self) -> str:
-        return f"{BUNDLES_DIR}/{self.player_dir}/{archive_name(self.sidecar.target)}"
+        return self.key.repo_archive
 
     @property
     def sidecar_path(self) -> str:
-        return f"{BUNDLES_DIR}/{self.player_dir}/{sidecar_name(self.sidecar.target)}"
+        return self.key.repo_sidecar
 
     @property
     def row_path(self) -> str:
-        return row_path(self.bundle_id)
-
-    @property
-    def player_dir(self) -> str:
-        return self.bundle_id.partition("/")[0]
+        return self.key.repo_row
 
     def repo_paths(self) -> list[str]:
-        return [self.archive_path, self.sidecar_path, self.row_path]
-
-
-def bundle_ids_in(repo_paths: Iterable[str]) -> list[str]:
-    """The bundle ids of the archives among repository paths, in order."""
-    prefix = f"{BUNDLES_DIR}/"
-    return sorted(
-        path.removeprefix(prefix).removesuffix(ARCHIVE_SUFFIX)
-        for path in repo_paths
-        if path.startswith(prefix) and path.endswith(ARCHIVE_SUFFIX)
-    )
+        return list(self.key.repo_paths)
 
 
 def git_blob_id(data: bytes) -> str:
@@ -427,9 +415,9 @@ class Publisher:
         return todo
 
     def _commit(self, todo: list[LocalBundle], head: str) -> None:
-        present = bundle_ids_in(self.session.list_files(BUNDLES_DIR, head))
+        present, _ = bundle_ids_in(self.session.list_files(BUNDLES_DIR, head))
         card = render_dataset_card(
-            self.options.repo_id, {*present, *(bundle.bundle_id for bundle in todo)}
+            self.options.repo_id, {*present, *(bundle.key for bundle in todo)}
         )
         operations = [CommitOperationAdd(README, card.encode("utf-8"))]
         for bundle in todo:

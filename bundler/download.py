@@ -20,12 +20,16 @@ from pydantic import BaseModel, Field
 
 from bundler.errors import UsageError
 from bundler.hub import REPO_TYPE, HubSession
-from bundler.naming import sidecar_name
+from bundler.layout import (
+    BUNDLES_DIR,
+    REJECTED_DIR,
+    TEMP_PREFIX,
+    BundleId,
+    LayoutError,
+    bundle_ids_in,
+)
 from bundler.progress import NoProgress, ProgressSink
-from bundler.publish import BUNDLES_DIR, bundle_ids_in
-from bundler.verify import ARCHIVE_SUFFIX, read_bundle
-
-REJECTED_DIR = ".rejected"
+from bundler.verify import read_bundle
 
 FetchOutcome = Literal["downloaded", "rejected", "missing"]
 
@@ -43,6 +47,8 @@ class DownloadReport(BaseModel):
     commit: str
     output_dir: str
     bundles: list[FetchedBundle] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    """Repository paths under bundles/ that are not a bundle layout: named, never fetched."""
 
     @property
     def exit_code(self) -> int:
@@ -62,21 +68,26 @@ def download(
     session = HubSession(repo_id, token=token)
     commit = session.head(revision)
     listed = session.list_files(BUNDLES_DIR, commit)
-    available = bundle_ids_in(listed)
+    available, invalid = bundle_ids_in(listed)
     report = DownloadReport(
-        repo_id=repo_id, revision=revision, commit=commit, output_dir=str(output_dir)
+        repo_id=repo_id,
+        revision=revision,
+        commit=commit,
+        output_dir=str(output_dir),
+        warnings=[f"{path}: not a bundle layout, not downloaded" for path in invalid],
     )
     wanted = available
     if bundle_ids:
-        wanted = [bundle for bundle in available if bundle in bundle_ids]
+        asked = {_parse_requested(text) for text in bundle_ids}
+        wanted = [bundle for bundle in available if bundle in asked]
         report.bundles.extend(
-            FetchedBundle(bundle_id=bundle, outcome="missing", detail="not in the repository")
-            for bundle in sorted(set(bundle_ids) - set(available))
+            FetchedBundle(bundle_id=str(bundle), outcome="missing", detail="not in the repository")
+            for bundle in sorted(asked - set(available))
         )
     if output_dir.exists() and not output_dir.is_dir():
         raise UsageError(f"{output_dir}: exists and is not a directory")
     output_dir.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=output_dir, prefix=".bundler-download-"))
+    staging = Path(tempfile.mkdtemp(dir=output_dir, prefix=f"{TEMP_PREFIX}download-"))
     try:
         progress.begin(f"downloading from {repo_id}", len(wanted))
         for bundle in wanted:
@@ -91,17 +102,16 @@ def download(
 
 def _fetch_one(
     session: HubSession,
-    bundle: str,
+    bundle: BundleId,
     commit: str,
     listed: set[str],
     staging: Path,
     output_dir: Path,
     progress: ProgressSink,
 ) -> FetchedBundle:
-    player_dir, _, target = bundle.partition("/")
-    names = [f"{target}{ARCHIVE_SUFFIX}", sidecar_name(target)]
-    repo_paths = [f"{BUNDLES_DIR}/{player_dir}/{name}" for name in names]
-    for path in repo_paths:
+    player_dir = bundle.player_dir
+    names = [bundle.archive_name, bundle.sidecar_name]
+    for path in (bundle.repo_archive, bundle.repo_sidecar):
         if path not in listed:
             continue  # a missing sidecar is reported by verification, not silently skipped
         fetch = partial(
@@ -125,11 +135,18 @@ def _fetch_one(
             os.replace(staged / name, destination / name)
     if verification.ok:
         return FetchedBundle(
-            bundle_id=bundle, outcome="downloaded", archive=str(destination / names[0])
+            bundle_id=str(bundle), outcome="downloaded", archive=str(destination / names[0])
         )
     return FetchedBundle(
-        bundle_id=bundle,
+        bundle_id=str(bundle),
         outcome="rejected",
         archive=str(destination / names[0]),
         detail="failed verification, kept apart: " + verification.describe_failures(),
     )
+
+
+def _parse_requested(text: str) -> BundleId:
+    try:
+        return BundleId.parse(text)
+    except LayoutError as error:
+        raise UsageError(f"--bundle {text!r}: {error}") from None

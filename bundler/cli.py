@@ -389,3 +389,38 @@ def _quiet_hub_client() -> None:
 
     disable_progress_bars()
     logging.set_verbosity_error()  # type: ignore[no-untyped-call]
+
+
+@app.command("diff")
+def diff_command(
+    a: Annotated[
+        Path, typer.Argument(help="The first bundle archive (.tar.zst), e.g. the old one.")
+    ],
+    b: Annotated[Path, typer.Argument(help="The second bundle archive, e.g. the new one.")],
+    predictions: Annotated[
+        int,
+        typer.Option(
+            "--predictions",
+            min=0,
+            metavar="N",
+            help="Also show the answers (scored_output, else output) of the first N changed "
+            "predictions side by side.",
+        ),
+    ] = 0,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Show how two bundles differ: claims field by field, metric deltas, and predictions
+    added, removed and changed (by sha256, from the manifests). Both are verified first.
+    Exit 0 identical, 1 different, 2 unusable (missing, or failing verification)."""
+    from bundler.diff import diff_bundles
+    from bundler.report import render_diff
+
+    console = stderr_console()
+
+    def action() -> int:
+        with RichProgress(console) as progress:
+            report = diff_bundles(a, b, predictions=predictions, progress=progress)
+        return _finish(report, render_diff, console, json_output)
+
+    raise typer.Exit(run_command(action, json_output=json_output, debug=debug))

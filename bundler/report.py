@@ -26,6 +26,7 @@ from bundler.verify import VerifyReport
 if TYPE_CHECKING:
     from bundler.diff import BundleDiff
     from bundler.download import DownloadReport
+    from bundler.export import ExportReport
     from bundler.upload import UploadReport
 
 STATUS_STYLE = {"passed": "green", "warned": "yellow", "failed": "bold red"}
@@ -215,6 +216,8 @@ OUTCOME_STYLE = {
     "planned": "cyan",
     "downloaded": "green",
     "refused": "bold red",
+    "exported": "green",
+    "unchanged": "dim",
     "failed": "bold red",
     "rejected": "bold red",
     "missing": "bold red",
@@ -347,3 +350,35 @@ def render_diff(diff: BundleDiff, console: Console) -> None:
         console.print(table)
     style = "green" if diff.identical else ("yellow" if diff.only_run_date else "bold")
     console.print(f"[{style}]{printable(diff.verdict)}[/]")
+
+
+def render_export(report: ExportReport, console: Console) -> None:
+    for bundle in report.bundles:
+        name = printable(bundle.bundle_id or bundle.archive)
+        style = OUTCOME_STYLE.get(bundle.outcome, "")
+        if bundle.outcome == "refused":
+            console.print(
+                f"[{style}]{bundle.outcome:>9}[/] {printable(bundle.archive)}: "
+                f"{printable(bundle.reason)}"
+            )
+            if any(refusal.kind == "submitter" for refusal in bundle.refusals):
+                console.print(
+                    "  hint: set the submitter when collecting, or give --submitter-name and "
+                    "--submitter-contact",
+                    markup=False,
+                )
+        else:
+            console.print(
+                f"[{style}]{bundle.outcome:>9}[/] {name} -> {printable(bundle.folder or '')}"
+            )
+        for warning in bundle.warnings:
+            console.print(f"  [yellow]warning[/] {name}: {printable(warning)}")
+    counts = {
+        outcome: sum(bundle.outcome == outcome for bundle in report.bundles)
+        for outcome in ("exported", "unchanged", "refused")
+    }
+    console.print(
+        f"{counts['exported']} exported, {counts['unchanged']} unchanged, "
+        f"{counts['refused']} refused, into {printable(report.out_dir)} "
+        f"(player {printable(report.player_name)})"
+    )

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bundler.errors import BundlerError, InputError, UsageError, WriteError
 from bundler.fileio import describe_os_error, read_bounded
@@ -95,14 +95,13 @@ class _Written(BaseModel):
 
 
 class GptntIdentity(_Written):
-    """A player's leaderboard identity, from its GPTNT config (exactly these four fields)."""
+    """A player's leaderboard identity, from its GPTNT config: exactly these four fields, all
+    required, validated as GPTNT's own model validates them (so `is_os_model: 'no'` is false)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-    display_name: StrictStr
-    organisation: StrictStr
-    is_os_model: StrictBool
-    url: StrictStr | None
+    display_name: str
+    organisation: str
+    is_os_model: bool
+    url: str | None
 
 
 class GptntMeasured(_Written):

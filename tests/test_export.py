@@ -238,7 +238,7 @@ def test_a_folder_with_other_content_is_never_replaced(tmp_path: Path) -> None:
             "identity: missing field 'url'",
         ),
         (
-            "identity:\n  display_name: X\n  organisation: Y\n  is_os_model: 'no'\n  url: null\n"
+            "identity:\n  display_name: X\n  organisation: Y\n  is_os_model: maybe\n  url: null\n"
             "capabilities:\n  player_name: gpt-5-2\n",
             "identity: is_os_model",
         ),
@@ -297,3 +297,14 @@ def test_the_command_with_an_unusable_config_exits_2(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "has no identity block" in one_line_error(result.stderr)
     assert not (tmp_path / "o").exists()
+
+
+def test_identity_values_are_read_as_gptnt_reads_them(tmp_path: Path) -> None:
+    config = tmp_path / "player.yaml"
+    config.write_text(
+        "identity:\n  display_name: Qwen3.5 (27B)\n  organisation: Qwen\n  is_os_model: 'yes'\n"
+        "  url: null\ncapabilities:\n  player_name: qwen3-5-27b\n"
+    )
+    loaded = load_player_config(config)
+    assert loaded.player_name == "qwen3-5-27b"
+    assert loaded.identity.is_os_model is True and loaded.identity.url is None

@@ -389,3 +389,97 @@ def _quiet_hub_client() -> None:
 
     disable_progress_bars()
     logging.set_verbosity_error()  # type: ignore[no-untyped-call]
+
+
+@app.command("diff")
+def diff_command(
+    a: Annotated[
+        Path, typer.Argument(help="The first bundle archive (.tar.zst), e.g. the old one.")
+    ],
+    b: Annotated[Path, typer.Argument(help="The second bundle archive, e.g. the new one.")],
+    predictions: Annotated[
+        int,
+        typer.Option(
+            "--predictions",
+            min=0,
+            metavar="N",
+            help="Also show the answers (scored_output, else output) of the first N changed "
+            "predictions side by side.",
+        ),
+    ] = 0,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Show how two bundles differ: claims field by field, metric deltas, and predictions
+    added, removed and changed (by sha256, from the manifests). Both are verified first.
+    Exit 0 identical, 1 different, 2 unusable (missing, or failing verification)."""
+    from bundler.diff import diff_bundles
+    from bundler.report import render_diff
+
+    console = stderr_console()
+
+    def action() -> int:
+        with RichProgress(console) as progress:
+            report = diff_bundles(a, b, predictions=predictions, progress=progress)
+        return _finish(report, render_diff, console, json_output)
+
+    raise typer.Exit(run_command(action, json_output=json_output, debug=debug))
+
+
+@app.command("export-gptnt")
+def export_gptnt_command(
+    paths: Annotated[
+        list[Path], typer.Argument(help="Bundle archives, or directories searched for them.")
+    ],
+    out_dir: Annotated[
+        Path,
+        typer.Option(
+            "--output",
+            "-o",
+            metavar="OUT_DIR",
+            help="Where the GPTNT submission folders are written.",
+            show_default=False,
+        ),
+    ] = ...,  # type: ignore[assignment]
+    player_config: Annotated[
+        Path,
+        typer.Option(
+            "--player-config",
+            metavar="PLAYER_YAML",
+            help="The player's GPTNT config (configs/player/<name>.yaml); its identity block "
+            "is the leaderboard identity.",
+            show_default=False,
+        ),
+    ] = ...,  # type: ignore[assignment]
+    submitter_name: Annotated[
+        str | None, typer.Option(help="Who submits; else the bundle's submitter name.")
+    ] = None,
+    submitter_contact: Annotated[
+        str | None,
+        typer.Option(help="@github handle or email; else the bundle's submitter contact."),
+    ] = None,
+    submitter_affiliation: Annotated[
+        str | None, typer.Option(help="Their affiliation; else the bundle's (empty clears it).")
+    ] = None,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Write each bundle as the folder GPTNT's `gptnt submission new` writes for the same run
+    (submission.yaml and metrics.json), for leaderboards that take submissions through GPTNT.
+    Bundles are verified first. Exit 1 if any bundle was refused (failed verification, blank
+    submitter, a capability field GPTNT does not know, another player's config), 2 for a config
+    or path that cannot be used."""
+    from bundler.export import SubmitterOverrides, export_gptnt
+    from bundler.report import render_export
+
+    console = stderr_console()
+
+    def action() -> int:
+        overrides = SubmitterOverrides(
+            name=submitter_name, contact=submitter_contact, affiliation=submitter_affiliation
+        )
+        with RichProgress(console) as progress:
+            report = export_gptnt(paths, out_dir, player_config, overrides, progress)
+        return _finish(report, render_export, console, json_output)
+
+    raise typer.Exit(run_command(action, json_output=json_output, debug=debug))

@@ -141,3 +141,67 @@ def bundle_ids_in(repo_paths: Iterable[str]) -> tuple[list[BundleId], list[str]]
         except LayoutError:
             invalid.append(path)
     return sorted(found), sorted(invalid)
+
+
+GPTNT_SUBMISSION_FILE = "submission.yaml"
+"""The manifest of a GPTNT submission folder, as `gptnt submission new` names it."""
+GPTNT_METRICS_FILE = "metrics.json"
+"""The payload of a GPTNT statics submission folder: the run's metrics.json, byte for byte."""
+_GPTNT_INSTANT = re.compile(r"(\d{4})-(\d{2})-(\d{2})T\d{2}:\d{2}:\d{2}(?:\.\d*[1-9])?Z")
+_FINGERPRINT = re.compile(r"[0-9a-f]{32}")
+
+
+@dataclass(frozen=True)
+class GptntSubmissionName:
+    """GPTNT's naming of a statics submission: its `submission_id` and its folder.
+
+    `gptnt submission validate` derives both again from submission.yaml and fails a folder whose
+    name or id differ, so they are built here exactly as GPTNT builds them: the date is the UTC
+    date of the run's instant, the id names the player by its slugged `player_name`, the folder
+    by its slugged leaderboard `display_name`. Every part of the folder name is a slug, hex or
+    digits, so it is always one safe path component.
+    """
+
+    player_name: str
+    display_name: str
+    fingerprint: str
+    task: str
+    revision_label: str
+    run_instant: str
+    """The run date as GPTNT writes it: a UTC instant ending in `Z`."""
+
+    def __post_init__(self) -> None:
+        if not _FINGERPRINT.fullmatch(self.fingerprint):
+            raise LayoutError(f"{self.fingerprint!r} is not a 32-hex capability fingerprint")
+        if not _GPTNT_INSTANT.fullmatch(self.run_instant):
+            raise LayoutError(f"{self.run_instant!r} is not a UTC instant as GPTNT writes it")
+        if not SAFE_TASK_NAME.fullmatch(self.task):
+            raise LayoutError(f"{self.task!r} is not a safe task name")
+        if not _REVISION_LABEL.fullmatch(self.revision_label):
+            raise LayoutError(f"{self.revision_label!r} is not a revision label")
+
+    @property
+    def _short_fingerprint(self) -> str:
+        return self.fingerprint[:FINGERPRINT_PREFIX_LENGTH]
+
+    @property
+    def submission_id(self) -> str:
+        """`<YYYY-MM-DD>_<slug(player_name)>_<fp8>_<task>@<rev8>`."""
+        target = f"{self.task}@{self.revision_label}"
+        player = slugify(self.player_name)
+        return f"{self.run_instant[:10]}_{player}_{self._short_fingerprint}_{target}"
+
+    @property
+    def folder_name(self) -> str:
+        """`YYYYMMDD_<slug(display_name)>_<fp8>_<slug(task)>_<slug(rev8)>`."""
+        parts = (
+            self.run_instant[:10].replace("-", ""),
+            slugify(self.display_name),
+            self._short_fingerprint,
+            slugify(self.task),
+            slugify(self.revision_label),
+        )
+        return "_".join(parts)
+
+    def folder(self, out_dir: Path) -> Path:
+        return out_dir / self.folder_name

@@ -45,6 +45,8 @@ class RunSpec:
     thoughts_chars: int = 400
     scored_output: bool = True
     extra_capabilities: dict[str, Any] = field(default_factory=dict)
+    exact_capabilities: dict[str, Any] | None = None
+    """The capabilities object exactly as written, instead of the default one (and extras)."""
     extra_provenance: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, Any] | None = None
     seed: int = 7
@@ -67,7 +69,8 @@ class RunSpec:
                 "requested_revision": self.requested_revision,
                 "resolved_revision": self.resolved_revision,
             },
-            "capabilities": capabilities(self.player_name or self.model, **self.extra_capabilities),
+            "capabilities": self.exact_capabilities
+            or capabilities(self.player_name or self.model, **self.extra_capabilities),
             "provenance": {
                 "gptnt_version": self.gptnt_version,
                 "git_sha": self.git_sha,
@@ -154,3 +157,31 @@ def write_sample_output(root: Path) -> list[Path]:
     """Regenerate tests/sample_output: `python -c "from factory import *;
     write_sample_output(Path('tests/sample_output'))"` from tests/."""
     return write_tree(root, SAMPLE_SPECS)
+
+
+def gptnt_capabilities(player_name: str, **changes: Any) -> dict[str, Any]:
+    """Capabilities as GPTNT's own harness records them: exactly its PlayerCapabilities fields,
+    in its order, with the pydantic-ai usage limits spelled out (see bundler/export.py)."""
+    return {
+        "player_name": player_name,
+        "player_type": "ai",
+        "thinking_method": "thinking-out-loud",
+        "structured_output_mode": None,
+        "include_schema_in_instructions": True,
+        "max_observations_per_request": 16,
+        "usage_limits": {
+            "request_limit": 50,
+            "tool_calls_limit": None,
+            "input_tokens_limit": 400000,
+            "output_tokens_limit": 128000,
+            "total_tokens_limit": None,
+            "count_tokens_before_request": False,
+        },
+        "image_dimensions": {"width": 1280, "height": 720},
+        "tokens_per_image": 383,
+        "interaction_location_method": "set-of-marks",
+        "coordinate_mode": "absolute",
+        "preserve_last_frame_for_n_turns": 0,
+        "enable_nobf_generation": True,
+        **changes,
+    }

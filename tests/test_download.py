@@ -141,7 +141,7 @@ def test_rows_load_as_one_table_with_datasets(
     assert json.loads(rows["wires"]["metrics_json"]) == {"wires": {"label": "ok"}}
     assert rows["wires"]["metrics"][0]["json_value"] == '"ok"'
     assert rows["expert-vqa"]["coverage"] == "complete"
-    declared = [feature["name"] for feature in header["dataset_info"]["features"]]
+    declared = [feature["name"] for feature in header["dataset_info"][0]["features"]]
     assert table.column_names == declared  # the card's features, in order, for every task
 
 

@@ -84,7 +84,7 @@ def test_each_task_gets_a_config_with_the_union_of_its_metric_columns() -> None:
     # earliest published first (gpt, then claude, then qwen's new em.f1), each in file order
     assert metrics == ["em.acc", "em.n", "em.f1"]
     assert list(vqa)[:4] == ["bundle_id", "model_name", "player_name", "em.acc"]
-    assert vqa["published_at"] == "string" and vqa["coverage"] == "string"
+    assert vqa["published_at"] == "timestamp[s, tz=UTC]" and vqa["coverage"] == "string"
     assert [n for n, d in features_of(card, "maze").items() if d == "float64"] == ["maze.solved"]
     assert "float64" not in features_of(card, "wires").values()
     odd = [n for n, d in features_of(card, "_default").items() if d == "float64"]

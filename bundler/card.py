@@ -43,6 +43,9 @@ SPLIT = "train"
 BOARD_METRICS = 4
 """Metric columns a leaderboard in the card shows (the ranking one first); the task's config
 in the dataset viewer has all of them."""
+BOARD_ROWS = 100
+"""Bundles a leaderboard in the card shows, best first, so the card stays readable (and small)
+however many bundles a task gathers; the task's config in the dataset viewer has all of them."""
 CELL_MAX_LENGTH = 80
 """Text from a bundle is cut to this in a table cell, so one long name cannot swamp a table."""
 WARNING = "⚠"
@@ -122,6 +125,11 @@ class TaskBoard:
         return self.columns[0] if self.columns else None
 
     @property
+    def hidden(self) -> int:
+        """Bundles the card's table leaves out (see BOARD_ROWS)."""
+        return max(0, len(self.rows) - BOARD_ROWS)
+
+    @property
     def mapped(self) -> list[tuple[str, str]]:
         """(column, metric name) for the columns that are not the metric's name."""
         return [(column, name) for column, name in self.names.items() if column != name]
@@ -156,7 +164,7 @@ class TaskBoard:
         headers += [("errors", RIGHT), ("exceptions", RIGHT), ("published", LEFT)]
         headers += [("bundle", LEFT)]
         lines = [_line([title for title, _ in headers]), _line([align for _, align in headers])]
-        for rank, row in zip(self.ranks(), self.rows, strict=True):
+        for rank, row in list(zip(self.ranks(), self.rows, strict=True))[:BOARD_ROWS]:
             cells = [rank, md_cell(row.model_name), md_cell(row.player_name)]
             cells += [_number(self.value(row, column)) for column in shown]
             cells += [_coverage(row), _pin(row), str(row.predictions), str(row.errors)]
@@ -233,6 +241,7 @@ def render_dataset_card(repo_id: str, rows: Sequence[BundleRow]) -> str:
         all_tasks_config=ALL_TASKS_CONFIG,
         warning=WARNING,
         board_metrics=BOARD_METRICS,
+        board_rows=BOARD_ROWS,
         max_length=METRIC_COLUMN_MAX_LENGTH,
         stem_length=MAPPED_STEM_LENGTH,
         digest_hex=MAPPED_DIGEST_HEX,

@@ -11,6 +11,7 @@ from huggingface_hub import DatasetCard
 from markdown_it import MarkdownIt
 
 from bundler.card import (
+    BOARD_ROWS,
     CELL_MAX_LENGTH,
     WARNING,
     md_cell,
@@ -194,3 +195,13 @@ def test_the_ranking_metric_is_the_first_of_the_earliest_published_bundle() -> N
 def test_the_pull_request_description_still_renders() -> None:
     text = render_pr_description(REPO, [make_row(warnings=["unpinned"])], "0.1.0", "bundler k")
     assert "`gpt_1054f537/expert-vqa@a1b2c3d4`" in text and "<!-- bundler k -->" in text
+
+
+def test_a_long_leaderboard_shows_the_best_and_says_how_many_more() -> None:
+    rows = [make_row(f"p{i:03d}", metrics={"em": {"acc": i / 1000}}) for i in range(BOARD_ROWS + 2)]
+    card = render_dataset_card(REPO, rows)
+    _, _, *lines = section(card, "expert-vqa")
+    assert len(lines) == BOARD_ROWS
+    assert cells(lines[0])[:2] == ["1", f"p{BOARD_ROWS + 1:03d}"]  # the best first
+    assert "... and 2 more bundle(s), ranked below these" in card
+    assert "more bundle(s)" not in render_dataset_card(REPO, rows[:BOARD_ROWS])

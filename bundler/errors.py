@@ -43,6 +43,15 @@ class InputError(BundlerError):
         self.problem = problem
 
 
+class RowError(BundlerError):
+    """A row file in the dataset repository is not one the bundler writes (a stranger's pull
+    request may hold anything); the caller names the file."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(problem)
+        self.problem = problem
+
+
 class WriteError(BundlerError):
     """Writing a bundle failed (full disk, permissions); nothing partial was left behind."""
 

@@ -2,9 +2,10 @@
 
 A bundle id is `<player-slug>_<fp8>/<task>@<rev8>`. It is formatted and parsed here and nowhere
 else, and every path a bundle occupies (its archive and sidecar in a local bundles folder, its
-archive, sidecar and row in the dataset repository) is derived from a `BundleId` value, never
+archive, sidecar and rows in the dataset repository) is derived from a `BundleId` value, never
 built from strings elsewhere. A value validates itself, so a path that reached this module from
-a stranger (a repository listing, a manifest, a command line) cannot escape its folder.
+a stranger (a repository listing, a manifest, a command line) cannot escape its folder. The
+names and file globs of the dataset viewer's configs live here too: they select those paths.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bundler.naming import SAFE_TASK_NAME, slugify
+from bundler.schema import UNPINNED_LABEL
 
 ARCHIVE_SUFFIX = ".tar.zst"
 SIDECAR_SUFFIX = ".json"
@@ -23,6 +25,14 @@ BUNDLES_DIR = "bundles"
 """The repository folder holding bundles: exactly a local bundles folder's layout."""
 ROWS_DIR = "rows"
 """The repository folder holding one viewer row per bundle, mirroring `bundles/`."""
+TASKS_DIR = "tasks"
+"""The repository folder holding each bundle's row again, in its task's leaderboard table:
+`tasks/<task>/<player>_<fp8>/<task>@<rev8>.jsonl`. Nested like `bundles/`, so that no folder
+in it ever holds more entries than a folder of `bundles/` does (the Hub allows 10,000 a
+folder): `tasks/` one per task, `tasks/<task>/` one per player setup that ran the task, and a
+player folder one per dataset revision of the task."""
+ALL_TASKS_CONFIG = "default"
+"""The dataset viewer's config showing every bundle of every task as one table."""
 README = "README.md"
 REJECTED_DIR = ".rejected"
 """Where download keeps bundles that failed verification, apart from the good ones."""
@@ -32,7 +42,7 @@ run are recognisable as its own and nothing else is ever removed."""
 
 FINGERPRINT_PREFIX_LENGTH = 8
 _PLAYER_DIR = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*_[0-9a-f]{8}")
-_REVISION_LABEL = re.compile(r"[0-9A-Fa-f]{8}|unpinned")
+_REVISION_LABEL = re.compile(rf"[0-9A-Fa-f]{{8}}|{UNPINNED_LABEL}")
 
 
 class LayoutError(ValueError):
@@ -76,6 +86,10 @@ class BundleId:
         """`StaticsIdentity.target`, the bundle's leaf name."""
         return f"{self.task}@{self.revision_label}"
 
+    @property
+    def is_pinned(self) -> bool:
+        return self.revision_label != UNPINNED_LABEL
+
     def __str__(self) -> str:
         return f"{self.player_dir}/{self.target}"
 
@@ -106,9 +120,39 @@ class BundleId:
         return f"{ROWS_DIR}/{self.player_dir}/{self.target}{ROW_SUFFIX}"
 
     @property
-    def repo_paths(self) -> tuple[str, str, str]:
-        """Every repository path this bundle owns: archive, sidecar and row."""
-        return (self.repo_archive, self.repo_sidecar, self.repo_row)
+    def repo_task_row(self) -> str:
+        """The bundle's row in its task's leaderboard table (see TASKS_DIR)."""
+        return f"{TASKS_DIR}/{self.task}/{self.player_dir}/{self.target}{ROW_SUFFIX}"
+
+    @property
+    def repo_paths(self) -> tuple[str, str, str, str]:
+        """Every repository path this bundle owns: archive, sidecar, row and task row. A commit
+        for a bundle touches these and nothing else, so commits for different bundles (two pull
+        requests, or a pull request and main) never change the same file."""
+        return (self.repo_archive, self.repo_sidecar, self.repo_row, self.repo_task_row)
+
+
+ALL_ROWS_GLOB = f"{ROWS_DIR}/**/*{ROW_SUFFIX}"
+"""The all-tasks config's data files: every bundle's row."""
+
+
+def task_rows_glob(task: str) -> str:
+    """The data files of `task`'s config: the task rows of its bundles, and nothing else (a
+    task name holds no glob characters, and the `/` after it stops `maze` matching `maze-2`)."""
+    return f"{TASKS_DIR}/{task}/*/*{ROW_SUFFIX}"
+
+
+def task_config_name(task: str) -> str:
+    """The dataset viewer's config name for `task`'s leaderboard table.
+
+    A task name is already a valid config name (`[A-Za-z0-9][A-Za-z0-9._-]*`), and it is kept
+    as it is, except that a task called `default` (in any letter case) would take the place of
+    the all-tasks config: it becomes `_default`. The leading `_` keeps the mapping one to one,
+    since no task name starts with `_`.
+    """
+    if not SAFE_TASK_NAME.fullmatch(task):
+        raise LayoutError(f"{task!r} is not a safe task name")
+    return f"_{task}" if task.lower() == ALL_TASKS_CONFIG else task
 
 
 def is_archive_path(path: Path | str) -> bool:

@@ -80,6 +80,7 @@ def test_upload_publishes_every_bundle_in_one_commit(
         assert hub.file_bytes(repo_id, f"bundles/{relative}") == data
     rows = [path for path in files if path.startswith("rows/")]
     assert len(rows) == 3
+    assert len([path for path in files if path.startswith("tasks/")]) == 3  # per-task rows
     card = hub.file_bytes(repo_id, "README.md")
     assert card is not None and b"configs:" in card and b"**3** submission bundle(s)" in card
     summary = hub.commits(repo_id)[0].summary

@@ -455,9 +455,7 @@ def _collect_options(
 def verify_command(
     paths: Annotated[
         list[Path],
-        typer.Argument(
-            metavar="PATH", help="Bundle archives, or directories searched for them."
-        ),
+        typer.Argument(metavar="PATH", help="Bundle archives, or directories searched for them."),
     ],
     json_output: JsonOption = False,
     debug: DebugOption = False,

@@ -40,6 +40,12 @@ TEMP_PREFIX = ".bundler-"
 """Every temporary file or folder the bundler makes starts with this, so leftovers of a killed
 run are recognisable as its own and nothing else is ever removed."""
 
+LOCK_NAME = ".bundler.lock"
+"""The lock file in a bundles folder that keeps two collects, uploads or syncs from working on
+it at once. Hidden, so it is never taken for a bundle, and deliberately outside the
+TEMP_PREFIX pattern: it is no leftover, and removing it while another run holds or waits on
+it would let a third run in beside the holder."""
+
 FINGERPRINT_PREFIX_LENGTH = 8
 _PLAYER_DIR = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*_[0-9a-f]{8}")
 _REVISION_LABEL = re.compile(rf"[0-9A-Fa-f]{{8}}|{UNPINNED_LABEL}")

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from bundler.diff import BundleDiff
     from bundler.download import DownloadReport
     from bundler.export import ExportReport
+    from bundler.sync import SyncReport
     from bundler.upload import UploadReport
 
 STATUS_STYLE = {"passed": "green", "warned": "yellow", "failed": "bold red"}
@@ -381,4 +382,26 @@ def render_export(report: ExportReport, console: Console) -> None:
         f"{counts['exported']} exported, {counts['unchanged']} unchanged, "
         f"{counts['refused']} refused, into {printable(report.out_dir)} "
         f"(player {printable(report.player_name)})"
+    )
+
+
+def render_sync(report: SyncReport, console: Console) -> None:
+    """Both steps as their own commands show them, then one summary line for the log."""
+    if report.collect is not None:
+        render_collect(report.collect, console)
+    if report.upload is not None:
+        render_upload(report.upload, console)
+    if report.upload_skipped:
+        console.print(f"upload skipped: {escape(report.upload_skipped)}")
+    if report.error and (report.upload is None or report.upload.error != report.error):
+        console.print(f"[bold red]error[/]: {escape(report.error)}")
+        if report.hint:
+            console.print(f"  hint: {report.hint}", markup=False)
+    counts = report.counts
+    took = (report.finished_at or report.started_at) - report.started_at
+    console.print(
+        f"sync: {counts.runs_bundled} run(s) bundled, {counts.runs_refused} refused; "
+        f"{counts.published} bundle(s) published, {counts.already_there} already there, "
+        f"{counts.refused + counts.failed} refused or failed; {counts.commits} commit(s); "
+        f"{took.total_seconds():.1f} s; exit code {report.exit_code}"
     )

@@ -29,6 +29,7 @@ from bundler.errors import BundlerError, HubAccessError, HubError
 from bundler.fileio import CHUNK_SIZE
 from bundler.hub import REPO_TYPE, HubSession, RemoteFile, is_transient, retry_after_of, status_of
 from bundler.layout import README, ROWS_DIR, BundleId
+from bundler.lock import bundles_lock
 from bundler.manifest import Sidecar
 from bundler.progress import NoProgress, ProgressSink
 from bundler.rows import BundleRow, build_row, read_row, row_files, utc_timestamp
@@ -60,6 +61,9 @@ class UploadOptions(BaseModel):
     commit_attempts: int = Field(default=COMMIT_ATTEMPTS, ge=1)
     retry_wait_seconds: float = Field(
         default=RETRY_BASE_SECONDS, ge=0, description="first wait after a failed commit; doubles"
+    )
+    lock_wait: float = Field(
+        default=0, ge=0, description="seconds to wait for another run to release the folder"
     )
 
 
@@ -487,8 +491,10 @@ def upload(
     bundles_dir: Path, options: UploadOptions, progress: ProgressSink | None = None
 ) -> UploadReport:
     """Verify the bundles in `bundles_dir` and publish them; see UploadReport for the outcome.
-    Raises HubAccessError for problems the user must fix first (token, access, repo, revision)."""
-    return Publisher(options, progress).run(bundles_dir)
+    Raises HubAccessError for problems the user must fix first (token, access, repo, revision),
+    and BundlesLockedError when another run holds the folder longer than options.lock_wait."""
+    with bundles_lock(bundles_dir, operation="upload", wait=options.lock_wait, create=False):
+        return Publisher(options, progress).run(bundles_dir)
 
 
 __all__ = ["HubError", "UploadOptions", "UploadReport", "upload"]

@@ -14,6 +14,7 @@ from helpers import run_cli
 from hubserver import HubServer
 
 from bundler.collect import CollectOptions, collect
+from bundler.layout import LOCK_NAME
 
 SECOND_SHA = "ffeeddccbbaa99887766554433221100ffeeddcc"
 
@@ -63,7 +64,7 @@ def local_files(bundles: Path) -> dict[str, bytes]:
     return {
         path.relative_to(bundles).as_posix(): path.read_bytes()
         for path in sorted(bundles.rglob("*"))
-        if path.is_file()
+        if path.is_file() and path.name != LOCK_NAME
     }
 
 

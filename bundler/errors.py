@@ -14,7 +14,8 @@ class BundlerError(Exception):
     """Base of every error the bundler raises on purpose; anything else is a bug.
 
     `exit_code` is what the command exits with when this error ends it: 1 when some work
-    failed, 2 when the input or the command line could not be used at all.
+    failed, 2 when the input or the command line could not be used at all, 75 when trying again
+    later may succeed.
     """
 
     exit_code: ClassVar[int] = 1
@@ -32,6 +33,13 @@ class UsageError(BundlerError):
     """The command line or the input as a whole cannot be used at all (exit code 2)."""
 
     exit_code: ClassVar[int] = 2
+
+
+class TemporaryError(BundlerError):
+    """A failure that says nothing about the input: trying again later may succeed (exit code
+    75, EX_TEMPFAIL, so a scheduler retries instead of paging someone)."""
+
+    exit_code: ClassVar[int] = 75
 
 
 class InputError(BundlerError):
@@ -58,7 +66,7 @@ class HubAccessError(HubError):
     exit_code: ClassVar[int] = 2
 
 
-class HubRateLimitError(HubError):
+class HubRateLimitError(HubError, TemporaryError):
     """The Hub asked us to slow down; `retry_after` says when trying again makes sense."""
 
     def __init__(self, message: str, *, retry_after: float | None, hint: str | None = None):
@@ -66,5 +74,5 @@ class HubRateLimitError(HubError):
         self.retry_after = retry_after
 
 
-class HubUnavailableError(HubError):
+class HubUnavailableError(HubError, TemporaryError):
     """A server error or a dropped connection: the request may or may not have taken effect."""

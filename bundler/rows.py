@@ -15,6 +15,7 @@ from typing import Any, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict
 
+from bundler.layout import BundleId
 from bundler.manifest import Sidecar
 from bundler.metrics import MetricValue, flatten_metrics
 
@@ -60,9 +61,11 @@ class BundleRow(BaseModel):
     metrics: list[MetricValue]
     metrics_json: str
     warnings: list[str]
+    published_at: str
+    """ISO-8601 UTC: when the bundle (with this archive sha256) was first published."""
 
 
-def build_row(sidecar: Sidecar, metrics_json: str) -> BundleRow:
+def build_row(sidecar: Sidecar, metrics_json: str, published_at: str) -> BundleRow:
     statics = sidecar.statics
     provenance = sidecar.provenance
     return BundleRow(
@@ -95,6 +98,7 @@ def build_row(sidecar: Sidecar, metrics_json: str) -> BundleRow:
         metrics=flatten_metrics(json.loads(metrics_json)),
         metrics_json=metrics_json,
         warnings=sidecar.warnings,
+        published_at=published_at,
     )
 
 
@@ -105,6 +109,16 @@ def _optional_str(value: Any) -> str | None:
 def row_bytes(row: BundleRow) -> bytes:
     """One JSON line; deterministic, so an unchanged bundle gives an unchanged row file."""
     return (row.model_dump_json() + "\n").encode("utf-8")
+
+
+def row_files(row: BundleRow) -> dict[str, bytes]:
+    """Every row file the bundle owns in the repository: repository path -> bytes."""
+    return {BundleId.parse(row.bundle_id).repo_row: row_bytes(row)}
+
+
+def read_row(data: bytes) -> BundleRow:
+    """A row file's row; pydantic's ValidationError when it is not one."""
+    return BundleRow.model_validate_json(data)
 
 
 _DTYPES: dict[Any, str] = {str: "string", int: "int64", float: "float64", bool: "bool"}

@@ -108,7 +108,8 @@ def test_race_on_commit_is_replanned(hub: HubServer, repo_id: str, three: Path) 
     assert code == 0, stderr
     assert len(report["commits"]) == 1
     assert remote_bundle_files(hub, repo_id) == local_files(three)
-    assert hub.file_bytes(repo_id, ".race/1") is not None  # the other commit survived too
+    # the other commit survived too (the server numbers races across the whole session)
+    assert any(path.startswith(".race/") for path in hub.list_files(repo_id))
 
 
 @pytest.mark.parametrize("fault", [Fault.status(503), Fault.status(500)])

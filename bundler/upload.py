@@ -760,7 +760,7 @@ class Publisher:
     def _message(self, todo: list[LocalBundle], plans: dict[str, BundlePlan]) -> tuple[str, str]:
         destination = self.destination
         if destination.opens_pr:
-            proposed = self._pr_proposals(todo)
+            proposed = self._pr_proposals([bundle.bundle_id for bundle in todo])
             return (
                 pr_title(proposed, self.user or "unknown", self.options.message),
                 render_pr_description(
@@ -791,11 +791,11 @@ class Publisher:
             lines.append(line)
         return summary, "Bundles in this commit:\n\n" + "\n".join(lines) + "\n"
 
-    def _pr_proposals(self, committed: list[LocalBundle]) -> list[ProposedBundle]:
-        """What the whole pull request proposes: its earlier proposals, updated by these."""
+    def _pr_proposals(self, committed: list[str]) -> list[ProposedBundle]:
+        """What the whole pull request proposes: its earlier proposals, updated by those of
+        the bundles `committed` now."""
         merged = {bundle.bundle_id: bundle for bundle in self.destination.pr_state}
-        for bundle in committed:
-            merged[bundle.bundle_id] = self._proposals[bundle.bundle_id]
+        merged.update({bundle_id: self._proposals[bundle_id] for bundle_id in committed})
         return list(merged.values())
 
     def _describe_pr(self, plans: dict[str, BundlePlan]) -> None:
@@ -811,9 +811,7 @@ class Publisher:
         ]
         if not proposed_now:
             return
-        merged = {bundle.bundle_id: bundle for bundle in destination.pr_state}
-        merged.update({bundle_id: self._proposals[bundle_id] for bundle_id in proposed_now})
-        proposed = list(merged.values())
+        proposed = self._pr_proposals(proposed_now)
         user = self.user or "unknown"
         title = pr_title(proposed, user, self.options.message)
         description = render_pr_description(self.options.repo_id, user, proposed, bundler_version())

@@ -1,28 +1,38 @@
-"""The repository's dataset card and the pull-request description, rendered from the Jinja
-templates in `templates/` through huggingface_hub's card classes.
+"""The repository's dataset card: rendered from the Jinja template in `templates/` through
+huggingface_hub's card classes, and kept true on a branch by `refresh_card`.
 
 The card is computed from the rows of every bundle in the repository. Its YAML points the Hub's
 dataset viewer at the row files and declares their features: one all-tasks config (`default`)
 with the same columns for every bundle, and one leaderboard config per task whose metric
 columns are the union of its bundles' numeric metrics. Its body shows each task's leaderboard.
+
+The card on a branch is always rendered from what the branch holds: every bundle's row file
+under `rows/` at one commit, never from what one uploader happens to know. `refresh_card`
+regenerates it as a commit naming its parent, and skips the commit when nothing changes, so a
+card gone stale (after a pull request merged in the web interface) is repaired by running it.
 """
 
 from __future__ import annotations
 
 import html
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from importlib.resources import files
 from typing import Any
 
-import jinja2
-from huggingface_hub import DatasetCard, DatasetCardData
+from huggingface_hub import CommitOperationAdd, DatasetCard, DatasetCardData
+from pydantic import BaseModel, Field, ValidationError
 
+from bundler.errors import HubAccessError, HubError, RowError, TemporaryError
+from bundler.hub import HubSession, PlannedCommit, RemoteFile, commit_replanned, git_blob_id
 from bundler.layout import (
     ALL_ROWS_GLOB,
     ALL_TASKS_CONFIG,
+    README,
+    ROWS_DIR,
+    row_ids_in,
     task_config_name,
     task_rows_glob,
 )
@@ -33,11 +43,13 @@ from bundler.rows import (
     BundleRow,
     dataset_features,
     metric_columns,
+    read_row,
     task_features,
 )
 
 CARD_TEMPLATE = "dataset_card.md.j2"
-PR_TEMPLATE = "pull_request.md.j2"
+CARD_COMMIT_ATTEMPTS = 8
+CARD_RETRY_SECONDS = 0.5
 TAGS = ["gptnt", "ktane", "leaderboard", "evaluation", "statics-bundler"]
 SPLIT = "train"
 BOARD_METRICS = 4
@@ -53,7 +65,7 @@ NO_VALUE = "-"
 LEFT, RIGHT = "---", "---:"
 
 
-def _template(name: str) -> str:
+def template_text(name: str) -> str:
     return files("bundler.templates").joinpath(name).read_text(encoding="utf-8")
 
 
@@ -234,7 +246,7 @@ def render_dataset_card(repo_id: str, rows: Sequence[BundleRow]) -> str:
     boards = task_boards(rows)
     card = DatasetCard.from_template(
         card_data(boards),
-        template_str=_template(CARD_TEMPLATE),
+        template_str=template_text(CARD_TEMPLATE),
         repo_id=repo_id,
         bundle_count=sum(len(board.rows) for board in boards),
         boards=boards,
@@ -250,17 +262,113 @@ def render_dataset_card(repo_id: str, rows: Sequence[BundleRow]) -> str:
     return str(card)
 
 
-def render_pr_description(
-    repo_id: str, rows: list[BundleRow], bundler_version: str, marker: str
-) -> str:
-    warnings = sorted({f"{row.bundle_id}: {warning}" for row in rows for warning in row.warnings})
-    # A pull-request description is no repository card (no YAML header), so plain Jinja.
-    template = jinja2.Template(_template(PR_TEMPLATE))
-    text: str = template.render(
-        repo_id=repo_id,
-        bundles=rows,
-        warnings=warnings,
-        bundler_version=bundler_version,
-        marker=marker,
+# ------------------------------------------------------------------ the card on a branch
+
+
+class RowReader:
+    """Reads the bundles' rows at a commit: one listing of `rows/`, then one request per row
+    file not already known by its git blob id (rows just committed, or read before)."""
+
+    def __init__(self, session: HubSession) -> None:
+        self.session = session
+        self._known: dict[str, tuple[str, BundleRow]] = {}
+
+    def remember(self, path: str, data: bytes, row: BundleRow) -> None:
+        self._known[path] = (git_blob_id(data), row)
+
+    def rows_at(
+        self, commit: str, overriding: Mapping[str, BundleRow] | None = None
+    ) -> tuple[list[BundleRow], list[str]]:
+        """Every bundle's row at `commit`, with `overriding` (row path -> row, about to be
+        committed) taking the place of what is there; and the row files that could not be
+        read as a row (named, left out)."""
+        overriding = overriding or {}
+        listed = self.session.list_files(ROWS_DIR, commit)
+        rows: dict[str, BundleRow] = {}
+        unreadable: list[str] = []
+        for bundle in row_ids_in([*listed, *overriding]):
+            path = bundle.repo_row
+            if path in overriding:
+                rows[path] = overriding[path]
+                continue
+            row = self._read(listed[path], commit)
+            if row is None or row.bundle_id != str(bundle):
+                unreadable.append(path)
+            else:
+                rows[path] = row
+        return list(rows.values()), unreadable
+
+    def _read(self, remote: RemoteFile, commit: str) -> BundleRow | None:
+        known = self._known.get(remote.path)
+        if known is not None and known[0] == remote.blob_id:
+            return known[1]
+        try:
+            data = self.session.read_small_file(remote.path, commit)
+        except (TemporaryError, HubAccessError):
+            raise
+        except HubError:
+            return None
+        try:
+            row = read_row(data)
+        except (ValidationError, RowError):
+            return None
+        self.remember(remote.path, data, row)
+        return row
+
+
+class CardRefresh(BaseModel):
+    """What `refresh_card` found and did."""
+
+    repo_id: str
+    revision: str
+    dry_run: bool
+    parent_commit: str | None = None
+    """The head the card was rendered from."""
+    changed: bool = False
+    """The card differed from what the branch holds (and, unless dry_run, was committed)."""
+    commit: str | None = None
+    bundle_count: int = 0
+    unreadable_rows: list[str] = Field(default_factory=list)
+    """Row files under rows/ that are not a readable row: left out of the card, named here."""
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.unreadable_rows else 0
+
+
+def refresh_card(
+    session: HubSession, revision: str = "main", *, dry_run: bool = False
+) -> CardRefresh:
+    """Regenerate the dataset card on `revision` from every row file it holds, as a commit
+    naming its parent (a concurrent commit makes the Hub answer 412, and the card is rendered
+    again on the new head); no commit when the card is already true. Needs write access."""
+    result = CardRefresh(repo_id=session.repo_id, revision=revision, dry_run=dry_run)
+    reader = RowReader(session)
+
+    def plan() -> PlannedCommit | None:
+        head = session.head(revision)
+        rows, unreadable = reader.rows_at(head)
+        card = render_dataset_card(session.repo_id, rows).encode("utf-8")
+        current = session.paths_info([README], head).get(README)
+        result.parent_commit = head
+        result.bundle_count = len(rows)
+        result.unreadable_rows = unreadable
+        result.changed = current is None or current.blob_id != git_blob_id(card)
+        if not result.changed or dry_run:
+            return None
+        return PlannedCommit(
+            revision=revision,
+            parent=head,
+            operations=[CommitOperationAdd(README, card)],
+            summary=f"Regenerate the dataset card ({len(rows)} bundle(s))",
+            description="The card is rendered from every row file under rows/ at the parent.",
+            doing="committing the dataset card",
+            write_hint="regenerating the card needs a token with write access to the repository",
+        )
+
+    info = commit_replanned(
+        session, plan, attempts=CARD_COMMIT_ATTEMPTS, retry_wait=CARD_RETRY_SECONDS
     )
-    return text.strip() + "\n"
+    if info is not None:
+        result.commit = info.oid
+    return result

@@ -1,8 +1,9 @@
 """The `bundler` command: parse arguments, call the library, render the result. Nothing else.
 
 Human output goes to stderr and `--json` output to stdout, so a pipeline can read the JSON
-while a person still sees what happened. Exit codes (bundler.exitcodes): 0 all good, 1 a
-person must look, 2 unusable input, usage or credentials, 75 temporary failure, retry later.
+while a person still sees what happened. Exit codes: 0 all good, 1 a person must look (some
+checks failed, some inputs were refused, conflicts), 2 unusable input, usage or credentials, 75
+temporary failure (the Hub unavailable or rate limiting): retry later.
 """
 
 from __future__ import annotations
@@ -265,8 +266,8 @@ CreatePrOption = Annotated[
     bool,
     typer.Option(
         "--create-pr",
-        help="Propose the bundles as a pull request (no write access needed); re-running "
-        "updates the same open pull request.",
+        help="Propose the bundles in your pull request (no write access needed): re-running "
+        "adds commits to your open bundler pull request; it never touches the card.",
     ),
 ]
 PrivateOption = Annotated[
@@ -275,7 +276,9 @@ PrivateOption = Annotated[
 ReplaceOption = Annotated[
     bool,
     typer.Option(
-        "--replace", help="Overwrite a bundle the repository holds with different content."
+        "--replace",
+        help="Overwrite a bundle the repository holds with different content (a resumed run "
+        "that only extends it needs no --replace).",
     ),
 ]
 DryRunOption = Annotated[
@@ -283,7 +286,12 @@ DryRunOption = Annotated[
 ]
 MessageOption = Annotated[
     str | None,
-    typer.Option("--message", "-m", metavar="TEXT", help="Commit summary to use."),
+    typer.Option(
+        "--message",
+        "-m",
+        metavar="TEXT",
+        help="Commit summary (with --create-pr: the pull request's title).",
+    ),
 ]
 
 T = TypeVar("T")
@@ -505,7 +513,11 @@ def upload_command(
     private: PrivateOption = False,
     replace: ReplaceOption = False,
     allow_partial: Annotated[
-        bool, typer.Option("--allow-partial", help="Publish partial-coverage bundles too.")
+        bool,
+        typer.Option(
+            "--allow-partial",
+            help="Publish partial-coverage bundles too (else they are held back, exit 0).",
+        ),
     ] = False,
     dry_run: DryRunOption = False,
     message: MessageOption = None,
@@ -514,10 +526,11 @@ def upload_command(
     debug: DebugOption = False,
 ) -> None:
     """Verify the bundles and publish the new ones to a dataset repository (HF_ENDPOINT is
-    honoured). Bundles already there are skipped, a bundle with different content is a conflict
-    unless --replace, and partial bundles need --allow-partial. Exit 1 if any bundle was refused
-    or not published, 2 for a problem to fix first (token, access, repository, revision), 75
-    if the Hub stayed unavailable (retry later)."""
+    honoured), regenerating its dataset card in the same commit. Bundles already there are
+    skipped, a resumed run extends its bundle, other different content is a conflict unless
+    --replace, and partial bundles are held back unless --allow-partial. Exit 0 when everything
+    is published or already there, 1 if a bundle was refused or conflicts, 2 for a problem to fix
+    first (token, access, repository, revision), 75 if the Hub stayed unavailable (retry later)."""
     from bundler.report import render_upload
     from bundler.upload import UploadOptions, upload
 
@@ -540,6 +553,38 @@ def upload_command(
         with RichProgress(console) as progress:
             report = upload(bundles_dir, options, progress)
         return _finish(report, render_upload, console, json_output)
+
+    raise typer.Exit(
+        run_command(action, json_output=json_output, debug=debug, secrets=_secrets(token))
+    )
+
+
+@app.command("card")
+def card_command(
+    repo: RepoOption = ...,  # type: ignore[assignment]
+    revision: Annotated[str, typer.Option(help="The branch whose card to regenerate.")] = "main",
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Say whether the card is stale; change nothing.")
+    ] = False,
+    token: TokenOption = None,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Regenerate the dataset card from every bundle row the branch holds, as one commit naming
+    its parent; nothing is committed when the card is already true. Repairs a card gone stale
+    after pull requests were merged in the web interface. Needs write access (not for
+    --dry-run). Exit 1 if some row file could not be read."""
+    from bundler.card import refresh_card
+    from bundler.hub import HubSession
+    from bundler.report import render_card
+
+    console = stderr_console()
+
+    def action() -> int:
+        _quiet_hub_client()
+        session = HubSession(repo, token=_token(token))
+        refresh = refresh_card(session, revision, dry_run=dry_run)
+        return _finish(refresh, render_card, console, json_output)
 
     raise typer.Exit(
         run_command(action, json_output=json_output, debug=debug, secrets=_secrets(token))

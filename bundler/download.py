@@ -111,19 +111,7 @@ def _fetch_one(
 ) -> FetchedBundle:
     player_dir = bundle.player_dir
     names = [bundle.archive_name, bundle.sidecar_name]
-    for path in (bundle.repo_archive, bundle.repo_sidecar):
-        if path not in listed:
-            continue  # a missing sidecar is reported by verification, not silently skipped
-        fetch = partial(
-            session.api.hf_hub_download,
-            session.repo_id,
-            path,
-            repo_type=REPO_TYPE,
-            revision=commit,
-            local_dir=staging,
-        )
-        session.call(f"downloading {path}", fetch)
-    staged = staging / BUNDLES_DIR / player_dir
+    staged = fetch_bundle(session, bundle, commit, listed, staging).parent
     reading = read_bundle(staged / names[0], progress)
     verification = reading.verification()
     destination = (
@@ -143,6 +131,26 @@ def _fetch_one(
         archive=str(destination / names[0]),
         detail="failed verification, kept apart: " + verification.describe_failures(),
     )
+
+
+def fetch_bundle(
+    session: HubSession, bundle: BundleId, commit: str, listed: set[str], staging: Path
+) -> Path:
+    """Download a bundle's archive and sidecar (those of them `listed`) into `staging`, in the
+    repository's layout, and return where the archive is: unverified, for the caller to read."""
+    for path in (bundle.repo_archive, bundle.repo_sidecar):
+        if path not in listed:
+            continue  # a missing sidecar is reported by verification, not silently skipped
+        fetch = partial(
+            session.api.hf_hub_download,
+            session.repo_id,
+            path,
+            repo_type=REPO_TYPE,
+            revision=commit,
+            local_dir=staging,
+        )
+        session.call(f"downloading {path}", fetch)
+    return staging / BUNDLES_DIR / bundle.player_dir / bundle.archive_name
 
 
 def _parse_requested(text: str) -> BundleId:

@@ -37,6 +37,13 @@ class UsageError(BundlerError):
     exit_code: ClassVar[int] = 2
 
 
+class TemporaryError(BundlerError):
+    """A failure that says nothing about the input: trying again later may succeed (exit code
+    75, EX_TEMPFAIL, so a scheduler retries instead of paging someone)."""
+
+    exit_code: ClassVar[int] = TEMPORARY
+
+
 class InputError(BundlerError):
     """One input file departs from the statics output format; its run is refused."""
 
@@ -70,31 +77,23 @@ class HubAccessError(HubError):
     exit_code: ClassVar[int] = 2
 
 
-class HubRateLimitError(HubError):
-    """The Hub asked us to slow down; `retry_after` says when trying again makes sense
-    (exit code 75: retry later)."""
-
-    exit_code: ClassVar[int] = TEMPORARY
+class HubRateLimitError(HubError, TemporaryError):
+    """The Hub asked us to slow down; `retry_after` says when trying again makes sense."""
 
     def __init__(self, message: str, *, retry_after: float | None, hint: str | None = None):
         super().__init__(message, hint=hint)
         self.retry_after = retry_after
 
 
-class HubUnavailableError(HubError):
-    """A server error or a dropped connection: the request may or may not have taken effect
-    (exit code 75: retry later)."""
-
-    exit_code: ClassVar[int] = TEMPORARY
+class HubUnavailableError(HubError, TemporaryError):
+    """A server error or a dropped connection: the request may or may not have taken effect."""
 
 
-class BundlesLockedError(BundlerError):
+class BundlesLockedError(TemporaryError):
     """Another bundler process holds the bundles folder's lock (exit code 75: retry later).
 
     Carries what the holder recorded about itself, so the message can name it; any of it may
     be missing when the holder has only just taken the lock."""
-
-    exit_code: ClassVar[int] = TEMPORARY
 
     def __init__(
         self,

@@ -4,11 +4,14 @@ and the translation of its errors into ones a user can act on.
 The client retries some calls itself (preupload, LFS transfers) but not the commit, and not
 the small JSON calls. `call` therefore retries the idempotent reads that the bundler's
 decisions rest on, so one dropped connection does not abort a nightly upload; the commit's own
-faults are handled in `publish`, which first finds out whether the commit landed.
+faults are handled by `commit_replanned`, which re-plans on the current head before trying
+again, so a commit whose response was lost is found there instead of being made twice.
 """
 
 from __future__ import annotations
 
+import hashlib
+import random
 import re
 import time
 from collections.abc import Callable
@@ -17,7 +20,14 @@ from functools import partial
 from typing import TypeVar
 
 import httpx2  # the transport huggingface_hub itself uses; its errors are connection faults
-from huggingface_hub import HfApi
+from huggingface_hub import (
+    CommitInfo,
+    CommitOperationAdd,
+    HfApi,
+    get_session,
+    hf_hub_url,
+    hf_raise_for_status,
+)
 from huggingface_hub.errors import (
     GatedRepoError,
     HfHubHTTPError,
@@ -26,8 +36,12 @@ from huggingface_hub.errors import (
     RevisionNotFoundError,
 )
 from huggingface_hub.hf_api import RepoFile, RepoFolder
+from huggingface_hub.utils import (  # type: ignore[attr-defined]  # a lazily exported name
+    build_hf_headers,
+)
 
 from bundler.errors import (
+    BundlerError,
     HubAccessError,
     HubError,
     HubRateLimitError,
@@ -40,7 +54,10 @@ REPO_ID = re.compile(r"(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}")
 """A Hub repository id: NAME or OWNER/NAME (checked before any request is made)."""
 READ_ATTEMPTS = 4
 READ_BACKOFF_SECONDS = 0.5
+MAX_SMALL_FILE_BYTES = 16 << 20
+"""A row or sidecar is a few KB; anything near this is not one and is not read further."""
 MAX_RETRY_AFTER_SECONDS = 120.0
+RETRY_MAX_SECONDS = 30.0
 
 T = TypeVar("T")
 
@@ -53,6 +70,11 @@ class RemoteFile:
     size: int
     blob_id: str
     lfs_sha256: str | None
+
+
+def git_blob_id(data: bytes) -> str:
+    """The id git (and the Hub) gives a regular file's content."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
 
 
 def status_of(error: BaseException) -> int | None:
@@ -91,8 +113,16 @@ class HubSession:
         self.repo_id = repo_id
         self.api = HfApi(token=token)
 
-    def describe(self, error: BaseException, *, doing: str, create_pr: bool = False) -> HubError:
-        """Turn a client error into a HubError that says what to do next."""
+    def describe(
+        self,
+        error: BaseException,
+        *,
+        doing: str,
+        create_pr: bool = False,
+        write_hint: str | None = None,
+    ) -> HubError:
+        """Turn a client error into a HubError that says what to do next; `write_hint` is the
+        next step when the token may not write (else: propose a pull request instead)."""
         repo = self.repo_id
         status = status_of(error)
         if isinstance(error, LocalTokenNotFoundError) or status == 401:
@@ -113,7 +143,7 @@ class HubSession:
                 hint="check --repo, and that the token can see the repository",
             )
         if status == 403:
-            hint = (
+            hint = write_hint or (
                 "ask the repository's owners for access"
                 if create_pr
                 else "pass --create-pr to propose the bundles as a pull request instead"
@@ -214,6 +244,31 @@ class HubSession:
 
         return _remote_files(self.call(f"listing {folder}/", listing))
 
+    def read_small_file(self, path: str, revision: str) -> bytes:
+        """A small file's bytes in one request (no HEAD, no cache), for rows and sidecars:
+        `hf_hub_download` would take two requests and a cache entry per file. A file over
+        MAX_SMALL_FILE_BYTES is refused with a HubError."""
+        url = hf_hub_url(
+            self.repo_id, path, repo_type=REPO_TYPE, revision=revision, endpoint=self.api.endpoint
+        )
+        headers = build_hf_headers(token=self.api.token, library_name="statics-bundler")
+
+        def fetch() -> bytes:
+            with get_session().stream("GET", url, headers=headers) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    hf_raise_for_status(response)
+                chunks: list[bytes] = []
+                size = 0
+                for chunk in response.iter_bytes():
+                    size += len(chunk)
+                    if size > MAX_SMALL_FILE_BYTES:
+                        raise HubError(f"{path}: larger than {MAX_SMALL_FILE_BYTES} bytes")
+                    chunks.append(chunk)
+                return b"".join(chunks)
+
+        return self.call(f"reading {path}", fetch)
+
 
 def _remote_files(entries: list[RepoFile | RepoFolder]) -> dict[str, RemoteFile]:
     return {
@@ -231,3 +286,77 @@ def _remote_files(entries: list[RepoFile | RepoFolder]) -> dict[str, RemoteFile]
 def _first_line(error: BaseException) -> str:
     text = str(error).strip().splitlines()
     return text[0] if text else type(error).__name__
+
+
+@dataclass(frozen=True)
+class PlannedCommit:
+    """One commit, planned on `parent` (the head of `revision` when it was planned)."""
+
+    revision: str
+    parent: str
+    operations: list[CommitOperationAdd]
+    summary: str
+    description: str
+    doing: str
+    create_pr: bool = False
+    write_hint: str | None = None
+    """What to do when the token may not write here (see HubSession.describe)."""
+
+
+def commit_replanned(
+    session: HubSession,
+    plan: Callable[[], PlannedCommit | None],
+    *,
+    attempts: int,
+    retry_wait: float,
+    on_transient: Callable[[], None] | None = None,
+) -> CommitInfo | None:
+    """Plan a commit on the current head and make it, naming that head as its parent.
+
+    When another commit got there first (409, 412), or the Hub failed or rate-limited the
+    commit, or the connection dropped, nothing is retried blindly: `plan` runs again on the new
+    head, so what landed meanwhile (our own commit after a lost response too) is seen and not
+    committed twice. `plan` returns None when there is nothing (left) to commit, and so does
+    this function. `on_transient` runs after a transient failure, before re-planning. When the
+    attempts run out, HubUnavailableError (exit 75) names the last problem.
+    """
+    last_problem = "no attempt made"
+    for attempt in range(attempts):
+        planned = plan()
+        if planned is None:
+            return None
+        try:
+            return session.api.create_commit(
+                session.repo_id,
+                planned.operations,
+                commit_message=planned.summary,
+                commit_description=planned.description,
+                repo_type=REPO_TYPE,
+                revision=planned.revision,
+                create_pr=planned.create_pr,
+                parent_commit=planned.parent,
+            )
+        except Exception as error:
+            if isinstance(error, BundlerError):
+                raise
+            status = status_of(error)
+            if status in (409, 412):  # someone else committed first: re-plan on their head
+                last_problem = f"HTTP {status} (a concurrent commit)"
+                time.sleep(random.uniform(0.05, 0.4))
+                continue
+            if not is_transient(error):
+                raise session.describe(
+                    error,
+                    doing=planned.doing,
+                    create_pr=planned.create_pr,
+                    write_hint=planned.write_hint,
+                ) from None
+            last_problem = session.describe(error, doing=planned.doing).message
+            if on_transient is not None:
+                on_transient()
+            backoff = min(retry_wait * 2**attempt, RETRY_MAX_SECONDS)
+            time.sleep(retry_after_of(error) or backoff)
+    raise HubUnavailableError(
+        f"not committed after {attempts} attempts; last: {last_problem}",
+        hint="run the same command again later; it resumes where it stopped",
+    )

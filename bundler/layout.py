@@ -255,3 +255,20 @@ class GptntSubmissionName:
 
     def folder(self, out_dir: Path) -> Path:
         return out_dir / self.folder_name
+
+
+def row_ids_in(repo_paths: Iterable[str]) -> list[BundleId]:
+    """The bundles whose own row file (`BundleId.repo_row`) a repository listing holds, in order;
+    every other path, under `rows/` or not, is ignored."""
+    prefix = f"{ROWS_DIR}/"
+    found: set[BundleId] = set()
+    for path in repo_paths:
+        if not (path.startswith(prefix) and path.endswith(ROW_SUFFIX)):
+            continue
+        try:
+            bundle = BundleId.parse(path.removeprefix(prefix).removesuffix(ROW_SUFFIX))
+        except LayoutError:
+            continue
+        if bundle.repo_row == path:
+            found.add(bundle)
+    return sorted(found)

@@ -6,19 +6,21 @@ that does not care passes nothing.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Literal, Protocol
+
+Unit = Literal["items", "bytes"]
 
 
 class ProgressSink(Protocol):
-    def begin(self, label: str, total: int | None) -> None:
-        """A new unit of work starts; `total` steps if known."""
+    def begin(self, label: str, total: int | None, *, unit: Unit = "items") -> None:
+        """A new unit of work starts; `total` steps (items, or bytes) if known."""
 
     def advance(self, steps: int = 1) -> None:
         """Some steps of the current unit are done."""
 
 
 class NoProgress:
-    def begin(self, label: str, total: int | None) -> None:
+    def begin(self, label: str, total: int | None, *, unit: Unit = "items") -> None:
         pass
 
     def advance(self, steps: int = 1) -> None:

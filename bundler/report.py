@@ -15,15 +15,28 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
+from rich.text import Text
 
 from bundler.checks import CheckResult
 from bundler.collect import CollectReport
+from bundler.errors import TemporaryError
 from bundler.inspection import BundleInspection
+from bundler.progress import Unit
 from bundler.verify import VerifyReport
 
 if TYPE_CHECKING:
+    from bundler.card import CardRefresh
     from bundler.diff import BundleDiff
     from bundler.download import DownloadReport
     from bundler.export import ExportReport
@@ -52,6 +65,19 @@ def emit_json(value: BaseModel | dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
+class _CountColumn(ProgressColumn):
+    """`3/7` for items, `1.2/9.5 MB` for bytes: the unit is chosen per task."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._items = MofNCompleteColumn()
+        self._bytes = DownloadColumn()
+
+    def render(self, task: Task) -> Text:
+        column = self._bytes if task.fields.get("unit") == "bytes" else self._items
+        return column.render(task)
+
+
 class RichProgress:
     """A ProgressSink drawn on stderr; silent when stderr is not a terminal (CI logs)."""
 
@@ -59,7 +85,7 @@ class RichProgress:
         self._progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
-            MofNCompleteColumn(),
+            _CountColumn(),
             TimeElapsedColumn(),
             console=console,
             transient=True,
@@ -74,10 +100,10 @@ class RichProgress:
     def __exit__(self, *exc_info: object) -> None:
         self._progress.stop()
 
-    def begin(self, label: str, total: int | None) -> None:
+    def begin(self, label: str, total: int | None, *, unit: Unit = "items") -> None:
         if self._task is not None:
             self._progress.remove_task(self._task)
-        self._task = self._progress.add_task(escape(label), total=total)
+        self._task = self._progress.add_task(escape(label), total=total, unit=unit)
 
     def advance(self, steps: int = 1) -> None:
         if self._task is not None:
@@ -213,6 +239,8 @@ def human_size(size: int) -> str:
 
 OUTCOME_STYLE = {
     "published": "green",
+    "proposed": "green",
+    "held-back": "yellow",
     "already-there": "dim",
     "planned": "cyan",
     "downloaded": "green",
@@ -227,9 +255,11 @@ OUTCOME_STYLE = {
 
 def render_upload(report: UploadReport, console: Console) -> None:
     mode = " (dry run: nothing was changed)" if report.dry_run else ""
-    table = Table(
-        title=f"{escape(report.repo_id)} @ {escape(report.revision)}{mode}", title_justify="left"
-    )
+    where = f"{escape(report.repo_id)} @ {escape(report.revision)}"
+    if report.pull_request_num is not None:
+        where = f"{escape(report.repo_id)}, pull request #{report.pull_request_num}"
+        where += f" on {escape(report.revision)}"
+    table = Table(title=f"{where}{mode}", title_justify="left")
     for column in ("bundle", "plan", "outcome", "detail"):
         table.add_column(column, overflow="fold")
     for bundle in report.bundles:
@@ -241,21 +271,58 @@ def render_upload(report: UploadReport, console: Console) -> None:
             escape(bundle.detail or ""),
         )
     console.print(table)
+    for bundle in report.bundles:
+        if bundle.outcome == "held-back":
+            detail = escape(bundle.detail or "")
+            console.print(f"[yellow]warning[/] held back {escape(bundle.bundle_id)}: {detail}")
+    for warning in report.warnings:
+        console.print(f"[yellow]warning[/] {escape(warning)}")
     if report.repo_created:
         console.print(f"created dataset repository {escape(report.repo_id)}")
     for commit in report.commits:
         console.print(f"commit {commit}")
+    proposed = sum(bundle.outcome == "proposed" for bundle in report.bundles)
     if report.pull_request_url:
-        console.print(f"pull request: {escape(report.pull_request_url)}")
+        url = escape(report.pull_request_url)
+        if proposed:
+            console.print(f"proposed in PR #{report.pull_request_num}: {url}")
+        else:
+            console.print(f"your open pull request #{report.pull_request_num}: {url}")
     if report.error:
         console.print(f"[bold red]error[/]: {escape(report.error)}")
     published = sum(bundle.outcome == "published" for bundle in report.bundles)
     there = sum(bundle.outcome == "already-there" for bundle in report.bundles)
+    held = sum(bundle.outcome == "held-back" for bundle in report.bundles)
     bad = sum(bundle.outcome in ("refused", "failed") for bundle in report.bundles)
+    done = (
+        f"{proposed} proposed in PR #{report.pull_request_num}"
+        if report.pull_request_num is not None
+        else f"{published} published to {escape(report.revision)}"
+    )
     console.print(
-        f"{published} published, {there} already there, {bad} refused or failed, "
+        f"{done}, {there} already there, {held} held back, {bad} refused or failed, "
         f"{len(report.commits)} commit(s)"
     )
+    if report.exit_code == TemporaryError.exit_code:
+        console.print("temporary failure: run the same command again later; it resumes")
+
+
+def render_card(refresh: CardRefresh, console: Console) -> None:
+    where = f"{escape(refresh.repo_id)} @ {escape(refresh.revision)}"
+    for path in refresh.unreadable_rows:
+        console.print(f"[yellow]warning[/] {escape(path)}: not a readable row; left out")
+    if not refresh.changed:
+        console.print(f"the dataset card of {where} is up to date ({refresh.bundle_count} bundles)")
+    elif refresh.commit is None:
+        console.print(
+            f"the dataset card of {where} is stale; it would be regenerated "
+            f"({refresh.bundle_count} bundles; dry run: nothing was changed)"
+        )
+    else:
+        console.print(
+            f"regenerated the dataset card of {where} ({refresh.bundle_count} bundles): "
+            f"commit {refresh.commit}"
+        )
 
 
 def render_download(report: DownloadReport, console: Console) -> None:

@@ -1,49 +1,84 @@
 """Stage 5: publish verified bundles to a Hugging Face dataset repository.
 
 An upload is planned, then executed. The plan compares every local bundle with what the Hub
-holds at the target revision: a bundle whose archive is there with the same sha256 is
-unchanged, one there with other content is a conflict, the rest are new. Execution commits up
-to BUNDLES_PER_COMMIT bundles at a time (four files each, plus the dataset card), each commit
-made against the head it was planned on (`parent_commit`), so a concurrent upload makes the Hub
-answer 412 instead of one upload silently clobbering the other's card; the batch is then
-re-planned on the new head and committed again. The commit is not retried by the client, so
-after a server error, a rate limit or a dropped connection the batch is re-planned too: if the
-commit landed after all, re-planning finds its files there and nothing is committed twice.
+holds on the target branch (and, with --create-pr, in the submitter's open pull request): a
+bundle whose archive is there with the same sha256 is unchanged; one that is not there is new;
+one there with other content EXTENDS it when it is a resumed run of the same setup (same claims
+but for counts and coverage, every old prediction present with the same sha256, more rows), and
+is otherwise a conflict, refused unless --replace. A partial bundle is held back unless
+--allow-partial: tonight's run may complete it.
+
+Execution commits up to BUNDLES_PER_COMMIT bundles at a time, each commit made against the head
+it was planned on (`parent_commit`), so a concurrent upload makes the Hub answer 412 instead of
+being clobbered; the batch is then re-planned on the new head (`hub.commit_replanned`). A commit
+to a branch also carries the dataset card, rendered from every row the branch will hold. A pull
+request commit touches only the paths its bundles own, never the card or any other shared file,
+so two open pull requests and the branch never conflict on merge. Each submitter (the token's
+user) has one open bundler pull request per repository, found by its author and the `[bundler]`
+title marker, and later uploads add commits to it; its title and description are rewritten to
+say what the whole pull request adds, extends and replaces.
 """
 
 from __future__ import annotations
 
 import hashlib
-import random
-import time
-from dataclasses import dataclass
+import json
+import tempfile
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Literal
 
 from huggingface_hub import CommitOperationAdd
+from huggingface_hub.community import DiscussionComment
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-from bundler.card import render_dataset_card, render_pr_description
-from bundler.errors import BundlerError, HubAccessError, HubError
+from bundler.card import RowReader, render_dataset_card
+from bundler.download import fetch_bundle
+from bundler.errors import BundlerError, HubAccessError, HubError, TemporaryError
 from bundler.fileio import CHUNK_SIZE
-from bundler.hub import REPO_TYPE, HubSession, RemoteFile, is_transient, retry_after_of, status_of
-from bundler.layout import README, ROWS_DIR, BundleId
+from bundler.hub import (
+    REPO_TYPE,
+    HubSession,
+    PlannedCommit,
+    RemoteFile,
+    commit_replanned,
+    git_blob_id,
+)
+from bundler.layout import README, TEMP_PREFIX, BundleId
 from bundler.lock import bundles_lock
-from bundler.manifest import Sidecar
+from bundler.manifest import PREDICTIONS_DIR, Sidecar
 from bundler.progress import NoProgress, ProgressSink
-from bundler.rows import BundleRow, build_row, read_row, row_files, utc_timestamp
-from bundler.verify import find_archives, read_bundle
+from bundler.pullrequest import (
+    ClaimDifference,
+    ProposedBundle,
+    pr_title,
+    read_pr_state,
+    render_pr_description,
+)
+from bundler.rows import BundleRow, build_row, read_row, row_files
+from bundler.verify import find_archives, read_bundle, read_manifest
 from bundler.version import bundler_version
 
-BUNDLES_PER_COMMIT = 24
-"""Four files a bundle plus the card stays under the Hub's ~100 files per commit."""
+MAX_FILES_PER_COMMIT = 100
+"""The Hub recommends about 100 files per commit at most."""
+FILES_PER_BUNDLE = len(BundleId("bundle_00000000", "task", "unpinned").repo_paths)
+BUNDLES_PER_COMMIT = (MAX_FILES_PER_COMMIT - 1) // FILES_PER_BUNDLE
+"""Every file a bundle owns, times this, plus the card, stays within MAX_FILES_PER_COMMIT."""
 COMMIT_ATTEMPTS = 8
 RETRY_BASE_SECONDS = 0.5
-RETRY_MAX_SECONDS = 30.0
+PR_MARKER = "[bundler"
+"""In a pull request's title: `[bundler]` (and `[bundler <key>]` from older versions)."""
+EXTENSIBLE_CLAIMS = frozenset({"predictions", "coverage", "warnings", "bundler_version"})
+"""The claims a resumed run may change; any other difference makes it a different result."""
 
-Action = Literal["new", "replace", "repair", "unchanged", "conflict", "refused"]
-Outcome = Literal["planned", "published", "already-there", "refused", "failed"]
+Action = Literal[
+    "new", "extends", "replace", "repair", "unchanged", "conflict", "refused", "held-back"
+]
+Outcome = Literal[
+    "planned", "published", "proposed", "already-there", "held-back", "refused", "failed"
+]
 
 
 class UploadOptions(BaseModel):
@@ -74,6 +109,10 @@ class BundlePlan(BaseModel):
     detail: str | None = None
     sha256: str | None = None
     size: int | None = None
+    replaces_sha256: str | None = None
+    """The archive on the Hub that this bundle extends or replaces."""
+    temporary: bool = False
+    """Failed only for a reason that may pass (the Hub unavailable or rate limiting)."""
 
 
 class UploadReport(BaseModel):
@@ -81,26 +120,39 @@ class UploadReport(BaseModel):
     revision: str
     dry_run: bool
     repo_created: bool = False
+    pull_request_num: int | None = None
     pull_request_url: str | None = None
     commits: list[str] = Field(default_factory=list)
     bundles: list[BundlePlan] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
     error: str | None = None
+    error_temporary: bool = False
 
     @property
     def exit_code(self) -> int:
-        bad = ("refused", "failed")
-        return 1 if self.error or any(bundle.outcome in bad for bundle in self.bundles) else 0
+        """1 when a person must look (refused, failed checks, conflicts); else 75 when
+        something failed only for a temporary reason; else 0. Held-back bundles count as
+        neither: they wait for their run to complete."""
+        person = (self.error is not None and not self.error_temporary) or any(
+            bundle.outcome == "refused" or (bundle.outcome == "failed" and not bundle.temporary)
+            for bundle in self.bundles
+        )
+        if person:
+            return 1
+        if self.error is not None or any(b.outcome == "failed" for b in self.bundles):
+            return TemporaryError.exit_code
+        return 0
 
 
-@dataclass(frozen=True)
+@dataclass
 class LocalBundle:
-    """A verified local bundle and the files it becomes in the repository."""
+    """A verified local bundle; `row` is built once the plan knows its publication time."""
 
     archive: Path
     sidecar: Sidecar
     sidecar_data: bytes
-    row: BundleRow
-    row_files: dict[str, bytes]
+    metrics_text: str
+    row: BundleRow | None = None
 
     @property
     def bundle_id(self) -> str:
@@ -112,24 +164,20 @@ class LocalBundle:
         return BundleId.parse(self.sidecar.bundle_id)
 
     @property
-    def archive_path(self) -> str:
-        return self.key.repo_archive
+    def size(self) -> int:
+        return self.sidecar.archive.size
 
-    @property
-    def sidecar_path(self) -> str:
-        return self.key.repo_sidecar
-
-    @property
-    def row_path(self) -> str:
-        return self.key.repo_row
-
-    def repo_paths(self) -> list[str]:
-        return list(self.key.repo_paths)
-
-
-def git_blob_id(data: bytes) -> str:
-    """The id git (and the Hub) gives a regular file's content."""
-    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
+    def repo_files(self) -> dict[str, Path | bytes]:
+        """Every file the bundle owns in the repository, and nothing else."""
+        assert self.row is not None, "the plan builds the row before anything is committed"
+        key = self.key
+        owned: dict[str, Path | bytes] = {
+            key.repo_archive: self.archive,
+            key.repo_sidecar: self.sidecar_data,
+            **row_files(self.row),
+        }
+        assert set(owned) <= set(key.repo_paths), "a bundle commits only the paths it owns"
+        return owned
 
 
 def _git_blob_id_of_file(path: Path, size: int) -> str:
@@ -143,13 +191,13 @@ def _git_blob_id_of_file(path: Path, size: int) -> str:
 def gather_local(
     bundles_dir: Path, *, allow_partial: bool, progress: ProgressSink
 ) -> tuple[list[LocalBundle], list[BundlePlan]]:
-    """Verify every local bundle; a bundle that fails, or is partial without --allow-partial,
-    is refused here and never reaches the Hub."""
+    """Verify every local bundle, once; a bundle that fails is refused, and a partial one is
+    held back without --allow-partial: neither reaches the Hub."""
     accepted: dict[str, LocalBundle] = {}
-    refused: list[BundlePlan] = []
+    set_aside: list[BundlePlan] = []
 
     def refuse(label: str, detail: str) -> None:
-        refused.append(
+        set_aside.append(
             BundlePlan(bundle_id=label, action="refused", outcome="refused", detail=detail)
         )
 
@@ -167,7 +215,17 @@ def gather_local(
             continue
         sidecar = reading.sidecar
         if sidecar.coverage.status == "partial" and not allow_partial:
-            refuse(label, "partial coverage; pass --allow-partial to publish it marked partial")
+            coverage = sidecar.coverage
+            set_aside.append(
+                BundlePlan(
+                    bundle_id=label,
+                    action="held-back",
+                    outcome="held-back",
+                    detail=f"partial coverage ({coverage.rows_present} of "
+                    f"{coverage.expected_rows} rows): held back until its run is complete; "
+                    "pass --allow-partial to publish it marked partial",
+                )
+            )
             continue
         twin = accepted.get(sidecar.bundle_id)
         if twin is not None:
@@ -176,48 +234,82 @@ def gather_local(
                 del accepted[sidecar.bundle_id]
                 refuse(label, f"{twin.archive} and {archive} differ; publish one of them")
             continue  # an identical copy elsewhere in the folder is the same bundle
-        row = build_row(sidecar, reading.metrics_text, published_at=utc_timestamp())
         accepted[sidecar.bundle_id] = LocalBundle(
             archive=archive,
             sidecar=sidecar,
             sidecar_data=reading.sidecar_data,
-            row=row,
-            row_files=row_files(row),
+            metrics_text=reading.metrics_text,
         )
-    return list(accepted.values()), refused
+    return list(accepted.values()), set_aside
 
 
-def classify(bundle: LocalBundle, remote: dict[str, RemoteFile]) -> Action:
-    """Compare one bundle with what the Hub holds: by the archive's sha256 (its LFS oid), or by
-    git blob id when the Hub stored it as a regular file."""
-    archive = remote.get(bundle.archive_path)
-    if archive is None:
-        return "new"
-    if archive.lfs_sha256 is not None:
-        same = archive.lfs_sha256 == bundle.sidecar.archive.sha256
-    else:
-        same = archive.blob_id == _git_blob_id_of_file(bundle.archive, bundle.sidecar.archive.size)
-    if not same:
-        return "conflict"
-    held = remote.get(bundle.sidecar_path)
-    if held is None or held.blob_id != git_blob_id(bundle.sidecar_data):
-        return "repair"
-    # A row holds its publication date, so a row built now differs from the one published:
-    # only a missing row needs repair.
-    if any(path not in remote for path in bundle.row_files):
-        return "repair"
-    return "unchanged"
+def _identity(remote: RemoteFile | None) -> str | None:
+    """What a remote archive is: its sha256 (LFS) or its git blob id (a regular file)."""
+    if remote is None:
+        return None
+    return remote.lfs_sha256 or remote.blob_id
+
+
+def holds(remote: RemoteFile | None, bundle: LocalBundle) -> bool:
+    """Whether the Hub's archive is this bundle's: by sha256 (its LFS oid), or by git blob id
+    when the Hub stored it as a regular file."""
+    if remote is None:
+        return False
+    if remote.lfs_sha256 is not None:
+        return remote.lfs_sha256 == bundle.sidecar.archive.sha256
+    return remote.blob_id == _git_blob_id_of_file(bundle.archive, bundle.size)
+
+
+def companions_present(bundle: LocalBundle, remote: dict[str, RemoteFile]) -> bool:
+    """The sidecar as published and every row file the bundle owns are there. Rows are not
+    compared byte for byte: they carry the first publication time, which the Hub's copy keeps."""
+    key = bundle.key
+    sidecar = remote.get(key.repo_sidecar)
+    if sidecar is None or sidecar.blob_id != git_blob_id(bundle.sidecar_data):
+        return False
+    return all(path in remote for path in key.repo_paths if path != key.repo_archive)
+
+
+def claim_differences(old: Sidecar, new: Sidecar) -> list[ClaimDifference]:
+    """The claims of two sidecars that differ, field by field (nested claims as `a.b`)."""
+    before = old.claim().model_dump(mode="json")
+    after = new.claim().model_dump(mode="json")
+    found: list[ClaimDifference] = []
+    for name in after:
+        was, now = before.get(name), after.get(name)
+        if isinstance(was, dict) and isinstance(now, dict):
+            for key in sorted({*was, *now}):
+                if was.get(key) != now.get(key):
+                    found.append(_difference(f"{name}.{key}", was.get(key), now.get(key)))
+        elif was != now:
+            found.append(_difference(name, was, now))
+    return found
+
+
+def _difference(name: str, old: object, new: object) -> ClaimDifference:
+    def show(value: object) -> str:
+        return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+    return ClaimDifference(field=name, old=show(old), new=show(new))
+
+
+def _utc_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass
 class Destination:
-    """Where commits go: the target branch, or a pull request opened on it."""
+    """Where commits go: the target branch, or the submitter's pull request on it."""
 
     base: str
     create_pr: bool
-    title_key: str | None = None
     pr_num: int | None = None
     pr_url: str | None = None
+    pr_title: str | None = None
+    pr_description: str | None = None
+    pr_comment_id: str | None = None
+    """The description is the pull request's first comment; its id, to rewrite it."""
+    pr_state: list[ProposedBundle] = field(default_factory=list)
 
     @property
     def ref(self) -> str:
@@ -228,15 +320,7 @@ class Destination:
         return self.create_pr and self.pr_num is None
 
 
-def pr_key(bundle_ids: list[str]) -> str:
-    """Names the set of bundles a pull request carries, so re-running the same upload finds and
-    updates the same pull request instead of opening another."""
-    joined = "\n".join(sorted(bundle_ids)).encode("utf-8")
-    return hashlib.sha256(joined).hexdigest()[:12]
-
-
-def pr_title(count: int, key: str) -> str:
-    return f"Add {count} GPTNT statics bundle(s) [bundler {key}]"
+_VERB: dict[Action, str] = {"new": "add", "extends": "extend", "replace": "replace"}
 
 
 class Publisher:
@@ -251,47 +335,47 @@ class Publisher:
             repo_id=options.repo_id, revision=options.revision, dry_run=options.dry_run
         )
         self.destination = Destination(base=options.revision, create_pr=options.create_pr)
+        self.user: str | None = None
+        self.rows = RowReader(self.session)
+        self.published_at = _utc_now()
+        self._expected: dict[str, str | None] = {}
+        """Per bundle, the archive the commit target held when planned (None: no archive)."""
+        self._proposals: dict[str, ProposedBundle] = {}
+        self._planned: tuple[str, str, dict[str, RemoteFile]] | None = None
+        """(ref, head, remote files) from planning, reused by the first commit's plan."""
 
     def run(self, bundles_dir: Path) -> UploadReport:
-        local, refused = gather_local(
+        local, set_aside = gather_local(
             bundles_dir, allow_partial=self.options.allow_partial, progress=self.progress
         )
-        self.report.bundles.extend(refused)
+        self.report.bundles.extend(set_aside)
         if not local:
             return self.report
-        self.destination.title_key = pr_key([bundle.bundle_id for bundle in local])
         repo_exists = self._prepare_repository()
-        if self.options.create_pr and repo_exists:
+        if self.options.create_pr and repo_exists and self.user is not None:
             self._find_open_pr()
         plans = self._plan(local, repo_exists)
-        if self.options.dry_run:
-            return self.report
-        pending = [bundle for bundle in local if plans[bundle.bundle_id].action in _TO_PUBLISH]
-        batches = [
-            pending[start : start + BUNDLES_PER_COMMIT]
-            for start in range(0, len(pending), BUNDLES_PER_COMMIT)
-        ]
-        for number, batch in enumerate(batches, start=1):
-            self.progress.begin(f"publishing batch {number} of {len(batches)}", len(batch))
-            try:
-                self._publish_batch(batch, plans)
-            except BundlerError as error:
-                self.report.error = str(error)
-                for bundle in pending:
-                    if plans[bundle.bundle_id].outcome == "planned":
-                        plans[bundle.bundle_id].outcome = "failed"
-                        plans[bundle.bundle_id].detail = str(error)
-                if isinstance(error, HubAccessError):
-                    raise
-                break
+        if not self.options.dry_run:
+            pending = [bundle for bundle in local if plans[bundle.bundle_id].action in _TO_PUBLISH]
+            self._publish(pending, plans)
+            if self.destination.pr_num is not None:
+                self._describe_pr(plans)
+        self.report.pull_request_num = self.destination.pr_num
         self.report.pull_request_url = self.destination.pr_url
         return self.report
+
+    # ------------------------------------------------------------------ preparation
 
     def _prepare_repository(self) -> bool:
         """Check the token and the repository; create the dataset repository if missing."""
         session = self.session
         if not self.options.dry_run:
-            session.whoami()
+            self.user = session.whoami()
+        elif self.options.create_pr:
+            try:  # a dry run may be anonymous; it then plans a new pull request
+                self.user = session.whoami()
+            except HubAccessError:
+                self.user = None
         if session.dataset_exists():
             return True
         other = session.other_type_exists()
@@ -315,87 +399,327 @@ class Publisher:
         return True
 
     def _find_open_pr(self) -> None:
-        key = self.destination.title_key
-        discussions = self.session.call(
+        """The submitter's open bundler pull request on the target branch, if there is one:
+        by author and title marker, never by what it holds, so every upload finds it."""
+        session, user = self.session, self.user
+        discussions = session.call(
             "listing pull requests",
             lambda: list(
-                self.session.api.get_repo_discussions(
-                    self.options.repo_id, discussion_type="pull_request", repo_type=REPO_TYPE
+                session.api.get_repo_discussions(
+                    session.repo_id,
+                    author=user,
+                    discussion_type="pull_request",
+                    discussion_status="open",
+                    repo_type=REPO_TYPE,
                 )
             ),
         )
-        for discussion in discussions:
-            if discussion.status in ("open", "draft") and f"[bundler {key}]" in discussion.title:
-                self.destination.pr_num = discussion.num
-                self.destination.pr_url = discussion.url
-                return
+        mine = sorted(
+            (
+                discussion
+                for discussion in discussions
+                if discussion.author == user
+                and discussion.status in ("open", "draft")
+                and PR_MARKER in discussion.title
+            ),
+            key=lambda discussion: discussion.num,
+        )
+        for discussion in mine:
+            details = session.call(
+                f"reading pull request #{discussion.num}",
+                partial(
+                    session.api.get_discussion_details,
+                    session.repo_id,
+                    discussion.num,
+                    repo_type=REPO_TYPE,
+                ),
+            )
+            if details.target_branch not in (
+                self.destination.base,
+                f"refs/heads/{self.destination.base}",
+            ):
+                continue
+            first = next((event for event in details.events if event.type == "comment"), None)
+            destination = self.destination
+            destination.pr_num, destination.pr_url = discussion.num, discussion.url
+            destination.pr_title = discussion.title
+            if first is not None:
+                content = first.content if isinstance(first, DiscussionComment) else ""
+                destination.pr_description, destination.pr_comment_id = content, first.id
+                destination.pr_state = read_pr_state(content)
+            return
+
+    # --------------------------------------------------------------------- planning
 
     def _plan(self, local: list[LocalBundle], repo_exists: bool) -> dict[str, BundlePlan]:
-        remote: dict[str, RemoteFile] = {}
+        base_remote: dict[str, RemoteFile] = {}
+        target_remote: dict[str, RemoteFile] = {}
+        base_head = ""
         if repo_exists:
-            head = self.session.head(self.destination.ref)
-            paths = [path for bundle in local for path in bundle.repo_paths()]
-            remote = self.session.paths_info(paths, head)
+            session = self.session
+            base_head = session.head(self.destination.base)
+            paths = [path for bundle in local for path in bundle.key.repo_paths]
+            base_remote = session.paths_info([*paths, README], base_head)
+            target_remote = base_remote
+            self._planned = (self.destination.base, base_head, base_remote)
+            if self.destination.pr_num is not None:
+                ref = self.destination.ref
+                pr_head = session.head(ref)
+                archives = [bundle.key.repo_archive for bundle in local]
+                target_remote = session.paths_info(archives, pr_head)
+                self._planned = (ref, pr_head, target_remote)
         plans: dict[str, BundlePlan] = {}
         for bundle in local:
-            action = classify(bundle, remote)
-            plan = BundlePlan(
-                bundle_id=bundle.bundle_id,
-                action="replace" if action == "conflict" and self.options.replace else action,
-                sha256=bundle.sidecar.archive.sha256,
-                size=bundle.sidecar.archive.size,
-            )
-            if plan.action == "unchanged":
-                plan.outcome = "already-there"
-            elif plan.action == "conflict":
-                plan.outcome = "refused"
-                plan.detail = "the repository holds different content for this bundle; " + (
-                    "pass --replace to overwrite it"
-                )
+            plan = self._classify(bundle, base_remote, target_remote, base_head)
+            self._expected[bundle.bundle_id] = _identity(target_remote.get(bundle.key.repo_archive))
             plans[bundle.bundle_id] = plan
             self.report.bundles.append(plan)
         return plans
 
-    def _publish_batch(self, batch: list[LocalBundle], plans: dict[str, BundlePlan]) -> None:
-        last_problem = "no attempt made"
-        attempts = self.options.commit_attempts
-        for attempt in range(attempts):
-            head = self.session.head(self.destination.ref)
-            remote = self.session.paths_info(
-                [path for bundle in batch for path in bundle.repo_paths()], head
+    def _classify(
+        self,
+        bundle: LocalBundle,
+        base_remote: dict[str, RemoteFile],
+        target_remote: dict[str, RemoteFile],
+        base_head: str,
+    ) -> BundlePlan:
+        key, base = bundle.key, self.destination.base
+        plan = BundlePlan(
+            bundle_id=bundle.bundle_id,
+            action="new",
+            sha256=bundle.sidecar.archive.sha256,
+            size=bundle.size,
+        )
+        on_base = base_remote.get(key.repo_archive)
+        if holds(on_base, bundle):
+            if self.options.create_pr or companions_present(bundle, base_remote):
+                plan.action, plan.outcome = "unchanged", "already-there"
+                plan.detail = f"already on {base}" if self.options.create_pr else None
+                return plan
+            plan.action = "repair"
+            plan.detail = "the archive is there; its sidecar or rows are not"
+            bundle.row = self._row(bundle, self._first_published(bundle, base_head))
+            return plan
+        if self.destination.pr_num is not None and holds(
+            target_remote.get(key.repo_archive), bundle
+        ):
+            plan.action, plan.outcome = "unchanged", "already-there"
+            plan.detail = f"already proposed in pull request #{self.destination.pr_num}"
+            return plan
+        old: Sidecar | None = None
+        if on_base is not None:
+            old = self._judge_change(bundle, plan, on_base, base_head)
+        if plan.action in _TO_PUBLISH:
+            bundle.row = self._row(bundle, self.published_at)
+            self._proposals[bundle.bundle_id] = self._proposal(bundle, plan, old)
+        return plan
+
+    def _judge_change(
+        self, bundle: LocalBundle, plan: BundlePlan, on_base: RemoteFile, base_head: str
+    ) -> Sidecar | None:
+        """The Hub holds other content under this id: does this bundle extend it (a resumed
+        run), or is it a conflict (a replacement with --replace)? Returns the Hub's sidecar."""
+        old = self._old_sidecar(bundle.key, base_head)
+        plan.replaces_sha256 = on_base.lfs_sha256 or (old.archive.sha256 if old else None)
+        problem = "its sidecar on the Hub is unreadable"
+        if old is not None:
+            problem = self._extension_problem(bundle, old, base_head) or ""
+            if not problem:
+                plan.action = "extends"
+                plan.detail = (
+                    f"extends the bundle on {self.destination.base} "
+                    f"({old.coverage.rows_present} -> {bundle.sidecar.coverage.rows_present} rows)"
+                )
+                return old
+        if self.options.replace:
+            plan.action = "replace"
+            plan.detail = f"replaces different content on {self.destination.base}: {problem}"
+        else:
+            plan.action, plan.outcome = "conflict", "refused"
+            plan.detail = (
+                f"the repository holds different content for this bundle ({problem}); "
+                "pass --replace to overwrite it"
             )
-            todo = self._still_to_publish(batch, remote, plans)
-            if not todo:
-                return
+        return old
+
+    def _old_sidecar(self, key: BundleId, commit: str) -> Sidecar | None:
+        try:
+            return Sidecar.model_validate_json(
+                self.session.read_small_file(key.repo_sidecar, commit)
+            )
+        except (TemporaryError, HubAccessError):
+            raise
+        except (HubError, ValueError):
+            return None
+
+    def _extension_problem(self, bundle: LocalBundle, old: Sidecar, commit: str) -> str | None:
+        """Why `bundle` does not extend the Hub's `old` one, or None when it does: the same
+        claims but for counts and coverage, more rows, and every prediction of the Hub's
+        (verified) copy present with the same sha256."""
+        differing = [
+            difference.field
+            for difference in claim_differences(old, bundle.sidecar)
+            if difference.field.split(".")[0] not in EXTENSIBLE_CLAIMS
+        ]
+        if differing:
+            return "it differs in " + ", ".join(differing)
+        before, after = old.coverage.rows_present, bundle.sidecar.coverage.rows_present
+        if after <= before:
+            return f"it has {after} rows, the Hub's copy {before}"
+        key = bundle.key
+        with tempfile.TemporaryDirectory(prefix=TEMP_PREFIX) as staging:
+            archive = fetch_bundle(
+                self.session, key, commit, {key.repo_archive, key.repo_sidecar}, Path(staging)
+            )
+            reading = read_bundle(archive, self.progress)
+            verification = reading.verification()
+            if not verification.ok or reading.manifest is None:
+                return f"the Hub's copy fails verification ({verification.describe_failures()})"
+            prefix = f"{PREDICTIONS_DIR}/"
+            old_predictions = {
+                entry.path: entry.sha256
+                for entry in reading.manifest.files
+                if entry.path.startswith(prefix)
+            }
+        new_files = {entry.path: entry.sha256 for entry in read_manifest(bundle.archive).files}
+        changed = sorted(
+            path for path, sha in old_predictions.items() if new_files.get(path) != sha
+        )
+        if changed:
+            return (
+                f"{len(changed)} prediction(s) of the Hub's copy are missing or different in it, "
+                f"first {changed[0]}"
+            )
+        return None
+
+    def _first_published(self, bundle: LocalBundle, commit: str) -> str:
+        """When the Hub's row says this very archive was first published; else now."""
+        try:
+            row = read_row(self.session.read_small_file(bundle.key.repo_row, commit))
+        except (TemporaryError, HubAccessError):
+            raise
+        except (HubError, ValueError):
+            return self.published_at
+        same = row.archive_sha256 == bundle.sidecar.archive.sha256
+        return row.published_at if same else self.published_at
+
+    def _row(self, bundle: LocalBundle, published_at: str) -> BundleRow:
+        return build_row(bundle.sidecar, bundle.metrics_text, published_at)
+
+    def _proposal(
+        self, bundle: LocalBundle, plan: BundlePlan, old: Sidecar | None
+    ) -> ProposedBundle:
+        sidecar = bundle.sidecar
+        changed = plan.action in ("extends", "replace")
+        return ProposedBundle(
+            bundle_id=bundle.bundle_id,
+            verb="extends" if plan.action == "extends" else "replaces" if changed else "adds",
+            coverage=sidecar.coverage.status,
+            predictions=sidecar.predictions.count,
+            errors=sidecar.predictions.errors,
+            exceptions=sidecar.predictions.exceptions,
+            is_pinned=sidecar.statics.is_pinned,
+            sha256=sidecar.archive.sha256,
+            submitter=sidecar.submitter.name,
+            old_sha256=plan.replaces_sha256 if changed else None,
+            old_submitter=old.submitter.name if changed and old else None,
+            old_predictions=old.predictions.count if changed and old else None,
+            differences=claim_differences(old, sidecar) if changed and old else [],
+            warnings=sidecar.warnings,
+        )
+
+    # ------------------------------------------------------------------- publishing
+
+    def _publish(self, pending: list[LocalBundle], plans: dict[str, BundlePlan]) -> None:
+        batches = [
+            pending[start : start + BUNDLES_PER_COMMIT]
+            for start in range(0, len(pending), BUNDLES_PER_COMMIT)
+        ]
+        self.progress.begin(
+            f"uploading to {self.options.repo_id}",
+            sum(bundle.size for bundle in pending),
+            unit="bytes",
+        )
+        for batch in batches:
             try:
-                self._commit(todo, head)
-            except Exception as error:
-                if isinstance(error, BundlerError):
+                self._publish_batch(batch, plans)
+            except BundlerError as error:
+                if isinstance(error, HubAccessError):
                     raise
-                status = status_of(error)
-                if status in (409, 412):  # someone else committed first: re-plan on their head
-                    last_problem = f"HTTP {status} (a concurrent commit)"
-                    time.sleep(random.uniform(0.05, 0.4))
-                    continue
-                if not is_transient(error):
-                    raise self.session.describe(
-                        error, doing="committing", create_pr=self.options.create_pr
-                    ) from None
-                last_problem = str(self.session.describe(error, doing="committing"))
-                if self.destination.opens_pr:
-                    self._find_open_pr()  # the pull request may have been opened after all
-                backoff = self.options.retry_wait_seconds * 2**attempt
-                time.sleep(retry_after_of(error) or min(backoff, RETRY_MAX_SECONDS))
-                continue
-            for bundle in todo:
-                plans[bundle.bundle_id].outcome = "published"
-                self.progress.advance()
+                temporary = isinstance(error, TemporaryError)
+                self.report.error, self.report.error_temporary = str(error), temporary
+                for bundle in pending:
+                    plan = plans[bundle.bundle_id]
+                    if plan.outcome == "planned":
+                        plan.outcome, plan.detail, plan.temporary = "failed", str(error), temporary
+                return
+
+    def _publish_batch(self, batch: list[LocalBundle], plans: dict[str, BundlePlan]) -> None:
+        committing: list[LocalBundle] = []
+
+        def plan() -> PlannedCommit | None:
+            destination = self.destination
+            ref = destination.ref
+            if self._planned is not None and self._planned[0] == ref:
+                _, head, remote = self._planned
+            else:
+                head = self.session.head(ref)
+                paths = [path for bundle in batch for path in bundle.key.repo_paths]
+                remote = self.session.paths_info([*paths, README], head)
+            self._planned = None
+            todo = self._still_to_publish(batch, remote, plans)
+            committing[:] = todo
+            if not todo:
+                return None
+            operations = [
+                CommitOperationAdd(path, content)
+                for bundle in todo
+                for path, content in bundle.repo_files().items()
+            ]
+            if not self.options.create_pr:
+                card = self._card(head, todo)
+                held = remote.get(README)
+                if held is None or held.blob_id != git_blob_id(card):
+                    operations.append(CommitOperationAdd(README, card))
+            summary, description = self._message(todo, plans)
+            return PlannedCommit(
+                revision=ref,
+                parent=head,
+                operations=operations,
+                summary=summary,
+                description=description,
+                doing="opening the pull request" if destination.opens_pr else "committing",
+                create_pr=destination.opens_pr,
+            )
+
+        opening = self.destination.opens_pr
+        info = commit_replanned(
+            self.session,
+            plan,
+            attempts=self.options.commit_attempts,
+            retry_wait=self.options.retry_wait_seconds,
+            on_transient=self._find_open_pr if opening else None,
+        )
+        if info is None:
             return
-        for bundle in batch:
-            plan = plans[bundle.bundle_id]
-            if plan.outcome == "planned":
-                plan.outcome = "failed"
-                plan.detail = f"not published after {attempts} attempts; last: {last_problem}"
+        self.report.commits.append(info.oid)
+        destination = self.destination
+        if info.pr_num is not None and destination.pr_num is None:
+            destination.pr_num, destination.pr_url = info.pr_num, info.pr_url
+            summary, description = self._message(committing, plans)
+            destination.pr_title, destination.pr_description = summary, description
+            destination.pr_state = [self._proposals[b.bundle_id] for b in committing]
+        for bundle in committing:
+            self._landed(bundle, plans[bundle.bundle_id])
+
+    def _landed(self, bundle: LocalBundle, plan: BundlePlan) -> None:
+        plan.outcome = "proposed" if self.options.create_pr else "published"
+        if self.options.create_pr and self.destination.pr_num is not None:
+            plan.detail = f"proposed in pull request #{self.destination.pr_num}"
+        if bundle.row is not None:
+            path = bundle.key.repo_row
+            self.rows.remember(path, row_files(bundle.row)[path], bundle.row)
+        self.progress.advance(bundle.size)
 
     def _still_to_publish(
         self,
@@ -404,95 +728,131 @@ class Publisher:
         plans: dict[str, BundlePlan],
     ) -> list[LocalBundle]:
         """Re-plan a batch on the current head: what landed meanwhile (ours after a lost
-        response, or another uploader's identical bundle) is done; a conflict that appeared
-        meanwhile is refused unless --replace."""
+        response, or another uploader's identical bundle) is done; a bundle someone else
+        changed meanwhile is refused unless --replace."""
         todo: list[LocalBundle] = []
         for bundle in batch:
             plan = plans[bundle.bundle_id]
             if plan.outcome != "planned":
                 continue
-            action = classify(bundle, remote)
-            if action == "unchanged":
-                plan.outcome = "published" if plan.action != "unchanged" else "already-there"
-            elif action == "conflict" and plan.action == "new" and not self.options.replace:
+            held = remote.get(bundle.key.repo_archive)
+            if holds(held, bundle) and (
+                plan.action != "repair" or companions_present(bundle, remote)
+            ):
+                self._landed(bundle, plan)
+            elif _identity(held) != self._expected[bundle.bundle_id] and not self.options.replace:
                 plan.action, plan.outcome = "conflict", "refused"
-                plan.detail = "another upload published different content for this bundle"
+                plan.detail = (
+                    "another upload changed this bundle on the Hub meanwhile; "
+                    "pass --replace to overwrite it"
+                )
             else:
                 todo.append(bundle)
         return todo
 
-    def _commit(self, todo: list[LocalBundle], head: str) -> None:
-        card = render_dataset_card(self.options.repo_id, self._rows_after(todo, head))
-        operations = [CommitOperationAdd(README, card.encode("utf-8"))]
-        for bundle in todo:
-            operations += [
-                CommitOperationAdd(bundle.archive_path, bundle.archive),
-                CommitOperationAdd(bundle.sidecar_path, bundle.sidecar_data),
-            ]
-            operations += [
-                CommitOperationAdd(path, data) for path, data in bundle.row_files.items()
-            ]
-        summary, description = self._message(todo)
-        info = self.session.api.create_commit(
-            self.options.repo_id,
-            operations,
-            commit_message=summary,
-            commit_description=description,
-            repo_type=REPO_TYPE,
-            revision=self.destination.ref,
-            create_pr=self.destination.opens_pr,
-            parent_commit=head,
-        )
-        self.report.commits.append(info.oid)
-        if info.pr_num is not None and self.destination.pr_num is None:
-            self.destination.pr_num = info.pr_num
-            self.destination.pr_url = info.pr_url
+    def _card(self, head: str, todo: list[LocalBundle]) -> bytes:
+        """The card for the branch as it will be: its rows at `head` plus this commit's."""
+        overriding = {b.key.repo_row: b.row for b in todo if b.row is not None}
+        rows, unreadable = self.rows.rows_at(head, overriding)
+        for path in unreadable:
+            warning = f"{path}: not a readable row; left out of the dataset card"
+            if warning not in self.report.warnings:
+                self.report.warnings.append(warning)
+        return render_dataset_card(self.options.repo_id, rows).encode("utf-8")
 
-    def _rows_after(self, todo: list[LocalBundle], head: str) -> list[BundleRow]:
-        """Every bundle's row once `todo` is committed on `head`, for the dataset card."""
-        rows = {bundle.row_path: bundle.row for bundle in todo}
-        for path in self.session.list_files(ROWS_DIR, head):
-            if path not in rows:
-                fetch = partial(
-                    self.session.api.hf_hub_download,
-                    self.options.repo_id,
-                    path,
-                    repo_type=REPO_TYPE,
-                    revision=head,
-                )
-                rows[path] = read_row(
-                    Path(self.session.call(f"reading {path}", fetch)).read_bytes()
-                )
-        return list(rows.values())
-
-    def _message(self, todo: list[LocalBundle]) -> tuple[str, str]:
-        ids = [bundle.bundle_id for bundle in todo]
-        if self.destination.opens_pr:
-            key = self.destination.title_key or pr_key(ids)
-            description = render_pr_description(
-                self.options.repo_id,
-                [bundle.row for bundle in todo],
-                bundler_version(),
-                marker=f"bundler {key}",
+    def _message(self, todo: list[LocalBundle], plans: dict[str, BundlePlan]) -> tuple[str, str]:
+        destination = self.destination
+        if destination.opens_pr:
+            proposed = self._pr_proposals([bundle.bundle_id for bundle in todo])
+            return (
+                pr_title(proposed, self.user or "unknown", self.options.message),
+                render_pr_description(
+                    self.options.repo_id, self.user or "unknown", proposed, bundler_version()
+                ),
             )
-            return pr_title(len(ids), key), description
-        listed = ", ".join(ids)
-        summary = self.options.message or f"Add {len(ids)} statics bundle(s): {listed}"
+        actions = [plans[bundle.bundle_id].action for bundle in todo]
+        counts = [
+            f"{_VERB.get(action, action)} {actions.count(action)}"
+            for action in ("new", "extends", "replace", "repair")
+            if action in actions
+        ]
+        listed = ", ".join(bundle.bundle_id for bundle in todo)
+        summary = self.options.message or (
+            f"{', '.join(counts).capitalize()} statics bundle(s): {listed}"
+        )
         if len(summary) > 200:
             summary = summary[:197] + "..."
-        lines = [f"- {bundle.bundle_id} ({bundle.sidecar.coverage.status})" for bundle in todo]
+        lines = []
+        for bundle in todo:
+            plan = plans[bundle.bundle_id]
+            verb = {"new": "adds", "replace": "replaces", "repair": "repairs"}.get(
+                plan.action, plan.action
+            )
+            line = f"- {verb} {bundle.bundle_id} ({bundle.sidecar.coverage.status})"
+            if plan.replaces_sha256:
+                line += f": archive {plan.replaces_sha256} -> {plan.sha256}"
+            lines.append(line)
         return summary, "Bundles in this commit:\n\n" + "\n".join(lines) + "\n"
 
+    def _pr_proposals(self, committed: list[str]) -> list[ProposedBundle]:
+        """What the whole pull request proposes: its earlier proposals, updated by those of
+        the bundles `committed` now."""
+        merged = {bundle.bundle_id: bundle for bundle in self.destination.pr_state}
+        merged.update({bundle_id: self._proposals[bundle_id] for bundle_id in committed})
+        return list(merged.values())
 
-_TO_PUBLISH: tuple[Action, ...] = ("new", "replace", "repair")
+    def _describe_pr(self, plans: dict[str, BundlePlan]) -> None:
+        """Rewrite the pull request's title and description to say what it now proposes.
+        A failure here leaves the bundles proposed; it is reported as a warning."""
+        destination, session = self.destination, self.session
+        num = destination.pr_num
+        assert num is not None
+        proposed_now = [
+            bundle_id
+            for bundle_id, plan in plans.items()
+            if plan.outcome == "proposed" and bundle_id in self._proposals
+        ]
+        if not proposed_now:
+            return
+        proposed = self._pr_proposals(proposed_now)
+        user = self.user or "unknown"
+        title = pr_title(proposed, user, self.options.message)
+        description = render_pr_description(self.options.repo_id, user, proposed, bundler_version())
+        try:
+            if description != destination.pr_description:
+                if destination.pr_comment_id is None:
+                    self._find_open_pr()
+                comment_id = destination.pr_comment_id
+                if comment_id is not None:
+                    session.call(
+                        "updating the pull request's description",
+                        lambda: session.api.edit_discussion_comment(
+                            session.repo_id, num, comment_id, description, repo_type=REPO_TYPE
+                        ),
+                    )
+            if title != destination.pr_title:
+                session.call(
+                    "renaming the pull request",
+                    lambda: session.api.rename_discussion(
+                        session.repo_id, num, title, repo_type=REPO_TYPE
+                    ),
+                )
+        except BundlerError as error:
+            self.report.warnings.append(
+                f"pull request #{num}: its title or description could not be updated ({error})"
+            )
+
+
+_TO_PUBLISH: tuple[Action, ...] = ("new", "extends", "replace", "repair")
 
 
 def upload(
     bundles_dir: Path, options: UploadOptions, progress: ProgressSink | None = None
 ) -> UploadReport:
     """Verify the bundles in `bundles_dir` and publish them; see UploadReport for the outcome.
-    Raises HubAccessError for problems the user must fix first (token, access, repo, revision),
-    and BundlesLockedError when another run holds the folder longer than options.lock_wait."""
+    Raises HubAccessError for problems the user must fix first (token, access, repo, revision)
+    and TemporaryError when the Hub could not be read (try again later), or when another run
+    holds the folder longer than options.lock_wait (BundlesLockedError)."""
     with bundles_lock(bundles_dir, operation="upload", wait=options.lock_wait, create=False):
         return Publisher(options, progress).run(bundles_dir)
 

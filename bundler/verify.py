@@ -174,6 +174,23 @@ def read_bundle(path: Path, progress: ProgressSink | None = None) -> BundleReadi
     return reading
 
 
+def read_manifest(path: Path) -> Manifest:
+    """A bundle's manifest, from the archive's first member only, without checking anything
+    else: for a bundle `read_bundle` already verified, whose file list is needed again.
+    Raises InputError when the archive does not start with a readable manifest."""
+    try:
+        with path.open("rb") as raw:
+            decompressed = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
+            bounded = _BoundedReader(decompressed, MAX_MANIFEST_BYTES + PER_MEMBER_OVERHEAD)
+            with tarfile.open(fileobj=bounded, mode="r|") as tar:  # type: ignore[call-overload]
+                first = tar.next()
+                if first is None or first.name != MANIFEST_PATH or not first.isreg():
+                    raise InputError(path, f"the first member is not {MANIFEST_PATH}")
+                return Manifest.model_validate_json(_member_bytes(tar, first))
+    except (OSError, zstandard.ZstdError, tarfile.TarError, BombError, ValidationError) as error:
+        raise InputError(path, f"cannot read {MANIFEST_PATH}: {error}") from None
+
+
 def _read_sidecar(reading: BundleReading) -> None:
     path = sidecar_of(reading.path)
     if not path.is_file():

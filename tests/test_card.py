@@ -16,7 +16,6 @@ from bundler.card import (
     WARNING,
     md_cell,
     render_dataset_card,
-    render_pr_description,
     task_boards,
 )
 from bundler.rows import BundleRow, metric_column
@@ -190,11 +189,6 @@ def test_the_ranking_metric_is_the_first_of_the_earliest_published_bundle() -> N
     assert [row.bundle_id.split("_")[0] for row in board.rows] == ["a", "b"]
     (no_scores,) = task_boards([make_row(metrics={"s": "x"})])
     assert no_scores.sort_column is None and no_scores.ranks() == ["-"]
-
-
-def test_the_pull_request_description_still_renders() -> None:
-    text = render_pr_description(REPO, [make_row(warnings=["unpinned"])], "0.1.0", "bundler k")
-    assert "`gpt_1054f537/expert-vqa@a1b2c3d4`" in text and "<!-- bundler k -->" in text
 
 
 def test_a_long_leaderboard_shows_the_best_and_says_how_many_more() -> None:

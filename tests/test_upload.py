@@ -140,19 +140,31 @@ def test_dry_run_touches_nothing(hub: HubServer, repo_id: str, bundles: Path) ->
         hub.list_files(repo_id)
 
 
-def test_partial_bundle_is_refused_unless_allowed(
+def test_partial_bundle_is_held_back_unless_allowed(
     hub: HubServer, repo_id: str, tmp_path: Path
 ) -> None:
+    """A run still in progress is held back with a warning, not published, and does not make
+    the nightly job fail (exit 0); the complete bundles beside it still go up."""
     output = tmp_path / "output"
-    write_tree(output, [RunSpec(rows=3)])
+    write_tree(output, [RunSpec(rows=3), RunSpec(task="maze", rows=2)])
     partial = tmp_path / "bundles"
-    collect(output, partial, CollectOptions(expected_rows={"expert-vqa": 10}, allow_partial=True))
-    code, report, _ = upload(partial, "--repo", repo_id)
-    assert code == 1
-    assert report["bundles"][0]["outcome"] == "refused"
-    assert "--allow-partial" in report["bundles"][0]["detail"]
+    collect(
+        output,
+        partial,
+        CollectOptions(expected_rows={"expert-vqa": 10, "maze": 2}, allow_partial=True),
+    )
+    code, report, stderr = upload(partial, "--repo", repo_id)
+    assert code == 0, stderr
+    outcomes = {b["bundle_id"].split("/")[1]: b for b in report["bundles"]}
+    held = outcomes["expert-vqa@a1b2c3d4"]
+    assert held["action"] == "held-back" and held["outcome"] == "held-back"
+    assert "3 of 10 rows" in held["detail"] and "--allow-partial" in held["detail"]
+    assert outcomes["maze@a1b2c3d4"]["outcome"] == "published"
+    assert "warning" in stderr and "held back" in stderr
+    assert not any("expert-vqa" in path for path in hub.list_files(repo_id))
     code, report, _ = upload(partial, "--repo", repo_id, "--allow-partial")
-    assert code == 0 and report["bundles"][0]["outcome"] == "published"
+    assert code == 0
+    assert sorted(b["outcome"] for b in report["bundles"]) == ["already-there", "published"]
 
 
 def test_bundle_failing_verification_is_not_uploaded(

@@ -44,7 +44,7 @@ def test_create_pr_opens_one_pull_request_and_rerun_reuses_it(
     assert url and url.endswith("/discussions/1")
     assert url in stderr
     (pr,) = hub.pull_requests(repo_id)
-    assert pr.status == "open" and "[bundler " in pr.title
+    assert pr.status == "open" and pr.title.endswith("from leaderboard-bot [bundler]")
     assert "expert-vqa" in pr.description and "bundler download" in pr.description
     assert remote_bundle_files(hub, repo_id, "refs/pr/1") == local_files(three)
     assert remote_bundle_files(hub, repo_id) == {}  # main untouched until a maintainer merges
@@ -108,7 +108,8 @@ def test_race_on_commit_is_replanned(hub: HubServer, repo_id: str, three: Path) 
     assert code == 0, stderr
     assert len(report["commits"]) == 1
     assert remote_bundle_files(hub, repo_id) == local_files(three)
-    assert hub.file_bytes(repo_id, ".race/1") is not None  # the other commit survived too
+    # the other commit survived too (the server numbers races across the whole session)
+    assert any(path.startswith(".race/") for path in hub.list_files(repo_id))
 
 
 @pytest.mark.parametrize("fault", [Fault.status(503), Fault.status(500)])
@@ -166,8 +167,9 @@ def test_persistent_outage_reports_what_was_not_published(
         repo_id=repo_id, token=WRITE_TOKEN, commit_attempts=3, retry_wait_seconds=0.05
     )
     report = upload_library(three, options)
-    assert report.exit_code == 1
+    assert report.exit_code == 75  # temporary: the scheduler retries later
     assert [b.outcome for b in report.bundles] == ["failed"] * 3
+    assert all(b.temporary for b in report.bundles)
     assert all("after 3 attempts" in (b.detail or "") for b in report.bundles)
     assert all("503" in (b.detail or "") for b in report.bundles)
     assert remote_bundle_files(hub, repo_id) == {}

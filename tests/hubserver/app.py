@@ -154,6 +154,12 @@ class HubApp:
                 "write",
                 self.change_discussion,
             ),
+            (
+                "POST",
+                _API_REPO + r"/discussions/(?P<num>\d+)/comment/(?P<cid>[0-9a-f]+)/edit",
+                "write",
+                self.edit_comment,
+            ),
             ("POST", _GIT_REPO + r"\.git/info/lfs/objects/batch", "write", self.lfs_batch),
             ("PUT", r"/__lfs/upload/(?P<ticket>[0-9a-f]+)", "none", self.lfs_put),
             ("POST", r"/__lfs/verify/(?P<ticket>[0-9a-f]+)", "none", self.lfs_verify),
@@ -729,6 +735,25 @@ class HubApp:
                 conflicting_files(repo, d) if d.status in ("open", "draft") else []
             )
         return Response.of_json(details)
+
+    def edit_comment(
+        self, request: Request, match: re.Match[str], who: TokenInfo | None
+    ) -> Response:
+        """Edit a comment (a PR's description is its first comment); only its author may."""
+        author = require_write(who).name
+        d = self._discussion(self._repo(match), match)
+        event = next((e for e in d.events if e["id"] == match.group("cid")), None)
+        if event is None or event["type"] != "comment":
+            raise HubError(404, f"Comment {match.group('cid')} not found")
+        if event["author"]["name"] != author:
+            raise HubError(403, "You can only edit your own comments")
+        content = str(request.json_object().get("content") or "").strip()
+        if not content:
+            raise HubError(400, "Comment cannot be empty")
+        data = event["data"]
+        data["edited"] = True
+        data["latest"] = {**data["latest"], "raw": content, "html": content, "updatedAt": hub_now()}
+        return Response.of_json({"updatedComment": event})
 
     def change_discussion(
         self, request: Request, match: re.Match[str], who: TokenInfo | None

@@ -44,7 +44,12 @@ class InputError(BundlerError):
 
 
 class WriteError(BundlerError):
-    """Writing a bundle failed (full disk, permissions); nothing partial was left behind."""
+    """Writing a bundle failed (full disk, permissions); nothing partial was left behind.
+    `path` is the file that could not be written, when the message begins with it."""
+
+    def __init__(self, message: str, *, path: Path | str | None = None, hint: str | None = None):
+        super().__init__(message, hint=hint)
+        self.path = None if path is None else str(path)
 
 
 class HubError(BundlerError):
@@ -68,3 +73,19 @@ class HubRateLimitError(HubError):
 
 class HubUnavailableError(HubError):
     """A server error or a dropped connection: the request may or may not have taken effect."""
+
+
+class NoRunSelectedError(UsageError):
+    """Run filters that matched no run, so nothing the user asked for can be done.
+
+    `unmatched` maps a CollectOptions field (`tasks`, `models`) to the values that matched no
+    run; when each value matched some run but their combination selects none, it holds them all.
+    """
+
+    def __init__(self, unmatched: dict[str, list[str]]) -> None:
+        shown = "; ".join(f"{field} {', '.join(values)}" for field, values in unmatched.items())
+        super().__init__(
+            f"the filters matched no run ({shown})",
+            hint="a task is statics.task_name; a model is player_name or model_name",
+        )
+        self.unmatched = unmatched

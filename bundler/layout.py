@@ -29,6 +29,9 @@ REJECTED_DIR = ".rejected"
 TEMP_PREFIX = ".bundler-"
 """Every temporary file or folder the bundler makes starts with this, so leftovers of a killed
 run are recognisable as its own and nothing else is ever removed."""
+TEMP_SUFFIX = ".partial"
+"""The end of a temporary file written beside its final path: `<TEMP_PREFIX><name>.<random>`
+then this, so `find`ing the leftovers of a bundler run is one pattern."""
 
 FINGERPRINT_PREFIX_LENGTH = 8
 _PLAYER_DIR = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*_[0-9a-f]{8}")
@@ -109,6 +112,16 @@ class BundleId:
     def repo_paths(self) -> tuple[str, str, str]:
         """Every repository path this bundle owns: archive, sidecar and row."""
         return (self.repo_archive, self.repo_sidecar, self.repo_row)
+
+
+def temporary_prefix(final: Path) -> str:
+    """The start of the name of a temporary file that will become `final`."""
+    return f"{TEMP_PREFIX}{final.name}."
+
+
+def is_temporary_name(name: str) -> bool:
+    """A name the bundler gives a temporary file (see `temporary_prefix`, TEMP_SUFFIX)."""
+    return name.startswith(TEMP_PREFIX) and name.endswith(TEMP_SUFFIX)
 
 
 def is_archive_path(path: Path | str) -> bool:

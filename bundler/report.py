@@ -29,6 +29,22 @@ if TYPE_CHECKING:
 STATUS_STYLE = {"passed": "green", "warned": "yellow", "failed": "bold red"}
 
 
+def plain(text: str) -> str:
+    """`text` with every character Python deems unprintable (control characters such as ESC,
+    format characters such as bidi overrides, lone surrogates, line breaks) shown as its
+    escape, e.g. `\\x1b`: names, warnings and paths come from strangers, and a raw escape
+    sequence could rewrite what a reviewer sees on the terminal."""
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
+
+
+def shown(value: object) -> str:
+    """Any value from the inputs, ready for rich markup: unprintable characters escaped
+    (`plain`) and markup brackets escaped. Every renderer passes input text through this."""
+    return escape(plain(str(value)))
+
+
 LOG_WIDTH = 160
 """Width for tables when stderr is a log, not a terminal: rich would assume 80 columns and
 break bundle ids in the middle; a log line may be long."""
@@ -42,9 +58,11 @@ def stderr_console() -> Console:
 
 
 def emit_json(value: BaseModel | dict[str, Any]) -> None:
-    """One JSON document on stdout, nothing else there, so it can be piped into jq."""
+    """One JSON document on stdout, nothing else there, so it can be piped into jq. It is
+    ASCII: every other character is a JSON escape, so a file name that is not UTF-8 (a lone
+    surrogate) cannot break the output and no control character reaches a terminal raw."""
     data = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=True) + "\n")
     sys.stdout.flush()
 
 
@@ -73,7 +91,7 @@ class RichProgress:
     def begin(self, label: str, total: int | None) -> None:
         if self._task is not None:
             self._progress.remove_task(self._task)
-        self._task = self._progress.add_task(escape(label), total=total)
+        self._task = self._progress.add_task(shown(label), total=total)
 
     def advance(self, steps: int = 1) -> None:
         if self._task is not None:
@@ -82,7 +100,7 @@ class RichProgress:
 
 def render_collect(report: CollectReport, console: Console) -> None:
     if report.bundles:
-        table = Table(title=f"Bundles in {escape(report.bundles_dir)}", title_justify="left")
+        table = Table(title=f"Bundles in {shown(report.bundles_dir)}", title_justify="left")
         for column in ("bundle", "status", "coverage", "predictions", "size"):
             table.add_column(
                 column,
@@ -92,7 +110,7 @@ def render_collect(report: CollectReport, console: Console) -> None:
         for bundle in report.bundles:
             coverage_style = "green" if bundle.coverage == "complete" else "yellow"
             table.add_row(
-                escape(bundle.bundle_id),
+                shown(bundle.bundle_id),
                 bundle.status,
                 f"[{coverage_style}]{bundle.coverage}[/]",
                 str(bundle.predictions),
@@ -101,11 +119,13 @@ def render_collect(report: CollectReport, console: Console) -> None:
         console.print(table)
         for bundle in report.bundles:
             for warning in bundle.warnings:
-                console.print(f"[yellow]warning[/] {escape(bundle.bundle_id)}: {escape(warning)}")
+                console.print(f"[yellow]warning[/] {shown(bundle.bundle_id)}: {shown(warning)}")
     for item in report.skipped:
-        console.print(f"[dim]skipped {escape(item.path)}: {escape(item.reason)}[/]")
+        console.print(f"[dim]skipped {shown(item.path)}: {shown(item.reason)}[/]")
+    for path in report.removed_temporaries:
+        console.print(f"[dim]removed {shown(path)}: left by an interrupted collect[/]")
     for refusal in report.refused:
-        console.print(f"[bold red]refused[/] {escape(refusal.error)}")
+        console.print(f"[bold red]refused[/] {shown(refusal.error)}")
     written = len(report.bundles)
     console.print(
         f"{written} bundle(s) ready, {len(report.refused)} input(s) refused, "
@@ -116,14 +136,14 @@ def render_collect(report: CollectReport, console: Console) -> None:
 def render_checks(checks: list[CheckResult], console: Console) -> None:
     for check in checks:
         style = STATUS_STYLE[check.status]
-        hint = f" [dim]({escape(check.hint)})[/]" if check.hint else ""
-        console.print(f"  [{style}]{check.status:>6}[/] {check.name}: {escape(check.detail)}{hint}")
+        hint = f" [dim]({shown(check.hint)})[/]" if check.hint else ""
+        console.print(f"  [{style}]{check.status:>6}[/] {check.name}: {shown(check.detail)}{hint}")
 
 
 def render_verify(report: VerifyReport, console: Console) -> None:
     for bundle in report.bundles:
         verdict = "[green]OK[/]" if bundle.ok else "[bold red]FAILED[/]"
-        console.print(f"{verdict} {escape(bundle.archive)}")
+        console.print(f"{verdict} {shown(bundle.archive)}")
         render_checks(
             [check for check in bundle.checks if not bundle.ok or check.status != "passed"],
             console,
@@ -136,15 +156,13 @@ def render_inspection(inspection: BundleInspection, console: Console) -> None:
     verification = inspection.verification
     claim = inspection.claim
     verdict = "[green]intact[/]" if verification.ok else "[bold red]FAILED verification[/]"
-    console.print(
-        f"[bold]{escape(claim.bundle_id if claim else verification.archive)}[/] {verdict}"
-    )
+    console.print(f"[bold]{shown(claim.bundle_id if claim else verification.archive)}[/] {verdict}")
     if claim is None:
         render_checks(verification.checks, console)
         return
     statics = claim.statics
     pin = (
-        f"[green]pinned[/] {escape(str(statics.resolved_revision))}"
+        f"[green]pinned[/] {shown(str(statics.resolved_revision))}"
         if statics.is_pinned
         else "[bold yellow]UNPINNED[/] (the dataset rows cannot be pinned down)"
     )
@@ -160,14 +178,14 @@ def render_inspection(inspection: BundleInspection, console: Console) -> None:
     facts = Table.grid(padding=(0, 2))
     facts.add_column(style="bold")
     facts.add_column()
-    facts.add_row("target", escape(claim.target))
-    facts.add_row("dataset", escape(f"{statics.hf_repo_id} (split {statics.dataset_split})"))
-    facts.add_row("revision", f"requested {escape(str(statics.requested_revision))}, {pin}")
-    facts.add_row("model", escape(claim.model_name))
-    facts.add_row("player", escape(f"{claim.player_name} ({claim.player_type})"))
-    facts.add_row("fingerprint", claim.capability_fingerprint)
-    facts.add_row("run date", escape(claim.run_date))
-    facts.add_row("harness", escape(f"gptnt {provenance.get('gptnt_version')} @ {git_sha}") + dirty)
+    facts.add_row("target", shown(claim.target))
+    facts.add_row("dataset", shown(f"{statics.hf_repo_id} (split {statics.dataset_split})"))
+    facts.add_row("revision", f"requested {shown(str(statics.requested_revision))}, {pin}")
+    facts.add_row("model", shown(claim.model_name))
+    facts.add_row("player", shown(f"{claim.player_name} ({claim.player_type})"))
+    facts.add_row("fingerprint", shown(claim.capability_fingerprint))
+    facts.add_row("run date", shown(claim.run_date))
+    facts.add_row("harness", shown(f"gptnt {provenance.get('gptnt_version')} @ {git_sha}") + dirty)
     facts.add_row(
         "coverage",
         f"[{coverage_style}]{coverage.status}[/]: {coverage.rows_present}{expected} rows",
@@ -177,19 +195,19 @@ def render_inspection(inspection: BundleInspection, console: Console) -> None:
         f"{counts.count}, errors {counts.errors} ({_rate(inspection.error_rate)}), "
         f"exceptions {counts.exceptions} ({_rate(inspection.exception_rate)})",
     )
-    facts.add_row("usage", escape(usage))
-    facts.add_row("submitter", escape(submitter))
-    facts.add_row("bundler", escape(claim.bundler_version))
+    facts.add_row("usage", shown(usage))
+    facts.add_row("submitter", shown(submitter))
+    facts.add_row("bundler", shown(claim.bundler_version))
     console.print(facts)
     if inspection.metrics:
         table = Table(title="metrics", title_justify="left")
         table.add_column("name")
         table.add_column("value", justify="right")
         for metric in inspection.metrics:
-            table.add_row(escape(metric.name), escape(metric.json_value))
+            table.add_row(shown(metric.name), shown(metric.json_value))
         console.print(table)
     for warning in claim.warnings:
-        console.print(f"[yellow]warning[/] {escape(warning)}")
+        console.print(f"[yellow]warning[/] {shown(warning)}")
     if not verification.ok:
         render_checks(verification.failures(), console)
 
@@ -222,27 +240,27 @@ OUTCOME_STYLE = {
 def render_upload(report: UploadReport, console: Console) -> None:
     mode = " (dry run: nothing was changed)" if report.dry_run else ""
     table = Table(
-        title=f"{escape(report.repo_id)} @ {escape(report.revision)}{mode}", title_justify="left"
+        title=f"{shown(report.repo_id)} @ {shown(report.revision)}{mode}", title_justify="left"
     )
     for column in ("bundle", "plan", "outcome", "detail"):
         table.add_column(column, overflow="fold")
     for bundle in report.bundles:
         style = OUTCOME_STYLE.get(bundle.outcome, "")
         table.add_row(
-            escape(bundle.bundle_id),
+            shown(bundle.bundle_id),
             bundle.action,
             f"[{style}]{bundle.outcome}[/]",
-            escape(bundle.detail or ""),
+            shown(bundle.detail or ""),
         )
     console.print(table)
     if report.repo_created:
-        console.print(f"created dataset repository {escape(report.repo_id)}")
+        console.print(f"created dataset repository {shown(report.repo_id)}")
     for commit in report.commits:
-        console.print(f"commit {commit}")
+        console.print(f"commit {shown(commit)}")
     if report.pull_request_url:
-        console.print(f"pull request: {escape(report.pull_request_url)}")
+        console.print(f"pull request: {shown(report.pull_request_url)}")
     if report.error:
-        console.print(f"[bold red]error[/]: {escape(report.error)}")
+        console.print(f"[bold red]error[/]: {shown(report.error)}")
     published = sum(bundle.outcome == "published" for bundle in report.bundles)
     there = sum(bundle.outcome == "already-there" for bundle in report.bundles)
     bad = sum(bundle.outcome in ("refused", "failed") for bundle in report.bundles)
@@ -254,13 +272,13 @@ def render_upload(report: UploadReport, console: Console) -> None:
 
 def render_download(report: DownloadReport, console: Console) -> None:
     for warning in report.warnings:
-        console.print(f"[yellow]warning[/] {escape(warning)}")
+        console.print(f"[yellow]warning[/] {shown(warning)}")
     for bundle in report.bundles:
         style = OUTCOME_STYLE.get(bundle.outcome, "")
-        detail = f": {escape(bundle.detail)}" if bundle.detail else ""
-        console.print(f"[{style}]{bundle.outcome:>10}[/] {escape(bundle.bundle_id)}{detail}")
+        detail = f": {shown(bundle.detail)}" if bundle.detail else ""
+        console.print(f"[{style}]{bundle.outcome:>10}[/] {shown(bundle.bundle_id)}{detail}")
     good = sum(bundle.outcome == "downloaded" for bundle in report.bundles)
     console.print(
         f"{good} of {len(report.bundles)} bundle(s) downloaded and verified into "
-        f"{escape(report.output_dir)} (commit {report.commit[:12]})"
+        f"{shown(report.output_dir)} (commit {shown(report.commit[:12])})"
     )

@@ -81,7 +81,7 @@ def test_missing_path_and_empty_directory_are_unusable(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="no such bundle archive or directory"):
         verify([tmp_path / "nope.tar.zst"])
     (tmp_path / "empty").mkdir()
-    with pytest.raises(UsageError, match=r"no \.tar\.zst bundles found"):
+    with pytest.raises(UsageError, match=r"not a \.tar\.zst bundle, and no bundle is below it"):
         verify([tmp_path / "empty"])
 
 

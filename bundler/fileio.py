@@ -142,12 +142,7 @@ class StagedFile:
     def __init__(self, final: Path) -> None:
         self.final = final
         self.committed = False
-        try:
-            final.parent.mkdir(parents=True, exist_ok=True)
-            descriptor, self.path = _create_locked(final)
-        except OSError as error:
-            raise _write_error(final, error) from None
-        self.handle: BinaryIO = os.fdopen(descriptor, "wb")
+        self.path, self.handle = _create_locked(final)
 
     def __enter__(self) -> StagedFile:
         return self
@@ -155,7 +150,7 @@ class StagedFile:
     def __exit__(self, kind: object, error: BaseException | None, trace: object) -> None:
         if not self.committed:
             self.path.unlink(missing_ok=True)
-        with contextlib.suppress(OSError):  # a write error is reported from where it happened
+        with contextlib.suppress(OSError):  # a write error is reported where it happened
             self.handle.close()
         if isinstance(error, OSError):
             raise _write_error(self.final, error) from None
@@ -167,24 +162,36 @@ class StagedFile:
         os.fchmod(self.handle.fileno(), 0o644)
 
 
-def _create_locked(final: Path) -> tuple[int, Path]:
-    """Create and flock a fresh temporary file. A concurrent `remove_leftovers` may lock or
-    remove it in the moment between creation and lock; then another is made."""
-    while True:
-        descriptor, name = tempfile.mkstemp(
-            dir=final.parent, prefix=temporary_prefix(final), suffix=TEMP_SUFFIX
-        )
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            if os.fstat(descriptor).st_nlink > 0:
-                return descriptor, Path(name)
-        except BlockingIOError:
-            pass
-        except BaseException:
-            os.close(descriptor)
-            Path(name).unlink(missing_ok=True)
-            raise
-        os.close(descriptor)
+def _create_locked(final: Path) -> tuple[Path, BinaryIO]:
+    """Create and flock a fresh temporary file beside `final`.
+
+    SIGINT and SIGTERM wait until the file exists with its name known, so an interruption
+    right after creation cannot leave it behind. A concurrent `remove_leftovers` may lock or
+    remove it in the moment between creation and lock; then another is made.
+    """
+    path: Path | None = None
+    handle: BinaryIO | None = None
+    try:
+        with signals_held():
+            final.parent.mkdir(parents=True, exist_ok=True)
+            while True:
+                descriptor, name = tempfile.mkstemp(
+                    dir=final.parent, prefix=temporary_prefix(final), suffix=TEMP_SUFFIX
+                )
+                path, handle = Path(name), os.fdopen(descriptor, "wb")
+                with contextlib.suppress(BlockingIOError):
+                    fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    if os.fstat(descriptor).st_nlink > 0:
+                        return path, handle
+                handle.close()
+    except BaseException as error:
+        if handle is not None:
+            handle.close()
+        if path is not None:
+            path.unlink(missing_ok=True)
+        if isinstance(error, OSError):
+            raise _write_error(final, error) from None
+        raise
 
 
 def commit_pair(first: StagedFile, second: StagedFile) -> None:
@@ -193,9 +200,9 @@ def commit_pair(first: StagedFile, second: StagedFile) -> None:
     A crash at any moment leaves the previous pair, or a `first` without its `second` (an
     uncommitted leftover the next run overwrites), or the new pair; never a `second` without
     its `first` or beside another one. Hence: remove the old `second`, rename `first`, rename
-    `second`, with the folder fsynced after each step so the order also holds across a power
-    loss, SIGINT and SIGTERM held until the step is done, and the folder locked so two
-    processes cannot interleave their commits.
+    `second`, then fsync the folder. The three steps are a few microseconds apart, with SIGINT
+    and SIGTERM held until they are done, and the folder is locked so that two processes
+    cannot interleave their commits.
     """
     directory = first.final.parent
     if second.final.parent != directory:
@@ -210,15 +217,13 @@ def commit_pair(first: StagedFile, second: StagedFile) -> None:
         with signals_held():
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(second.final)
-            os.fsync(folder)
             current = first.final
             os.replace(first.path, first.final)
             first.committed = True
-            os.fsync(folder)
             current = second.final
             os.replace(second.path, second.final)
             second.committed = True
-            os.fsync(folder)
+        os.fsync(folder)
     except OSError as error:
         raise _write_error(current, error) from None
     finally:

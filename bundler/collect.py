@@ -27,6 +27,7 @@ from bundler.layout import BundleId
 from bundler.manifest import ArchiveInfo, BundleClaim, Sidecar, Submitter
 from bundler.progress import NoProgress, ProgressSink
 from bundler.runs import RunHeader, ValidatedRun, read_header, validate_run
+from bundler.schema import INT64_MAX
 from bundler.version import bundler_version
 
 if TYPE_CHECKING:
@@ -92,7 +93,8 @@ def parse_expectations(pairs: list[str]) -> dict[str, int]:
     expected: dict[str, int] = {}
     for pair in pairs:
         task, separator, rows = pair.partition("=")
-        if not separator or not task or not rows.isdigit() or int(rows) < 1:
+        digits = rows.isascii() and rows.isdigit()  # not "²", which isdigit() also accepts
+        if not separator or not task or not digits or not 1 <= int(rows) <= INT64_MAX:
             raise UsageError(f"--expect {pair!r}: expected TASK=ROWS with ROWS a positive integer")
         if expected.get(task, int(rows)) != int(rows):
             raise UsageError(f"--expect gives two row counts for task {task!r}")

@@ -418,8 +418,8 @@ def test_sigterm_while_writing_leaves_nothing_partial(tmp_path: Path) -> None:
 
 
 def test_full_disk_while_replacing_keeps_the_previous_bundle(tmp_path: Path) -> None:
-    """A failed write of a new version leaves the previous pair intact and verifiable
-    (issue 6: the sidecar used to be replaced first, leaving it beside the old archive)."""
+    """The new archive fails on its very last bytes: the previous pair stays intact and
+    verifiable (issue 6: the sidecar used to be in place before the archive's last write)."""
     root = tmp_path / "out"
     big_dir = write_tree(
         root,
@@ -432,8 +432,10 @@ def test_full_disk_while_replacing_keeps_the_previous_bundle(tmp_path: Path) -> 
     assert run_cli("collect", root, "-o", bundles).returncode == 0
     before = _bundle_files(bundles)
     (big_dir / "metrics.json").write_text('{"changed": {"n": 1}}')
-    limit = 64 << 10
-    result = run_cli("collect", root, "-o", bundles, "--json", preexec_fn=limit_file_size(limit))
+    probe = json.loads(run_cli("collect", root, "-o", tmp_path / "probe", "--json").stdout)
+    new_size = next(b["size"] for b in probe["bundles"] if b["bundle_id"].startswith("big_"))
+    limit = limit_file_size(new_size - 1)
+    result = run_cli("collect", root, "-o", bundles, "--json", preexec_fn=limit)
     assert result.returncode == 1, result.stderr
     (refusal,) = json.loads(result.stdout)["refused"]
     assert refusal["error"].endswith(".tar.zst: cannot write: file size limit exceeded")

@@ -540,7 +540,17 @@ def test_output_root_without_runs_is_unusable(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "pairs", [["expert-vqa"], ["=3"], ["x=0"], ["x=-1"], ["x=three"], ["x=3", "x=4"]]
+    "pairs",
+    [
+        ["expert-vqa"],
+        ["=3"],
+        ["x=0"],
+        ["x=-1"],
+        ["x=three"],
+        ["x=3", "x=4"],
+        ["x=\u00b2"],  # a digit to str.isdigit, not to int()
+        [f"x={2**63}"],  # beyond the int64 column it is published in
+    ],
 )
 def test_bad_expectations_are_usage_errors(pairs: list[str]) -> None:
     with pytest.raises(UsageError):

@@ -8,6 +8,7 @@ temporary failure (the Hub unavailable or rate limiting): retry later.
 
 from __future__ import annotations
 
+import shlex
 import signal
 import sys
 import traceback
@@ -18,7 +19,6 @@ from typing import Annotated, Any, Protocol, TypeVar
 import typer
 from pydantic import ValidationError
 from rich.console import Console
-from rich.markup import escape
 
 # typer vendors click: its usage errors are these classes, not the `click` package's.
 from typer._click import exceptions as click_exceptions
@@ -26,15 +26,17 @@ from typer.core import TyperArgument, TyperGroup, TyperOption
 
 from bundler import exitcodes
 from bundler.collect import CollectOptions, collect, parse_expectations
-from bundler.errors import BundlerError
+from bundler.errors import BundlerError, NoRunSelectedError
 from bundler.inspection import inspect_bundle
 from bundler.manifest import Submitter
 from bundler.report import (
     RichProgress,
     emit_json,
+    plain,
     render_collect,
     render_inspection,
     render_verify,
+    shown,
     stderr_console,
 )
 from bundler.validation import describe_validation_error
@@ -123,7 +125,7 @@ def report_usage_error(error: click_exceptions.ClickException, *, json_output: b
     code = error.exit_code if error.exit_code != 1 else EXIT_UNUSABLE
     if json_output:
         emit_json({"error": message, "hint": hint, "exit_code": code})
-    stderr_console().print(f"[bold red]error[/]: {escape(message)} ({hint})", highlight=False)
+    stderr_console().print(f"[bold red]error[/]: {shown(message)} ({hint})", highlight=False)
     return code
 
 
@@ -345,7 +347,7 @@ def run_command(
         return action()
     except BundlerError as error:
         code = error.exit_code
-        message, hint = _scrub(error.message, secrets), _scrub(error.hint, secrets)
+        message, hint = _scrub(_worded(error), secrets), _scrub(error.hint, secrets)
         trace = traceback.format_exc()
     except ValidationError as error:  # options the command line let through but a model refused
         code = EXIT_UNUSABLE
@@ -361,13 +363,29 @@ def run_command(
         hint = "re-run with --debug for the traceback, and report it"
         trace = traceback.format_exc()
     if debug:
-        console.print(_scrub(trace, secrets), markup=False)
+        lines = (_scrub(trace, secrets) or "").splitlines()
+        console.print("\n".join(plain(line) for line in lines), markup=False)
     if json_output:
         emit_json({"error": message, "hint": hint, "exit_code": code})
-    console.print(f"[bold red]error[/]: {escape(message or '')}", highlight=False)
+    console.print(f"[bold red]error[/]: {shown(message or '')}", highlight=False)
     if hint:
-        console.print(f"  hint: {hint}", markup=False)
+        console.print(f"  hint: {plain(hint)}", markup=False)
     raise typer.Exit(code)
+
+
+_FILTER_FLAGS = {"tasks": "--task", "models": "--model"}
+
+
+def _worded(error: BundlerError) -> str:
+    """The error's message, in the command line's terms where the library gave data."""
+    if isinstance(error, NoRunSelectedError):
+        given = " ".join(
+            f"{_FILTER_FLAGS[field]} {shlex.quote(value)}"
+            for field, values in error.unmatched.items()
+            for value in values
+        )
+        return f"{given} matched no run"
+    return error.message
 
 
 def _scrub(text: str | None, secrets: tuple[str, ...]) -> str | None:

@@ -15,13 +15,20 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from bundler.archive import DEFAULT_LEVEL, BodyWriter, write_archive
 from bundler.discover import RunDirectory, Skipped, discover
-from bundler.errors import BundlerError, InputError, UsageError
-from bundler.fileio import atomic_output, atomic_write_bytes, sha256_file
+from bundler.errors import (
+    BundlerError,
+    InputError,
+    NoRunSelectedError,
+    UsageError,
+    WriteError,
+)
+from bundler.fileio import StagedFile, commit_pair, read_bounded, remove_leftovers, sha256_file
 from bundler.layout import BundleId
 from bundler.lock import bundles_lock
 from bundler.manifest import ArchiveInfo, BundleClaim, Sidecar, Submitter
 from bundler.progress import NoProgress, ProgressSink
 from bundler.runs import RunHeader, ValidatedRun, read_header, validate_run
+from bundler.schema import INT64_MAX
 from bundler.version import bundler_version
 
 if TYPE_CHECKING:
@@ -76,6 +83,9 @@ class CollectReport(BaseModel):
     bundles: list[CollectedBundle] = Field(default_factory=list)
     refused: list[RefusedInput] = Field(default_factory=list)
     skipped: list[Skipped] = Field(default_factory=list)
+    removed_temporaries: list[str] = Field(
+        default_factory=list, description="leftover temporary files of a killed run, removed"
+    )
 
     @property
     def exit_code(self) -> int:
@@ -87,7 +97,8 @@ def parse_expectations(pairs: list[str]) -> dict[str, int]:
     expected: dict[str, int] = {}
     for pair in pairs:
         task, separator, rows = pair.partition("=")
-        if not separator or not task or not rows.isdigit() or int(rows) < 1:
+        digits = rows.isascii() and rows.isdigit()  # not "²", which isdigit() also accepts
+        if not separator or not task or not digits or not 1 <= int(rows) <= INT64_MAX:
             raise UsageError(f"--expect {pair!r}: expected TASK=ROWS with ROWS a positive integer")
         if expected.get(task, int(rows)) != int(rows):
             raise UsageError(f"--expect gives two row counts for task {task!r}")
@@ -107,28 +118,37 @@ def collect(
     `options.lock_wait` seconds."""
     options = options or CollectOptions()
     progress = progress or NoProgress()
+    if bundles_dir.exists() and not bundles_dir.is_dir():
+        raise UsageError(f"{bundles_dir}: exists and is not a directory")
     found = discover(output_root)
     report = CollectReport(
         output_root=str(output_root), bundles_dir=str(bundles_dir), skipped=list(found.skipped)
     )
-    report.refused.extend(RefusedInput(path=item.path, error=item.reason) for item in found.refused)
+    report.refused.extend(
+        RefusedInput(path=item.path, error=f"{item.path}: {item.reason}") for item in found.refused
+    )
     if not found.runs and not found.refused:
         raise UsageError(
             f"{output_root}: no run directories found under <task>_predictions/",
             hint="point collect at the harness's output root",
         )
     headers: list[RunHeader] = []
+    matches = _FilterMatches(options)
     for run in found.runs:
         try:
             header = read_header(run)
         except InputError as error:
-            if _selected_by_directory(run, options):
+            if matches.selects(run.task_dir_name, {_model_path(run)}):
                 report.refused.append(RefusedInput(path=str(run.path), error=str(error)))
             continue
-        if _selected(header, options):
+        meta = header.meta
+        names = {meta.model_name, meta.capabilities.player_name}
+        if matches.selects(meta.statics.task_name, names):
             headers.append(header)
         else:
             report.skipped.append(Skipped(path=str(run.path), reason="not selected by filters"))
+    matches.check()
+    report.removed_temporaries = [str(path) for path in remove_leftovers(bundles_dir)]
     resolver = None
     if options.resolve_rows:
         from bundler.rowcount import RowCountResolver  # the Hub client only when asked for
@@ -144,21 +164,47 @@ def collect(
     return report
 
 
-def _selected(header: RunHeader, options: CollectOptions) -> bool:
-    meta = header.meta
-    task_ok = not options.tasks or meta.statics.task_name in options.tasks
-    names = {meta.model_name, meta.capabilities.player_name}
-    model_ok = not options.models or bool(names.intersection(options.models))
-    return task_ok and model_ok
+class _FilterMatches:
+    """Applies the --task / --model filters and remembers which values matched a run, so a
+    filter that matches nothing (a typo) stops the collect instead of silently doing nothing."""
+
+    def __init__(self, options: CollectOptions) -> None:
+        self.tasks, self.models = options.tasks, options.models
+        self.seen_tasks: set[str] = set()
+        self.seen_models: set[str] = set()
+        self.selected = 0
+
+    def selects(self, task: str, models: set[str]) -> bool:
+        self.seen_tasks.add(task)
+        self.seen_models.update(models)
+        task_ok = not self.tasks or task in self.tasks
+        model_ok = not self.models or bool(models.intersection(self.models))
+        self.selected += task_ok and model_ok
+        return task_ok and model_ok
+
+    def check(self) -> None:
+        unmatched = {
+            field: [value for value in values if value not in seen]
+            for field, values, seen in (
+                ("tasks", self.tasks, self.seen_tasks),
+                ("models", self.models, self.seen_models),
+            )
+        }
+        unmatched = {field: values for field, values in unmatched.items() if values}
+        if not unmatched and not self.selected and (self.tasks or self.models):
+            unmatched = {
+                field: values
+                for field, values in (("tasks", self.tasks), ("models", self.models))
+                if values
+            }
+        if unmatched:
+            raise NoRunSelectedError(unmatched)
 
 
-def _selected_by_directory(run: RunDirectory, options: CollectOptions) -> bool:
+def _model_path(run: RunDirectory) -> str:
     """For a run whose run_meta.json is unreadable, the directory names stand in for it, so a
     filtered collect still reports the broken runs that the filter would have taken."""
-    model_path = run.relative.partition("/")[2]
-    task_ok = not options.tasks or run.task_dir_name in options.tasks
-    model_ok = not options.models or model_path in options.models
-    return task_ok and model_ok
+    return run.relative.partition("/")[2]
 
 
 def _refuse_collisions(headers: list[RunHeader], report: CollectReport) -> list[RunHeader]:
@@ -213,7 +259,12 @@ def _bundle_one(
             run.warnings[:0] = notes
             report.bundles.append(_write_bundle(run, body, bundles_dir, options))
     except BundlerError as error:
-        report.refused.append(RefusedInput(path=str(header.run.path), error=str(error)))
+        # Every refusal line names a path: the input's, or the file that could not be written.
+        named = isinstance(error, InputError) or (
+            isinstance(error, WriteError) and error.path is not None
+        )
+        shown = str(error) if named else f"{header.run.path}: {error}"
+        report.refused.append(RefusedInput(path=str(header.run.path), error=shown))
 
 
 def claim_for(run: ValidatedRun, submitter: Submitter) -> BundleClaim:
@@ -240,22 +291,30 @@ def claim_for(run: ValidatedRun, submitter: Submitter) -> BundleClaim:
 def _write_bundle(
     run: ValidatedRun, body: BodyWriter, bundles_dir: Path, options: CollectOptions
 ) -> CollectedBundle:
+    """Write the archive and its sidecar as temporary files, then commit them as a pair (see
+    `commit_pair`): the archive is in place before its sidecar, so a sidecar always describes
+    the archive beside it, and a run killed at any moment leaves the previous bundle or none."""
     claim = claim_for(run, options.submitter)
     archive_path = run.header.bundle_id.local_archive(bundles_dir)
     sidecar_path = run.header.bundle_id.local_sidecar(bundles_dir)
     previous = sha256_file(archive_path)[0] if os.path.isfile(archive_path) else None
-    # The sidecar is renamed into place just before the archive, and only once the archive is
-    # fully written, so a failure at any point leaves the previous pair (or nothing) behind.
-    with atomic_output(archive_path) as out:
+    with StagedFile(archive_path) as archive:
         sha256, size = write_archive(
-            claim, run.files(), body, out, level=options.level, threads=options.threads
+            claim, run.files(), body, archive.handle, level=options.level, threads=options.threads
         )
-        sidecar = Sidecar(
-            **claim.model_dump(),
-            archive=ArchiveInfo(name=archive_path.name, size=size, sha256=sha256),
-            files_count=len(run.predictions) + 2,
+        archive.finish()
+        data = sidecar_bytes(
+            Sidecar(
+                **claim.model_dump(),
+                archive=ArchiveInfo(name=archive_path.name, size=size, sha256=sha256),
+                files_count=len(run.predictions) + 2,
+            )
         )
-        atomic_write_bytes(sidecar_path, sidecar_bytes(sidecar))
+        with StagedFile(sidecar_path) as sidecar:
+            sidecar.handle.write(data)
+            sidecar.finish()
+            if previous != sha256 or not _holds(sidecar_path, data):
+                commit_pair(archive, sidecar)
     status: BundleStatus = (
         "written" if previous is None else "unchanged" if previous == sha256 else "replaced"
     )
@@ -271,6 +330,14 @@ def _write_bundle(
         predictions=run.summary.count,
         warnings=run.warnings,
     )
+
+
+def _holds(path: Path, data: bytes) -> bool:
+    """Whether the file at `path` already holds exactly `data` (then nothing is replaced)."""
+    try:
+        return read_bounded(path, len(data)) == data
+    except InputError:
+        return False
 
 
 def sidecar_bytes(sidecar: Sidecar) -> bytes:

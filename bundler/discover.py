@@ -73,7 +73,11 @@ def discover(output_root: Path) -> Discovery:
     runs: list[RunDirectory] = []
     skipped: list[Skipped] = []
     refused: list[Skipped] = []
-    for entry in _sorted_entries(output_root):
+    try:
+        top = _sorted_entries(output_root)
+    except OSError as error:
+        raise UsageError(f"{output_root}: cannot list: {error.strerror}") from None
+    for entry in top:
         shown = str(Path(output_root, entry.name))
         if entry.is_symlink():
             refused.append(Skipped(path=shown, reason="symbolic link; links are never followed"))
@@ -90,32 +94,39 @@ def discover(output_root: Path) -> Discovery:
 
 
 def _walk(
-    directory: Path,
+    top: Path,
     output_root: Path,
     task: str,
     runs: list[RunDirectory],
     refused: list[Skipped],
 ) -> None:
-    try:
-        entries = _sorted_entries(directory)
-    except OSError as error:
-        refused.append(Skipped(path=str(directory), reason=f"cannot list: {error.strerror}"))
-        return
-    if any(is_run_file(entry.name) for entry in entries):
-        relative = directory.relative_to(output_root).as_posix()
-        predictions = sum(PREDICTION_FILE.match(entry.name) is not None for entry in entries)
-        runs.append(
-            RunDirectory(
-                path=directory, relative=relative, task_dir_name=task, predictions=predictions
-            )
-        )
-    for entry in entries:
-        if entry.is_symlink() and not is_run_file(entry.name):
-            # Links to run files are refused with their run; other links would be skipped
-            # silently as "extra files", so a linked directory is called out here.
-            if entry.is_dir():
-                refused.append(
-                    Skipped(path=entry.path, reason="symbolic link; links are never followed")
+    """Every run directory below `top`, depth first in name order, with an explicit stack: a
+    tree thousands of folders deep is walked like any other, never overflowing the call stack."""
+    pending = [top]
+    while pending:
+        directory = pending.pop()
+        try:
+            entries = _sorted_entries(directory)
+        except OSError as error:
+            refused.append(Skipped(path=str(directory), reason=f"cannot list: {error.strerror}"))
+            continue
+        if any(is_run_file(entry.name) for entry in entries):
+            relative = directory.relative_to(output_root).as_posix()
+            predictions = sum(PREDICTION_FILE.match(entry.name) is not None for entry in entries)
+            runs.append(
+                RunDirectory(
+                    path=directory, relative=relative, task_dir_name=task, predictions=predictions
                 )
-        elif entry.is_dir(follow_symlinks=False):
-            _walk(Path(entry.path), output_root, task, runs, refused)
+            )
+        subdirectories: list[Path] = []
+        for entry in entries:
+            if entry.is_symlink() and not is_run_file(entry.name):
+                # Links to run files are refused with their run; other links would be skipped
+                # silently as "extra files", so a linked directory is called out here.
+                if entry.is_dir():
+                    refused.append(
+                        Skipped(path=entry.path, reason="symbolic link; links are never followed")
+                    )
+            elif entry.is_dir(follow_symlinks=False):
+                subdirectories.append(Path(entry.path))
+        pending.extend(reversed(subdirectories))

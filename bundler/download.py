@@ -65,6 +65,8 @@ def download(
     progress: ProgressSink | None = None,
 ) -> DownloadReport:
     progress = progress or NoProgress()
+    if output_dir.exists() and not output_dir.is_dir():
+        raise UsageError(f"{output_dir}: exists and is not a directory")
     session = HubSession(repo_id, token=token)
     commit = session.head(revision)
     listed = session.list_files(BUNDLES_DIR, commit)
@@ -84,8 +86,6 @@ def download(
             FetchedBundle(bundle_id=str(bundle), outcome="missing", detail="not in the repository")
             for bundle in sorted(asked - set(available))
         )
-    if output_dir.exists() and not output_dir.is_dir():
-        raise UsageError(f"{output_dir}: exists and is not a directory")
     output_dir.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=output_dir, prefix=f"{TEMP_PREFIX}download-"))
     try:

@@ -63,7 +63,12 @@ class RowError(BundlerError):
 
 
 class WriteError(BundlerError):
-    """Writing a bundle failed (full disk, permissions); nothing partial was left behind."""
+    """Writing a bundle failed (full disk, permissions); nothing partial was left behind.
+    `path` is the file that could not be written, when the message begins with it."""
+
+    def __init__(self, message: str, *, path: Path | str | None = None, hint: str | None = None):
+        super().__init__(message, hint=hint)
+        self.path = None if path is None else str(path)
 
 
 class HubError(BundlerError):
@@ -123,3 +128,19 @@ class BundlesLockedError(TemporaryError):
         self.started = started
         self.host = host
         self.operation = operation
+
+
+class NoRunSelectedError(UsageError):
+    """Run filters that matched no run, so nothing the user asked for can be done.
+
+    `unmatched` maps a CollectOptions field (`tasks`, `models`) to the values that matched no
+    run; when each value matched some run but their combination selects none, it holds them all.
+    """
+
+    def __init__(self, unmatched: dict[str, list[str]]) -> None:
+        shown = "; ".join(f"{field} {', '.join(values)}" for field, values in unmatched.items())
+        super().__init__(
+            f"the filters matched no run ({shown})",
+            hint="a task is statics.task_name; a model is player_name or model_name",
+        )
+        self.unmatched = unmatched

@@ -50,8 +50,12 @@ from bundler.errors import (
 )
 
 REPO_TYPE = "dataset"
-REPO_ID = re.compile(r"(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}")
-"""A Hub repository id: NAME or OWNER/NAME (checked before any request is made)."""
+_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}"
+REPO_ID = re.compile(f"{_NAME}/{_NAME}")
+"""A repository to publish to or download from: OWNER/NAME, checked before any request (a
+bare NAME would be looked up as a legacy canonical repository and end in a raw 404)."""
+DATASET_ID = re.compile(f"(?:{_NAME}/)?{_NAME}")
+"""A dataset id as run_meta.json names it: legacy canonical datasets have no owner."""
 READ_ATTEMPTS = 4
 READ_BACKOFF_SECONDS = 0.5
 MAX_SMALL_FILE_BYTES = 16 << 20
@@ -105,8 +109,10 @@ def is_transient(error: BaseException) -> bool:
 class HubSession:
     """One dataset repository on one Hub endpoint, with one token (never shown anywhere)."""
 
-    def __init__(self, repo_id: str, *, token: str | None = None) -> None:
-        if not REPO_ID.fullmatch(repo_id):
+    def __init__(self, repo_id: str, *, token: str | None = None, owned: bool = True) -> None:
+        """`owned`: the id must be OWNER/NAME (any repository the user names); else a bare
+        NAME is accepted too (a dataset a run was measured on)."""
+        if not (REPO_ID if owned else DATASET_ID).fullmatch(repo_id):
             raise UsageError(
                 f"--repo {repo_id!r}: expected OWNER/NAME, e.g. my-org/gptnt-leaderboard"
             )

@@ -10,11 +10,10 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from bundler.errors import UsageError
 from bundler.manifest import BundleClaim
 from bundler.metrics import MetricValue, flatten_metrics
 from bundler.progress import ProgressSink
-from bundler.verify import BundleVerification, read_bundle
+from bundler.verify import BundleVerification, bundle_file, read_bundle
 
 
 class BundleInspection(BaseModel):
@@ -31,8 +30,7 @@ class BundleInspection(BaseModel):
 
 
 def inspect_bundle(path: Path, progress: ProgressSink | None = None) -> BundleInspection:
-    if not path.is_file():
-        raise UsageError(f"{path}: no such bundle archive")
+    bundle_file(path)
     reading = read_bundle(path, progress)
     claim = reading.manifest.claim() if reading.manifest else None
     count = claim.predictions.count if claim else 0

@@ -39,6 +39,9 @@ REJECTED_DIR = ".rejected"
 TEMP_PREFIX = ".bundler-"
 """Every temporary file or folder the bundler makes starts with this, so leftovers of a killed
 run are recognisable as its own and nothing else is ever removed."""
+TEMP_SUFFIX = ".partial"
+"""The end of a temporary file written beside its final path: `<TEMP_PREFIX><name>.<random>`
+then this, so `find`ing the leftovers of a bundler run is one pattern."""
 
 LOCK_NAME = ".bundler.lock"
 """The lock file in a bundles folder that keeps two collects, uploads or syncs from working on
@@ -159,6 +162,16 @@ def task_config_name(task: str) -> str:
     if not SAFE_TASK_NAME.fullmatch(task):
         raise LayoutError(f"{task!r} is not a safe task name")
     return f"_{task}" if task.lower() == ALL_TASKS_CONFIG else task
+
+
+def temporary_prefix(final: Path) -> str:
+    """The start of the name of a temporary file that will become `final`."""
+    return f"{TEMP_PREFIX}{final.name}."
+
+
+def is_temporary_name(name: str) -> bool:
+    """A name the bundler gives a temporary file (see `temporary_prefix`, TEMP_SUFFIX)."""
+    return name.startswith(TEMP_PREFIX) and name.endswith(TEMP_SUFFIX)
 
 
 def is_archive_path(path: Path | str) -> bool:

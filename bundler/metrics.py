@@ -18,8 +18,9 @@ is ambiguous when a key holds a `.`; the path is not."""
 
 
 class MetricValue(BaseModel):
-    """One leaf figure. `number` is set for finite numbers (not booleans); `json` always holds
-    the value as JSON text, so nothing is lost for strings, lists, nulls or NaN."""
+    """One leaf figure. `number` is set for numbers (not booleans) that a float64 holds, and
+    is null for the rest (an integer of 400 digits, NaN); `json` always holds the value as
+    JSON text, so nothing is lost for strings, lists, nulls or such numbers."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -29,24 +30,24 @@ class MetricValue(BaseModel):
 
 
 def metric_leaves(metrics: Any) -> list[tuple[MetricPath, Any]]:
-    """Every leaf of a parsed metrics.json with its key path, in the file's order. A non-empty
-    object is descended into; anything else (an empty object included) is a leaf."""
+    """Every leaf of a parsed metrics.json with its key path, in the file's order, walked with
+    an explicit stack (no recursion limit to hit). A non-empty object is descended into;
+    anything else (an empty object included) is a leaf."""
     leaves: list[tuple[MetricPath, Any]] = []
-    _collect(metrics, (), leaves)
+    pending: list[tuple[MetricPath, Any]] = [((), metrics)]
+    while pending:
+        path, value = pending.pop()
+        if isinstance(value, dict) and value:
+            pending.extend(reversed([((*path, str(key)), child) for key, child in value.items()]))
+        else:
+            leaves.append((path, value))
     return leaves
 
 
-def _collect(value: Any, path: MetricPath, leaves: list[tuple[MetricPath, Any]]) -> None:
-    if isinstance(value, dict) and value:
-        for key, child in value.items():
-            _collect(child, (*path, str(key)), leaves)
-        return
-    leaves.append((path, value))
-
-
 def metric_number(value: Any) -> float | None:
-    """The value as a score, if it is one: a finite int or float. Booleans, NaN, infinities and
-    integers beyond float range are not, so they never reach a numeric column or a ranking."""
+    """The value as a score, if it is one: a finite int or float that a float64 holds.
+    Booleans, NaN, infinities and integers beyond float range are not, so they never reach a
+    numeric column or a ranking."""
     if not isinstance(value, int | float) or isinstance(value, bool):
         return None
     try:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import unicodedata
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
@@ -46,6 +45,25 @@ if TYPE_CHECKING:
 STATUS_STYLE = {"passed": "green", "warned": "yellow", "failed": "bold red"}
 
 
+def plain(text: str, *, keep_newlines: bool = False) -> str:
+    """`text` with every character Python deems unprintable (control characters such as ESC,
+    format characters such as bidi overrides, lone surrogates, line breaks unless kept) shown
+    as its escape, e.g. `\\x1b`: names, warnings and paths come from strangers, and a raw
+    escape sequence could rewrite what a reviewer sees on the terminal."""
+    if text.isprintable():
+        return text
+    return "".join(
+        char if char.isprintable() or (keep_newlines and char == "\n") else repr(char)[1:-1]
+        for char in text
+    )
+
+
+def shown(value: object, *, keep_newlines: bool = False) -> str:
+    """Any value from the inputs, ready for rich markup: unprintable characters escaped
+    (`plain`) and markup brackets escaped. Every renderer passes input text through this."""
+    return escape(plain(str(value), keep_newlines=keep_newlines))
+
+
 LOG_WIDTH = 160
 """Width for tables when stderr is a log, not a terminal: rich would assume 80 columns and
 break bundle ids in the middle; a log line may be long."""
@@ -59,9 +77,11 @@ def stderr_console() -> Console:
 
 
 def emit_json(value: BaseModel | dict[str, Any]) -> None:
-    """One JSON document on stdout, nothing else there, so it can be piped into jq."""
+    """One JSON document on stdout, nothing else there, so it can be piped into jq. It is
+    ASCII: every other character is a JSON escape, so a file name that is not UTF-8 (a lone
+    surrogate) cannot break the output and no control character reaches a terminal raw."""
     data = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=True) + "\n")
     sys.stdout.flush()
 
 
@@ -103,7 +123,7 @@ class RichProgress:
     def begin(self, label: str, total: int | None, *, unit: Unit = "items") -> None:
         if self._task is not None:
             self._progress.remove_task(self._task)
-        self._task = self._progress.add_task(escape(label), total=total, unit=unit)
+        self._task = self._progress.add_task(shown(label), total=total, unit=unit)
 
     def advance(self, steps: int = 1) -> None:
         if self._task is not None:
@@ -112,7 +132,7 @@ class RichProgress:
 
 def render_collect(report: CollectReport, console: Console) -> None:
     if report.bundles:
-        table = Table(title=f"Bundles in {escape(report.bundles_dir)}", title_justify="left")
+        table = Table(title=f"Bundles in {shown(report.bundles_dir)}", title_justify="left")
         for column in ("bundle", "status", "coverage", "predictions", "size"):
             table.add_column(
                 column,
@@ -122,7 +142,7 @@ def render_collect(report: CollectReport, console: Console) -> None:
         for bundle in report.bundles:
             coverage_style = "green" if bundle.coverage == "complete" else "yellow"
             table.add_row(
-                escape(bundle.bundle_id),
+                shown(bundle.bundle_id),
                 bundle.status,
                 f"[{coverage_style}]{bundle.coverage}[/]",
                 str(bundle.predictions),
@@ -131,11 +151,13 @@ def render_collect(report: CollectReport, console: Console) -> None:
         console.print(table)
         for bundle in report.bundles:
             for warning in bundle.warnings:
-                console.print(f"[yellow]warning[/] {escape(bundle.bundle_id)}: {escape(warning)}")
+                console.print(f"[yellow]warning[/] {shown(bundle.bundle_id)}: {shown(warning)}")
     for item in report.skipped:
-        console.print(f"[dim]skipped {escape(item.path)}: {escape(item.reason)}[/]")
+        console.print(f"[dim]skipped {shown(item.path)}: {shown(item.reason)}[/]")
+    for path in report.removed_temporaries:
+        console.print(f"[dim]removed {shown(path)}: left by an interrupted collect[/]")
     for refusal in report.refused:
-        console.print(f"[bold red]refused[/] {escape(refusal.error)}")
+        console.print(f"[bold red]refused[/] {shown(refusal.error)}")
     written = len(report.bundles)
     console.print(
         f"{written} bundle(s) ready, {len(report.refused)} input(s) refused, "
@@ -146,14 +168,14 @@ def render_collect(report: CollectReport, console: Console) -> None:
 def render_checks(checks: list[CheckResult], console: Console) -> None:
     for check in checks:
         style = STATUS_STYLE[check.status]
-        hint = f" [dim]({escape(check.hint)})[/]" if check.hint else ""
-        console.print(f"  [{style}]{check.status:>6}[/] {check.name}: {escape(check.detail)}{hint}")
+        hint = f" [dim]({shown(check.hint)})[/]" if check.hint else ""
+        console.print(f"  [{style}]{check.status:>6}[/] {check.name}: {shown(check.detail)}{hint}")
 
 
 def render_verify(report: VerifyReport, console: Console) -> None:
     for bundle in report.bundles:
         verdict = "[green]OK[/]" if bundle.ok else "[bold red]FAILED[/]"
-        console.print(f"{verdict} {escape(bundle.archive)}")
+        console.print(f"{verdict} {shown(bundle.archive)}")
         render_checks(
             [check for check in bundle.checks if not bundle.ok or check.status != "passed"],
             console,
@@ -166,15 +188,13 @@ def render_inspection(inspection: BundleInspection, console: Console) -> None:
     verification = inspection.verification
     claim = inspection.claim
     verdict = "[green]intact[/]" if verification.ok else "[bold red]FAILED verification[/]"
-    console.print(
-        f"[bold]{escape(claim.bundle_id if claim else verification.archive)}[/] {verdict}"
-    )
+    console.print(f"[bold]{shown(claim.bundle_id if claim else verification.archive)}[/] {verdict}")
     if claim is None:
         render_checks(verification.checks, console)
         return
     statics = claim.statics
     pin = (
-        f"[green]pinned[/] {escape(str(statics.resolved_revision))}"
+        f"[green]pinned[/] {shown(str(statics.resolved_revision))}"
         if statics.is_pinned
         else "[bold yellow]UNPINNED[/] (the dataset rows cannot be pinned down)"
     )
@@ -190,14 +210,14 @@ def render_inspection(inspection: BundleInspection, console: Console) -> None:
     facts = Table.grid(padding=(0, 2))
     facts.add_column(style="bold")
     facts.add_column()
-    facts.add_row("target", escape(claim.target))
-    facts.add_row("dataset", escape(f"{statics.hf_repo_id} (split {statics.dataset_split})"))
-    facts.add_row("revision", f"requested {escape(str(statics.requested_revision))}, {pin}")
-    facts.add_row("model", escape(claim.model_name))
-    facts.add_row("player", escape(f"{claim.player_name} ({claim.player_type})"))
-    facts.add_row("fingerprint", claim.capability_fingerprint)
-    facts.add_row("run date", escape(claim.run_date))
-    facts.add_row("harness", escape(f"gptnt {provenance.get('gptnt_version')} @ {git_sha}") + dirty)
+    facts.add_row("target", shown(claim.target))
+    facts.add_row("dataset", shown(f"{statics.hf_repo_id} (split {statics.dataset_split})"))
+    facts.add_row("revision", f"requested {shown(str(statics.requested_revision))}, {pin}")
+    facts.add_row("model", shown(claim.model_name))
+    facts.add_row("player", shown(f"{claim.player_name} ({claim.player_type})"))
+    facts.add_row("fingerprint", shown(claim.capability_fingerprint))
+    facts.add_row("run date", shown(claim.run_date))
+    facts.add_row("harness", shown(f"gptnt {provenance.get('gptnt_version')} @ {git_sha}") + dirty)
     facts.add_row(
         "coverage",
         f"[{coverage_style}]{coverage.status}[/]: {coverage.rows_present}{expected} rows",
@@ -207,19 +227,19 @@ def render_inspection(inspection: BundleInspection, console: Console) -> None:
         f"{counts.count}, errors {counts.errors} ({_rate(inspection.error_rate)}), "
         f"exceptions {counts.exceptions} ({_rate(inspection.exception_rate)})",
     )
-    facts.add_row("usage", escape(usage))
-    facts.add_row("submitter", escape(submitter))
-    facts.add_row("bundler", escape(claim.bundler_version))
+    facts.add_row("usage", shown(usage))
+    facts.add_row("submitter", shown(submitter))
+    facts.add_row("bundler", shown(claim.bundler_version))
     console.print(facts)
     if inspection.metrics:
         table = Table(title="metrics", title_justify="left")
         table.add_column("name")
         table.add_column("value", justify="right")
         for metric in inspection.metrics:
-            table.add_row(escape(metric.name), escape(metric.json_value))
+            table.add_row(shown(metric.name), shown(metric.json_value))
         console.print(table)
     for warning in claim.warnings:
-        console.print(f"[yellow]warning[/] {escape(warning)}")
+        console.print(f"[yellow]warning[/] {shown(warning)}")
     if not verification.ok:
         render_checks(verification.failures(), console)
 
@@ -255,41 +275,41 @@ OUTCOME_STYLE = {
 
 def render_upload(report: UploadReport, console: Console) -> None:
     mode = " (dry run: nothing was changed)" if report.dry_run else ""
-    where = f"{escape(report.repo_id)} @ {escape(report.revision)}"
+    where = f"{shown(report.repo_id)} @ {shown(report.revision)}"
     if report.pull_request_num is not None:
-        where = f"{escape(report.repo_id)}, pull request #{report.pull_request_num}"
-        where += f" on {escape(report.revision)}"
+        where = f"{shown(report.repo_id)}, pull request #{report.pull_request_num}"
+        where += f" on {shown(report.revision)}"
     table = Table(title=f"{where}{mode}", title_justify="left")
     for column in ("bundle", "plan", "outcome", "detail"):
         table.add_column(column, overflow="fold")
     for bundle in report.bundles:
         style = OUTCOME_STYLE.get(bundle.outcome, "")
         table.add_row(
-            escape(bundle.bundle_id),
+            shown(bundle.bundle_id),
             bundle.action,
             f"[{style}]{bundle.outcome}[/]",
-            escape(bundle.detail or ""),
+            shown(bundle.detail or ""),
         )
     console.print(table)
     for bundle in report.bundles:
         if bundle.outcome == "held-back":
-            detail = escape(bundle.detail or "")
-            console.print(f"[yellow]warning[/] held back {escape(bundle.bundle_id)}: {detail}")
+            detail = shown(bundle.detail or "")
+            console.print(f"[yellow]warning[/] held back {shown(bundle.bundle_id)}: {detail}")
     for warning in report.warnings:
-        console.print(f"[yellow]warning[/] {escape(warning)}")
+        console.print(f"[yellow]warning[/] {shown(warning)}")
     if report.repo_created:
-        console.print(f"created dataset repository {escape(report.repo_id)}")
+        console.print(f"created dataset repository {shown(report.repo_id)}")
     for commit in report.commits:
         console.print(f"commit {commit}")
     proposed = sum(bundle.outcome == "proposed" for bundle in report.bundles)
     if report.pull_request_url:
-        url = escape(report.pull_request_url)
+        url = shown(report.pull_request_url)
         if proposed:
             console.print(f"proposed in PR #{report.pull_request_num}: {url}")
         else:
             console.print(f"your open pull request #{report.pull_request_num}: {url}")
     if report.error:
-        console.print(f"[bold red]error[/]: {escape(report.error)}")
+        console.print(f"[bold red]error[/]: {shown(report.error)}")
     published = sum(bundle.outcome == "published" for bundle in report.bundles)
     there = sum(bundle.outcome == "already-there" for bundle in report.bundles)
     held = sum(bundle.outcome == "held-back" for bundle in report.bundles)
@@ -297,7 +317,7 @@ def render_upload(report: UploadReport, console: Console) -> None:
     done = (
         f"{proposed} proposed in PR #{report.pull_request_num}"
         if report.pull_request_num is not None
-        else f"{published} published to {escape(report.revision)}"
+        else f"{published} published to {shown(report.revision)}"
     )
     console.print(
         f"{done}, {there} already there, {held} held back, {bad} refused or failed, "
@@ -308,9 +328,9 @@ def render_upload(report: UploadReport, console: Console) -> None:
 
 
 def render_card(refresh: CardRefresh, console: Console) -> None:
-    where = f"{escape(refresh.repo_id)} @ {escape(refresh.revision)}"
+    where = f"{shown(refresh.repo_id)} @ {shown(refresh.revision)}"
     for path in refresh.unreadable_rows:
-        console.print(f"[yellow]warning[/] {escape(path)}: not a readable row; left out")
+        console.print(f"[yellow]warning[/] {shown(path)}: not a readable row; left out")
     if not refresh.changed:
         console.print(f"the dataset card of {where} is up to date ({refresh.bundle_count} bundles)")
     elif refresh.commit is None:
@@ -327,43 +347,26 @@ def render_card(refresh: CardRefresh, console: Console) -> None:
 
 def render_download(report: DownloadReport, console: Console) -> None:
     for warning in report.warnings:
-        console.print(f"[yellow]warning[/] {escape(warning)}")
+        console.print(f"[yellow]warning[/] {shown(warning)}")
     for bundle in report.bundles:
         style = OUTCOME_STYLE.get(bundle.outcome, "")
-        detail = f": {escape(bundle.detail)}" if bundle.detail else ""
-        console.print(f"[{style}]{bundle.outcome:>10}[/] {escape(bundle.bundle_id)}{detail}")
+        detail = f": {shown(bundle.detail)}" if bundle.detail else ""
+        console.print(f"[{style}]{bundle.outcome:>10}[/] {shown(bundle.bundle_id)}{detail}")
     good = sum(bundle.outcome == "downloaded" for bundle in report.bundles)
     console.print(
         f"{good} of {len(report.bundles)} bundle(s) downloaded and verified into "
-        f"{escape(report.output_dir)} (commit {report.commit[:12]})"
+        f"{shown(report.output_dir)} (commit {shown(report.commit[:12])})"
     )
-
-
-_UNPRINTABLE_CATEGORIES = ("Cc", "Cf", "Co", "Cs", "Cn", "Zl", "Zp")
-
-
-def printable(text: str, *, keep_newlines: bool = False) -> str:
-    """`text` safe to print: rich markup escaped, and control and format characters (escape
-    sequences, bidi overrides, line separators) shown as `\\x1b`-style escapes, so text from a
-    stranger's bundle cannot move the cursor, recolour or reorder what a reviewer reads."""
-    shown = "".join(
-        ascii(char)[1:-1]
-        if unicodedata.category(char) in _UNPRINTABLE_CATEGORIES
-        and not (keep_newlines and char == "\n")
-        else char
-        for char in text
-    )
-    return escape(shown)
 
 
 def _shown_value(value: Any) -> str:
-    return printable(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
+    return shown(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
 
 
 def render_diff(diff: BundleDiff, console: Console) -> None:
     for label, side in (("A", diff.a), ("B", diff.b)):
         console.print(
-            f"[bold]{label}[/] {printable(side.archive)}  {printable(side.bundle_id)}  "
+            f"[bold]{label}[/] {shown(side.archive)}  {shown(side.bundle_id)}  "
             f"sha256 {side.sha256[:12]}…"
         )
     if diff.claims or diff.files:
@@ -372,7 +375,7 @@ def render_diff(diff: BundleDiff, console: Console) -> None:
             table.add_column(column, overflow="fold")
         for difference in [*diff.claims, *diff.files]:
             table.add_row(
-                printable(difference.field), _shown_value(difference.a), _shown_value(difference.b)
+                shown(difference.field), _shown_value(difference.a), _shown_value(difference.b)
             )
         console.print(table)
     if diff.metrics:
@@ -382,7 +385,7 @@ def render_diff(diff: BundleDiff, console: Console) -> None:
             table.add_column(column, justify="right", overflow="fold")
         for metric in diff.metrics:
             table.add_row(
-                printable(metric.name),
+                shown(metric.name),
                 "[dim]absent[/]" if metric.change == "added" else _shown_value(metric.a),
                 "[dim]absent[/]" if metric.change == "removed" else _shown_value(metric.b),
                 f"{metric.delta:+.6g}" if metric.delta is not None else metric.change,
@@ -412,22 +415,21 @@ def render_diff(diff: BundleDiff, console: Console) -> None:
             table.add_row(
                 str(sample.index),
                 sample.field,
-                printable(sample.a, keep_newlines=True) + cut,
-                printable(sample.b, keep_newlines=True) + cut,
+                shown(sample.a, keep_newlines=True) + cut,
+                shown(sample.b, keep_newlines=True) + cut,
             )
         console.print(table)
     style = "green" if diff.identical else ("yellow" if diff.only_run_date else "bold")
-    console.print(f"[{style}]{printable(diff.verdict)}[/]")
+    console.print(f"[{style}]{shown(diff.verdict)}[/]")
 
 
 def render_export(report: ExportReport, console: Console) -> None:
     for bundle in report.bundles:
-        name = printable(bundle.bundle_id or bundle.archive)
+        name = shown(bundle.bundle_id or bundle.archive)
         style = OUTCOME_STYLE.get(bundle.outcome, "")
         if bundle.outcome == "refused":
             console.print(
-                f"[{style}]{bundle.outcome:>9}[/] {printable(bundle.archive)}: "
-                f"{printable(bundle.reason)}"
+                f"[{style}]{bundle.outcome:>9}[/] {shown(bundle.archive)}: {shown(bundle.reason)}"
             )
             if any(refusal.kind == "submitter" for refusal in bundle.refusals):
                 console.print(
@@ -436,19 +438,17 @@ def render_export(report: ExportReport, console: Console) -> None:
                     markup=False,
                 )
         else:
-            console.print(
-                f"[{style}]{bundle.outcome:>9}[/] {name} -> {printable(bundle.folder or '')}"
-            )
+            console.print(f"[{style}]{bundle.outcome:>9}[/] {name} -> {shown(bundle.folder or '')}")
         for warning in bundle.warnings:
-            console.print(f"  [yellow]warning[/] {name}: {printable(warning)}")
+            console.print(f"  [yellow]warning[/] {name}: {shown(warning)}")
     counts = {
         outcome: sum(bundle.outcome == outcome for bundle in report.bundles)
         for outcome in ("exported", "unchanged", "refused")
     }
     console.print(
         f"{counts['exported']} exported, {counts['unchanged']} unchanged, "
-        f"{counts['refused']} refused, into {printable(report.out_dir)} "
-        f"(player {printable(report.player_name)})"
+        f"{counts['refused']} refused, into {shown(report.out_dir)} "
+        f"(player {shown(report.player_name)})"
     )
 
 
@@ -459,9 +459,9 @@ def render_sync(report: SyncReport, console: Console) -> None:
     if report.upload is not None:
         render_upload(report.upload, console)
     if report.upload_skipped:
-        console.print(f"upload skipped: {escape(report.upload_skipped)}")
+        console.print(f"upload skipped: {shown(report.upload_skipped)}")
     if report.error and (report.upload is None or report.upload.error != report.error):
-        console.print(f"[bold red]error[/]: {escape(report.error)}")
+        console.print(f"[bold red]error[/]: {shown(report.error)}")
         if report.hint:
             console.print(f"  hint: {report.hint}", markup=False)
     counts = report.counts

@@ -34,7 +34,7 @@ class RowCountResolver:
     def _lookup(self, identity: StaticsIdentity, revision: str) -> tuple[int | None, str | None]:
         where = f"{identity.hf_repo_id}@{revision[:8]}"
         try:
-            session = HubSession(identity.hf_repo_id, token=self._token)
+            session = HubSession(identity.hf_repo_id, token=self._token, owned=False)
             info = session.call(
                 f"reading {where}",
                 lambda: session.api.dataset_info(identity.hf_repo_id, revision=revision),

@@ -19,8 +19,8 @@ from typing import NamedTuple
 
 from bundler.discover import METRICS_NAME, PREDICTION_FILE, RUN_META_NAME, RunDirectory, is_run_file
 from bundler.errors import InputError
-from bundler.fileio import read_bounded
-from bundler.layout import BundleId
+from bundler.fileio import printable_name, read_bounded
+from bundler.layout import BundleId, LayoutError
 from bundler.manifest import (
     METRICS_PATH,
     RUN_META_PATH,
@@ -29,7 +29,7 @@ from bundler.manifest import (
     prediction_path,
 )
 from bundler.naming import capability_fingerprint, slugify
-from bundler.schema import StaticsRunMetadata
+from bundler.schema import INT64_MAX, StaticsRunMetadata
 from bundler.validation import (
     PredictionTally,
     assess_coverage,
@@ -130,11 +130,15 @@ def read_header(run: RunDirectory) -> RunHeader:
     if not slugify(meta.capabilities.player_name):
         raise InputError(path, "capabilities.player_name has no letters or digits to name a path")
     fingerprint = capability_fingerprint(raw["capabilities"])
+    try:
+        bundle_id = BundleId.of(meta.capabilities.player_name, fingerprint, meta.statics.target)
+    except LayoutError as error:
+        raise InputError(path, f"cannot name a bundle: {error}") from None
     return RunHeader(
         run=run,
         meta=meta,
         fingerprint=fingerprint,
-        bundle_id=BundleId.of(meta.capabilities.player_name, fingerprint, meta.statics.target),
+        bundle_id=bundle_id,
         run_meta_file=ArchivedFile(RUN_META_PATH, len(data), _sha256(data)),
         run_meta_data=data,
     )
@@ -177,7 +181,7 @@ def validate_run(
         # A str path, not a Path, and no per-row objects kept: this loop runs once per row.
         path = f"{directory_name}/{predictions.name(index)}"
         data = read_bounded(path, MAX_PREDICTION_BYTES)
-        tally.add(parse_prediction(data, index, path))
+        tally.add(parse_prediction(data, index, path), path)
         keep(prediction_path(index), data)
         predictions.indices.append(index)
         predictions.sizes.append(len(data))
@@ -195,27 +199,17 @@ def validate_run(
 
 def _list_predictions(directory: Path, warnings: list[str]) -> tuple[array[int], dict[int, str]]:
     """Prediction indices in order, plus the names that are not `prediction_<index>.json`;
-    other regular files are left out with a warning."""
+    other regular files are left out with a warning (their names go into the manifest, so a
+    name that is not UTF-8 is shown with its bytes escaped)."""
     indices: array[int] = array("q")
     odd_names: dict[int, list[str]] = {}
     extras: list[str] = []
-    with os.scandir(directory) as entries:
-        for entry in entries:
-            match = PREDICTION_FILE.match(entry.name)
-            if entry.is_symlink() and is_run_file(entry.name):
-                raise InputError(entry.path, "symbolic link; links are never followed")
-            if match is None:
-                if entry.name not in (RUN_META_NAME, METRICS_NAME) and not entry.is_dir(
-                    follow_symlinks=False
-                ):
-                    extras.append(entry.name)
-                continue
-            if not _DECIMAL.match(match.group(1)):
-                raise InputError(entry.path, "file name is not prediction_<index>.json")
-            index = int(match.group(1))
-            indices.append(index)
-            if entry.name != canonical_name(index):
-                odd_names.setdefault(index, []).append(entry.name)
+    try:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                _list_entry(entry, indices, odd_names, extras)
+    except OSError as error:
+        raise InputError(directory, f"cannot list: {error.strerror}") from None
     indices = array("q", sorted(indices))
     for position in range(1, len(indices)):
         if indices[position] == indices[position - 1]:
@@ -232,6 +226,31 @@ def _list_predictions(directory: Path, warnings: list[str]) -> tuple[array[int],
         suffix = f" and {more} more" if more > 0 else ""
         warnings.append(f"left out {len(extras)} unknown file(s): {shown}{suffix}")
     return indices, {index: names[0] for index, names in odd_names.items()}
+
+
+def _list_entry(
+    entry: os.DirEntry[str],
+    indices: array[int],
+    odd_names: dict[int, list[str]],
+    extras: list[str],
+) -> None:
+    match = PREDICTION_FILE.match(entry.name)
+    if entry.is_symlink() and is_run_file(entry.name):
+        raise InputError(entry.path, "symbolic link; links are never followed")
+    if match is None:
+        if entry.name not in (RUN_META_NAME, METRICS_NAME) and not entry.is_dir(
+            follow_symlinks=False
+        ):
+            extras.append(printable_name(entry.name))
+        return
+    if not _DECIMAL.match(match.group(1)):
+        raise InputError(entry.path, "file name is not prediction_<index>.json")
+    index = int(match.group(1))
+    if index > INT64_MAX:
+        raise InputError(entry.path, f"index {index} is larger than any row index can be")
+    indices.append(index)
+    if entry.name != canonical_name(index):
+        odd_names.setdefault(index, []).append(entry.name)
 
 
 def _judge_coverage(

@@ -8,9 +8,10 @@ bundler must never drop data it was given.
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from packaging.version import InvalidVersion, Version
 from pydantic import (
@@ -21,6 +22,7 @@ from pydantic import (
     StrictStr,
     computed_field,
     field_validator,
+    model_validator,
 )
 
 from bundler.naming import SAFE_TASK_NAME
@@ -29,6 +31,13 @@ UNPINNED_LABEL = "unpinned"
 UNKNOWN_HARNESS_VERSION = "0.0.0"
 DIRTY_SUFFIX = "-dirty"
 _COMMIT_SHA = re.compile(r"^[0-9a-fA-F]{8,64}$")
+INT64_MAX = 2**63 - 1
+"""Counts are published in int64 columns, so a count or total beyond this is refused."""
+TAR_MTIME_LIMIT = 8**11
+"""A ustar header holds the mtime in 11 octal digits, and the archive's members carry the run
+date as mtime, so a run date must fall in [1970-01-01, 2242-03-16)."""
+
+Count = Annotated[StrictInt, Field(ge=0, le=INT64_MAX)]
 
 
 class _Strict(BaseModel):
@@ -109,6 +118,21 @@ class Provenance(_Strict):
             raise ValueError(f"gptnt_version {value!r} is not a PEP 440 version") from None
         return value
 
+    @model_validator(mode="after")
+    def _numbers_are_finite(self) -> Provenance:
+        # Provenance is copied into the manifest, whose JSON has no NaN or Infinity: such a
+        # value would be written as null and no longer be what run_meta.json says.
+        pending: list[tuple[str, Any]] = [("provenance", self.model_extra)]
+        while pending:
+            location, value = pending.pop()
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ValueError(f"{location} is {value}, which the manifest's JSON cannot hold")
+            if isinstance(value, dict):
+                pending.extend((f"{location}.{key}", child) for key, child in value.items())
+            elif isinstance(value, list):
+                pending.extend((f"{location}[{i}]", child) for i, child in enumerate(value))
+        return self
+
     @property
     def is_dirty(self) -> bool:
         """The harness tree had uncommitted changes, so the version alone does not say what ran."""
@@ -124,6 +148,8 @@ def parse_instant(value: str) -> datetime:
     parsed = datetime.fromisoformat(value)
     if parsed.tzinfo is None:
         raise ValueError(f"run_date {value!r} has no UTC offset, so it is not an instant")
+    if not 0 <= parsed.timestamp() < TAR_MTIME_LIMIT:
+        raise ValueError(f"run_date {value!r} is not between 1970 and 2242")
     return parsed
 
 
@@ -158,8 +184,8 @@ class PredictionRecord(BaseModel):
 
     model_config = ConfigDict(strict=True, extra="ignore")
 
-    index: StrictInt = Field(ge=0)
-    usage: dict[StrictStr, StrictInt]
+    index: Count
+    usage: dict[StrictStr, Count]
     model: StrictStr
     output: StrictStr
     scored_output: StrictStr | None = None

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from bundler import exitcodes
 from bundler.collect import BundleStatus, CollectOptions, CollectReport, collect
 from bundler.errors import BundlerError, UsageError
-from bundler.fileio import atomic_write_bytes
+from bundler.fileio import write_atomically
 from bundler.lock import bundles_lock
 from bundler.progress import ProgressSink
 from bundler.upload import Action, Outcome, UploadOptions, UploadReport, upload
@@ -133,7 +133,7 @@ def write_report(report: SyncReport, path: Path) -> None:
     """The report as --json prints it, written atomically: a reader (a CI artifact step)
     sees the previous report or this one, never half of one."""
     data = report.model_dump(mode="json")
-    atomic_write_bytes(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode())
+    write_atomically(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode())
 
 
 def _holds_bundles(bundles_dir: Path) -> bool:

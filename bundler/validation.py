@@ -3,17 +3,26 @@
 
 from __future__ import annotations
 
+import codecs
 import json
 from collections.abc import Sequence
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import from_json
 
 from bundler.errors import InputError
-from bundler.manifest import Coverage, CoverageStatus, PredictionSummary
-from bundler.schema import PredictionRecord, StaticsRunMetadata
+from bundler.manifest import Coverage, CoverageStatus, PredictionSummary, prediction_path
+from bundler.schema import INT64_MAX, PredictionRecord, StaticsRunMetadata
 
 MAX_ERRORS_SHOWN = 3
+_JSON_PROBLEMS = {
+    "recursion limit exceeded": "nested too deeply (over 200 levels)",
+    "number out of range": "an integer of more than 4300 digits",
+    "lone leading surrogate in hex escape": "a lone surrogate escape, which is not Unicode text",
+    "unexpected end of hex escape": "a lone surrogate escape, which is not Unicode text",
+}
+"""The strict parser's words for the limits it enforces, in the user's terms."""
 
 
 def describe_validation_error(error: ValidationError) -> str:
@@ -34,13 +43,40 @@ def describe_validation_error(error: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def parse_json_object(data: bytes, where: str) -> dict[str, Any]:
+def json_problem(data: bytes, message: str) -> str:
+    """Why the strict parser refused `data`, in one phrase. The one rule for every JSON file
+    the bundler reads (run_meta.json, metrics.json, predictions): UTF-8 without a byte order
+    mark (RFC 8259 section 8.1: JSON interchange is UTF-8, and a BOM must not be added)."""
+    if data.startswith(codecs.BOM_UTF8):
+        return "starts with a UTF-8 byte order mark, which JSON text must not (save it without)"
     try:
-        value = json.loads(data)
+        data.decode("utf-8")
     except UnicodeDecodeError:
-        raise InputError(where, "not UTF-8 text") from None
-    except json.JSONDecodeError as error:
-        raise InputError(where, f"not valid JSON ({error.msg} at line {error.lineno})") from None
+        return "not UTF-8 text (JSON interchange is UTF-8)"
+    reason, at, position = message.rpartition(" at line ")
+    if not at:
+        reason, position = message, ""
+    position = f", at line {position}" if position else ""
+    return f"not valid JSON ({_JSON_PROBLEMS.get(reason, reason)}{position})"
+
+
+def load_json(data: bytes, where: str) -> Any:
+    """Parse one JSON input file, or raise InputError naming it.
+
+    The file must first pass the strict parser pydantic uses for predictions (UTF-8, no BOM,
+    at most 200 levels of nesting, integers of at most 4300 digits, no lone surrogates), so all
+    three file kinds obey one rule and nothing the parser lets through can later break a
+    manifest, a table row or the terminal. The values then come from the standard library's
+    parser, as the harness's own: the capability fingerprint must see exactly its floats."""
+    try:
+        from_json(data)
+    except ValueError as error:
+        raise InputError(where, json_problem(data, str(error))) from None
+    return json.loads(data.decode("utf-8"))
+
+
+def parse_json_object(data: bytes, where: str) -> dict[str, Any]:
+    value = load_json(data, where)
     if not isinstance(value, dict):
         raise InputError(where, f"expected a JSON object, found {type(value).__name__}")
     return value
@@ -70,8 +106,12 @@ def parse_prediction(data: bytes, expected_index: int, where: str) -> Prediction
     try:
         record = PredictionRecord.model_validate_json(data)
     except ValidationError as error:
-        if error.errors()[0]["type"] in ("json_invalid", "model_type"):
-            parse_json_object(data, where)  # raises the plainer JSON / object message
+        first = error.errors()[0]
+        if first["type"] == "json_invalid":
+            problem = json_problem(data, str(first["ctx"]["error"]))
+            raise InputError(where, problem) from None
+        if first["type"] == "model_type":
+            parse_json_object(data, where)  # raises the plainer "expected a JSON object"
         raise InputError(where, describe_validation_error(error)) from None
     if record.index != expected_index:
         raise InputError(
@@ -93,8 +133,10 @@ class PredictionTally:
         self._next_index = 0
         self.contiguous = True
 
-    def add(self, record: PredictionRecord) -> None:
-        """Records must arrive in increasing index order."""
+    def add(self, record: PredictionRecord, where: str | None = None) -> None:
+        """Records must arrive in increasing index order. A usage total that would not fit the
+        published int64 column refuses the prediction that overflows it (`where`, by default
+        its path in the archive)."""
         if record.index != self._next_index:
             self.contiguous = False
         self._next_index = record.index + 1
@@ -103,7 +145,13 @@ class PredictionTally:
         self.exceptions += record.exception is not None
         self.missing_scored_output += record.scored_output is None
         for key, value in record.usage.items():
-            self.usage[key] = self.usage.get(key, 0) + value
+            total = self.usage.get(key, 0) + value
+            if total > INT64_MAX:
+                raise InputError(
+                    where or prediction_path(record.index),
+                    f"usage {key!r} adds up to more than {INT64_MAX} over the predictions",
+                )
+            self.usage[key] = total
 
     def summary(self) -> PredictionSummary:
         return PredictionSummary(

@@ -9,6 +9,7 @@ bomb stops as soon as it exceeds that.
 
 from __future__ import annotations
 
+import os
 import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,15 @@ from pydantic import BaseModel, ValidationError
 from bundler.checks import CheckResult, failed, passed, warned
 from bundler.errors import BundlerError, InputError, UsageError
 from bundler.fileio import CHUNK_SIZE, HashingReader
-from bundler.layout import ARCHIVE_SUFFIX, BundleId, LayoutError, id_of_local_archive, sidecar_of
+from bundler.layout import (
+    ARCHIVE_SUFFIX,
+    SIDECAR_SUFFIX,
+    BundleId,
+    LayoutError,
+    id_of_local_archive,
+    is_archive_path,
+    sidecar_of,
+)
 from bundler.manifest import (
     MANIFEST_PATH,
     METRICS_PATH,
@@ -123,28 +132,61 @@ class BundleReading:
 
 
 def find_archives(paths: list[Path]) -> list[Path]:
-    """Archives named directly or found below directories (links not followed), in name order."""
+    """Archives named directly or found below directories (links not followed, hidden folders
+    skipped), in name order. Raises UsageError for a path that is not there, is not a bundle
+    archive, or is a folder with no bundle below it."""
     found: list[Path] = []
     for path in paths:
         if path.is_dir() and not path.is_symlink():
-            # Hidden entries are staging, rejected or cache areas, never bundles to trust.
-            found.extend(
-                sorted(
-                    candidate
-                    for candidate in path.rglob(f"*{ARCHIVE_SUFFIX}")
-                    if candidate.is_file()
-                    and not candidate.is_symlink()
-                    and not any(part.startswith(".") for part in candidate.relative_to(path).parts)
+            below = _archives_below(path)
+            if not below:
+                raise UsageError(
+                    f"{path}: not a {ARCHIVE_SUFFIX} bundle, and no bundle is below it",
+                    hint=f"collect writes <player>_<fp8>/<task>@<rev8>{ARCHIVE_SUFFIX}",
                 )
-            )
-        elif path.is_file():
-            found.append(path)
+            found.extend(below)
+        elif os.path.lexists(path):
+            found.append(bundle_file(path))
         else:
             raise UsageError(f"{path}: no such bundle archive or directory")
-    if not found:
-        shown = ", ".join(str(path) for path in paths)
-        raise UsageError(f"{shown}: no {ARCHIVE_SUFFIX} bundles found")
     return found
+
+
+def bundle_file(path: Path) -> Path:
+    """`path`, when it names one bundle archive: an existing file ending in .tar.zst."""
+    if not os.path.lexists(path):
+        raise UsageError(f"{path}: no such bundle archive")
+    if path.is_dir():
+        raise UsageError(
+            f"{path}: not a {ARCHIVE_SUFFIX} bundle but a folder",
+            hint="name one archive; `bundler verify FOLDER` checks every bundle below a folder",
+        )
+    if not (is_archive_path(path) and path.is_file()):
+        is_sidecar = path.name.endswith(SIDECAR_SUFFIX)
+        hint = f"a sidecar's archive is the {ARCHIVE_SUFFIX} beside it" if is_sidecar else None
+        raise UsageError(f"{path}: not a {ARCHIVE_SUFFIX} bundle", hint=hint)
+    return path
+
+
+def _archives_below(top: Path) -> list[Path]:
+    """Regular `.tar.zst` files below `top`, with an explicit stack (a tree of any depth).
+    Hidden entries are staging, rejected or temporary areas, never bundles to trust."""
+    found: list[Path] = []
+    pending = [top]
+    while pending:
+        directory = pending.pop()
+        try:
+            with os.scandir(directory) as entries:
+                for entry in entries:
+                    if entry.name.startswith(".") or entry.is_symlink():
+                        continue
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append(Path(entry.path))
+                    elif is_archive_path(entry.name) and entry.is_file(follow_symlinks=False):
+                        found.append(Path(entry.path))
+        except OSError as error:
+            raise UsageError(f"{directory}: cannot list: {error.strerror}") from None
+    return sorted(found)
 
 
 def verify(paths: list[Path], progress: ProgressSink | None = None) -> VerifyReport:

@@ -7,6 +7,7 @@ frames, so a test that passes here passes for the same reason on a user's machin
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -15,7 +16,7 @@ import resource
 import subprocess
 import sys
 import tarfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -124,6 +125,28 @@ def limit_file_size(limit: int) -> Callable[[], None]:
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
     return apply
+
+
+@contextlib.contextmanager
+def nested_folders(parent: Path, depth: int) -> Iterator[Path]:
+    """`depth` folders `d` nested in `parent`, yielding the deepest, removed bottom-up on the
+    way out: shutil.rmtree recurses, so a tree this deep left in pytest's temporary folder
+    would break its clean-up for every later run on the machine."""
+    parent.mkdir(parents=True, exist_ok=True)
+    bottom, made = parent, 0
+    try:
+        for _ in range(depth):  # one at a time: mkdir(parents=True) recurses too
+            bottom = bottom / "d"
+            bottom.mkdir()
+            made += 1
+        yield bottom
+    finally:
+        folder = parent.joinpath(*["d"] * made)
+        for _ in range(made):
+            for entry in list(folder.iterdir()):
+                entry.unlink()
+            folder.rmdir()
+            folder = folder.parent
 
 
 def one_line_error(stderr: str) -> str:

@@ -4,9 +4,11 @@ on stderr, JSON on stdout, environment variables, signals and a full disk."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -170,6 +172,102 @@ def test_task_and_model_filters(tmp_path: Path) -> None:
     assert len(both) == 2
 
 
+@pytest.mark.parametrize(
+    ("filters", "line"),
+    [
+        (("--task", "nosuchtask"), "error: --task nosuchtask matched no run"),
+        (("--task", "maze", "--task", "mzae"), "error: --task mzae matched no run"),
+        (("--model", "nobody"), "error: --model nobody matched no run"),
+        (("--model", "no one"), "error: --model 'no one' matched no run"),
+        # Each matches some run, but no run has both.
+        (("--task", "maze", "--model", "other"), "error: --task maze --model other matched no run"),
+    ],
+)
+def test_filters_that_match_nothing_are_a_usage_error(
+    tmp_path: Path, filters: tuple[str, ...], line: str
+) -> None:
+    root = tmp_path / "out"
+    write_tree(root, [RunSpec(task="maze", rows=1), RunSpec(model="other", rows=1)])
+    result = run_cli("collect", root, "-o", tmp_path / "b", *filters)
+    assert result.returncode == 2, result.stderr
+    assert one_line_error(result.stderr) == line
+    assert not (tmp_path / "b").exists()
+    as_json = run_cli("collect", root, "-o", tmp_path / "b", *filters, "--json")
+    assert json.loads(as_json.stdout)["error"] == line.removeprefix("error: ")
+
+
+def test_output_that_is_a_file_is_a_usage_error(root: Path, tmp_path: Path) -> None:
+    taken = tmp_path / "taken"
+    taken.write_text("mine")
+    result = run_cli("collect", root, "-o", taken)
+    assert result.returncode == 2
+    assert one_line_error(result.stderr) == f"error: {taken}: exists and is not a directory"
+    assert taken.read_text() == "mine"
+
+
+def test_a_refused_linked_run_directory_is_named(root: Path, tmp_path: Path) -> None:
+    real = write_run(tmp_path / "elsewhere", RunSpec(model="secret", rows=1))
+    link = root / "expert-vqa_predictions" / "linked"
+    link.symlink_to(real, target_is_directory=True)
+    result = run_cli("collect", root, "-o", tmp_path / "b", "--json")
+    assert result.returncode == 1
+    refused = [line for line in result.stderr.splitlines() if line.startswith("refused")]
+    assert refused == [f"refused {link}: symbolic link; links are never followed"]
+    (item,) = json.loads(result.stdout)["refused"]
+    assert item == {"path": str(link), "error": f"{link}: symbolic link; links are never followed"}
+
+
+ESC = "\x1b[2J\x1b]0;pwned\x07"
+"""Clears the screen and retitles the terminal, if it ever reaches one raw."""
+
+
+def test_control_characters_from_inputs_never_reach_the_terminal(tmp_path: Path) -> None:
+    root = tmp_path / "out"
+    spec = RunSpec(rows=2, model=f"gpt{ESC}", git_sha=f"abc{ESC}-dirty", metrics={f"s{ESC}": {}})
+    run_dir = write_run(root, spec)
+    (run_dir / f"notes{ESC}.txt").write_text("x")
+    (root / f"stray{ESC}").write_text("x")
+    broken = write_run(root, RunSpec(model="broken", rows=1))
+    (broken / f"prediction_{ESC}.json").write_text("{}")
+    bundles = tmp_path / f"b{ESC}"
+    collected = run_cli("collect", root, "-o", bundles)
+    assert collected.returncode == 1, collected.stderr
+    archive = next(bundles.rglob("*.tar.zst"))
+    results = [collected, run_cli("verify", bundles), run_cli("inspect", archive)]
+    assert [result.returncode for result in results] == [1, 0, 0]
+    for result in results:
+        assert "\x1b" not in result.stderr and "\x07" not in result.stderr, result.stderr
+    shown = "".join(result.stderr for result in results)
+    for escaped in (
+        "gpt\\x1b[2J\\x1b]0;pwned\\x07",  # model name (inspect)
+        "abc\\x1b[2J\\x1b]0;pwned\\x07-dirty",  # git sha (inspect, dirty-tree warning)
+        "notes\\x1b[2J",  # a left-out file (warning)
+        "stray\\x1b[2J",  # a skipped entry
+        "prediction_\\x1b[2J",  # a refused file name
+        "b\\x1b[2J",  # the bundles folder (collect's table, verify's lines)
+        "s\\x1b[2J",  # a metric name (inspect)
+    ):
+        assert escaped in shown, escaped
+    error = run_cli("verify", tmp_path / f"nope{ESC}")
+    assert error.returncode == 2 and "\x1b" not in error.stderr
+    assert "nope\\x1b[2J" in one_line_error(error.stderr)
+
+
+def test_file_names_that_are_not_utf8_keep_the_json_valid(root: Path, tmp_path: Path) -> None:
+    run_dir = root / "expert-vqa_predictions" / "gpt-5.2"
+    odd = os.fsdecode(b"notes-\xff.txt")
+    (run_dir / odd).write_text("x")
+    (root / os.fsdecode(b"stray-\xfe")).write_text("x")
+    result = run_cli("collect", root, "-o", tmp_path / "b", "--json")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.isascii()
+    report = json.loads(result.stdout)
+    warnings = next(b["warnings"] for b in report["bundles"] if "gpt-5-2" in b["bundle_id"])
+    assert "left out 1 unknown file(s): notes-\\xff.txt" in warnings
+    assert str(root / os.fsdecode(b"stray-\xfe")) in [item["path"] for item in report["skipped"]]
+    assert run_cli("verify", tmp_path / "b").returncode == 0
+
+
 def test_submitter_from_options_and_environment(root: Path, tmp_path: Path) -> None:
     env = {
         "BUNDLER_SUBMITTER_NAME": "Env Name",
@@ -317,6 +415,209 @@ def test_sigterm_while_writing_leaves_nothing_partial(tmp_path: Path) -> None:
     returncode, bundles = _interrupt_mid_write(tmp_path, signal.SIGTERM)
     assert returncode == 143
     assert all_files(bundles) == []
+
+
+def test_full_disk_while_replacing_keeps_the_previous_bundle(tmp_path: Path) -> None:
+    """The new archive fails on its very last bytes: the previous pair stays intact and
+    verifiable (issue 6: the sidecar used to be in place before the archive's last write)."""
+    root = tmp_path / "out"
+    big_dir = write_tree(
+        root,
+        [
+            RunSpec(model="big", rows=300, thoughts_chars=4000),
+            RunSpec(model="small", rows=1, thoughts_chars=10),
+        ],
+    )[0]
+    bundles = tmp_path / "b"
+    assert run_cli("collect", root, "-o", bundles).returncode == 0
+    before = _bundle_files(bundles)
+    (big_dir / "metrics.json").write_text('{"changed": {"n": 1}}')
+    probe = json.loads(run_cli("collect", root, "-o", tmp_path / "probe", "--json").stdout)
+    new_size = next(b["size"] for b in probe["bundles"] if b["bundle_id"].startswith("big_"))
+    limit = limit_file_size(new_size - 1)
+    result = run_cli("collect", root, "-o", bundles, "--json", preexec_fn=limit)
+    assert result.returncode == 1, result.stderr
+    (refusal,) = json.loads(result.stdout)["refused"]
+    assert refusal["error"].endswith(".tar.zst: cannot write: file size limit exceeded")
+    assert _bundle_files(bundles) == before
+    assert partial_files(bundles) == []
+    assert run_cli("verify", bundles).returncode == 0
+
+
+def _bundle_files(bundles: Path) -> dict[str, bytes]:
+    return {
+        str(path.relative_to(bundles)): path.read_bytes()
+        for path in all_files(bundles)
+        if not path.name.endswith(".partial")
+    }
+
+
+def _start_collect(root: Path, bundles: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [str(BUNDLER), "collect", str(root), "-o", str(bundles)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env=cli_env(),
+    )
+
+
+def _temporary_appears(infix: str) -> Callable[[Path], bool]:
+    """A temporary file whose name holds `infix` (".tar.zst." for the archive's, ".json." for
+    the sidecar's) is in a player folder: the write is under way."""
+
+    def seen(bundles: Path) -> bool:
+        for folder in bundles.glob("*/"):
+            with os.scandir(folder) as entries:
+                if any(e.name.endswith(".partial") and infix in e.name for e in entries):
+                    return True
+        return False
+
+    return seen
+
+
+def _sidecar_replaced(bundles: Path) -> Callable[[Path], bool]:
+    """The sidecar is gone or is another file than now: the commit is under way. (Until
+    issue 6 the sidecar was replaced first, and the archive's fsync came after it.)"""
+    (sidecar,) = bundles.glob("*/*.json")
+    inode = sidecar.stat().st_ino
+
+    def replaced(bundles: Path) -> bool:
+        try:
+            return sidecar.stat().st_ino != inode
+        except FileNotFoundError:
+            return True
+
+    return replaced
+
+
+def _wait_until(
+    condition: Callable[[Path], bool], bundles: Path, process: subprocess.Popen[str]
+) -> bool:
+    """Poll without sleeping until `condition` holds, or the process ends."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and process.poll() is None:
+        if condition(bundles):
+            return True
+    return False
+
+
+def _assert_a_good_pair_or_an_uncommitted_archive(
+    bundles: Path, before: dict[str, bytes], after: dict[str, bytes]
+) -> str:
+    """What a kill may leave: the previous pair, the new pair (both verify), or an archive
+    whose sidecar was not yet renamed into place; never a sidecar without its own archive."""
+    (archive,) = [name for name in after if name.endswith(".tar.zst")]
+    sidecar = archive.removesuffix(".tar.zst") + ".json"
+    if sidecar not in after:
+        return "uncommitted"
+    verified = run_cli("verify", bundles / archive)
+    assert verified.returncode == 0, verified.stderr
+    if after[archive] == before.get(archive):
+        assert after[sidecar] == before[sidecar]
+        return "previous"
+    return "new"
+
+
+KILL_POINTS: list[tuple[str, float]] = [
+    (".tar.zst.", 0.0),
+    (".tar.zst.", 0.005),
+    (".json.", 0.0),
+    (".json.", 0.001),
+    ("commit", 0.0),
+    ("commit", 0.0002),
+]
+
+
+def _when(point: str, bundles: Path) -> Callable[[Path], bool]:
+    return _sidecar_replaced(bundles) if point == "commit" else _temporary_appears(point)
+
+
+def test_kill_9_at_any_moment_leaves_the_previous_bundle_or_the_new_one(tmp_path: Path) -> None:
+    """kill -9 while the archive is written, while the sidecar is, and during the commit
+    (issue 6); each time the files left verify, and the next collect recovers."""
+    root = tmp_path / "out"
+    run_dir = write_run(root, RunSpec(rows=1000, thoughts_chars=1500))
+    bundles = tmp_path / "b"
+    assert run_cli("collect", root, "-o", bundles).returncode == 0
+    outcomes = []
+    for version, (point, delay) in enumerate(KILL_POINTS):
+        if not (bundles / _sidecar_name(bundles)).exists():
+            assert run_cli("collect", root, "-o", bundles).returncode == 0  # commit it again
+        before = _bundle_files(bundles)
+        (run_dir / "metrics.json").write_text(json.dumps({"version": {"n": version}}))
+        condition = _when(point, bundles)
+        process = _start_collect(root, bundles)
+        try:
+            if _wait_until(condition, bundles, process):
+                time.sleep(delay)
+            process.kill()
+        finally:
+            process.wait()
+        after = _bundle_files(bundles)
+        outcomes.append(_assert_a_good_pair_or_an_uncommitted_archive(bundles, before, after))
+    assert "previous" in outcomes, outcomes  # some kill did land mid-write
+    # The next collect removes the leftovers of its killed predecessors and commits the bundle.
+    left = _kill_while_writing_the_archive(root, bundles)
+    result = run_cli("collect", root, "-o", bundles, "--json")
+    assert result.returncode == 0, result.stderr
+    assert set(json.loads(result.stdout)["removed_temporaries"]) >= {str(path) for path in left}
+    assert partial_files(bundles) == []
+    assert len(_bundle_files(bundles)) == 2
+    assert run_cli("verify", bundles).returncode == 0
+
+
+def _kill_while_writing_the_archive(root: Path, bundles: Path) -> list[Path]:
+    """kill -9 a collect frozen (SIGSTOP) while its archive's temporary file exists, until one
+    such leftover is certainly there (a few tries: the write may end before the freeze)."""
+    for _ in range(5):
+        process = _start_collect(root, bundles)
+        try:
+            if _wait_until(_temporary_appears(".tar.zst."), bundles, process):
+                process.send_signal(signal.SIGSTOP)
+        finally:
+            process.kill()
+            process.wait()
+        if left := partial_files(bundles):
+            return left
+    raise AssertionError("collect was never caught writing its archive")
+
+
+def _sidecar_name(bundles: Path) -> str:
+    (archive,) = bundles.glob("*/*.tar.zst")
+    return str(archive.relative_to(bundles)).removesuffix(".tar.zst") + ".json"
+
+
+def test_sigterm_while_replacing_leaves_one_whole_pair_and_no_temporary_file(
+    tmp_path: Path,
+) -> None:
+    """SIGTERM is acted on at once while writing (nothing is left) and held during the commit
+    (which then completes): never an archive without its sidecar, nor a stale one."""
+    root = tmp_path / "out"
+    run_dir = write_run(root, RunSpec(rows=1000, thoughts_chars=1500))
+    bundles = tmp_path / "b"
+    assert run_cli("collect", root, "-o", bundles).returncode == 0
+    outcomes = []
+    for version, point in enumerate((".tar.zst.", ".json.", "commit", "commit")):
+        before = _bundle_files(bundles)
+        (run_dir / "metrics.json").write_text(json.dumps({"version": {"n": version}}))
+        condition = _when(point, bundles)
+        process = _start_collect(root, bundles)
+        try:
+            _wait_until(condition, bundles, process)
+            process.send_signal(signal.SIGTERM)
+            # 143 when the handler ran, 0 when it came too late, -15 when it came while the
+            # interpreter was exiting (its handlers are gone then): the files decide.
+            assert process.wait(timeout=60) in (0, 143, -signal.SIGTERM)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        assert partial_files(bundles) == []
+        after = _bundle_files(bundles)
+        outcomes.append(_assert_a_good_pair_or_an_uncommitted_archive(bundles, before, after))
+    assert "uncommitted" not in outcomes and "previous" in outcomes, outcomes
 
 
 def test_sample_output_is_what_the_factory_writes(tmp_path: Path) -> None:

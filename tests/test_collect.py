@@ -12,7 +12,8 @@ from factory import DEFAULT_SHA, RunSpec, write_run, write_tree
 from helpers import all_files, only_bundle, partial_files, read_manifest, read_members
 
 from bundler.collect import CollectOptions, CollectReport, collect, parse_expectations
-from bundler.errors import UsageError
+from bundler.errors import NoRunSelectedError, UsageError
+from bundler.layout import TEMP_PREFIX, TEMP_SUFFIX
 from bundler.manifest import Submitter
 from bundler.verify import verify
 
@@ -218,6 +219,72 @@ def _meta_change(key: str, value: object) -> Callable[[Path], Path]:
     return fault
 
 
+RAW = "__raw_json__"
+"""Stands in for a value in json.dumps output, then is replaced by raw JSON text, so a test
+can write what Python's encoder would refuse to (nesting beyond its recursion limit)."""
+
+
+def _meta_raw(raw: str, *keys: str) -> Callable[[Path], Path]:
+    """run_meta.json with the value at `keys` replaced by the JSON text `raw`."""
+
+    def fault(run_dir: Path) -> Path:
+        meta = json.loads((run_dir / "run_meta.json").read_text())
+        parent = meta
+        for key in keys[:-1]:
+            parent = parent[key]
+        parent[keys[-1]] = RAW
+        (run_dir / "run_meta.json").write_text(json.dumps(meta).replace(f'"{RAW}"', raw))
+        return run_dir / "run_meta.json"
+
+    return fault
+
+
+def _prediction_raw(
+    raw: str, *keys: str, name: str = "prediction_1.json"
+) -> Callable[[Path], Path]:
+    """A prediction with the value at `keys` replaced by the JSON text `raw`."""
+
+    def fault(run_dir: Path) -> Path:
+        record = json.loads((run_dir / name).read_text())
+        parent = record
+        for key in keys[:-1]:
+            parent = parent[key]
+        parent[keys[-1]] = RAW
+        (run_dir / name).write_text(json.dumps(record).replace(f'"{RAW}"', raw))
+        return run_dir / name
+
+    return fault
+
+
+def _bom(name: str) -> Callable[[Path], Path]:
+    def fault(run_dir: Path) -> Path:
+        (run_dir / name).write_bytes(b"\xef\xbb\xbf" + (run_dir / name).read_bytes())
+        return run_dir / name
+
+    return fault
+
+
+def _utf16(name: str) -> Callable[[Path], Path]:
+    def fault(run_dir: Path) -> Path:
+        (run_dir / name).write_bytes((run_dir / name).read_text().encode("utf-16"))
+        return run_dir / name
+
+    return fault
+
+
+def _huge_index(run_dir: Path) -> Path:
+    (run_dir / "prediction_3.json").rename(run_dir / "prediction_99999999999999999999.json")
+    return run_dir / "prediction_99999999999999999999.json"
+
+
+def _usage_total_overflows(run_dir: Path) -> Path:
+    for index in (0, 1):
+        _prediction_raw(str(2**63 - 1), "usage", "input_tokens", name=f"prediction_{index}.json")(
+            run_dir
+        )
+    return run_dir / "prediction_1.json"
+
+
 def _duplicate(run_dir: Path) -> Path:
     (run_dir / "prediction_01.json").write_bytes((run_dir / "prediction_1.json").read_bytes())
     return run_dir
@@ -269,6 +336,68 @@ BAD_INPUTS = {
     "symlink": (_symlink, "symbolic link; links are never followed"),
     "fifo": (_fifo, "not a regular file"),
     "directory as a prediction": (_directory, "not a regular file"),
+    # Untrusted input must never stop the whole collect (issue 6): recursion, integers the
+    # schema cannot hold, lone surrogates, huge indices, encodings, int64 usage counts.
+    "run_meta nested 1000 deep": (_meta_raw("[" * 1000 + "]" * 1000, "x"), "nested too deeply"),
+    "provenance nested 1000 deep": (
+        _meta_raw("[" * 1000 + "]" * 1000, "provenance", "x"),
+        "nested too deeply",
+    ),
+    "run_meta 5000-digit integer": (_meta_raw("9" * 5000, "x"), "integer of more than 4300"),
+    "surrogate in model_name": (_meta_change("model_name", "\ud800"), "lone surrogate"),
+    "surrogate in provenance": (_meta_raw('"\\ud800x"', "provenance", "note"), "lone surrogate"),
+    "surrogate key in capabilities": (
+        _meta_raw('{"\\udc00": 1}', "capabilities", "x"),
+        "lone surrogate",
+    ),
+    "run_meta with a BOM": (_bom("run_meta.json"), "starts with a UTF-8 byte order mark"),
+    "run_meta in UTF-16": (_utf16("run_meta.json"), "not UTF-8 text"),
+    "run_date before 1970": (
+        _meta_change("run_date", "1960-01-01T00:00:00Z"),
+        "not between 1970 and 2242",
+    ),
+    "run_date beyond a tar header": (
+        _meta_change("run_date", "2300-01-01T00:00:00Z"),
+        "not between 1970 and 2242",
+    ),
+    "provenance NaN": (_meta_raw("NaN", "provenance", "x"), "provenance.x is nan"),
+    "provenance Infinity deep down": (
+        _meta_raw('{"y": [1, Infinity]}', "provenance", "x"),
+        "provenance.x.y[1] is inf",
+    ),
+    "metrics nested 1000 deep": (
+        _rewrite("metrics.json", b'{"s": {"x": ' + b"[" * 1000 + b"]" * 1000 + b"}}"),
+        "nested too deeply",
+    ),
+    "metrics 5000-digit integer": (
+        _rewrite("metrics.json", b'{"s": {"x": ' + b"9" * 5000 + b"}}"),
+        "integer of more than 4300",
+    ),
+    "metrics surrogate key": (_rewrite("metrics.json", b'{"s": {"\\ud800": 1}}'), "surrogate"),
+    "metrics with a BOM": (_bom("metrics.json"), "starts with a UTF-8 byte order mark"),
+    "metrics in UTF-16": (_utf16("metrics.json"), "not UTF-8 text"),
+    "metrics in Latin-1": (_rewrite("metrics.json", b'{"s": {"caf\xe9": 1}}'), "not UTF-8 text"),
+    "prediction nested 1000 deep": (
+        _prediction_raw("[" * 1000 + "]" * 1000, "exception"),
+        "nested too deeply",
+    ),
+    "prediction 5000-digit integer": (
+        _prediction_raw("9" * 5000, "exception"),
+        "integer of more than 4300",
+    ),
+    "prediction surrogate": (_prediction_raw('"\\ud800"', "model"), "lone surrogate"),
+    "prediction with a BOM": (_bom("prediction_1.json"), "starts with a UTF-8 byte order mark"),
+    "prediction in UTF-16": (_utf16("prediction_1.json"), "not UTF-8 text"),
+    "prediction index beyond int64": (_huge_index, "larger than any row index can be"),
+    "usage count 10^30": (
+        _prediction_raw(str(10**30), "usage", "input_tokens"),
+        "usage.input_tokens: Input should be less than or equal to 9223372036854775807",
+    ),
+    "usage count negative": (
+        _prediction_raw("-5", "usage", "input_tokens"),
+        "usage.input_tokens: Input should be greater than or equal to 0",
+    ),
+    "usage total beyond int64": (_usage_total_overflows, "'input_tokens' adds up to more than"),
 }
 
 
@@ -411,7 +540,17 @@ def test_output_root_without_runs_is_unusable(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "pairs", [["expert-vqa"], ["=3"], ["x=0"], ["x=-1"], ["x=three"], ["x=3", "x=4"]]
+    "pairs",
+    [
+        ["expert-vqa"],
+        ["=3"],
+        ["x=0"],
+        ["x=-1"],
+        ["x=three"],
+        ["x=3", "x=4"],
+        ["x=\u00b2"],  # a digit to str.isdigit, not to int()
+        [f"x={2**63}"],  # beyond the int64 column it is published in
+    ],
 )
 def test_bad_expectations_are_usage_errors(pairs: list[str]) -> None:
     with pytest.raises(UsageError):
@@ -432,3 +571,75 @@ def test_bundle_lands_at_player_fingerprint_target(tmp_path: Path) -> None:
     assert archive.parent.name.startswith("qwen-qwen3-5-27b_")
     assert archive.parent.parent == tmp_path / "b"
     assert Path(bundle.sidecar) == archive.with_name(f"expert-vqa@{DEFAULT_SHA[:8]}.json")
+
+
+def test_an_unchanged_rerun_does_not_replace_the_pair(tmp_path: Path) -> None:
+    root = tmp_path / "out"
+    write_run(root, GOOD)
+    first = only_bundle(run_collect(root, tmp_path / "b"))
+    inodes = {path: path.stat().st_ino for path in all_files(tmp_path / "b")}
+    again = only_bundle(run_collect(root, tmp_path / "b"))
+    assert again.status == "unchanged" and again.sha256 == first.sha256
+    assert {path: path.stat().st_ino for path in all_files(tmp_path / "b")} == inodes
+
+
+def test_a_damaged_sidecar_is_rewritten_even_when_the_archive_is_unchanged(tmp_path: Path) -> None:
+    root = tmp_path / "out"
+    write_run(root, GOOD)
+    first = only_bundle(run_collect(root, tmp_path / "b"))
+    original = Path(first.sidecar).read_bytes()
+    Path(first.sidecar).write_text("{}")
+    assert only_bundle(run_collect(root, tmp_path / "b")).status == "unchanged"
+    assert Path(first.sidecar).read_bytes() == original
+
+
+def test_collect_removes_the_temporary_files_a_killed_run_left(tmp_path: Path) -> None:
+    root = tmp_path / "out"
+    write_run(root, GOOD)
+    first = only_bundle(run_collect(root, tmp_path / "b"))
+    folder = Path(first.archive).parent
+    leftover = folder / f"{TEMP_PREFIX}{Path(first.archive).name}.x7k2m9q1{TEMP_SUFFIX}"
+    leftover.write_bytes(b"half an archive")
+    unrelated = folder / "reviewer-notes.partial"
+    unrelated.write_text("not the bundler's")
+    report = run_collect(root, tmp_path / "b")
+    assert report.removed_temporaries == [str(leftover)]
+    assert not leftover.exists() and unrelated.exists()
+    assert run_collect(root, tmp_path / "b").removed_temporaries == []
+
+
+def test_output_that_is_a_file_is_unusable(tmp_path: Path) -> None:
+    write_run(tmp_path / "out", GOOD)
+    (tmp_path / "b").write_text("a file")
+    with pytest.raises(UsageError, match="exists and is not a directory"):
+        run_collect(tmp_path / "out", tmp_path / "b")
+
+
+def test_filters_that_match_no_run_carry_what_did_not_match(tmp_path: Path) -> None:
+    write_tree(tmp_path / "out", [GOOD, RunSpec(task="maze", model="other", rows=1)])
+    with pytest.raises(NoRunSelectedError) as caught:
+        run_collect(tmp_path / "out", tmp_path / "b", tasks=["maze", "nosuchtask"])
+    assert caught.value.unmatched == {"tasks": ["nosuchtask"]}
+    with pytest.raises(NoRunSelectedError) as caught:
+        run_collect(tmp_path / "out", tmp_path / "b", tasks=["maze"], models=["gpt-5.2"])
+    assert caught.value.unmatched == {"tasks": ["maze"], "models": ["gpt-5.2"]}
+    assert not (tmp_path / "b").exists()
+
+
+def test_a_bad_run_meta_sorting_first_stops_no_other_run(tmp_path: Path) -> None:
+    """Every broken run_meta.json of issue 6 at once, each in a run sorting before the good."""
+    root = tmp_path / "out"
+    write_run(root, RunSpec(model="zz-good", rows=2))
+    faults = [
+        _meta_raw("[" * 5000 + "]" * 5000, "x"),
+        _meta_raw("9" * 5000, "x"),
+        _meta_change("model_name", "\ud800"),
+        _bom("run_meta.json"),
+        _utf16("run_meta.json"),
+    ]
+    for number, fault in enumerate(faults):
+        fault(write_run(root, RunSpec(model=f"a{number}", rows=2)))
+    report = run_collect(root, tmp_path / "b")
+    assert [bundle.bundle_id.split("_")[0] for bundle in report.bundles] == ["zz-good"]
+    assert len(report.refused) == len(faults)
+    assert all(item.error.startswith(f"{item.path}/run_meta.json: ") for item in report.refused)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from factory import RunSpec, write_how_do_you, write_run, write_tree
+from helpers import nested_folders
 
 from bundler.discover import discover
 from bundler.errors import UsageError
@@ -114,3 +115,16 @@ def test_output_root_that_is_a_file_or_link_is_unusable(tmp_path: Path) -> None:
     for name in ("file", "link"):
         with pytest.raises(UsageError, match="not a directory"):
             discover(tmp_path / name)
+
+
+def test_a_tree_deeper_than_the_recursion_limit_is_walked(tmp_path: Path) -> None:
+    """1,200 nested folders under a task folder (issue 6): discovery keeps its own stack, so it
+    neither overflows Python's nor misses a run at the bottom or beside them."""
+    write_run(tmp_path, RunSpec(rows=1))
+    with nested_folders(tmp_path / "expert-vqa_predictions" / "deep", 1200) as bottom:
+        (bottom / "prediction_0.json").write_text("{}")
+        found = discover(tmp_path)
+    nested = "/".join(["deep", *["d"] * 1200])
+    relatives = [item.relative for item in found.runs]
+    assert relatives == [f"expert-vqa_predictions/{nested}", "expert-vqa_predictions/gpt-5.2"]
+    assert found.refused == []

@@ -196,3 +196,16 @@ def test_collect_resolve_rows_reads_the_dataset_card(hub: HubServer, tmp_path: P
     without = run_cli("collect", output, "-o", tmp_path / "b2", "--resolve-rows", "--json")
     assert without.returncode == 1  # the limited run is refused without --allow-partial
     assert "partial run: 2 of 5 rows" in without.stderr
+
+
+def test_download_into_a_file_is_a_usage_error_before_any_request(
+    hub: HubServer, repo_id: str, published: Path, tmp_path: Path
+) -> None:
+    taken = tmp_path / "taken"
+    taken.write_text("mine")
+    requests = len(hub.request_log)
+    result = run_cli("download", "--repo", repo_id, "-o", taken, env={"HF_TOKEN": WRITE_TOKEN})
+    assert result.returncode == 2, result.stderr
+    assert f"{taken}: exists and is not a directory" in result.stderr
+    assert taken.read_text() == "mine"
+    assert len(hub.request_log) == requests

@@ -7,11 +7,13 @@ from pathlib import Path
 
 import pytest
 from factory import RunSpec
-from helpers import build, forge, only_bundle, run_cli
+from helpers import build, forge, one_line_error, only_bundle, read_members, run_cli
 
 from bundler.collect import CollectOptions
 from bundler.errors import UsageError
 from bundler.inspection import inspect_bundle
+from bundler.manifest import Sidecar
+from bundler.rows import build_row, row_bytes
 
 ROWS = 22
 
@@ -119,3 +121,50 @@ def test_inspect_missing_archive(tmp_path: Path) -> None:
     result = run_cli("inspect", tmp_path / "nope.tar.zst")
     assert result.returncode == 2
     assert "no such bundle archive" in result.stderr
+
+
+HUGE = 10**400
+"""An integer metrics.json may hold that no float64 can: it stays verbatim, its number null."""
+
+
+def test_metrics_beyond_float64_are_kept_verbatim_and_crash_nothing(tmp_path: Path) -> None:
+    spec = RunSpec(rows=2, metrics={"s": {"huge": HUGE, "nan": float("nan"), "ok": 0.5}})
+    report, _ = build(tmp_path, [spec])
+    bundle = only_bundle(report)
+    source = (tmp_path / "out/expert-vqa_predictions/gpt-5.2/metrics.json").read_bytes()
+    members = {member.name: member.data for member in read_members(Path(bundle.archive))}
+    assert members["metrics.json"] == source and str(HUGE).encode() in source
+    metrics = {metric.name: metric for metric in inspect_bundle(Path(bundle.archive)).metrics}
+    assert metrics["s.huge"].number is None and metrics["s.huge"].json_value == str(HUGE)
+    assert metrics["s.nan"].number is None and metrics["s.nan"].json_value == "NaN"
+    assert metrics["s.ok"].number == 0.5
+    shown = run_cli("inspect", bundle.archive)
+    assert shown.returncode == 0, shown.stderr
+    assert "Traceback" not in shown.stderr and str(HUGE)[:60] in shown.stderr
+    as_json = run_cli("inspect", bundle.archive, "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    numbers = {m["name"]: m["number"] for m in json.loads(as_json.stdout)["metrics"]}
+    assert numbers == {"s.huge": None, "s.nan": None, "s.ok": 0.5}
+
+
+def test_the_row_builder_gives_null_for_metrics_beyond_float64(tmp_path: Path) -> None:
+    report, _ = build(tmp_path, [RunSpec(rows=2, metrics={"s": {"huge": HUGE, "n": 3}})])
+    bundle = only_bundle(report)
+    sidecar = Sidecar.model_validate_json(Path(bundle.sidecar).read_bytes())
+    metrics_json = json.dumps({"s": {"huge": HUGE, "n": 3}})
+    row = json.loads(row_bytes(build_row(sidecar, metrics_json)))
+    assert row["metrics"] == [
+        {"name": "s.huge", "number": None, "json_value": str(HUGE)},
+        {"name": "s.n", "number": 3.0, "json_value": "3"},
+    ]
+    assert row["metrics_json"] == metrics_json
+
+
+def test_inspect_refuses_what_is_not_one_bundle_archive(archive: Path) -> None:
+    sidecar = archive.with_name(archive.name.removesuffix(".tar.zst") + ".json")
+    for path in (sidecar, archive.parent):
+        with pytest.raises(UsageError, match=r"not a \.tar\.zst bundle"):
+            inspect_bundle(path)
+        result = run_cli("inspect", path)
+        assert result.returncode == 2
+        assert "not a .tar.zst bundle" in one_line_error(result.stderr)

@@ -230,7 +230,7 @@ def test_missing_revision_is_a_clear_error(hub: HubServer, repo_id: str, bundles
     assert "revision does not exist" in stderr and "--revision" in stderr
 
 
-@pytest.mark.parametrize("repo", ["not a repo", "a/b/c", "../etc"])
+@pytest.mark.parametrize("repo", ["not a repo", "a/b/c", "../etc", "notarepo", "café/x"])
 def test_invalid_repo_id_is_a_usage_error(repo: str, bundles: Path, tmp_path: Path) -> None:
     code, payload, stderr = upload(bundles, "--repo", repo)
     assert code == 2
@@ -277,3 +277,16 @@ def test_two_different_bundles_under_one_id_are_refused(
     shutil.copytree(first, folder / "night2", dirs_exist_ok=True)  # now an identical copy
     code, report, _ = upload(folder, "--repo", repo_id)
     assert code == 0 and [b["outcome"] for b in report["bundles"]] == ["published"]
+
+
+def test_metrics_beyond_float64_publish_a_null_number(
+    hub: HubServer, repo_id: str, tmp_path: Path
+) -> None:
+    huge = 10**400
+    bundles = make_bundles(tmp_path, [RunSpec(rows=2, metrics={"s": {"huge": huge, "n": 2}})])
+    code, _, stderr = upload(bundles, "--repo", repo_id)
+    assert code == 0, stderr
+    (row_path,) = [path for path in hub.list_files(repo_id) if path.startswith("rows/")]
+    row = json.loads(hub.file_bytes(repo_id, row_path) or b"")
+    assert row["metrics"][0] == {"name": "s.huge", "number": None, "json_value": str(huge)}
+    assert json.loads(row["metrics_json"])["s"]["huge"] == huge

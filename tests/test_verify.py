@@ -16,11 +16,14 @@ from helpers import (
     build,
     forge,
     manifest_member,
+    nested_folders,
+    one_line_error,
     only_bundle,
     read_members,
     refresh_manifest,
     regular,
     rewrite_sidecar,
+    run_cli,
     run_cli_measured,
     sidecar_path,
     tar_bytes,
@@ -81,7 +84,7 @@ def test_missing_path_and_empty_directory_are_unusable(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="no such bundle archive or directory"):
         verify([tmp_path / "nope.tar.zst"])
     (tmp_path / "empty").mkdir()
-    with pytest.raises(UsageError, match=r"no \.tar\.zst bundles found"):
+    with pytest.raises(UsageError, match=r"not a \.tar\.zst bundle, and no bundle is below it"):
         verify([tmp_path / "empty"])
 
 
@@ -480,3 +483,37 @@ def test_non_zero_data_after_the_tar_end(archive: Path) -> None:
     archive.write_bytes(zstandard.ZstdCompressor(write_checksum=True).compress(data))
     rewrite_sidecar(archive)
     assert failure(archive, "members") == "data after the end of the tar archive"
+
+
+def test_anything_but_a_bundle_archive_is_unusable_input(archive: Path, tmp_path: Path) -> None:
+    """A sidecar, any other file, or a folder without bundles: exit 2, never a bogus
+    "….json.json is missing" failure (issue 6)."""
+    other = tmp_path / "notes.txt"
+    other.write_text("hello")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for path in (sidecar_path(archive), other, empty):
+        with pytest.raises(UsageError, match=r"not a \.tar\.zst bundle"):
+            verify([path])
+        result = run_cli("verify", path)
+        assert result.returncode == 2, result.stderr
+        assert "not a .tar.zst bundle" in one_line_error(result.stderr)
+        assert ".json.json" not in result.stderr
+    assert (
+        "a sidecar's archive is the .tar.zst beside it"
+        in run_cli("verify", sidecar_path(archive)).stderr
+    )
+
+
+def test_bundles_are_found_below_a_tree_deeper_than_the_recursion_limit(
+    archive: Path, tmp_path: Path
+) -> None:
+    bundles = archive.parent.parent
+    with nested_folders(bundles / "deep", 1200) as bottom:
+        (bottom / "stray.tar.zst").write_bytes(b"not a bundle")
+        report = verify([bundles])
+    assert [bundle.archive for bundle in report.bundles] == [
+        str(bottom / "stray.tar.zst"),
+        str(archive),
+    ]
+    assert not report.bundles[0].ok and report.bundles[1].ok

@@ -580,7 +580,9 @@ def upload_command(
 @app.command("card")
 def card_command(
     repo: RepoOption = ...,  # type: ignore[assignment]
-    revision: Annotated[str, typer.Option(help="The branch whose card to regenerate.")] = "main",
+    revision: Annotated[
+        str, typer.Option(metavar="BRANCH", help="The branch whose card to regenerate.")
+    ] = "main",
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Say whether the card is stale; change nothing.")
     ] = False,

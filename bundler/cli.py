@@ -14,34 +14,26 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Protocol, TypeVar
 
 import typer
-from pydantic import ValidationError
-from rich.console import Console
 
 # typer vendors click: its usage errors are these classes, not the `click` package's.
 from typer._click import exceptions as click_exceptions
 from typer.core import TyperArgument, TyperGroup, TyperOption
 
 from bundler import exitcodes
-from bundler.collect import CollectOptions, collect, parse_expectations
 from bundler.errors import BundlerError, NoRunSelectedError
-from bundler.inspection import inspect_bundle
-from bundler.manifest import Submitter
-from bundler.report import (
-    RichProgress,
-    emit_json,
-    plain,
-    render_collect,
-    render_inspection,
-    render_verify,
-    shown,
-    stderr_console,
-)
-from bundler.validation import describe_validation_error
-from bundler.verify import verify
+from bundler.report import RichProgress, emit_json, plain, shown, stderr_console
 from bundler.version import bundler_version
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from bundler.collect import CollectOptions
+
+# Each command imports the stages it runs when it runs: `bundler --help`, and a command that
+# has nothing to do, pay only for typer (measured in tests/benchmark_collect.py).
 
 EXIT_UNUSABLE = exitcodes.UNUSABLE
 
@@ -349,19 +341,22 @@ def run_command(
         code = error.exit_code
         message, hint = _scrub(_worded(error), secrets), _scrub(error.hint, secrets)
         trace = traceback.format_exc()
-    except ValidationError as error:  # options the command line let through but a model refused
-        code = EXIT_UNUSABLE
-        message = _scrub(f"invalid option: {describe_validation_error(error)}", secrets)
-        hint = "see --help"
-        trace = traceback.format_exc()
     except (KeyboardInterrupt, Terminated) as stop:
         console.print("[red]interrupted[/]; nothing partial was left behind")
         raise typer.Exit(130 if isinstance(stop, KeyboardInterrupt) else 143) from None
-    except Exception as error:  # a bug: say so plainly, with the way to learn more
+    except Exception as error:
+        from pydantic import ValidationError
+
         code = EXIT_UNUSABLE
-        message = _scrub(f"internal error: {type(error).__name__}: {error}", secrets)
-        hint = "re-run with --debug for the traceback, and report it"
         trace = traceback.format_exc()
+        if isinstance(error, ValidationError):  # options the command line let through
+            from bundler.validation import describe_validation_error
+
+            message = _scrub(f"invalid option: {describe_validation_error(error)}", secrets)
+            hint = "see --help"
+        else:  # a bug: say so plainly, with the way to learn more
+            message = _scrub(f"internal error: {type(error).__name__}: {error}", secrets)
+            hint = "re-run with --debug for the traceback, and report it"
     if debug:
         lines = (_scrub(trace, secrets) or "").splitlines()
         console.print("\n".join(plain(line) for line in lines), markup=False)
@@ -430,6 +425,9 @@ def collect_command(
     console = stderr_console()
 
     def action() -> int:
+        from bundler.collect import collect
+        from bundler.report import render_collect
+
         options = _collect_options(
             task=task,
             model=model,
@@ -463,6 +461,9 @@ def _collect_options(
     wait: float,
 ) -> CollectOptions:
     """The collect options from the command line (shared by collect and sync)."""
+    from bundler.collect import CollectOptions, parse_expectations
+    from bundler.manifest import Submitter
+
     name, contact, affiliation = submitter
     return CollectOptions(
         tasks=task or [],
@@ -491,6 +492,9 @@ def verify_command(
     console = stderr_console()
 
     def action() -> int:
+        from bundler.report import render_verify
+        from bundler.verify import verify
+
         with RichProgress(console) as progress:
             report = verify(paths, progress)
         return _finish(report, render_verify, console, json_output)
@@ -511,6 +515,9 @@ def inspect_command(
     console = stderr_console()
 
     def action() -> int:
+        from bundler.inspection import inspect_bundle
+        from bundler.report import render_inspection
+
         with RichProgress(console) as progress:
             inspection = inspect_bundle(archive, progress)
         return _finish(inspection, render_inspection, console, json_output)

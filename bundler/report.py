@@ -11,7 +11,6 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import (
@@ -27,20 +26,22 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from bundler.checks import CheckResult
-from bundler.collect import CollectReport
 from bundler.errors import TemporaryError
-from bundler.inspection import BundleInspection
-from bundler.progress import Unit
-from bundler.verify import VerifyReport
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from bundler.card import CardRefresh
+    from bundler.checks import CheckResult
+    from bundler.collect import CollectReport
     from bundler.diff import BundleDiff
     from bundler.download import DownloadReport
     from bundler.export import ExportReport
+    from bundler.inspection import BundleInspection
+    from bundler.progress import Unit
     from bundler.sync import SyncReport
     from bundler.upload import UploadReport
+    from bundler.verify import VerifyReport
 
 STATUS_STYLE = {"passed": "green", "warned": "yellow", "failed": "bold red"}
 
@@ -80,7 +81,7 @@ def emit_json(value: BaseModel | dict[str, Any]) -> None:
     """One JSON document on stdout, nothing else there, so it can be piped into jq. It is
     ASCII: every other character is a JSON escape, so a file name that is not UTF-8 (a lone
     surrogate) cannot break the output and no control character reaches a terminal raw."""
-    data = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
+    data = value if isinstance(value, dict) else value.model_dump(mode="json")
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=True) + "\n")
     sys.stdout.flush()
 

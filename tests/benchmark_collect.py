@@ -1,38 +1,61 @@
-"""Benchmark: `bundler collect` against `tar -cf - DIR | zstd -3 -T0` on the same run.
+"""Benchmark: `bundler collect` and the command's start-up against their baselines.
 
-A script, not a test (pytest does not collect `benchmark_*.py`). It writes a run of --rows
-predictions of about 4 KB each (20,000 rows is about 80 MB of JSON), times the installed
-`bundler collect` console script and the tar|zstd pipeline over --rounds rounds, and prints the
-median of each, the median ratio, and the bundler's peak RSS (read for that one process with
-os.wait4). Then it writes a --memory-rows run (100,000 by default) and measures the peak RSS of
-one collect of it. Targets: collect within 2x tar|zstd, peak RSS under 150 MB at both sizes.
+A script, not a test (pytest does not collect `benchmark_*.py`; the suite runs it once at a
+tiny size as a smoke test). Every row alternates rounds of the installed `bundler` console
+script and its baseline in the same run and prints both medians, the ratio of medians, the
+spread of per-round ratios and the bundler's peak RSS:
 
-    .venv/bin/python tests/benchmark_collect.py --rounds 5 --rows 20000 --workdir /tmp/bench
+- collect of a `gen_statics.py --text-words 410` tree (about 4 KB per prediction) at --rows and
+  --large-rows predictions, against `tar -cf - DIR | zstd -3 -T0`;
+- collect of a tree from the project's own writer (tests/factory.py) at --rows;
+- collect of --runs runs of --run-rows predictions each (per-run overhead);
+- `bundler --help`, and `bundler collect` on an empty output folder, against a bare typer
+  app's `--help` (the floor of any typer CLI).
+
+    .venv/bin/python tests/benchmark_collect.py --rounds 7 --json-out /tmp/collect.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from benchlib import (
+    BUNDLER,
+    GEN_STATICS,
+    Comparison,
+    Measured,
+    alternate,
+    machine,
+    run_measured,
+    tree_bytes,
+    write_json,
+)
 from factory import RunSpec, write_run
 
-BUNDLER = Path(sys.executable).parent / "bundler"
 TASK = "expert-vqa"
-TARGET_RATIO = 2.0
-TARGET_RSS_MIB = 150
 PREDICTION_BYTES = 4096
+BARE_TYPER_APP = """
+import typer
+app = typer.Typer(help="A bare typer app: the floor of a typer CLI's start-up.")
+@app.command()
+def one(path: str = ".", flag: bool = False) -> None:
+    "One command."
+@app.command()
+def two(count: int = 1) -> None:
+    "Another command."
+app()
+"""
 
 
 def corpus(seed: int = 11, size: int = 4 << 20) -> str:
@@ -51,11 +74,11 @@ def corpus(seed: int = 11, size: int = 4 << 20) -> str:
     return " ".join(words)
 
 
-def write_benchmark_run(root: Path, rows: int) -> Path:
-    """One run with `rows` predictions of about PREDICTION_BYTES each."""
-    spec = RunSpec(task=TASK, model="bench/model-1", rows=0, thoughts_chars=0)
+def write_own_run(root: Path, rows: int, *, model: str = "bench/model-1", text: str = "") -> None:
+    """One run with `rows` predictions of about PREDICTION_BYTES each, from tests/factory.py."""
+    spec = RunSpec(task=TASK, model=model, rows=0, thoughts_chars=0)
     run_dir = write_run(root, spec)
-    text = corpus()
+    text = text or corpus()
     rng = random.Random(3)
     record_rng = random.Random(5)
     base = len(json.dumps(spec.prediction(0, record_rng)))
@@ -67,118 +90,169 @@ def write_benchmark_run(root: Path, rows: int) -> Path:
         (run_dir / f"prediction_{index}.json").write_text(json.dumps(record))
     metrics = spec.default_metrics() | {"exact_match": {"accuracy": 0.5, "n": rows}}
     (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
-    return run_dir
 
 
-def tree_bytes(root: Path) -> int:
-    return sum(path.stat().st_size for path in root.rglob("*") if path.is_file())
+def write_many_runs(root: Path, runs: int, rows: int) -> None:
+    text = corpus(size=1 << 20)
+    for number in range(runs):
+        write_own_run(root, rows, model=f"bench/model-{number}", text=text)
 
 
-def run_measured(command: list[str]) -> tuple[float, int, int]:
-    """Wall time, exit code and peak RSS (KiB) of one child process."""
+def write_gen_statics(root: Path, rows: int) -> None:
+    subprocess.run(
+        [
+            sys.executable,
+            str(GEN_STATICS),
+            str(root),
+            "--tasks",
+            "1",
+            "--models",
+            "1",
+            "--rows",
+            str(rows),
+            "--text-words",
+            "410",
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+
+
+def collect_row(
+    name: str, build: Callable[[Path], None], expect: str | None, workdir: Path, rounds: int
+) -> Comparison:
+    root = workdir / name
+    shutil.rmtree(root, ignore_errors=True)
     started = time.perf_counter()
-    process = subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL
-    )
-    _, status, usage = os.wait4(process.pid, 0)
-    elapsed = time.perf_counter() - started
-    process.returncode = os.waitstatus_to_exitcode(status)
-    stderr = process.stderr.read().decode() if process.stderr else ""
-    if process.returncode != 0:
-        raise SystemExit(f"{' '.join(command)} failed ({process.returncode}):\n{stderr}")
-    return elapsed, process.returncode, usage.ru_maxrss
+    build(root)
+    size = tree_bytes(root)
+    print(f"{name}: wrote {size / 1e6:.1f} MB in {time.perf_counter() - started:.1f} s", flush=True)
+    out = workdir / f"{name}-bundles"
+    tar_out = workdir / f"{name}.tar.zst"
+    command = [str(BUNDLER), "collect", str(root), "-o", str(out)]
+    command += ["--expect", expect] if expect else ["--allow-partial"]
 
+    def bundler() -> Measured:
+        shutil.rmtree(out, ignore_errors=True)
+        measured = run_measured(command)
+        if measured.exit_code != 0:
+            raise SystemExit(f"{name}: collect exited {measured.exit_code}")
+        return measured
 
-def time_collect(root: Path, out: Path, rows: int) -> tuple[float, int]:
+    def tar_zstd() -> float:
+        tar_out.unlink(missing_ok=True)
+        script = f"tar -cf - -C {root} . | zstd -3 -T0 -q -o {tar_out}"
+        return run_measured(["bash", "-o", "pipefail", "-c", script]).seconds
+
+    comparison = Comparison(name, "bundler collect", "tar | zstd -3 -T0")
+    comparison.extra["tree_mb"] = round(size / 1e6, 1)
+    alternate(comparison, rounds, bundler, tar_zstd)
+    bundle_bytes = sum(path.stat().st_size for path in out.rglob("*.tar.zst"))
+    comparison.extra["bundle_mb"] = round(bundle_bytes / 1e6, 1)
+    comparison.extra["tar_zst_mb"] = round(tar_out.stat().st_size / 1e6, 1)
+    shutil.rmtree(root, ignore_errors=True)
     shutil.rmtree(out, ignore_errors=True)
-    elapsed, _, rss = run_measured(
-        [str(BUNDLER), "collect", str(root), "-o", str(out), "--expect", f"{TASK}={rows}"]
-    )
-    return elapsed, rss
+    return comparison
 
 
-def time_tar_zstd(root: Path, out: Path) -> float:
-    out.unlink(missing_ok=True)
-    script = f"tar -cf - -C {root} . | zstd -3 -T0 -q -o {out}"
-    elapsed, _, _ = run_measured(["bash", "-o", "pipefail", "-c", script])
-    return elapsed
+def startup_rows(workdir: Path, rounds: int) -> list[Comparison]:
+    bare = workdir / "bare_typer_app.py"
+    bare.write_text(BARE_TYPER_APP, encoding="utf-8")
+    empty = workdir / "empty-output"
+    empty.mkdir(exist_ok=True)
+
+    def floor() -> float:
+        return run_measured([sys.executable, str(bare), "--help"]).seconds
+
+    rows = []
+    for name, command in (
+        ("help", [str(BUNDLER), "--help"]),
+        ("collect-empty", [str(BUNDLER), "collect", str(empty), "-o", str(workdir / "none")]),
+    ):
+        comparison = Comparison(name, " ".join(["bundler", *command[1:2]]), "bare typer --help")
+        rows.append(
+            alternate(comparison, rounds, lambda command=command: run_measured(command), floor)
+        )
+        difference = (
+            sorted(comparison.subject_seconds)[rounds // 2]
+            - sorted(comparison.baseline_seconds)[rounds // 2]
+        )
+        comparison.extra["difference_ms"] = round(difference * 1000)
+    return rows
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=20_000, help="rows in the timed run")
-    parser.add_argument("--rounds", type=int, default=5, help="timed rounds of each")
-    parser.add_argument(
-        "--memory-rows", type=int, default=100_000, help="rows in the memory run (0 skips it)"
-    )
+    parser.add_argument("--rounds", type=int, default=5, help="alternated rounds per row")
+    parser.add_argument("--rows", type=int, default=20_000, help="predictions in the main runs")
+    parser.add_argument("--large-rows", type=int, default=100_000, help="0 skips the large run")
+    parser.add_argument("--runs", type=int, default=500, help="runs in the many-runs tree")
+    parser.add_argument("--run-rows", type=int, default=40, help="predictions per small run")
+    parser.add_argument("--only", action="append", help="run only these rows (repeatable)")
     parser.add_argument("--workdir", type=Path, default=None, help="where to write (a tmp dir)")
-    parser.add_argument("--keep", action="store_true", help="keep the workdir afterwards")
+    parser.add_argument("--json-out", type=Path, default=None, help="write the figures as JSON")
     args = parser.parse_args()
 
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bundler-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
+    print(f"machine: {machine()}", flush=True)
+    plans: dict[str, Callable[[], list[Comparison]]] = {
+        "gen-statics": lambda: [
+            collect_row(
+                f"gen-statics-{args.rows}",
+                lambda root: write_gen_statics(root, args.rows),
+                f"{TASK}={args.rows}",
+                workdir,
+                args.rounds,
+            )
+        ],
+        "gen-statics-large": lambda: (
+            [
+                collect_row(
+                    f"gen-statics-{args.large_rows}",
+                    lambda root: write_gen_statics(root, args.large_rows),
+                    f"{TASK}={args.large_rows}",
+                    workdir,
+                    max(1, args.rounds // 2),
+                )
+            ]
+            if args.large_rows
+            else []
+        ),
+        "own-writer": lambda: [
+            collect_row(
+                f"own-writer-{args.rows}",
+                lambda root: write_own_run(root, args.rows),
+                f"{TASK}={args.rows}",
+                workdir,
+                args.rounds,
+            )
+        ],
+        "many-runs": lambda: [
+            collect_row(
+                f"runs-{args.runs}x{args.run_rows}",
+                lambda root: write_many_runs(root, args.runs, args.run_rows),
+                f"{TASK}={args.run_rows}",
+                workdir,
+                args.rounds,
+            )
+        ],
+        "startup": lambda: startup_rows(workdir, max(args.rounds, 5)),
+    }
+    comparisons: list[Comparison] = []
     try:
-        root = workdir / f"out-{args.rows}"
-        shutil.rmtree(root, ignore_errors=True)
-        started = time.perf_counter()
-        write_benchmark_run(root, args.rows)
-        size = tree_bytes(root)
-        print(
-            f"wrote {args.rows} predictions, {size / 1e6:.1f} MB, "
-            f"in {time.perf_counter() - started:.1f} s; {os.cpu_count()} CPUs"
-        )
-        collect_times: list[float] = []
-        tar_times: list[float] = []
-        ratios: list[float] = []
-        peak_rss = 0
-        for round_number in range(1, args.rounds + 1):
-            collect_time, rss = time_collect(root, workdir / "bundles", args.rows)
-            tar_time = time_tar_zstd(root, workdir / "tar.tar.zst")
-            collect_times.append(collect_time)
-            tar_times.append(tar_time)
-            ratios.append(collect_time / tar_time)
-            peak_rss = max(peak_rss, rss)
-            print(
-                f"round {round_number}: collect {collect_time:.2f} s "
-                f"(peak RSS {rss / 1024:.0f} MiB), tar|zstd {tar_time:.2f} s, "
-                f"ratio {collect_time / tar_time:.2f}"
-            )
-        archive = next((workdir / "bundles").rglob("*.tar.zst"))
-        tar_size = (workdir / "tar.tar.zst").stat().st_size
-        print(
-            f"median: collect {statistics.median(collect_times):.2f} s, "
-            f"tar|zstd {statistics.median(tar_times):.2f} s, "
-            f"ratio {statistics.median(ratios):.2f} (target <= {TARGET_RATIO}); "
-            f"collect peak RSS {peak_rss / 1024:.0f} MiB (target < {TARGET_RSS_MIB}); "
-            f"bundle {archive.stat().st_size / 1e6:.1f} MB vs tar.zst {tar_size / 1e6:.1f} MB"
-        )
-        ok = statistics.median(ratios) <= TARGET_RATIO and peak_rss / 1024 < TARGET_RSS_MIB
-        shutil.rmtree(root, ignore_errors=True)
-
-        if args.memory_rows:
-            root = workdir / f"out-{args.memory_rows}"
-            shutil.rmtree(root, ignore_errors=True)
-            started = time.perf_counter()
-            write_benchmark_run(root, args.memory_rows)
-            size = tree_bytes(root)
-            print(
-                f"wrote {args.memory_rows} predictions, {size / 1e6:.1f} MB, "
-                f"in {time.perf_counter() - started:.1f} s"
-            )
-            collect_time, rss = time_collect(root, workdir / "bundles-memory", args.memory_rows)
-            tar_time = time_tar_zstd(root, workdir / "tar-memory.tar.zst")
-            print(
-                f"memory run: collect {collect_time:.2f} s, peak RSS {rss / 1024:.0f} MiB "
-                f"(target < {TARGET_RSS_MIB}); tar|zstd {tar_time:.2f} s, "
-                f"ratio {collect_time / tar_time:.2f}"
-            )
-            ok = ok and rss / 1024 < TARGET_RSS_MIB
-            shutil.rmtree(root, ignore_errors=True)
-        print("targets met" if ok else "TARGETS MISSED")
-        return 0 if ok else 1
+        for name, plan in plans.items():
+            if args.only and name not in args.only:
+                continue
+            comparisons.extend(plan())
     finally:
-        if not args.keep and args.workdir is None:
+        if args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)
+    print("\nsummary:")
+    for comparison in comparisons:
+        print(comparison.line())
+    write_json(args.json_out, comparisons)
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,146 @@
+"""What every benchmark script under tests/ shares: timing a child process, alternating rounds
+against a baseline, and reporting medians, their ratio, the spread and peak RSS.
+
+Rounds alternate which side runs first, so page-cache warmth and CPU frequency drift do not
+favour one side. The ratio reported is the ratio of the two medians; the spread is the lowest
+and highest per-round ratio, so one lucky or unlucky round is visible rather than hidden.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+BUNDLER = Path(sys.executable).parent / "bundler"
+"""The console script installed beside the interpreter running the benchmark."""
+GEN_STATICS = Path(__file__).resolve().parents[2] / "shared" / "tools" / "gen_statics.py"
+
+
+@dataclass(frozen=True)
+class Measured:
+    seconds: float
+    peak_rss_kib: int
+    exit_code: int
+
+
+def run_measured(command: Sequence[str], *, env: dict[str, str] | None = None) -> Measured:
+    """Wall time, peak RSS (of this one child, via wait4) and exit code of one command."""
+    started = time.perf_counter()
+    process = subprocess.Popen(
+        list(command),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        env=env,
+    )
+    assert process.stderr is not None
+    stderr = process.stderr.read()
+    _, status, usage = os.wait4(process.pid, 0)
+    elapsed = time.perf_counter() - started
+    code = os.waitstatus_to_exitcode(status)
+    if code not in (0, 1, 2):
+        raise SystemExit(f"{' '.join(command)} failed ({code}):\n{stderr.decode()[-2000:]}")
+    return Measured(elapsed, usage.ru_maxrss, code)
+
+
+@dataclass
+class Comparison:
+    """One row of a benchmark table: the bundler's side against its baseline."""
+
+    name: str
+    subject: str
+    baseline: str
+    target_ratio: float | None = None
+    subject_seconds: list[float] = field(default_factory=list)
+    baseline_seconds: list[float] = field(default_factory=list)
+    subject_peak_rss_kib: int = 0
+    extra: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def ratio(self) -> float:
+        return statistics.median(self.subject_seconds) / statistics.median(self.baseline_seconds)
+
+    @property
+    def spread(self) -> tuple[float, float]:
+        ratios = [s / b for s, b in zip(self.subject_seconds, self.baseline_seconds, strict=True)]
+        return min(ratios), max(ratios)
+
+    @property
+    def met(self) -> bool:
+        return self.target_ratio is None or self.ratio <= self.target_ratio
+
+    def line(self) -> str:
+        low, high = self.spread
+        target = f" (target <= {self.target_ratio}x)" if self.target_ratio is not None else ""
+        extra = "".join(f", {key} {value}" for key, value in self.extra.items())
+        return (
+            f"{self.name}: {self.subject} {statistics.median(self.subject_seconds):.3f} s, "
+            f"{self.baseline} {statistics.median(self.baseline_seconds):.3f} s, "
+            f"ratio of medians {self.ratio:.2f}x{target}, per-round {low:.2f}-{high:.2f}x, "
+            f"peak RSS {self.subject_peak_rss_kib / 1024:.0f} MiB{extra}"
+        )
+
+    def as_json(self) -> dict[str, object]:
+        low, high = self.spread
+        return asdict(self) | {
+            "subject_median": statistics.median(self.subject_seconds),
+            "baseline_median": statistics.median(self.baseline_seconds),
+            "ratio_of_medians": self.ratio,
+            "spread": [low, high],
+            "met": self.met,
+        }
+
+
+def alternate(
+    comparison: Comparison,
+    rounds: int,
+    subject: Callable[[], Measured],
+    baseline: Callable[[], float],
+) -> Comparison:
+    """Run both sides `rounds` times, swapping which goes first each round."""
+    for number in range(rounds):
+        if number % 2 == 0:
+            measured = subject()
+            base = baseline()
+        else:
+            base = baseline()
+            measured = subject()
+        comparison.subject_seconds.append(measured.seconds)
+        comparison.baseline_seconds.append(base)
+        comparison.subject_peak_rss_kib = max(
+            comparison.subject_peak_rss_kib, measured.peak_rss_kib
+        )
+        print(
+            f"  {comparison.name} round {number + 1}: {measured.seconds:.3f} s "
+            f"vs {base:.3f} s ({measured.seconds / base:.2f}x)",
+            flush=True,
+        )
+    print(comparison.line(), flush=True)
+    return comparison
+
+
+def machine() -> dict[str, object]:
+    return {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+
+
+def write_json(path: Path | None, comparisons: list[Comparison]) -> None:
+    if path is None:
+        return
+    payload = {"machine": machine(), "comparisons": [c.as_json() for c in comparisons]}
+    path.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+
+
+def tree_bytes(root: Path) -> int:
+    return sum(path.stat().st_size for path in root.rglob("*") if path.is_file())

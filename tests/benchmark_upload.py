@@ -1,0 +1,117 @@
+"""Benchmark: `bundler upload` against `hf upload` of the same folder, on the local Hub server.
+
+A script, not a test (the suite runs it once at a tiny size as a smoke test). It starts the
+test suite's Hub-compatible server on 127.0.0.1, collects --bundles runs into bundles, then
+alternates rounds of
+- `bundler upload BUNDLES --repo R1` into a fresh repository, and
+- `hf upload R2 BUNDLES --repo-type dataset` into another fresh repository,
+counting wall time and the HTTP requests each made; then the same again into the now
+populated repositories (a re-run with nothing new). It prints medians, the ratio of medians,
+the spread, request counts and peak RSS.
+
+    .venv/bin/python tests/benchmark_upload.py --rounds 5 --json-out /tmp/upload.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from benchlib import BUNDLER, Comparison, Measured, machine, run_measured, tree_bytes, write_json
+from benchmark_collect import TASK, corpus, write_own_run
+from hubserver import HubServer, TokenInfo, client_env
+
+TOKEN = "hf_BenchmarkWriteToken0123456789abcdef"
+HF = Path(sys.executable).parent / "hf"
+
+
+class Counted:
+    """Runs one command against the server and counts the requests it made."""
+
+    def __init__(self, hub: HubServer, env: dict[str, str]) -> None:
+        self.hub = hub
+        self.env = env
+
+    def __call__(self, command: list[str]) -> tuple[Measured, int]:
+        before = len(self.hub.request_log)
+        measured = run_measured(command, env=self.env)
+        if measured.exit_code != 0:
+            raise SystemExit(f"{' '.join(command)} exited {measured.exit_code}")
+        return measured, len(self.hub.request_log) - before
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--bundles", type=int, default=50, help="bundles in the folder")
+    parser.add_argument("--rows", type=int, default=170, help="predictions per bundle")
+    parser.add_argument("--json-out", type=Path, default=None)
+    args = parser.parse_args()
+
+    workdir = Path(tempfile.mkdtemp(prefix="bundler-bench-upload-"))
+    hub = HubServer(tokens={TOKEN: TokenInfo(name="bench", role="write")}).start()
+    try:
+        env = os.environ | client_env(hub, TOKEN, hf_home=str(workdir / "hf-home"))
+        counted = Counted(hub, env)
+        text = corpus(size=1 << 20)
+        output = workdir / "output"
+        for number in range(args.bundles):
+            write_own_run(output, args.rows, model=f"bench/model-{number}", text=text)
+        bundles = workdir / "bundles"
+        collect = [str(BUNDLER), "collect", str(output), "-o", str(bundles)]
+        run_measured([*collect, "--expect", f"{TASK}={args.rows}"])
+        size = sum(path.stat().st_size for path in bundles.rglob("*.tar.zst"))
+        print(f"machine: {machine()}; {args.bundles} bundles, {size / 1e6:.1f} MB", flush=True)
+
+        fresh = Comparison("upload-fresh", "bundler upload", "hf upload", target_ratio=1.5)
+        rerun = Comparison("upload-rerun", "bundler upload", "hf upload")
+        requests: dict[str, list[int]] = {
+            key: [] for key in ("bundler", "hf", "bundler_re", "hf_re")
+        }
+        for number in range(args.rounds):
+            mine, theirs = f"bench/b-{uuid.uuid4().hex[:8]}", f"bench/h-{uuid.uuid4().hex[:8]}"
+            upload = [str(BUNDLER), "upload", str(bundles), "--repo", mine]
+            hf = [str(HF), "upload", theirs, str(bundles), "--repo-type", "dataset"]
+            sides = [("bundler", upload), ("hf", hf)]
+            for suffix, comparison in (("", fresh), ("_re", rerun)):
+                results: dict[str, tuple[Measured, int]] = {}
+                for key, command in sides if number % 2 == 0 else sides[::-1]:
+                    results[key] = counted(command)
+                    requests[key + suffix].append(results[key][1])
+                comparison.subject_seconds.append(results["bundler"][0].seconds)
+                comparison.baseline_seconds.append(results["hf"][0].seconds)
+                comparison.subject_peak_rss_kib = max(
+                    comparison.subject_peak_rss_kib, results["bundler"][0].peak_rss_kib
+                )
+                print(
+                    f"  {comparison.name} round {number + 1}: "
+                    f"bundler {results['bundler'][0].seconds:.2f} s / {results['bundler'][1]} "
+                    f"requests, hf {results['hf'][0].seconds:.2f} s / {results['hf'][1]} requests",
+                    flush=True,
+                )
+        fresh.extra = {"requests": requests["bundler"][-1], "hf_requests": requests["hf"][-1]}
+        rerun.extra = {
+            "requests": requests["bundler_re"][-1],
+            "hf_requests": requests["hf_re"][-1],
+        }
+        fresh.extra["bundles_mb"] = round(size / 1e6, 1)
+        fresh.extra["tree_mb"] = round(tree_bytes(output) / 1e6, 1)
+        print("\nsummary:")
+        for comparison in (fresh, rerun):
+            print(comparison.line())
+        write_json(args.json_out, [fresh, rerun])
+        return 0
+    finally:
+        hub.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,61 @@
+"""Smoke tests of the benchmark scripts: each runs once at a tiny size and writes its JSON.
+
+Timings are not asserted (speed is measured by the scripts, not by the suite); what is asserted
+is that every row ran on both sides and reported the figures the README quotes.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).parent
+
+
+def run_benchmark(script: str, tmp_path: Path, *args: str) -> dict[str, object]:
+    out = tmp_path / "figures.json"
+    result = subprocess.run(
+        [sys.executable, str(TESTS / script), "--rounds", "1", "--json-out", str(out), *args],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    figures: dict[str, object] = json.loads(out.read_text())
+    return figures
+
+
+def check_rows(figures: dict[str, object], names: set[str]) -> None:
+    comparisons = figures["comparisons"]
+    assert isinstance(comparisons, list)
+    assert {row["name"] for row in comparisons} == names
+    for row in comparisons:
+        assert len(row["subject_seconds"]) == len(row["baseline_seconds"]) >= 1
+        assert row["ratio_of_medians"] > 0 and row["subject_peak_rss_kib"] > 0
+        low, high = row["spread"]
+        assert low <= row["ratio_of_medians"] <= high or low == high
+
+
+@pytest.mark.slow
+def test_collect_benchmark_runs_every_row(tmp_path: Path) -> None:
+    figures = run_benchmark(
+        "benchmark_collect.py",
+        tmp_path,
+        *("--rows", "60", "--large-rows", "80", "--runs", "3", "--run-rows", "4"),
+    )
+    check_rows(
+        figures,
+        {"gen-statics-60", "gen-statics-80", "own-writer-60", "runs-3x4", "help", "collect-empty"},
+    )
+
+
+@pytest.mark.slow
+def test_upload_benchmark_counts_requests(tmp_path: Path) -> None:
+    figures = run_benchmark("benchmark_upload.py", tmp_path, "--bundles", "3", "--rows", "5")
+    check_rows(figures, {"upload-fresh", "upload-rerun"})
+    fresh = figures["comparisons"][0]  # type: ignore[index]
+    assert fresh["extra"]["requests"] > 0 and fresh["extra"]["hf_requests"] > 0

@@ -12,14 +12,18 @@ from collections.abc import Iterable
 from importlib.resources import files
 
 import jinja2
-from huggingface_hub import DatasetCard, DatasetCardData
+from huggingface_hub import CommitOperationAdd, DatasetCard, DatasetCardData
+from pydantic import BaseModel
 
-from bundler.layout import ROW_SUFFIX, ROWS_DIR, BundleId
+from bundler.errors import HubError
+from bundler.hub import REPO_TYPE, HubSession, status_of
+from bundler.layout import BUNDLES_DIR, README, ROW_SUFFIX, ROWS_DIR, BundleId, bundle_ids_in
 from bundler.rows import BundleRow, dataset_features
 
 CARD_TEMPLATE = "dataset_card.md.j2"
 PR_TEMPLATE = "pull_request.md.j2"
 TAGS = ["gptnt", "ktane", "leaderboard", "evaluation", "statics-bundler"]
+CARD_COMMIT_ATTEMPTS = 4
 
 
 def _template(name: str) -> str:
@@ -68,3 +72,52 @@ def render_pr_description(
         marker=marker,
     )
     return text.strip() + "\n"
+
+
+class CardRefresh(BaseModel):
+    """What regenerating the card on a branch did: `commit` is None when nothing changed."""
+
+    revision: str
+    bundle_count: int
+    changed: bool
+    commit: str | None = None
+
+
+def refresh_card(
+    session: HubSession, revision: str = "main", *, dry_run: bool = False
+) -> CardRefresh:
+    """Regenerate README.md from the bundles the branch actually holds, committing it only when
+    it differs, against the head it was computed on (a concurrent commit makes it re-plan).
+
+    STAND-IN written by the review work until the `upload` work's `refresh_card` is merged;
+    same name and signature.
+    """
+    from bundler.upload import git_blob_id  # upload imports this module
+
+    for _ in range(CARD_COMMIT_ATTEMPTS):
+        head = session.head(revision)
+        present, _invalid = bundle_ids_in(session.list_files(BUNDLES_DIR, head))
+        card = render_dataset_card(session.repo_id, present).encode("utf-8")
+        current = session.paths_info([README], head).get(README)
+        refresh = CardRefresh(revision=revision, bundle_count=len(present), changed=True)
+        if current is not None and current.blob_id == git_blob_id(card):
+            refresh.changed = False
+            return refresh
+        if dry_run:
+            return refresh
+        try:
+            info = session.api.create_commit(
+                session.repo_id,
+                [CommitOperationAdd(README, card)],
+                commit_message=f"Dataset card: {len(present)} bundle(s)",
+                repo_type=REPO_TYPE,
+                revision=revision,
+                parent_commit=head,
+            )
+        except Exception as error:
+            if status_of(error) in (409, 412):
+                continue  # someone committed meanwhile: re-plan on their head
+            raise session.describe(error, doing="committing the dataset card") from None
+        refresh.commit = info.oid
+        return refresh
+    raise HubError(f"committing the dataset card: {revision} kept moving; try again")

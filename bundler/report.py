@@ -24,6 +24,7 @@ from bundler.verify import VerifyReport
 
 if TYPE_CHECKING:
     from bundler.download import DownloadReport
+    from bundler.review import ReviewReport
     from bundler.upload import UploadReport
 
 STATUS_STYLE = {"passed": "green", "warned": "yellow", "failed": "bold red"}
@@ -39,6 +40,12 @@ def stderr_console() -> Console:
     if not console.is_terminal and "COLUMNS" not in os.environ:
         console.width = LOG_WIDTH
     return console
+
+
+def emit_text(text: str) -> None:
+    """A document (Markdown) on stdout, for a person to read or a pipe to take."""
+    sys.stdout.write(text)
+    sys.stdout.flush()
 
 
 def emit_json(value: BaseModel | dict[str, Any]) -> None:
@@ -264,3 +271,41 @@ def render_download(report: DownloadReport, console: Console) -> None:
         f"{good} of {len(report.bundles)} bundle(s) downloaded and verified into "
         f"{escape(report.output_dir)} (commit {report.commit[:12]})"
     )
+
+
+MERGE_STYLE = {"merged": "green", "refused": "bold red", "failed": "bold red"}
+
+
+def render_review(report: ReviewReport, console: Console) -> None:
+    """A short summary; the full report is the Markdown (stdout, or the PR comment)."""
+    for pr in report.pull_requests:
+        verdict = "[green]clean[/]" if pr.clean else "[bold red]needs a maintainer[/]"
+        kinds = [bundle.classification for bundle in pr.bundles]
+        counted = ", ".join(
+            f"{kinds.count(kind)} {kind}"
+            for kind in ("new", "replacement", "unchanged")
+            if kind in kinds
+        )
+        console.print(
+            f"PR #{pr.num} {escape(pr.title)!r} by {escape(pr.author)}: {verdict}"
+            f" ({counted or 'no bundle'})"
+        )
+        render_checks([check for check in pr.checks if check.status != "passed"], console)
+        for bundle in pr.bundles:
+            problems = [check for check in bundle.checks if check.status != "passed"]
+            if problems:
+                console.print(f"  {escape(bundle.bundle_id)} ({bundle.classification}):")
+                render_checks(problems, console)
+        if pr.comment != "not-asked":
+            console.print(f"  comment: {pr.comment}")
+        if pr.merge != "not-asked":
+            detail = f": {escape(pr.merge_detail)}" if pr.merge_detail else ""
+            console.print(f"  merge: [{MERGE_STYLE[pr.merge]}]{pr.merge}[/]{detail}")
+    if report.card is not None:
+        card = report.card
+        state = f"regenerated (commit {card.commit[:12]})" if card.commit else "already true"
+        console.print(
+            f"dataset card on {escape(card.revision)}: {state}, {card.bundle_count} bundle(s)"
+        )
+    clean = sum(pr.clean for pr in report.pull_requests)
+    console.print(f"{clean} of {len(report.pull_requests)} pull request(s) clean")

@@ -751,6 +751,24 @@ def test_retried_endpoints_recover_from_transient_faults(
     assert ("POST", "status 429") in faults and ("PUT", "status 503") in faults
 
 
+def test_fault_after_lets_the_first_matching_requests_through(
+    hub: HubServer, api: HfApi, repo: str
+) -> None:
+    hub.inject("GET", rf"/api/datasets/{repo}$", Fault.status(503), after=2)
+    for _ in range(2):
+        api.dataset_info(repo)
+    with pytest.raises(HfHubHTTPError) as err:
+        api.dataset_info(repo)
+    assert err.value.response.status_code == 503
+    api.dataset_info(repo)  # used up
+    assert [r.fault for r in hub.request_log if r.path == f"/api/datasets/{repo}"][-4:] == [
+        None,
+        None,
+        "status 503",
+        None,
+    ]
+
+
 def test_lost_response_commit_still_lands(hub: HubServer, api: HfApi, repo: str) -> None:
     hub.inject("POST", r"/commit/", Fault.LOST_RESPONSE)
     with pytest.raises(httpx2.TransportError):

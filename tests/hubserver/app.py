@@ -684,7 +684,7 @@ class HubApp:
             d
             for d in sorted(repo.discussions.values(), key=lambda d: -d.num)
             if kind in (None, "all") or d.is_pull_request == (kind == "pull_request")
-            if status in (None, "all") or (d.status == "closed") == (status == "closed")
+            if status in (None, "all") or (d.status in ("closed", "merged")) == (status == "closed")
             if author is None or d.author == author
         ]
         start = int(request.param("p") or 0) * DISCUSSIONS_PER_PAGE

@@ -195,12 +195,15 @@ class HubServer:
 
     # ---------------------------------------------------------------- fault injection
 
-    def inject(self, method: str, path_regex: str, fault: Fault, times: int = 1) -> None:
-        """Arm `fault` for the next `times` requests matching `method` and `path_regex`.
+    def inject(
+        self, method: str, path_regex: str, fault: Fault, times: int = 1, *, after: int = 0
+    ) -> None:
+        """Arm `fault` for the next `times` requests matching `method` and `path_regex`, after
+        letting `after` of them through (to hit, say, the second read of a PR's head).
 
         `path_regex` is searched in the raw (percent-encoded) path without the query string.
         """
-        self._faults.arm(method, path_regex, fault, times)
+        self._faults.arm(method, path_regex, fault, times, after)
 
     def clear_faults(self) -> None:
         self._faults.clear()

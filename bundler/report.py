@@ -20,6 +20,7 @@ from rich.table import Table
 from bundler.checks import CheckResult
 from bundler.collect import CollectReport
 from bundler.inspection import BundleInspection
+from bundler.naming import printable
 from bundler.verify import VerifyReport
 
 if TYPE_CHECKING:
@@ -120,11 +121,19 @@ def render_collect(report: CollectReport, console: Console) -> None:
     )
 
 
-def render_checks(checks: list[CheckResult], console: Console) -> None:
+def shown(text: str) -> str:
+    """A stranger's text for the terminal: no control characters (an escape sequence in a PR
+    title must not drive the terminal), no rich markup."""
+    return escape(printable(text))
+
+
+def render_checks(checks: list[CheckResult], console: Console, indent: str = "  ") -> None:
     for check in checks:
         style = STATUS_STYLE[check.status]
-        hint = f" [dim]({escape(check.hint)})[/]" if check.hint else ""
-        console.print(f"  [{style}]{check.status:>6}[/] {check.name}: {escape(check.detail)}{hint}")
+        hint = f" [dim]({shown(check.hint)})[/]" if check.hint else ""
+        console.print(
+            f"{indent}[{style}]{check.status:>6}[/] {check.name}: {shown(check.detail)}{hint}"
+        )
 
 
 def render_verify(report: VerifyReport, console: Console) -> None:
@@ -287,19 +296,19 @@ def render_review(report: ReviewReport, console: Console) -> None:
             if kind in kinds
         )
         console.print(
-            f"PR #{pr.num} {escape(pr.title)!r} by {escape(pr.author)}: {verdict}"
+            f"PR #{pr.num} '{shown(pr.title)}' by {shown(pr.author)}: {verdict}"
             f" ({counted or 'no bundle'})"
         )
         render_checks([check for check in pr.checks if check.status != "passed"], console)
         for bundle in pr.bundles:
             problems = [check for check in bundle.checks if check.status != "passed"]
             if problems:
-                console.print(f"  {escape(bundle.bundle_id)} ({bundle.classification}):")
-                render_checks(problems, console)
+                console.print(f"  {shown(bundle.bundle_id)} ({bundle.classification}):")
+                render_checks(problems, console, indent="    ")
         if pr.comment != "not-asked":
             console.print(f"  comment: {pr.comment}")
         if pr.merge != "not-asked":
-            detail = f": {escape(pr.merge_detail)}" if pr.merge_detail else ""
+            detail = f": {shown(pr.merge_detail)}" if pr.merge_detail else ""
             console.print(f"  merge: [{MERGE_STYLE[pr.merge]}]{pr.merge}[/]{detail}")
     if report.card is not None:
         card = report.card

@@ -17,6 +17,7 @@ import hashlib
 import html
 import json
 import re
+import shutil
 import tempfile
 from functools import partial
 from importlib.resources import files
@@ -38,6 +39,7 @@ from bundler.errors import HubAccessError, UsageError, WriteTokenRequired
 from bundler.hub import REPO_TYPE, HubSession, RemoteFile, status_of
 from bundler.layout import TEMP_PREFIX, BundleId, bundle_ids_in
 from bundler.manifest import BundleClaim
+from bundler.naming import printable
 from bundler.progress import NoProgress, ProgressSink
 from bundler.rowcount import RowCountResolver
 from bundler.rows import build_row
@@ -162,7 +164,11 @@ class Reviewer:
         merged_into: set[str] = set()
         with tempfile.TemporaryDirectory(prefix=f"{TEMP_PREFIX}review-") as work:
             for details in self._pull_requests():
-                pr = self._review(details, Path(work) / f"pr-{details.num}")
+                fetched = Path(work) / f"pr-{details.num}"
+                try:
+                    pr = self._review(details, fetched)
+                finally:
+                    shutil.rmtree(fetched, ignore_errors=True)  # one PR's bundles on disk at a time
                 pr.markdown = render_markdown(report, pr)
                 pr.digest = hashlib.sha256(pr.markdown.encode("utf-8")).hexdigest()
                 if reviewer is not None and self.options.comment:
@@ -237,7 +243,7 @@ class Reviewer:
         base = self._fork_point(head, tip)
         head_files = session.list_files("", head)
         main_files = session.list_files("", tip)
-        base_files = session.list_files("", base) if base else main_files
+        base_files = session.list_files("", base) if base not in (None, tip) else main_files
         pr = PullRequestReview(
             num=details.num,
             title=details.title,
@@ -607,17 +613,21 @@ def _submitter_check(claim: BundleClaim) -> CheckResult:
 _MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_{}\[\]()#+\-.!|~])")
 
 
+def _one_line(value: object) -> str:
+    """One line without control characters (the report is also printed to terminals)."""
+    return printable(" ".join(str(value).split()))
+
+
 def markdown_text(value: str) -> str:
     """A stranger's text as inert Markdown: one line, punctuation escaped, no HTML, no
     @-mentions."""
-    text = " ".join(value.split())
-    text = _MARKDOWN_PUNCTUATION.sub(r"\\\1", text)
+    text = _MARKDOWN_PUNCTUATION.sub(r"\\\1", _one_line(value))
     return html.escape(text, quote=False).replace("@", "&#64;")
 
 
 def markdown_code(value: object) -> Markup:
     """A code span holding any text literally (and safe in a table cell)."""
-    text = " ".join(str(value).split()).replace("|", "\\|")
+    text = _one_line(value).replace("|", "\\|")
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     fence = "`" * (longest + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""

@@ -157,7 +157,7 @@ def test_two_submitters_reviewed_commented_once_and_the_clean_one_merged(world: 
         [world.spec(model="qwen-3", rows=4, git_sha="0123456789abcdef-dirty")],
         submitter="Grace <script>alert(1)</script> @maintainer",
     )
-    hostile = "Add [bundles](http://evil.example) | <img src=x onerror=alert(1)> @maintainer"
+    hostile = "Add [bundles](http://evil.example) | <img src=x onerror=alert(1)> @maintainer\x1b[2J"
     assert propose(world, READ_TOKEN, first, title="Add claude-opus") == 1
     assert propose(world, OTHER_READ_TOKEN, second, title=hostile) == 2
     main_before = hub.commits(repo_id)[0].oid
@@ -178,12 +178,14 @@ def test_two_submitters_reviewed_commented_once_and_the_clean_one_merged(world: 
     # Only the two proposed bundles were fetched; the one on main was not.
     fetched = downloaded_paths(world)
     assert {path.split("/")[1].split("_")[0] for path in fetched} == {"claude-opus", "qwen-3"}
-    assert "PR #1" in stderr and "1 of 2 pull request(s) clean" in stderr
+    assert "PR #1 'Add claude-opus' by submitter: clean (1 new)" in stderr
+    assert f"PR #2 '{hostile[:-4]}?[2J' by second-submitter: needs a maintainer" in stderr
+    assert "\x1b" not in stderr and "1 of 2 pull request(s) clean" in stderr
 
     # The Markdown report (stdout without --json) escapes what strangers wrote.
     markdown = run_cli("review", "--repo", repo_id, "--pr", "2", env={"HF_TOKEN": ""}).stdout
     assert "## statics-bundler review of PR #2: needs a maintainer" in markdown
-    for raw in ("<img", "<script>", "@maintainer", "](http://evil", "| <"):
+    for raw in ("<img", "<script>", "@maintainer", "](http://evil", "| <", "\x1b"):
         assert raw not in markdown
     assert "&lt;img" in markdown and "&#64;maintainer" in markdown
 
@@ -371,6 +373,22 @@ def test_conflicting_pr_is_refused_and_a_replacement_shows_its_diff(world: World
     assert "| metric `exact_match.accuracy` | `0.62` | `0.9` (+0.28) |" in markdown
 
 
+def test_bundle_already_on_main_is_unchanged(world: World) -> None:
+    bundles = world.bundles("same", [world.spec(model="both-ways")])
+    propose(world, READ_TOKEN, bundles)
+    # The maintainer publishes the very same bundle to main meanwhile.
+    upload = run_cli("upload", bundles, "--repo", world.repo_id, env={"HF_TOKEN": WRITE_TOKEN})
+    assert upload.returncode == 0, upload.stderr
+    result = run_cli("review", "--repo", world.repo_id, env={"HF_TOKEN": ""})
+    assert result.returncode == 0, result.stderr
+    assert "| unchanged | complete | 4 | Ada Lovelace | ✅ clean |" in result.stdout
+    assert "PR #1 'Add my bundles' by submitter: clean (1 unchanged)" in result.stderr
+    _, report, _ = review(world)
+    (pr,) = report["pull_requests"]
+    assert pr["bundles"][0]["classification"] == "unchanged"
+    assert checks(pr)["conflicts"]["status"] == "passed"  # the same change on both sides
+
+
 def test_pr_that_moves_during_review_is_not_merged(world: World) -> None:
     propose(world, READ_TOKEN, world.bundles("moving", [world.spec(model="mover")]))
     main_before = world.hub.commits(world.repo_id)[0].oid
@@ -420,11 +438,12 @@ def test_unknown_pr_and_repository_are_unusable(world: World) -> None:
 
 
 def test_markdown_escaping_leaves_strangers_text_inert() -> None:
-    text = markdown_text("a\n\n# Title <b>x</b> [l](u) *e* `c` | p @who &amp;")
+    text = markdown_text("a\n\n# Title <b>x</b> [l](u) *e* `c` | p @who &amp;\x1b")
     assert "\n" not in text
     assert text == (
-        "a \\# Title &lt;b&gt;x&lt;/b&gt; \\[l\\]\\(u\\) \\*e\\* \\`c\\` \\| p &#64;who &amp;amp;"
+        "a \\# Title &lt;b&gt;x&lt;/b&gt; \\[l\\]\\(u\\) \\*e\\* \\`c\\` \\| p &#64;who &amp;amp;?"
     )
     assert markdown_code("id") == "`id`"
     assert markdown_code("a`b|c") == "``a`b\\|c``"
     assert markdown_code("`x`") == "`` `x` ``"
+    assert markdown_code("a\x1b[2J\n b") == "`a?[2J b`"

@@ -53,7 +53,8 @@ class HubServer:
         self._lock = threading.RLock()
         self._store = Store()
         self._faults = FaultBook()
-        self._races = 0
+        self._races: dict[tuple[str, str], int] = {}
+        """Race commits made so far per repo, so each repo's are numbered from 1."""
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._app: HubApp | None = None
@@ -256,13 +257,14 @@ class HubServer:
             ref = repo.writable_ref(revision)
         except HubError:
             ref = BranchRef("main")
-        self._races += 1
-        blob = Blob.make(f"race {self._races}\n".encode(), False)
+        key = (repo.repo_type, repo.repo_id)
+        number = self._races[key] = self._races.get(key, 0) + 1
+        blob = Blob.make(f"race {number}\n".encode(), False)
         commit = self._store.make_commit(
             repo,
             repo.head(ref),
-            [Put(f".race/{self._races}", blob)],
-            f"Concurrent commit {self._races}",
+            [Put(f".race/{number}", blob)],
+            f"Concurrent commit {number}",
             "",
             "someone-else",
         )

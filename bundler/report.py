@@ -316,5 +316,7 @@ def render_review(report: ReviewReport, console: Console) -> None:
         console.print(
             f"dataset card on {escape(card.revision)}: {state}, {card.bundle_count} bundle(s)"
         )
+    if report.card_error:
+        console.print(f"[bold red]dataset card not regenerated[/]: {shown(report.card_error)}")
     clean = sum(pr.clean for pr in report.pull_requests)
     console.print(f"{clean} of {len(report.pull_requests)} pull request(s) clean")

@@ -35,7 +35,7 @@ from bundler.card import CardRefresh, refresh_card
 from bundler.checks import CheckResult, failed, passed, warned
 from bundler.diff import BundleDiff, diff_bundles
 from bundler.download import FetchedBundle, fetch_bundle
-from bundler.errors import HubAccessError, UsageError, WriteTokenRequired
+from bundler.errors import BundlerError, HubAccessError, HubError, UsageError, WriteTokenRequired
 from bundler.hub import REPO_TYPE, HubSession, RemoteFile, status_of
 from bundler.layout import TEMP_PREFIX, BundleId, bundle_ids_in
 from bundler.manifest import BundleClaim
@@ -107,6 +107,8 @@ class PullRequestReview(BaseModel):
     comment: CommentOutcome = "not-asked"
     merge: MergeOutcome = "not-asked"
     merge_detail: str | None = None
+    reviewed: bool = True
+    """False when the Hub failed while reading this PR (its `review` check says why)."""
     markdown: str = Field(default="", exclude=True)
 
     @computed_field  # type: ignore[prop-decorator]
@@ -122,11 +124,14 @@ class ReviewReport(BaseModel):
     max_exception_rate: float
     pull_requests: list[PullRequestReview] = Field(default_factory=list)
     card: CardRefresh | None = None
+    card_error: str | None = None
+    """Why the dataset card could not be regenerated after a merge."""
 
     @property
     def exit_code(self) -> int:
         merge_ok = ("not-asked", "merged")
-        return 0 if all(pr.clean and pr.merge in merge_ok for pr in self.pull_requests) else 1
+        good = all(pr.clean and pr.merge in merge_ok for pr in self.pull_requests)
+        return 0 if good and self.card_error is None else 1
 
 
 def review(options: ReviewOptions, progress: ProgressSink | None = None) -> ReviewReport:
@@ -162,25 +167,52 @@ class Reviewer:
             repo_id=self.options.repo_id, max_exception_rate=self.options.max_exception_rate
         )
         merged_into: set[str] = set()
-        with tempfile.TemporaryDirectory(prefix=f"{TEMP_PREFIX}review-") as work:
-            for details in self._pull_requests():
-                fetched = Path(work) / f"pr-{details.num}"
+        try:
+            with tempfile.TemporaryDirectory(prefix=f"{TEMP_PREFIX}review-") as work:
+                for details in self._pull_requests():
+                    pr = self._review_or_report(details, Path(work) / f"pr-{details.num}")
+                    pr.markdown = render_markdown(report, pr)
+                    pr.digest = hashlib.sha256(pr.markdown.encode("utf-8")).hexdigest()
+                    report.pull_requests.append(pr)
+                    if not pr.reviewed:
+                        continue  # nothing to say on the PR, and nothing to merge
+                    if reviewer is not None and self.options.comment:
+                        self._comment(pr, reviewer)
+                    if self.options.merge:
+                        self._merge(pr)
+                        if pr.merge == "merged":
+                            merged_into.add(pr.base_branch)
+        finally:  # merged PRs never leave a stale card behind, whatever happened after
+            for branch in sorted(merged_into):
                 try:
-                    pr = self._review(details, fetched)
-                finally:
-                    shutil.rmtree(fetched, ignore_errors=True)  # one PR's bundles on disk at a time
-                pr.markdown = render_markdown(report, pr)
-                pr.digest = hashlib.sha256(pr.markdown.encode("utf-8")).hexdigest()
-                if reviewer is not None and self.options.comment:
-                    self._comment(pr, reviewer)
-                if self.options.merge:
-                    self._merge(pr)
-                    if pr.merge == "merged":
-                        merged_into.add(pr.base_branch)
-                report.pull_requests.append(pr)
-        for branch in sorted(merged_into):
-            report.card = refresh_card(self.session, branch)
+                    report.card = refresh_card(self.session, branch)
+                except BundlerError as error:
+                    report.card_error = str(error)
         return report
+
+    def _review_or_report(self, details: DiscussionWithDetails, work: Path) -> PullRequestReview:
+        """One PR's review; a Hub failure on this PR is its failed `review` check, so the other
+        PRs are still reviewed (access problems stop everything: they concern them all)."""
+        try:
+            return self._review(details, work)
+        except HubError as error:
+            if isinstance(error, HubAccessError):
+                raise
+            pr = PullRequestReview(
+                num=details.num,
+                title=details.title,
+                author=details.author,
+                status=details.status,
+                url=details.url,
+                base_branch=(details.target_branch or "main").removeprefix("refs/heads/"),
+                head="",
+                base=None,
+                reviewed=False,
+            )
+            pr.checks.append(failed("review", f"could not be reviewed: {error}"))
+            return pr
+        finally:
+            shutil.rmtree(work, ignore_errors=True)  # one PR's bundles on disk at a time
 
     def _writer(self) -> str:
         """The account a write token belongs to; WriteTokenRequired for none or a read token."""
@@ -237,7 +269,7 @@ class Reviewer:
 
     def _review(self, details: DiscussionWithDetails, work: Path) -> PullRequestReview:
         session = self.session
-        base_branch = (details.target_branch or "refs/heads/main").removeprefix("refs/heads/")
+        base_branch = (details.target_branch or "main").removeprefix("refs/heads/")
         head = session.head(f"refs/pr/{details.num}")
         tip = session.head(base_branch)
         base = self._fork_point(head, tip)

@@ -406,6 +406,25 @@ def test_pr_that_moves_during_review_is_not_merged(world: World) -> None:
     assert report["card"] is None
 
 
+def test_hub_failures_on_one_pr_or_the_card_do_not_stop_the_rest(world: World) -> None:
+    hub, repo_id = world.hub, world.repo_id
+    propose(world, READ_TOKEN, world.bundles("unlucky", [world.spec(model="unlucky")]))
+    propose(world, OTHER_READ_TOKEN, world.bundles("lucky", [world.spec(model="lucky")]))
+    unlucky_head = hub.pull_requests(repo_id)[0].head_oid
+    hub.inject("HEAD", rf"/resolve/{unlucky_head}/bundles/", Fault.status(400))
+    hub.inject("POST", rf"{repo_id}/preupload/main$", Fault.status(400))  # the card's commit
+    code, report, stderr = review(world, "--merge", "--comment", token=WRITE_TOKEN)
+    assert code == 1, stderr
+    first, second = report["pull_requests"]
+    assert (first["reviewed"], first["clean"], first["merge"]) == (False, False, "not-asked")
+    assert checks(first)["review"]["detail"].startswith("could not be reviewed: downloading")
+    assert len(comments(world, 1)) == 1  # nothing posted on the PR that was not reviewed
+    assert (second["reviewed"], second["merge"], second["comment"]) == (True, "merged", "posted")
+    assert hub.pull_requests(repo_id)[1].status == "merged"
+    assert report["card"] is None and "HTTP 400" in report["card_error"]
+    assert "dataset card not regenerated" in stderr
+
+
 @pytest.mark.parametrize("flag", ["--merge", "--comment"])
 @pytest.mark.parametrize(
     ("token", "problem"), [(None, "no token was given"), (READ_TOKEN, "this token is read-only")]

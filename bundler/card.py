@@ -1,15 +1,23 @@
 """The repository's dataset card and the pull-request description, rendered from the Jinja
 templates in `templates/` through huggingface_hub's card classes.
 
-The card's YAML points the Hub's dataset viewer at the row files and declares their features,
-so the viewer (and `datasets.load_dataset`) read every bundle's row with one schema.
+The card is computed from the rows of every bundle in the repository. Its YAML points the Hub's
+dataset viewer at the row files and declares their features: one all-tasks config (`default`)
+with the same columns for every bundle, and one leaderboard config per task whose metric
+columns are the union of its bundles' numeric metrics. Its body shows each task's leaderboard.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterable
+import html
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from functools import partial
 from importlib.resources import files
+from pathlib import Path
+from typing import Any
 
 import jinja2
 from huggingface_hub import CommitOperationAdd, DatasetCard, DatasetCardData
@@ -17,43 +25,235 @@ from pydantic import BaseModel
 
 from bundler.errors import HubError
 from bundler.hub import REPO_TYPE, HubSession, status_of
-from bundler.layout import BUNDLES_DIR, README, ROW_SUFFIX, ROWS_DIR, BundleId, bundle_ids_in
-from bundler.rows import BundleRow, dataset_features
+from bundler.layout import (
+    ALL_ROWS_GLOB,
+    ALL_TASKS_CONFIG,
+    README,
+    ROWS_DIR,
+    task_config_name,
+    task_rows_glob,
+)
+from bundler.rows import (
+    MAPPED_DIGEST_HEX,
+    MAPPED_STEM_LENGTH,
+    METRIC_COLUMN_MAX_LENGTH,
+    BundleRow,
+    dataset_features,
+    metric_columns,
+    read_row,
+    task_features,
+)
 
 CARD_TEMPLATE = "dataset_card.md.j2"
 PR_TEMPLATE = "pull_request.md.j2"
 TAGS = ["gptnt", "ktane", "leaderboard", "evaluation", "statics-bundler"]
-CARD_COMMIT_ATTEMPTS = 4
+SPLIT = "train"
+BOARD_METRICS = 4
+"""Metric columns a leaderboard in the card shows (the ranking one first); the task's config
+in the dataset viewer has all of them."""
+BOARD_ROWS = 100
+"""Bundles a leaderboard in the card shows, best first, so the card stays readable (and small)
+however many bundles a task gathers; the task's config in the dataset viewer has all of them."""
+CELL_MAX_LENGTH = 80
+"""Text from a bundle is cut to this in a table cell, so one long name cannot swamp a table."""
+WARNING = "⚠"
+NO_VALUE = "-"
+LEFT, RIGHT = "---", "---:"
 
 
 def _template(name: str) -> str:
     return files("bundler.templates").joinpath(name).read_text(encoding="utf-8")
 
 
-def card_data() -> DatasetCardData:
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+_MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_\[\]|~!#])")
+
+
+def md_cell(text: str) -> str:
+    """Text from a bundle (from a stranger) as inert Markdown table-cell content: line breaks
+    and control characters become spaces, HTML is escaped to entities, and the punctuation
+    that Markdown gives a meaning to (a `|` ends the cell) is backslash-escaped."""
+    text = _CONTROL.sub(" ", text).strip()
+    if len(text) > CELL_MAX_LENGTH:
+        text = text[: CELL_MAX_LENGTH - 1] + "…"
+    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", html.escape(text, quote=True))
+
+
+def _code(text: str) -> str:
+    """A value the bundler validated to safe characters (a bundle id, a column name)."""
+    return f"`{text}`"
+
+
+def _number(value: float | None) -> str:
+    return NO_VALUE if value is None else f"{value:.6g}"
+
+
+@dataclass(frozen=True)
+class TaskBoard:
+    """One task's leaderboard: its bundles best first, and its metric columns.
+
+    `columns` is the union of the bundles' metric columns, in the order they first appear
+    when the bundles are taken earliest published first, each in its metrics.json order. The
+    ranking column is the first of them: the first numeric metric of the earliest-published
+    bundle that has one. Rows are ordered by it, descending, bundles without it last, then by
+    publication date and bundle id.
+    """
+
+    task: str
+    rows: list[BundleRow]
+    columns: list[str]
+    names: dict[str, str]
+    values: dict[str, dict[str, float]]
+
+    @classmethod
+    def of(cls, task: str, rows: Sequence[BundleRow]) -> TaskBoard:
+        by_date = sorted(rows, key=lambda row: (row.published, row.bundle_id))
+        names: dict[str, str] = {}
+        values: dict[str, dict[str, float]] = {}
+        for row in by_date:
+            metrics = metric_columns(row)
+            values[row.bundle_id] = {metric.column: metric.value for metric in metrics}
+            for metric in metrics:
+                names.setdefault(metric.column, metric.name)
+        ranking = next(iter(names), None)
+
+        def rank_key(row: BundleRow) -> tuple[bool, float, datetime, str]:
+            score = values[row.bundle_id].get(ranking) if ranking is not None else None
+            return (score is None, -(score or 0.0), row.published, row.bundle_id)
+
+        ranked = sorted(by_date, key=rank_key)
+        return cls(task=task, rows=ranked, columns=list(names), names=names, values=values)
+
+    @property
+    def config(self) -> str:
+        return task_config_name(self.task)
+
+    @property
+    def sort_column(self) -> str | None:
+        return self.columns[0] if self.columns else None
+
+    @property
+    def hidden(self) -> int:
+        """Bundles the card's table leaves out (see BOARD_ROWS)."""
+        return max(0, len(self.rows) - BOARD_ROWS)
+
+    @property
+    def mapped(self) -> list[tuple[str, str]]:
+        """(column, metric name) for the columns that are not the metric's name."""
+        return [(column, name) for column, name in self.names.items() if column != name]
+
+    def value(self, row: BundleRow, column: str | None) -> float | None:
+        return None if column is None else self.values[row.bundle_id].get(column)
+
+    def ranks(self) -> list[str]:
+        """Competition ranks (1, 1, 3) by the ranking column; rows without it get none."""
+        ranks: list[str] = []
+        previous: float | None = None
+        for position, row in enumerate(self.rows, start=1):
+            score = self.value(row, self.sort_column)
+            if score is None:
+                ranks.append(NO_VALUE)
+            elif score == previous:
+                ranks.append(ranks[-1])
+            else:
+                ranks.append(str(position))
+            previous = score
+        return ranks
+
+    def table(self) -> list[str]:
+        """The leaderboard as Markdown table lines, every bundle-supplied value escaped."""
+        shown = self.columns[:BOARD_METRICS]
+        metric_headers = [
+            (_code(column) + (" ↓" if column == self.sort_column else ""), RIGHT)
+            for column in shown
+        ]
+        headers = [("#", RIGHT), ("model", LEFT), ("player", LEFT), *metric_headers]
+        headers += [("coverage", LEFT), ("dataset", LEFT), ("predictions", RIGHT)]
+        headers += [("errors", RIGHT), ("exceptions", RIGHT), ("published", LEFT)]
+        headers += [("bundle", LEFT)]
+        lines = [_line([title for title, _ in headers]), _line([align for _, align in headers])]
+        for rank, row in list(zip(self.ranks(), self.rows, strict=True))[:BOARD_ROWS]:
+            cells = [rank, md_cell(row.model_name), md_cell(row.player_name)]
+            cells += [_number(self.value(row, column)) for column in shown]
+            cells += [_coverage(row), _pin(row), str(row.predictions), str(row.errors)]
+            cells += [str(row.exceptions), row.published.date().isoformat(), _code(str(row.key))]
+            lines.append(_line(cells))
+        return lines
+
+
+def _line(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def _coverage(row: BundleRow) -> str:
+    expected = "?" if row.expected_rows is None else str(row.expected_rows)
+    present = f"{row.rows_present}/{expected}"
+    if row.coverage == "complete":
+        return f"complete ({present})"
+    return f"{WARNING} **{md_cell(row.coverage)}** ({present})"
+
+
+def _pin(row: BundleRow) -> str:
+    key = row.key
+    return _code(key.revision_label) if key.is_pinned else f"{WARNING} **unpinned**"
+
+
+def task_boards(rows: Sequence[BundleRow]) -> list[TaskBoard]:
+    """Every task's leaderboard, by task name. A bundle id given twice counts once (the row
+    published first), so a repeated row can never rank twice."""
+    unique: dict[str, BundleRow] = {}
+    for row in sorted(rows, key=lambda row: (row.bundle_id, row.published, row.archive_sha256)):
+        unique.setdefault(row.bundle_id, row)
+    by_task: dict[str, list[BundleRow]] = {}
+    for row in unique.values():
+        by_task.setdefault(row.key.task, []).append(row)
+    return [TaskBoard.of(task, by_task[task]) for task in sorted(by_task)]
+
+
+def card_data(boards: Sequence[TaskBoard]) -> DatasetCardData:
+    configs: list[dict[str, Any]] = [
+        {
+            "config_name": ALL_TASKS_CONFIG,
+            "data_files": [{"split": SPLIT, "path": ALL_ROWS_GLOB}],
+        }
+    ]
+    infos: list[dict[str, Any]] = [
+        {"config_name": ALL_TASKS_CONFIG, "features": dataset_features()}
+    ]
+    for board in boards:
+        configs.append(
+            {
+                "config_name": board.config,
+                "data_files": [{"split": SPLIT, "path": task_rows_glob(board.task)}],
+            }
+        )
+        infos.append({"config_name": board.config, "features": task_features(board.columns)})
     return DatasetCardData(
         pretty_name="GPTNT statics submission bundles",
         tags=TAGS,
-        configs=[
-            {
-                "config_name": "default",
-                "data_files": [{"split": "train", "path": f"{ROWS_DIR}/**/*{ROW_SUFFIX}"}],
-            }
-        ],
-        dataset_info={"features": dataset_features()},
+        configs=configs,
+        dataset_info=infos,
     )
 
 
-def render_dataset_card(repo_id: str, bundle_ids: Iterable[BundleId]) -> str:
-    """The README.md for a repository holding `bundle_ids` (all of them, not just new ones)."""
-    ids = sorted(set(bundle_ids))
-    tasks = Counter(bundle.task for bundle in ids)
+def render_dataset_card(repo_id: str, rows: Sequence[BundleRow]) -> str:
+    """The README.md of a repository holding the bundles of `rows` (all of them, not just new
+    ones): YAML header and body. The same rows give the same text."""
+    boards = task_boards(rows)
     card = DatasetCard.from_template(
-        card_data(),
+        card_data(boards),
         template_str=_template(CARD_TEMPLATE),
         repo_id=repo_id,
-        bundle_count=len(ids),
-        tasks=sorted(tasks.items()),
+        bundle_count=sum(len(board.rows) for board in boards),
+        boards=boards,
+        all_tasks_config=ALL_TASKS_CONFIG,
+        warning=WARNING,
+        board_metrics=BOARD_METRICS,
+        board_rows=BOARD_ROWS,
+        max_length=METRIC_COLUMN_MAX_LENGTH,
+        stem_length=MAPPED_STEM_LENGTH,
+        digest_hex=MAPPED_DIGEST_HEX,
+        md_cell=md_cell,
     )
     return str(card)
 
@@ -74,50 +274,63 @@ def render_pr_description(
     return text.strip() + "\n"
 
 
+CARD_COMMIT_ATTEMPTS = 4
+
+
 class CardRefresh(BaseModel):
     """What regenerating the card on a branch did: `commit` is None when nothing changed."""
 
+    repo_id: str
     revision: str
-    bundle_count: int
-    changed: bool
+    dry_run: bool
+    changed: bool = False
     commit: str | None = None
+    bundle_count: int = 0
 
 
 def refresh_card(
     session: HubSession, revision: str = "main", *, dry_run: bool = False
 ) -> CardRefresh:
-    """Regenerate README.md from the bundles the branch actually holds, committing it only when
-    it differs, against the head it was computed on (a concurrent commit makes it re-plan).
+    """Regenerate README.md from every row file the branch holds, committing it only when it
+    differs, against the head it was rendered from (a concurrent commit makes it re-plan).
 
-    STAND-IN written by the review work until the `upload` work's `refresh_card` is merged;
-    same name and signature.
+    STAND-IN written by the review work until the `upload` work's `refresh_card` (same name,
+    signature and result fields) is merged; take that one.
     """
     from bundler.upload import git_blob_id  # upload imports this module
 
+    result = CardRefresh(repo_id=session.repo_id, revision=revision, dry_run=dry_run)
     for _ in range(CARD_COMMIT_ATTEMPTS):
         head = session.head(revision)
-        present, _invalid = bundle_ids_in(session.list_files(BUNDLES_DIR, head))
-        card = render_dataset_card(session.repo_id, present).encode("utf-8")
+        rows = []
+        for path in session.list_files(ROWS_DIR, head):
+            fetch = partial(
+                session.api.hf_hub_download,
+                session.repo_id,
+                path,
+                repo_type=REPO_TYPE,
+                revision=head,
+            )
+            rows.append(read_row(Path(session.call(f"reading {path}", fetch)).read_bytes()))
+        card = render_dataset_card(session.repo_id, rows).encode("utf-8")
         current = session.paths_info([README], head).get(README)
-        refresh = CardRefresh(revision=revision, bundle_count=len(present), changed=True)
-        if current is not None and current.blob_id == git_blob_id(card):
-            refresh.changed = False
-            return refresh
-        if dry_run:
-            return refresh
+        result.bundle_count = len(rows)
+        result.changed = current is None or current.blob_id != git_blob_id(card)
+        if not result.changed or dry_run:
+            return result
         try:
             info = session.api.create_commit(
                 session.repo_id,
                 [CommitOperationAdd(README, card)],
-                commit_message=f"Dataset card: {len(present)} bundle(s)",
+                commit_message=f"Regenerate the dataset card ({len(rows)} bundle(s))",
                 repo_type=REPO_TYPE,
                 revision=revision,
                 parent_commit=head,
             )
         except Exception as error:
             if status_of(error) in (409, 412):
-                continue  # someone committed meanwhile: re-plan on their head
+                continue  # someone committed meanwhile: render again on their head
             raise session.describe(error, doing="committing the dataset card") from None
-        refresh.commit = info.oid
-        return refresh
+        result.commit = info.oid
+        return result
     raise HubError(f"committing the dataset card: {revision} kept moving; try again")

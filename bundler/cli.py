@@ -1,15 +1,16 @@
 """The `bundler` command: parse arguments, call the library, render the result. Nothing else.
 
 Human output goes to stderr and `--json` output to stdout, so a pipeline can read the JSON
-while a person still sees what happened. Exit codes: 0 all good, 1 some checks failed or some
-inputs were refused, 2 unusable input or usage.
+while a person still sees what happened. Exit codes (bundler.exitcodes): 0 all good, 1 a
+person must look, 2 unusable input, usage or credentials, 75 temporary failure, retry later.
 """
 
 from __future__ import annotations
 
 import signal
+import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Protocol, TypeVar
 
@@ -18,6 +19,11 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 
+# typer vendors click: its usage errors are these classes, not the `click` package's.
+from typer._click import exceptions as click_exceptions
+from typer.core import TyperArgument, TyperGroup, TyperOption
+
+from bundler import exitcodes
 from bundler.collect import CollectOptions, collect, parse_expectations
 from bundler.errors import BundlerError
 from bundler.inspection import inspect_bundle
@@ -32,8 +38,93 @@ from bundler.report import (
 )
 from bundler.validation import describe_validation_error
 from bundler.verify import verify
+from bundler.version import bundler_version
 
-EXIT_UNUSABLE = 2
+EXIT_UNUSABLE = exitcodes.UNUSABLE
+
+
+class _WordArgument(TyperArgument):
+    """An argument whose name (its metavar: PATH..., OUTPUT_ROOT) says everything: no
+    `<list[Path]>` type column beside it in --help."""
+
+    def display_type_rich(self, ctx: Any) -> str | None:
+        return None
+
+
+class BundlerGroup(TyperGroup):
+    """The `bundler` command group, with the two things typer does not do our way.
+
+    Usage errors (unknown option, missing argument, bad value) are caught here, where the
+    command line is parsed, before any command's own code runs: they become one `error:` line
+    on stderr, plus the JSON error object on stdout when --json was given, and exit 2. And
+    --help shows words for placeholders: a flag shows none (typer would show `<bool>`), an
+    argument shows its metavar only.
+    """
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            _plain_placeholders([*command.params, command.get_help_option(ctx)])
+        return command
+
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)
+        _plain_placeholders([*self.params, option])
+        return option
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        argv = list(sys.argv[1:] if args is None else args)
+        try:
+            result = super().main(
+                argv,
+                prog_name,
+                complete_var,
+                standalone_mode=False,
+                windows_expand_args=windows_expand_args,
+                **extra,
+            )
+        except click_exceptions.NoArgsIsHelpError as error:
+            result = error.exit_code  # the help was shown: that is the whole answer
+        except click_exceptions.ClickException as error:
+            result = report_usage_error(error, json_output="--json" in argv)
+        except typer.Abort:
+            stderr_console().print("[red]aborted[/]")
+            result = exitcodes.LOOK
+        if not standalone_mode:
+            return result
+        sys.exit(result if isinstance(result, int) else exitcodes.OK)
+
+
+def _plain_placeholders(params: list[Any]) -> None:
+    """Flags take no value, so they show no placeholder; an argument shows its metavar only.
+    (The --help option is made on demand and cached, so callers pass it in too.)"""
+    for param in params:
+        if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
+            param.metavar = ""
+        elif isinstance(param, TyperArgument):
+            param.__class__ = _WordArgument
+
+
+def report_usage_error(error: click_exceptions.ClickException, *, json_output: bool) -> int:
+    """One line on stderr (and the JSON error object on stdout under --json); the exit code."""
+    message = " ".join(error.format_message().split())
+    ctx = getattr(error, "ctx", None)
+    command = ctx.command_path if ctx is not None else "bundler"
+    hint = f"see `{command} --help`"
+    code = error.exit_code if error.exit_code != 1 else EXIT_UNUSABLE
+    if json_output:
+        emit_json({"error": message, "hint": hint, "exit_code": code})
+    stderr_console().print(f"[bold red]error[/]: {escape(message)} ({hint})", highlight=False)
+    return code
+
 
 app = typer.Typer(
     name="bundler",
@@ -47,7 +138,30 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
+    cls=BundlerGroup,
 )
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"bundler {bundler_version()}")
+        raise typer.Exit(exitcodes.OK)
+
+
+@app.callback()
+def _bundler_options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            is_eager=True,
+            callback=_show_version,
+            help="Show the bundler's version and exit.",
+        ),
+    ] = False,
+) -> None:
+    """Options that come before the command."""
+
 
 JsonOption = Annotated[
     bool, typer.Option("--json", help="Write a machine-readable report to stdout.")
@@ -62,11 +176,114 @@ TokenOption = Annotated[
         "--token",
         envvar="HF_TOKEN",
         show_envvar=True,
+        metavar="TOKEN",
         help="Hugging Face token; else HF_TOKEN, else the stored `hf auth login`. Never shown.",
     ),
 ]
 RepoOption = Annotated[
-    str, typer.Option("--repo", help="The dataset repository, OWNER/NAME.", show_default=False)
+    str,
+    typer.Option(
+        "--repo",
+        metavar="OWNER/NAME",
+        help="The dataset repository, OWNER/NAME.",
+        show_default=False,
+    ),
+]
+WaitOption = Annotated[
+    float,
+    typer.Option(
+        "--wait",
+        metavar="SECONDS",
+        min=0,
+        help="If another bundler run is using the bundles folder, wait this long for it "
+        "before giving up with exit code 75.",
+    ),
+]
+
+# Options shared by collect and sync.
+OutputRootArgument = Annotated[
+    Path,
+    typer.Argument(
+        metavar="OUTPUT_ROOT", help="The harness's output root, holding <task>_predictions/."
+    ),
+]
+BundlesDirOption = Annotated[
+    Path,
+    typer.Option("--output", "-o", metavar="BUNDLES_DIR", help="Where bundles are written."),
+]
+TaskOption = Annotated[
+    list[str] | None,
+    typer.Option("--task", metavar="TASK", help="Only this task (repeatable)."),
+]
+ModelOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--model", metavar="NAME", help="Only this player_name or model_name (repeatable)."
+    ),
+]
+SubmitterNameOption = Annotated[
+    str | None,
+    typer.Option(envvar="BUNDLER_SUBMITTER_NAME", metavar="NAME", help="Who submits."),
+]
+SubmitterContactOption = Annotated[
+    str | None,
+    typer.Option(envvar="BUNDLER_SUBMITTER_CONTACT", metavar="CONTACT", help="How to reach them."),
+]
+SubmitterAffiliationOption = Annotated[
+    str | None,
+    typer.Option(envvar="BUNDLER_SUBMITTER_AFFILIATION", metavar="NAME", help="Their affiliation."),
+]
+ExpectOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--expect",
+        metavar="TASK=ROWS",
+        help="The dataset's row count for TASK, so coverage can be judged (repeatable).",
+    ),
+]
+ResolveRowsOption = Annotated[
+    bool,
+    typer.Option(
+        "--resolve-rows",
+        help="Look up each pinned dataset split's row count on the Hub (its card's "
+        "dataset_info) and judge coverage against it; --expect wins where given.",
+    ),
+]
+LevelOption = Annotated[
+    int, typer.Option(min=1, max=22, metavar="N", help="zstd compression level.")
+]
+
+# Options shared by upload and sync.
+RevisionOption = Annotated[
+    str,
+    typer.Option(
+        metavar="BRANCH",
+        help="The branch to publish to (or to open the pull request on).",
+    ),
+]
+CreatePrOption = Annotated[
+    bool,
+    typer.Option(
+        "--create-pr",
+        help="Propose the bundles as a pull request (no write access needed); re-running "
+        "updates the same open pull request.",
+    ),
+]
+PrivateOption = Annotated[
+    bool, typer.Option("--private", help="Make the repository private if it is created.")
+]
+ReplaceOption = Annotated[
+    bool,
+    typer.Option(
+        "--replace", help="Overwrite a bundle the repository holds with different content."
+    ),
+]
+DryRunOption = Annotated[
+    bool, typer.Option("--dry-run", help="Show the plan; change nothing on the Hub.")
+]
+MessageOption = Annotated[
+    str | None,
+    typer.Option("--message", "-m", metavar="TEXT", help="Commit summary to use."),
 ]
 
 T = TypeVar("T")
@@ -156,71 +373,47 @@ def _scrub(text: str | None, secrets: tuple[str, ...]) -> str | None:
 
 @app.command("collect")
 def collect_command(
-    output_root: Annotated[
-        Path, typer.Argument(help="The harness's output root, holding <task>_predictions/.")
-    ] = Path("output"),
-    bundles_dir: Annotated[
-        Path, typer.Option("--output", "-o", help="Where bundles are written.")
-    ] = Path("bundles"),
-    task: Annotated[
-        list[str] | None, typer.Option("--task", help="Only this task (repeatable).")
-    ] = None,
-    model: Annotated[
-        list[str] | None,
-        typer.Option("--model", help="Only this player_name or model_name (repeatable)."),
-    ] = None,
-    submitter_name: Annotated[
-        str | None, typer.Option(envvar="BUNDLER_SUBMITTER_NAME", help="Who submits.")
-    ] = None,
-    submitter_contact: Annotated[
-        str | None, typer.Option(envvar="BUNDLER_SUBMITTER_CONTACT", help="How to reach them.")
-    ] = None,
-    submitter_affiliation: Annotated[
-        str | None, typer.Option(envvar="BUNDLER_SUBMITTER_AFFILIATION", help="Their affiliation.")
-    ] = None,
-    expect: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--expect",
-            metavar="TASK=ROWS",
-            help="The dataset's row count for TASK, so coverage can be judged (repeatable).",
-        ),
-    ] = None,
+    output_root: OutputRootArgument = Path("output"),
+    bundles_dir: BundlesDirOption = Path("bundles"),
+    task: TaskOption = None,
+    model: ModelOption = None,
+    submitter_name: SubmitterNameOption = None,
+    submitter_contact: SubmitterContactOption = None,
+    submitter_affiliation: SubmitterAffiliationOption = None,
+    expect: ExpectOption = None,
     allow_partial: Annotated[
         bool,
-        typer.Option(help="Bundle partial or gapped runs, marked partial, instead of refusing."),
-    ] = False,
-    resolve_rows: Annotated[
-        bool,
         typer.Option(
-            help="Look up each pinned dataset split's row count on the Hub (its card's "
-            "dataset_info) and judge coverage against it; --expect wins where given."
+            "--allow-partial",
+            help="Bundle partial or gapped runs, marked partial, instead of refusing.",
         ),
     ] = False,
+    resolve_rows: ResolveRowsOption = False,
     token: TokenOption = None,
-    level: Annotated[int, typer.Option(min=1, max=22, help="zstd compression level.")] = 3,
+    level: LevelOption = 3,
+    wait: WaitOption = 0,
     json_output: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
     """Bundle every run under OUTPUT_ROOT into BUNDLES_DIR/<player>_<fp8>/<target>.tar.zst.
 
     A run that is wrong, unattributable or (without --allow-partial) partial is refused with a
-    one-line reason; the valid runs are still bundled. Exit 1 if any input was refused.
+    one-line reason; the valid runs are still bundled. Exit 1 if any input was refused, 75 if
+    another run kept the bundles folder busy.
     """
     console = stderr_console()
 
     def action() -> int:
-        options = CollectOptions(
-            tasks=task or [],
-            models=model or [],
-            submitter=Submitter(
-                name=submitter_name, contact=submitter_contact, affiliation=submitter_affiliation
-            ),
-            expected_rows=parse_expectations(expect or []),
+        options = _collect_options(
+            task=task,
+            model=model,
+            submitter=(submitter_name, submitter_contact, submitter_affiliation),
+            expect=expect,
             allow_partial=allow_partial,
             resolve_rows=resolve_rows,
-            token=_token(token),
+            token=token,
             level=level,
+            wait=wait,
         )
         with RichProgress(console) as progress:
             report = collect(output_root, bundles_dir, options, progress)
@@ -231,10 +424,38 @@ def collect_command(
     )
 
 
+def _collect_options(
+    *,
+    task: list[str] | None,
+    model: list[str] | None,
+    submitter: tuple[str | None, str | None, str | None],
+    expect: list[str] | None,
+    allow_partial: bool,
+    resolve_rows: bool,
+    token: str | None,
+    level: int,
+    wait: float,
+) -> CollectOptions:
+    """The collect options from the command line (shared by collect and sync)."""
+    name, contact, affiliation = submitter
+    return CollectOptions(
+        tasks=task or [],
+        models=model or [],
+        submitter=Submitter(name=name, contact=contact, affiliation=affiliation),
+        expected_rows=parse_expectations(expect or []),
+        allow_partial=allow_partial,
+        resolve_rows=resolve_rows,
+        token=_token(token),
+        level=level,
+        lock_wait=wait,
+    )
+
+
 @app.command("verify")
 def verify_command(
     paths: Annotated[
-        list[Path], typer.Argument(help="Bundle archives, or directories searched for them.")
+        list[Path],
+        typer.Argument(metavar="PATH", help="Bundle archives, or directories searched for them."),
     ],
     json_output: JsonOption = False,
     debug: DebugOption = False,
@@ -253,7 +474,9 @@ def verify_command(
 
 @app.command("inspect")
 def inspect_command(
-    archive: Annotated[Path, typer.Argument(help="One bundle archive (.tar.zst).")],
+    archive: Annotated[
+        Path, typer.Argument(metavar="ARCHIVE", help="One bundle archive (.tar.zst).")
+    ],
     json_output: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
@@ -272,46 +495,29 @@ def inspect_command(
 @app.command("upload")
 def upload_command(
     bundles_dir: Annotated[
-        Path, typer.Argument(help="The bundles directory written by collect.")
+        Path,
+        typer.Argument(metavar="BUNDLES_DIR", help="The bundles directory written by collect."),
     ] = Path("bundles"),
     repo: RepoOption = ...,  # type: ignore[assignment]
-    revision: Annotated[
-        str, typer.Option(help="The branch to publish to (or to open the pull request on).")
-    ] = "main",
-    create_pr: Annotated[
-        bool,
-        typer.Option(
-            "--create-pr",
-            help="Propose the bundles as a pull request (no write access needed); re-running "
-            "updates the same open pull request.",
-        ),
-    ] = False,
+    revision: RevisionOption = "main",
+    create_pr: CreatePrOption = False,
     token: TokenOption = None,
-    private: Annotated[
-        bool, typer.Option("--private", help="Make the repository private if it is created.")
-    ] = False,
-    replace: Annotated[
-        bool,
-        typer.Option(
-            "--replace", help="Overwrite a bundle the repository holds with different content."
-        ),
-    ] = False,
+    private: PrivateOption = False,
+    replace: ReplaceOption = False,
     allow_partial: Annotated[
         bool, typer.Option("--allow-partial", help="Publish partial-coverage bundles too.")
     ] = False,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Show the plan; change nothing on the Hub.")
-    ] = False,
-    message: Annotated[
-        str | None, typer.Option("--message", "-m", help="Commit summary to use.")
-    ] = None,
+    dry_run: DryRunOption = False,
+    message: MessageOption = None,
+    wait: WaitOption = 0,
     json_output: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
     """Verify the bundles and publish the new ones to a dataset repository (HF_ENDPOINT is
     honoured). Bundles already there are skipped, a bundle with different content is a conflict
     unless --replace, and partial bundles need --allow-partial. Exit 1 if any bundle was refused
-    or not published, 2 for a problem to fix first (token, access, repository, revision)."""
+    or not published, 2 for a problem to fix first (token, access, repository, revision), 75
+    if the Hub stayed unavailable (retry later)."""
     from bundler.report import render_upload
     from bundler.upload import UploadOptions, upload
 
@@ -328,6 +534,7 @@ def upload_command(
             dry_run=dry_run,
             message=message,
             token=_token(token),
+            lock_wait=wait,
         )
         _quiet_hub_client()
         with RichProgress(console) as progress:
@@ -343,14 +550,23 @@ def upload_command(
 def download_command(
     repo: RepoOption = ...,  # type: ignore[assignment]
     output_dir: Annotated[
-        Path, typer.Option("--output", "-o", help="The local bundles directory to fill.")
+        Path,
+        typer.Option("--output", "-o", metavar="DIR", help="The local bundles directory to fill."),
     ] = Path("bundles"),
     revision: Annotated[
-        str, typer.Option(help="A branch, tag, commit or refs/pr/N (to review a pull request).")
+        str,
+        typer.Option(
+            metavar="REVISION",
+            help="A branch, tag, commit or refs/pr/N (to review a pull request).",
+        ),
     ] = "main",
     bundle: Annotated[
         list[str] | None,
-        typer.Option("--bundle", help="Only this bundle id, <player>_<fp8>/<target> (repeatable)."),
+        typer.Option(
+            "--bundle",
+            metavar="BUNDLE_ID",
+            help="Only this bundle id, <player>_<fp8>/<target> (repeatable).",
+        ),
     ] = None,
     token: TokenOption = None,
     json_output: JsonOption = False,
@@ -358,7 +574,7 @@ def download_command(
 ) -> None:
     """Download bundles with their sidecars into the local layout and verify each one. A bundle
     that fails verification is kept apart in OUTPUT/.rejected/, never mixed with the good ones.
-    Exit 1 if any bundle was rejected or not found."""
+    Exit 1 if any bundle was rejected or not found, 75 if the Hub stayed unavailable."""
     from bundler.download import download
     from bundler.report import render_download
 
@@ -389,6 +605,204 @@ def _quiet_hub_client() -> None:
 
     disable_progress_bars()
     logging.set_verbosity_error()  # type: ignore[no-untyped-call]
+
+
+@app.command("sync")
+def sync_command(
+    output_root: OutputRootArgument = Path("output"),
+    bundles_dir: BundlesDirOption = Path("bundles"),
+    repo: RepoOption = ...,  # type: ignore[assignment]
+    task: TaskOption = None,
+    model: ModelOption = None,
+    expect: ExpectOption = None,
+    resolve_rows: ResolveRowsOption = False,
+    allow_partial: Annotated[
+        bool,
+        typer.Option(
+            "--allow-partial",
+            help="Bundle partial or gapped runs, marked partial, and publish them.",
+        ),
+    ] = False,
+    submitter_name: SubmitterNameOption = None,
+    submitter_contact: SubmitterContactOption = None,
+    submitter_affiliation: SubmitterAffiliationOption = None,
+    level: LevelOption = 3,
+    revision: RevisionOption = "main",
+    create_pr: CreatePrOption = False,
+    token: TokenOption = None,
+    private: PrivateOption = False,
+    replace: ReplaceOption = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Collect as usual, then only show the upload plan; change nothing on the Hub.",
+        ),
+    ] = False,
+    message: MessageOption = None,
+    report: Annotated[
+        Path | None,
+        typer.Option(
+            "--report",
+            metavar="FILE",
+            help="Also write the JSON report (with start and end times, counts, every "
+            "bundle's outcome and the commits made) to FILE, atomically, whatever happens.",
+        ),
+    ] = None,
+    wait: WaitOption = 0,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Collect the runs under OUTPUT_ROOT into BUNDLES_DIR, then publish the bundles to a
+    dataset repository: `collect` then `upload` in one unattended command.
+
+    Refused runs do not stop the upload of the good bundles. Exit 0 when everything is
+    published or already there, 1 when a person must look (refused runs or bundles, failed
+    checks, conflicts), 2 for unusable input, usage or credentials, 75 for a temporary failure
+    (the Hub unavailable or rate limiting, or another run using BUNDLES_DIR): retry later.
+    """
+    from bundler.report import render_sync
+    from bundler.sync import SyncOptions, sync
+    from bundler.upload import UploadOptions
+
+    console = stderr_console()
+
+    def action() -> int:
+        options = SyncOptions(
+            collect=_collect_options(
+                task=task,
+                model=model,
+                submitter=(submitter_name, submitter_contact, submitter_affiliation),
+                expect=expect,
+                allow_partial=allow_partial,
+                resolve_rows=resolve_rows,
+                token=token,
+                level=level,
+                wait=wait,
+            ),
+            upload=UploadOptions(
+                repo_id=repo,
+                revision=revision,
+                create_pr=create_pr,
+                private=private,
+                replace=replace,
+                allow_partial=allow_partial,
+                dry_run=dry_run,
+                message=message,
+                token=_token(token),
+                lock_wait=wait,
+            ),
+            lock_wait=wait,
+            report_path=report,
+        )
+        _quiet_hub_client()
+        with RichProgress(console) as progress:
+            result = sync(output_root, bundles_dir, options, progress)
+        return _finish(result, render_sync, console, json_output)
+
+    raise typer.Exit(
+        run_command(action, json_output=json_output, debug=debug, secrets=_secrets(token))
+    )
+
+
+@app.command("diff")
+def diff_command(
+    a: Annotated[
+        Path, typer.Argument(help="The first bundle archive (.tar.zst), e.g. the old one.")
+    ],
+    b: Annotated[Path, typer.Argument(help="The second bundle archive, e.g. the new one.")],
+    predictions: Annotated[
+        int,
+        typer.Option(
+            "--predictions",
+            min=0,
+            metavar="N",
+            help="Also show the answers (scored_output, else output) of the first N changed "
+            "predictions side by side.",
+        ),
+    ] = 0,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Show how two bundles differ: claims field by field, metric deltas, and predictions
+    added, removed and changed (by sha256, from the manifests). Both are verified first.
+    Exit 0 identical, 1 different, 2 unusable (missing, or failing verification)."""
+    from bundler.diff import diff_bundles
+    from bundler.report import render_diff
+
+    console = stderr_console()
+
+    def action() -> int:
+        with RichProgress(console) as progress:
+            report = diff_bundles(a, b, predictions=predictions, progress=progress)
+        return _finish(report, render_diff, console, json_output)
+
+    raise typer.Exit(run_command(action, json_output=json_output, debug=debug))
+
+
+@app.command("export-gptnt")
+def export_gptnt_command(
+    paths: Annotated[
+        list[Path], typer.Argument(help="Bundle archives, or directories searched for them.")
+    ],
+    out_dir: Annotated[
+        Path,
+        typer.Option(
+            "--output",
+            "-o",
+            metavar="OUT_DIR",
+            help="Where the GPTNT submission folders are written.",
+            show_default=False,
+        ),
+    ] = ...,  # type: ignore[assignment]
+    player_config: Annotated[
+        Path,
+        typer.Option(
+            "--player-config",
+            metavar="PLAYER_YAML",
+            help="The player's GPTNT config (configs/player/<name>.yaml); its identity block "
+            "is the leaderboard identity.",
+            show_default=False,
+        ),
+    ] = ...,  # type: ignore[assignment]
+    submitter_name: Annotated[
+        str | None,
+        typer.Option(metavar="NAME", help="Who submits; else the bundle's submitter name."),
+    ] = None,
+    submitter_contact: Annotated[
+        str | None,
+        typer.Option(
+            metavar="CONTACT", help="@github handle or email; else the bundle's submitter contact."
+        ),
+    ] = None,
+    submitter_affiliation: Annotated[
+        str | None,
+        typer.Option(
+            metavar="NAME", help="Their affiliation; else the bundle's (empty clears it)."
+        ),
+    ] = None,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Write each bundle as the folder GPTNT's `gptnt submission new` writes for the same run
+    (submission.yaml and metrics.json), for leaderboards that take submissions through GPTNT.
+    Bundles are verified first. Exit 1 if any bundle was refused (failed verification, blank
+    submitter, a capability field GPTNT does not know, another player's config), 2 for a config
+    or path that cannot be used."""
+    from bundler.export import SubmitterOverrides, export_gptnt
+    from bundler.report import render_export
+
+    console = stderr_console()
+
+    def action() -> int:
+        overrides = SubmitterOverrides(
+            name=submitter_name, contact=submitter_contact, affiliation=submitter_affiliation
+        )
+        with RichProgress(console) as progress:
+            report = export_gptnt(paths, out_dir, player_config, overrides, progress)
+        return _finish(report, render_export, console, json_output)
+
+    raise typer.Exit(run_command(action, json_output=json_output, debug=debug))
 
 
 @app.command("review")

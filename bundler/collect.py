@@ -18,6 +18,7 @@ from bundler.discover import RunDirectory, Skipped, discover
 from bundler.errors import BundlerError, InputError, UsageError
 from bundler.fileio import atomic_output, atomic_write_bytes, sha256_file
 from bundler.layout import BundleId
+from bundler.lock import bundles_lock
 from bundler.manifest import ArchiveInfo, BundleClaim, Sidecar, Submitter
 from bundler.progress import NoProgress, ProgressSink
 from bundler.runs import RunHeader, ValidatedRun, read_header, validate_run
@@ -43,6 +44,9 @@ class CollectOptions(BaseModel):
     token: SecretStr | None = Field(default=None, description="Hub token for --resolve-rows")
     level: int = Field(default=DEFAULT_LEVEL, ge=1, le=22)
     threads: int | None = Field(default=None, ge=1)
+    lock_wait: float = Field(
+        default=0, ge=0, description="seconds to wait for another run to release the folder"
+    )
 
 
 BundleStatus = Literal["written", "unchanged", "replaced"]
@@ -98,7 +102,9 @@ def collect(
     progress: ProgressSink | None = None,
 ) -> CollectReport:
     """Bundle every run under `output_root` into `bundles_dir`; see CollectReport for what was
-    written, refused and skipped. Raises UsageError when the output root cannot be used."""
+    written, refused and skipped. Raises UsageError when the output root cannot be used, and
+    BundlesLockedError when another run holds `bundles_dir` for longer than
+    `options.lock_wait` seconds."""
     options = options or CollectOptions()
     progress = progress or NoProgress()
     found = discover(output_root)
@@ -129,8 +135,12 @@ def collect(
 
         token = options.token.get_secret_value() if options.token else None
         resolver = RowCountResolver(token)
-    for header in _refuse_collisions(headers, report):
-        _bundle_one(header, bundles_dir, options, resolver, progress, report)
+    runs = _refuse_collisions(headers, report)
+    if not runs:
+        return report  # nothing to write: no lock taken, nothing created
+    with bundles_lock(bundles_dir, operation="collect", wait=options.lock_wait):
+        for header in runs:
+            _bundle_one(header, bundles_dir, options, resolver, progress, report)
     return report
 
 
@@ -189,7 +199,7 @@ def _bundle_one(
         expected, note = resolver.rows(statics)
         notes += [note] if note else []
     try:
-        progress.begin(f"bundling {header.bundle_id}", None)
+        progress.begin(f"bundling {header.bundle_id}", header.run.predictions)
         with BodyWriter(
             header.meta.run_timestamp, level=options.level, threads=options.threads
         ) as body:

@@ -31,6 +31,9 @@ class RunDirectory(BaseModel):
     relative: str
     task_dir_name: str
     """The task as the directory names it; only a fallback for filters, never the truth."""
+    predictions: int = 0
+    """How many prediction files the directory lists: the total a progress bar counts to,
+    known before the run is read."""
 
 
 class Skipped(BaseModel):
@@ -100,7 +103,12 @@ def _walk(
         return
     if any(is_run_file(entry.name) for entry in entries):
         relative = directory.relative_to(output_root).as_posix()
-        runs.append(RunDirectory(path=directory, relative=relative, task_dir_name=task))
+        predictions = sum(PREDICTION_FILE.match(entry.name) is not None for entry in entries)
+        runs.append(
+            RunDirectory(
+                path=directory, relative=relative, task_dir_name=task, predictions=predictions
+            )
+        )
     for entry in entries:
         if entry.is_symlink() and not is_run_file(entry.name):
             # Links to run files are refused with their run; other links would be skipped

@@ -9,12 +9,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import ClassVar, Literal
 
+from bundler.exitcodes import TEMPORARY
+
 
 class BundlerError(Exception):
     """Base of every error the bundler raises on purpose; anything else is a bug.
 
     `exit_code` is what the command exits with when this error ends it: 1 when some work
-    failed, 2 when the input or the command line could not be used at all.
+    failed, 2 when the input or the command line could not be used at all, 75 when the same
+    command may succeed later (see bundler.exitcodes).
     """
 
     exit_code: ClassVar[int] = 1
@@ -40,6 +43,15 @@ class InputError(BundlerError):
     def __init__(self, path: Path | str, problem: str, *, hint: str | None = None) -> None:
         super().__init__(f"{path}: {problem}", hint=hint)
         self.path = str(path)
+        self.problem = problem
+
+
+class RowError(BundlerError):
+    """A row file in the dataset repository is not one the bundler writes (a stranger's pull
+    request may hold anything); the caller names the file."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(problem)
         self.problem = problem
 
 
@@ -72,7 +84,10 @@ class WriteTokenRequired(HubAccessError):
 
 
 class HubRateLimitError(HubError):
-    """The Hub asked us to slow down; `retry_after` says when trying again makes sense."""
+    """The Hub asked us to slow down; `retry_after` says when trying again makes sense
+    (exit code 75: retry later)."""
+
+    exit_code: ClassVar[int] = TEMPORARY
 
     def __init__(self, message: str, *, retry_after: float | None, hint: str | None = None):
         super().__init__(message, hint=hint)
@@ -80,4 +95,45 @@ class HubRateLimitError(HubError):
 
 
 class HubUnavailableError(HubError):
-    """A server error or a dropped connection: the request may or may not have taken effect."""
+    """A server error or a dropped connection: the request may or may not have taken effect
+    (exit code 75: retry later)."""
+
+    exit_code: ClassVar[int] = TEMPORARY
+
+
+class BundlesLockedError(BundlerError):
+    """Another bundler process holds the bundles folder's lock (exit code 75: retry later).
+
+    Carries what the holder recorded about itself, so the message can name it; any of it may
+    be missing when the holder has only just taken the lock."""
+
+    exit_code: ClassVar[int] = TEMPORARY
+
+    def __init__(
+        self,
+        bundles_dir: Path,
+        *,
+        waited: float,
+        pid: int | None,
+        started: str | None,
+        host: str | None,
+        operation: str | None,
+    ) -> None:
+        holder = f"pid {pid}" if pid is not None else "another bundler process"
+        details = [
+            *([f"bundler {operation}"] if operation else []),
+            *([f"on {host}"] if host else []),
+            *([f"since {started}"] if started else []),
+        ]
+        shown = f"{holder} ({', '.join(details)})" if details else holder
+        waited_text = f" after waiting {waited:g} s" if waited > 0 else ""
+        super().__init__(
+            f"{bundles_dir}: in use by {shown}; gave up{waited_text}",
+            hint="run again later, or pass --wait SECONDS to wait for it",
+        )
+        self.bundles_dir = str(bundles_dir)
+        self.waited = waited
+        self.pid = pid
+        self.started = started
+        self.host = host
+        self.operation = operation

@@ -28,6 +28,18 @@ def prediction_path(index: int) -> str:
     return f"{PREDICTIONS_DIR}/prediction_{index}.json"
 
 
+def prediction_index(path: str) -> int | None:
+    """The row index of an archive path written by `prediction_path`; None for any other path."""
+    prefix, suffix = f"{PREDICTIONS_DIR}/prediction_", ".json"
+    if not (path.startswith(prefix) and path.endswith(suffix)):
+        return None
+    number = path[len(prefix) : -len(suffix)]
+    if not number.isdigit() or not number.isascii():
+        return None
+    index = int(number)
+    return index if prediction_path(index) == path else None
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 

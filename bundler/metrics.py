@@ -7,14 +7,19 @@ which is what lets one table (inspect, the Hub's dataset viewer) hold every task
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+MetricPath = tuple[str, ...]
+"""The keys leading to one leaf of metrics.json. Its flattened name joins them with `.`, which
+is ambiguous when a key holds a `.`; the path is not."""
+
 
 class MetricValue(BaseModel):
-    """One leaf figure. `number` is set for numbers (not booleans); `json` always holds the
-    value as JSON text, so nothing is lost for strings, lists or nulls."""
+    """One leaf figure. `number` is set for finite numbers (not booleans); `json` always holds
+    the value as JSON text, so nothing is lost for strings, lists, nulls or NaN."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -23,22 +28,44 @@ class MetricValue(BaseModel):
     json_value: str
 
 
-def flatten_metrics(metrics: dict[str, Any]) -> list[MetricValue]:
-    flat: list[MetricValue] = []
-    _flatten(metrics, "", flat)
-    return flat
+def metric_leaves(metrics: Any) -> list[tuple[MetricPath, Any]]:
+    """Every leaf of a parsed metrics.json with its key path, in the file's order. A non-empty
+    object is descended into; anything else (an empty object included) is a leaf."""
+    leaves: list[tuple[MetricPath, Any]] = []
+    _collect(metrics, (), leaves)
+    return leaves
 
 
-def _flatten(value: Any, prefix: str, flat: list[MetricValue]) -> None:
+def _collect(value: Any, path: MetricPath, leaves: list[tuple[MetricPath, Any]]) -> None:
     if isinstance(value, dict) and value:
         for key, child in value.items():
-            _flatten(child, f"{prefix}.{key}" if prefix else str(key), flat)
+            _collect(child, (*path, str(key)), leaves)
         return
-    is_number = isinstance(value, int | float) and not isinstance(value, bool)
-    flat.append(
+    leaves.append((path, value))
+
+
+def metric_number(value: Any) -> float | None:
+    """The value as a score, if it is one: a finite int or float. Booleans, NaN, infinities and
+    integers beyond float range are not, so they never reach a numeric column or a ranking."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def metric_name(path: MetricPath) -> str:
+    return ".".join(path)
+
+
+def flatten_metrics(metrics: Any) -> list[MetricValue]:
+    return [
         MetricValue(
-            name=prefix,
-            number=float(value) if is_number else None,
+            name=metric_name(path),
+            number=metric_number(value),
             json_value=json.dumps(value, sort_keys=True),
         )
-    )
+        for path, value in metric_leaves(metrics)
+    ]

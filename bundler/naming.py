@@ -35,9 +35,3 @@ def capability_fingerprint(capabilities: dict[str, Any]) -> str:
     kept = {key: value for key, value in capabilities.items() if key != FINGERPRINT_EXCLUDED_KEY}
     encoded = json.dumps(kept, sort_keys=True).encode("utf-8")
     return hashlib.blake2b(encoded, digest_size=16).hexdigest()
-
-
-def printable(text: str) -> str:
-    """`text` with every control character shown as "?": what a stranger wrote must not drive
-    the terminal it is printed on (escape sequences) nor break a line it is put in."""
-    return "".join(ch if ch.isprintable() else "?" for ch in text)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import unicodedata
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
@@ -20,12 +21,14 @@ from rich.table import Table
 from bundler.checks import CheckResult
 from bundler.collect import CollectReport
 from bundler.inspection import BundleInspection
-from bundler.naming import printable
 from bundler.verify import VerifyReport
 
 if TYPE_CHECKING:
+    from bundler.diff import BundleDiff
     from bundler.download import DownloadReport
+    from bundler.export import ExportReport
     from bundler.review import ReviewReport
+    from bundler.sync import SyncReport
     from bundler.upload import UploadReport
 
 STATUS_STYLE = {"passed": "green", "warned": "yellow", "failed": "bold red"}
@@ -121,18 +124,12 @@ def render_collect(report: CollectReport, console: Console) -> None:
     )
 
 
-def shown(text: str) -> str:
-    """A stranger's text for the terminal: no control characters (an escape sequence in a PR
-    title must not drive the terminal), no rich markup."""
-    return escape(printable(text))
-
-
 def render_checks(checks: list[CheckResult], console: Console, indent: str = "  ") -> None:
     for check in checks:
         style = STATUS_STYLE[check.status]
-        hint = f" [dim]({shown(check.hint)})[/]" if check.hint else ""
+        hint = f" [dim]({printable(check.hint)})[/]" if check.hint else ""
         console.print(
-            f"{indent}[{style}]{check.status:>6}[/] {check.name}: {shown(check.detail)}{hint}"
+            f"{indent}[{style}]{check.status:>6}[/] {check.name}: {printable(check.detail)}{hint}"
         )
 
 
@@ -229,6 +226,8 @@ OUTCOME_STYLE = {
     "planned": "cyan",
     "downloaded": "green",
     "refused": "bold red",
+    "exported": "green",
+    "unchanged": "dim",
     "failed": "bold red",
     "rejected": "bold red",
     "missing": "bold red",
@@ -282,6 +281,141 @@ def render_download(report: DownloadReport, console: Console) -> None:
     )
 
 
+_UNPRINTABLE_CATEGORIES = ("Cc", "Cf", "Co", "Cs", "Cn", "Zl", "Zp")
+
+
+def printable(text: str, *, keep_newlines: bool = False) -> str:
+    """`text` safe to print: rich markup escaped, and control and format characters (escape
+    sequences, bidi overrides, line separators) shown as `\\x1b`-style escapes, so text from a
+    stranger's bundle cannot move the cursor, recolour or reorder what a reviewer reads."""
+    shown = "".join(
+        ascii(char)[1:-1]
+        if unicodedata.category(char) in _UNPRINTABLE_CATEGORIES
+        and not (keep_newlines and char == "\n")
+        else char
+        for char in text
+    )
+    return escape(shown)
+
+
+def _shown_value(value: Any) -> str:
+    return printable(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
+
+
+def render_diff(diff: BundleDiff, console: Console) -> None:
+    for label, side in (("A", diff.a), ("B", diff.b)):
+        console.print(
+            f"[bold]{label}[/] {printable(side.archive)}  {printable(side.bundle_id)}  "
+            f"sha256 {side.sha256[:12]}…"
+        )
+    if diff.claims or diff.files:
+        table = Table(title="claims", title_justify="left")
+        for column in ("field", "A", "B"):
+            table.add_column(column, overflow="fold")
+        for difference in [*diff.claims, *diff.files]:
+            table.add_row(
+                printable(difference.field), _shown_value(difference.a), _shown_value(difference.b)
+            )
+        console.print(table)
+    if diff.metrics:
+        table = Table(title="metrics", title_justify="left")
+        table.add_column("metric", overflow="fold")
+        for column in ("A", "B", "delta"):
+            table.add_column(column, justify="right", overflow="fold")
+        for metric in diff.metrics:
+            table.add_row(
+                printable(metric.name),
+                "[dim]absent[/]" if metric.change == "added" else _shown_value(metric.a),
+                "[dim]absent[/]" if metric.change == "removed" else _shown_value(metric.b),
+                f"{metric.delta:+.6g}" if metric.delta is not None else metric.change,
+            )
+        console.print(table)
+    changes = diff.predictions
+    console.print(
+        f"predictions: {changes.added} added, {changes.removed} removed, "
+        f"{changes.changed} changed, {changes.unchanged} unchanged"
+    )
+    for kind, indices, total in (
+        ("added", changes.first_added, changes.added),
+        ("removed", changes.first_removed, changes.removed),
+        ("changed", changes.first_changed, changes.changed),
+    ):
+        if indices:
+            more = f" … ({total} in all)" if total > len(indices) else ""
+            console.print(f"  {kind}: {', '.join(map(str, indices))}{more}")
+    if diff.samples:
+        table = Table(title="changed predictions", title_justify="left", show_lines=True)
+        table.add_column("index", justify="right")
+        table.add_column("field")
+        table.add_column("A", overflow="fold", ratio=1)
+        table.add_column("B", overflow="fold", ratio=1)
+        for sample in diff.samples:
+            cut = " [dim](cut)[/]" if sample.truncated else ""
+            table.add_row(
+                str(sample.index),
+                sample.field,
+                printable(sample.a, keep_newlines=True) + cut,
+                printable(sample.b, keep_newlines=True) + cut,
+            )
+        console.print(table)
+    style = "green" if diff.identical else ("yellow" if diff.only_run_date else "bold")
+    console.print(f"[{style}]{printable(diff.verdict)}[/]")
+
+
+def render_export(report: ExportReport, console: Console) -> None:
+    for bundle in report.bundles:
+        name = printable(bundle.bundle_id or bundle.archive)
+        style = OUTCOME_STYLE.get(bundle.outcome, "")
+        if bundle.outcome == "refused":
+            console.print(
+                f"[{style}]{bundle.outcome:>9}[/] {printable(bundle.archive)}: "
+                f"{printable(bundle.reason)}"
+            )
+            if any(refusal.kind == "submitter" for refusal in bundle.refusals):
+                console.print(
+                    "  hint: set the submitter when collecting, or give --submitter-name and "
+                    "--submitter-contact",
+                    markup=False,
+                )
+        else:
+            console.print(
+                f"[{style}]{bundle.outcome:>9}[/] {name} -> {printable(bundle.folder or '')}"
+            )
+        for warning in bundle.warnings:
+            console.print(f"  [yellow]warning[/] {name}: {printable(warning)}")
+    counts = {
+        outcome: sum(bundle.outcome == outcome for bundle in report.bundles)
+        for outcome in ("exported", "unchanged", "refused")
+    }
+    console.print(
+        f"{counts['exported']} exported, {counts['unchanged']} unchanged, "
+        f"{counts['refused']} refused, into {printable(report.out_dir)} "
+        f"(player {printable(report.player_name)})"
+    )
+
+
+def render_sync(report: SyncReport, console: Console) -> None:
+    """Both steps as their own commands show them, then one summary line for the log."""
+    if report.collect is not None:
+        render_collect(report.collect, console)
+    if report.upload is not None:
+        render_upload(report.upload, console)
+    if report.upload_skipped:
+        console.print(f"upload skipped: {escape(report.upload_skipped)}")
+    if report.error and (report.upload is None or report.upload.error != report.error):
+        console.print(f"[bold red]error[/]: {escape(report.error)}")
+        if report.hint:
+            console.print(f"  hint: {report.hint}", markup=False)
+    counts = report.counts
+    took = (report.finished_at or report.started_at) - report.started_at
+    console.print(
+        f"sync: {counts.runs_bundled} run(s) bundled, {counts.runs_refused} refused; "
+        f"{counts.published} bundle(s) published, {counts.already_there} already there, "
+        f"{counts.refused + counts.failed} refused or failed; {counts.commits} commit(s); "
+        f"{took.total_seconds():.1f} s; exit code {report.exit_code}"
+    )
+
+
 MERGE_STYLE = {"merged": "green", "refused": "bold red", "failed": "bold red"}
 
 
@@ -296,19 +430,19 @@ def render_review(report: ReviewReport, console: Console) -> None:
             if kind in kinds
         )
         console.print(
-            f"PR #{pr.num} '{shown(pr.title)}' by {shown(pr.author)}: {verdict}"
+            f"PR #{pr.num} '{printable(pr.title)}' by {printable(pr.author)}: {verdict}"
             f" ({counted or 'no bundle'})"
         )
         render_checks([check for check in pr.checks if check.status != "passed"], console)
         for bundle in pr.bundles:
             problems = [check for check in bundle.checks if check.status != "passed"]
             if problems:
-                console.print(f"  {shown(bundle.bundle_id)} ({bundle.classification}):")
+                console.print(f"  {printable(bundle.bundle_id)} ({bundle.classification}):")
                 render_checks(problems, console, indent="    ")
         if pr.comment != "not-asked":
             console.print(f"  comment: {pr.comment}")
         if pr.merge != "not-asked":
-            detail = f": {shown(pr.merge_detail)}" if pr.merge_detail else ""
+            detail = f": {printable(pr.merge_detail)}" if pr.merge_detail else ""
             console.print(f"  merge: [{MERGE_STYLE[pr.merge]}]{pr.merge}[/]{detail}")
     if report.card is not None:
         card = report.card
@@ -317,6 +451,6 @@ def render_review(report: ReviewReport, console: Console) -> None:
             f"dataset card on {escape(card.revision)}: {state}, {card.bundle_count} bundle(s)"
         )
     if report.card_error:
-        console.print(f"[bold red]dataset card not regenerated[/]: {shown(report.card_error)}")
+        console.print(f"[bold red]dataset card not regenerated[/]: {printable(report.card_error)}")
     clean = sum(pr.clean for pr in report.pull_requests)
     console.print(f"{clean} of {len(report.pull_requests)} pull request(s) clean")

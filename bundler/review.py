@@ -31,19 +31,27 @@ from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
 from markupsafe import Markup
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, computed_field
 
+from bundler import exitcodes
 from bundler.card import CardRefresh, refresh_card
 from bundler.checks import CheckResult, failed, passed, warned
 from bundler.diff import BundleDiff, diff_bundles
 from bundler.download import FetchedBundle, fetch_bundle
-from bundler.errors import BundlerError, HubAccessError, HubError, UsageError, WriteTokenRequired
+from bundler.errors import (
+    BundlerError,
+    HubAccessError,
+    HubError,
+    RowError,
+    UsageError,
+    WriteTokenRequired,
+)
 from bundler.hub import REPO_TYPE, HubSession, RemoteFile, status_of
 from bundler.layout import TEMP_PREFIX, BundleId, bundle_ids_in
 from bundler.manifest import BundleClaim
-from bundler.naming import printable
 from bundler.progress import NoProgress, ProgressSink
 from bundler.rowcount import RowCountResolver
-from bundler.rows import build_row
+from bundler.rows import BundleRow, build_row, read_row, row_files
 from bundler.schema import Provenance
+from bundler.upload import git_blob_id
 from bundler.verify import BundleReading
 from bundler.version import bundler_version
 
@@ -109,6 +117,8 @@ class PullRequestReview(BaseModel):
     merge_detail: str | None = None
     reviewed: bool = True
     """False when the Hub failed while reading this PR (its `review` check says why)."""
+    error_code: int = exitcodes.LOOK
+    """The exit code the failure that stopped this PR's review or merge asks for."""
     markdown: str = Field(default="", exclude=True)
 
     @computed_field  # type: ignore[prop-decorator]
@@ -118,6 +128,12 @@ class PullRequestReview(BaseModel):
             bundle.clean for bundle in self.bundles
         )
 
+    @property
+    def exit_code(self) -> int:
+        if not self.reviewed or self.merge == "failed":
+            return self.error_code
+        return exitcodes.OK if self.clean and self.merge != "refused" else exitcodes.LOOK
+
 
 class ReviewReport(BaseModel):
     repo_id: str
@@ -126,12 +142,16 @@ class ReviewReport(BaseModel):
     card: CardRefresh | None = None
     card_error: str | None = None
     """Why the dataset card could not be regenerated after a merge."""
+    card_error_code: int = exitcodes.LOOK
 
     @property
     def exit_code(self) -> int:
-        merge_ok = ("not-asked", "merged")
-        good = all(pr.clean and pr.merge in merge_ok for pr in self.pull_requests)
-        return 0 if good and self.card_error is None else 1
+        """0 all clean (and merged where asked), 75 when only temporary Hub failures stood in
+        the way (a retry may get past them), else 1."""
+        codes = [pr.exit_code for pr in self.pull_requests]
+        if self.card_error is not None:
+            codes.append(self.card_error_code)
+        return exitcodes.combine(*codes)
 
 
 def review(options: ReviewOptions, progress: ProgressSink | None = None) -> ReviewReport:
@@ -187,7 +207,7 @@ class Reviewer:
                 try:
                     report.card = refresh_card(self.session, branch)
                 except BundlerError as error:
-                    report.card_error = str(error)
+                    report.card_error, report.card_error_code = str(error), error.exit_code
         return report
 
     def _review_or_report(self, details: DiscussionWithDetails, work: Path) -> PullRequestReview:
@@ -210,6 +230,7 @@ class Reviewer:
                 reviewed=False,
             )
             pr.checks.append(failed("review", f"could not be reviewed: {error}"))
+            pr.error_code = error.exit_code
             return pr
         finally:
             shutil.rmtree(work, ignore_errors=True)  # one PR's bundles on disk at a time
@@ -377,8 +398,8 @@ class Reviewer:
         reading: BundleReading,
         work: Path,
     ) -> CheckResult:
-        """The viewer's row must say what the verified bundle says (a row is not verified by
-        anything else, and it is what people read)."""
+        """The viewer's rows must say what the verified bundle says: nothing else verifies
+        them, and they are what people read. Only `published_at` is the submitter's to set."""
         path = bundle.repo_row
         remote = head_files.get(path)
         if remote is None:
@@ -397,21 +418,27 @@ class Reviewer:
         with local.open("rb") as handle:
             data = handle.read(MAX_ROW_BYTES)
         assert reading.sidecar is not None and reading.metrics_text is not None
-        expected = build_row(reading.sidecar, reading.metrics_text).model_dump(mode="json")
         try:
-            row = json.loads(data.decode("utf-8").splitlines()[0]) if data.strip() else None
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            row = None
-        if not isinstance(row, dict):
-            return failed("row", f"{path} is not one JSON object")
-        differing = [key for key, value in expected.items() if row.get(key) != value]
+            row = read_row(data)
+        except RowError as error:
+            return failed("row", f"{path}: {error.message}")
+        expected = build_row(reading.sidecar, reading.metrics_text, row.published_at)
+        hint = "the viewer would show what the bundle does not back"
+        differing = [
+            name for name in BundleRow.model_fields if getattr(row, name) != getattr(expected, name)
+        ]
         if differing:
             return failed(
-                "row",
-                f"{path} differs from the bundle on {', '.join(differing)}",
-                hint="the viewer would show figures the bundle does not back",
+                "row", f"{path} differs from the bundle on {', '.join(differing)}", hint=hint
             )
-        return passed("row", "the viewer's row matches the bundle")
+        wrong = [
+            file_path
+            for file_path, content in row_files(expected).items()
+            if file_path not in head_files or head_files[file_path].blob_id != git_blob_id(content)
+        ]
+        if wrong:
+            return failed("row", f"not the bundle's row: {', '.join(wrong)}", hint=hint)
+        return passed("row", "the viewer's rows match the bundle")
 
     def _policy_checks(self, claim: BundleClaim) -> list[CheckResult]:
         checks = [_coverage_check(claim), self._dataset_rows_check(claim), _pin_check(claim)]
@@ -451,19 +478,24 @@ class Reviewer:
         proposed: Path,
         work: Path,
     ) -> CheckResult:
+        """The copy on the target branch is fetched too (it is verified like any other) and
+        the two are compared with `bundler diff`'s comparison."""
         fetched, reading = self._fetch(bundle, tip, main_files, work / "main")
         old = reading.manifest.claim() if reading.manifest else None
-        if fetched.archive is not None:
-            review.diff = diff_bundles(Path(fetched.archive), proposed)
+        if fetched.outcome == "downloaded" and fetched.archive is not None:
+            try:
+                review.diff = diff_bundles(Path(fetched.archive), proposed)
+                compared = review.diff.verdict
+            except BundlerError as error:
+                compared = f"not compared: {error.message}"
+        else:
+            compared = "not compared: the copy on the target branch fails verification"
         before = (old.submitter.name if old else None) or "no one named"
         after = review.submitter or "no one named"
-        fields = len(review.diff.claims) if review.diff else 0
-        metrics = len(review.diff.metrics) if review.diff else 0
         return warned(
             "replacement",
             f"replaces the copy on the target branch (sha256 {(review.main_sha256 or '?')[:12]}"
-            f" → {(review.sha256 or '?')[:12]}, submitter {before} → {after}): {fields} claim"
-            f" field(s) and {metrics} metric(s) differ",
+            f" → {(review.sha256 or '?')[:12]}, submitter {before} → {after}): {compared}",
             hint="a maintainer decides whether the new result supersedes the old one",
         )
 
@@ -508,7 +540,7 @@ class Reviewer:
             if isinstance(described, HubAccessError):
                 raise described from None
             pr.merge = "refused" if status_of(error) in (400, 409) else "failed"
-            pr.merge_detail = described.message
+            pr.merge_detail, pr.error_code = described.message, described.exit_code
             return
         pr.merge = "merged"
 
@@ -647,7 +679,8 @@ _MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_{}\[\]()#+\-.!|~])")
 
 def _one_line(value: object) -> str:
     """One line without control characters (the report is also printed to terminals)."""
-    return printable(" ".join(str(value).split()))
+    shown = "".join(ch if ch.isprintable() else " " for ch in str(value))
+    return " ".join(shown.split())
 
 
 def markdown_text(value: str) -> str:
@@ -664,6 +697,11 @@ def markdown_code(value: object) -> Markup:
     fence = "`" * (longest + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""
     return Markup(f"{fence}{pad}{text}{pad}{fence}")
+
+
+def markdown_value(value: object) -> Markup:
+    """A compared value as JSON in a code span (`null` for a field that is null)."""
+    return markdown_code(json.dumps(value, ensure_ascii=False, sort_keys=True))
 
 
 def _finalize(value: object) -> object:
@@ -686,6 +724,7 @@ def render_markdown(report: ReviewReport, pr: PullRequestReview) -> str:
         undefined=jinja2.StrictUndefined,
     )
     environment.filters["code"] = markdown_code
+    environment.filters["value"] = markdown_value
     source = files("bundler.templates").joinpath(REVIEW_TEMPLATE).read_text(encoding="utf-8")
     text: str = environment.from_string(source).render(
         pr=pr,

@@ -3,7 +3,7 @@
 An upload is planned, then executed. The plan compares every local bundle with what the Hub
 holds at the target revision: a bundle whose archive is there with the same sha256 is
 unchanged, one there with other content is a conflict, the rest are new. Execution commits up
-to BUNDLES_PER_COMMIT bundles at a time (three files each, plus the dataset card), each commit
+to BUNDLES_PER_COMMIT bundles at a time (four files each, plus the dataset card), each commit
 made against the head it was planned on (`parent_commit`), so a concurrent upload makes the Hub
 answer 412 instead of one upload silently clobbering the other's card; the batch is then
 re-planned on the new head and committed again. The commit is not retried by the client, so
@@ -17,6 +17,7 @@ import hashlib
 import random
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -27,15 +28,16 @@ from bundler.card import render_dataset_card, render_pr_description
 from bundler.errors import BundlerError, HubAccessError, HubError
 from bundler.fileio import CHUNK_SIZE
 from bundler.hub import REPO_TYPE, HubSession, RemoteFile, is_transient, retry_after_of, status_of
-from bundler.layout import BUNDLES_DIR, README, BundleId, bundle_ids_in
+from bundler.layout import README, ROWS_DIR, BundleId
+from bundler.lock import bundles_lock
 from bundler.manifest import Sidecar
 from bundler.progress import NoProgress, ProgressSink
-from bundler.rows import BundleRow, build_row, row_bytes
+from bundler.rows import BundleRow, build_row, read_row, row_files, utc_timestamp
 from bundler.verify import find_archives, read_bundle
 from bundler.version import bundler_version
 
-BUNDLES_PER_COMMIT = 33
-"""Three files a bundle plus the card stays under the Hub's ~100 files per commit."""
+BUNDLES_PER_COMMIT = 24
+"""Four files a bundle plus the card stays under the Hub's ~100 files per commit."""
 COMMIT_ATTEMPTS = 8
 RETRY_BASE_SECONDS = 0.5
 RETRY_MAX_SECONDS = 30.0
@@ -59,6 +61,9 @@ class UploadOptions(BaseModel):
     commit_attempts: int = Field(default=COMMIT_ATTEMPTS, ge=1)
     retry_wait_seconds: float = Field(
         default=RETRY_BASE_SECONDS, ge=0, description="first wait after a failed commit; doubles"
+    )
+    lock_wait: float = Field(
+        default=0, ge=0, description="seconds to wait for another run to release the folder"
     )
 
 
@@ -89,13 +94,13 @@ class UploadReport(BaseModel):
 
 @dataclass(frozen=True)
 class LocalBundle:
-    """A verified local bundle and the three files it becomes in the repository."""
+    """A verified local bundle and the files it becomes in the repository."""
 
     archive: Path
     sidecar: Sidecar
     sidecar_data: bytes
     row: BundleRow
-    row_data: bytes
+    row_files: dict[str, bytes]
 
     @property
     def bundle_id(self) -> str:
@@ -171,13 +176,13 @@ def gather_local(
                 del accepted[sidecar.bundle_id]
                 refuse(label, f"{twin.archive} and {archive} differ; publish one of them")
             continue  # an identical copy elsewhere in the folder is the same bundle
-        row = build_row(sidecar, reading.metrics_text)
+        row = build_row(sidecar, reading.metrics_text, published_at=utc_timestamp())
         accepted[sidecar.bundle_id] = LocalBundle(
             archive=archive,
             sidecar=sidecar,
             sidecar_data=reading.sidecar_data,
             row=row,
-            row_data=row_bytes(row),
+            row_files=row_files(row),
         )
     return list(accepted.values()), refused
 
@@ -194,11 +199,13 @@ def classify(bundle: LocalBundle, remote: dict[str, RemoteFile]) -> Action:
         same = archive.blob_id == _git_blob_id_of_file(bundle.archive, bundle.sidecar.archive.size)
     if not same:
         return "conflict"
-    companions = [(bundle.sidecar_path, bundle.sidecar_data), (bundle.row_path, bundle.row_data)]
-    for path, data in companions:
-        held = remote.get(path)
-        if held is None or held.blob_id != git_blob_id(data):
-            return "repair"
+    held = remote.get(bundle.sidecar_path)
+    if held is None or held.blob_id != git_blob_id(bundle.sidecar_data):
+        return "repair"
+    # A row holds its publication date, so a row built now differs from the one published:
+    # only a missing row needs repair.
+    if any(path not in remote for path in bundle.row_files):
+        return "repair"
     return "unchanged"
 
 
@@ -415,16 +422,15 @@ class Publisher:
         return todo
 
     def _commit(self, todo: list[LocalBundle], head: str) -> None:
-        present, _ = bundle_ids_in(self.session.list_files(BUNDLES_DIR, head))
-        card = render_dataset_card(
-            self.options.repo_id, {*present, *(bundle.key for bundle in todo)}
-        )
+        card = render_dataset_card(self.options.repo_id, self._rows_after(todo, head))
         operations = [CommitOperationAdd(README, card.encode("utf-8"))]
         for bundle in todo:
             operations += [
                 CommitOperationAdd(bundle.archive_path, bundle.archive),
                 CommitOperationAdd(bundle.sidecar_path, bundle.sidecar_data),
-                CommitOperationAdd(bundle.row_path, bundle.row_data),
+            ]
+            operations += [
+                CommitOperationAdd(path, data) for path, data in bundle.row_files.items()
             ]
         summary, description = self._message(todo)
         info = self.session.api.create_commit(
@@ -441,6 +447,23 @@ class Publisher:
         if info.pr_num is not None and self.destination.pr_num is None:
             self.destination.pr_num = info.pr_num
             self.destination.pr_url = info.pr_url
+
+    def _rows_after(self, todo: list[LocalBundle], head: str) -> list[BundleRow]:
+        """Every bundle's row once `todo` is committed on `head`, for the dataset card."""
+        rows = {bundle.row_path: bundle.row for bundle in todo}
+        for path in self.session.list_files(ROWS_DIR, head):
+            if path not in rows:
+                fetch = partial(
+                    self.session.api.hf_hub_download,
+                    self.options.repo_id,
+                    path,
+                    repo_type=REPO_TYPE,
+                    revision=head,
+                )
+                rows[path] = read_row(
+                    Path(self.session.call(f"reading {path}", fetch)).read_bytes()
+                )
+        return list(rows.values())
 
     def _message(self, todo: list[LocalBundle]) -> tuple[str, str]:
         ids = [bundle.bundle_id for bundle in todo]
@@ -468,8 +491,10 @@ def upload(
     bundles_dir: Path, options: UploadOptions, progress: ProgressSink | None = None
 ) -> UploadReport:
     """Verify the bundles in `bundles_dir` and publish them; see UploadReport for the outcome.
-    Raises HubAccessError for problems the user must fix first (token, access, repo, revision)."""
-    return Publisher(options, progress).run(bundles_dir)
+    Raises HubAccessError for problems the user must fix first (token, access, repo, revision),
+    and BundlesLockedError when another run holds the folder longer than options.lock_wait."""
+    with bundles_lock(bundles_dir, operation="upload", wait=options.lock_wait, create=False):
+        return Publisher(options, progress).run(bundles_dir)
 
 
 __all__ = ["HubError", "UploadOptions", "UploadReport", "upload"]

@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bundler.metrics import flatten_metrics
+from bundler.rows import BundleRow
+
 DEFAULT_SHA = "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678"
 
 
@@ -45,6 +48,8 @@ class RunSpec:
     thoughts_chars: int = 400
     scored_output: bool = True
     extra_capabilities: dict[str, Any] = field(default_factory=dict)
+    exact_capabilities: dict[str, Any] | None = None
+    """The capabilities object exactly as written, instead of the default one (and extras)."""
     extra_provenance: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, Any] | None = None
     seed: int = 7
@@ -67,7 +72,8 @@ class RunSpec:
                 "requested_revision": self.requested_revision,
                 "resolved_revision": self.resolved_revision,
             },
-            "capabilities": capabilities(self.player_name or self.model, **self.extra_capabilities),
+            "capabilities": self.exact_capabilities
+            or capabilities(self.player_name or self.model, **self.extra_capabilities),
             "provenance": {
                 "gptnt_version": self.gptnt_version,
                 "git_sha": self.git_sha,
@@ -154,3 +160,80 @@ def write_sample_output(root: Path) -> list[Path]:
     """Regenerate tests/sample_output: `python -c "from factory import *;
     write_sample_output(Path('tests/sample_output'))"` from tests/."""
     return write_tree(root, SAMPLE_SPECS)
+
+
+def gptnt_capabilities(player_name: str, **changes: Any) -> dict[str, Any]:
+    """Capabilities as GPTNT's own harness records them: exactly its PlayerCapabilities fields,
+    in its order, with the pydantic-ai usage limits spelled out (see bundler/export.py)."""
+    return {
+        "player_name": player_name,
+        "player_type": "ai",
+        "thinking_method": "thinking-out-loud",
+        "structured_output_mode": None,
+        "include_schema_in_instructions": True,
+        "max_observations_per_request": 16,
+        "usage_limits": {
+            "request_limit": 50,
+            "tool_calls_limit": None,
+            "input_tokens_limit": 400000,
+            "output_tokens_limit": 128000,
+            "total_tokens_limit": None,
+            "count_tokens_before_request": False,
+        },
+        "image_dimensions": {"width": 1280, "height": 720},
+        "tokens_per_image": 383,
+        "interaction_location_method": "set-of-marks",
+        "coordinate_mode": "absolute",
+        "preserve_last_frame_for_n_turns": 0,
+        "enable_nobf_generation": True,
+        **changes,
+    }
+
+
+def make_row(
+    player: str = "gpt",
+    task: str = "expert-vqa",
+    label: str = "a1b2c3d4",
+    metrics: dict[str, Any] | None = None,
+    published_at: str = "2026-06-16T08:00:00Z",
+    **fields: Any,
+) -> BundleRow:
+    """A `BundleRow` as the bundler builds it, without a bundle behind it (for card tests):
+    `player` is the player slug, `label` the revision label, `fields` override the rest."""
+    metrics = {"exact_match": {"accuracy": 0.5}} if metrics is None else metrics
+    pinned = label != "unpinned"
+    values: dict[str, Any] = {
+        "bundle_id": f"{player}_1054f537/{task}@{label}",
+        "task_name": task,
+        "target": f"{task}@{label}",
+        "model_name": player,
+        "player_name": player,
+        "player_type": "ai",
+        "capability_fingerprint": "1054f537" * 4,
+        "hf_repo_id": "GPTNT/expert-VQA",
+        "dataset_split": "test",
+        "requested_revision": "v1.0",
+        "resolved_revision": DEFAULT_SHA if pinned else None,
+        "is_pinned": pinned,
+        "run_date": "2026-06-15T10:42:22.045588909Z",
+        "published_at": published_at,
+        "coverage": "complete",
+        "expected_rows": 5,
+        "rows_present": 5,
+        "predictions": 5,
+        "errors": 1,
+        "exceptions": 0,
+        "usage": [],
+        "submitter_name": "Ada",
+        "submitter_affiliation": None,
+        "gptnt_version": "1.4.2",
+        "harness_git_sha": None,
+        "bundler_version": "0.1.0",
+        "archive_sha256": "0" * 64,
+        "archive_size": 1000,
+        "metrics": flatten_metrics(metrics),
+        "metrics_json": json.dumps(metrics),
+        "warnings": [],
+    }
+    values.update(fields)
+    return BundleRow(**values)

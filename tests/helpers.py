@@ -24,6 +24,7 @@ import zstandard
 from factory import RunSpec, write_tree
 
 from bundler.collect import CollectedBundle, CollectOptions, CollectReport, collect, sidecar_bytes
+from bundler.layout import LOCK_NAME
 from bundler.manifest import ArchiveInfo, Manifest, Sidecar
 
 BUNDLER = Path(sys.executable).parent / "bundler"
@@ -158,7 +159,11 @@ def partial_files(directory: Path) -> list[Path]:
 
 
 def all_files(directory: Path) -> list[Path]:
-    return sorted(path for path in directory.rglob("*") if not path.is_dir())
+    """Every file below `directory` except a bundles folder's lock file, which belongs to the
+    folder (it stays for the next run), not to any one run's output."""
+    return sorted(
+        path for path in directory.rglob("*") if not path.is_dir() and path.name != LOCK_NAME
+    )
 
 
 # Reading archives back -----------------------------------------------------------------------

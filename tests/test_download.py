@@ -152,8 +152,19 @@ def test_rows_load_as_one_table_with_datasets(
     assert json.loads(rows["wires"]["metrics_json"]) == {"wires": {"label": "ok"}}
     assert rows["wires"]["metrics"][0]["json_value"] == '"ok"'
     assert rows["expert-vqa"]["coverage"] == "complete"
-    declared = [feature["name"] for feature in header["dataset_info"]["features"]]
+    declared = [feature["name"] for feature in header["dataset_info"][0]["features"]]
     assert table.column_names == declared  # the card's features, in order, for every task
+    # each task's own config, from the per-task rows the upload committed beside them
+    maze_table = datasets.load_dataset(str(local), "maze", split="train")
+    assert maze_table.num_rows == 1
+    assert maze_table.features["maze_solver.solved"].dtype == "float64"
+    assert maze_table[0]["maze_solver.solved"] == 2.0
+    assert maze_table[0]["maze_solver.by_size.small"] == 1.0
+    assert sorted(path.name for path in (local / "tasks").iterdir()) == [
+        "expert-vqa",
+        "maze",
+        "wires",
+    ]
 
 
 def test_collect_resolve_rows_reads_the_dataset_card(hub: HubServer, tmp_path: Path) -> None:

@@ -7,11 +7,14 @@ from pathlib import Path
 import pytest
 
 from bundler.layout import (
+    ALL_TASKS_CONFIG,
     BundleId,
     LayoutError,
     bundle_ids_in,
     id_of_local_archive,
     sidecar_of,
+    task_config_name,
+    task_rows_glob,
 )
 
 ID = "gpt-5-2_1054f537/expert-vqa@a1b2c3d4"
@@ -31,7 +34,9 @@ def test_a_bundle_id_round_trips_and_names_every_path() -> None:
         "bundles/gpt-5-2_1054f537/expert-vqa@a1b2c3d4.tar.zst",
         "bundles/gpt-5-2_1054f537/expert-vqa@a1b2c3d4.json",
         "rows/gpt-5-2_1054f537/expert-vqa@a1b2c3d4.jsonl",
+        "tasks/expert-vqa/gpt-5-2_1054f537/expert-vqa@a1b2c3d4.jsonl",
     )
+    assert bundle.is_pinned and not BundleId.parse("gpt_1054f537/maze@unpinned").is_pinned
     assert id_of_local_archive(bundle.local_archive(Path("x"))) == bundle
     assert sidecar_of(bundle.local_archive(Path("x"))) == bundle.local_sidecar(Path("x"))
 
@@ -69,3 +74,20 @@ def test_a_repository_listing_separates_bundles_from_stray_paths() -> None:
     )
     assert found == [BundleId.parse(ID)]
     assert invalid == ["bundles/a/b/c@unpinned.tar.zst", "bundles/stray.tar.zst"]
+
+
+def test_a_task_row_is_selected_by_its_own_task_config_only() -> None:
+    from fnmatch import fnmatchcase
+
+    rows = [BundleId.parse(text).repo_task_row for text in (ID, "x_00000000/expert-vqa2@unpinned")]
+    assert [fnmatchcase(row, task_rows_glob("expert-vqa")) for row in rows] == [True, False]
+    assert fnmatchcase(rows[1], task_rows_glob("expert-vqa2"))
+
+
+def test_task_config_names_are_the_task_names_except_the_all_tasks_one() -> None:
+    assert task_config_name("expert-vqa") == "expert-vqa"
+    assert task_config_name("v1.2_maze") == "v1.2_maze"
+    assert {task_config_name("default"), task_config_name("Default")} == {"_default", "_Default"}
+    assert ALL_TASKS_CONFIG == "default"  # and no task name can map to it
+    with pytest.raises(LayoutError):
+        task_config_name("_default")

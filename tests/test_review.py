@@ -93,14 +93,14 @@ def propose(
     extra: dict[str, bytes] | None = None,
     tamper: Callable[[LocalBundle], dict[str, bytes]] | None = None,
 ) -> int:
-    """Open a PR with exactly the files each bundle owns (archive, sidecar, row), as a
+    """Open a PR with exactly the files each bundle owns (archive, sidecar, rows), as a
     submitter's upload does, plus `extra` files; `tamper` may replace some of a bundle's files."""
     operations = []
     for bundle in local(bundles):
         files: dict[str, bytes | Path] = {
             bundle.archive_path: bundle.archive,
             bundle.sidecar_path: bundle.sidecar_data,
-            bundle.row_path: bundle.row_data,
+            **bundle.row_files,
         }
         files.update(tamper(bundle) if tamper else {})
         operations += [CommitOperationAdd(path, data) for path, data in files.items()]
@@ -179,7 +179,8 @@ def test_two_submitters_reviewed_commented_once_and_the_clean_one_merged(world: 
     fetched = downloaded_paths(world)
     assert {path.split("/")[1].split("_")[0] for path in fetched} == {"claude-opus", "qwen-3"}
     assert "PR #1 'Add claude-opus' by submitter: clean (1 new)" in stderr
-    assert f"PR #2 '{hostile[:-4]}?[2J' by second-submitter: needs a maintainer" in stderr
+    shown = hostile.replace("\x1b", "\\x1b")  # an escape sequence is shown, not obeyed
+    assert f"PR #2 '{shown}' by second-submitter: needs a maintainer" in stderr
     assert "\x1b" not in stderr and "1 of 2 pull request(s) clean" in stderr
 
     # The Markdown report (stdout without --json) escapes what strangers wrote.
@@ -286,7 +287,7 @@ def _corruption(bundle: LocalBundle) -> dict[str, bytes]:
 
 
 def _row_forgery(bundle: LocalBundle) -> dict[str, bytes]:
-    row = json.loads(bundle.row_data)
+    row = json.loads(bundle.row_files[bundle.row_path])
     row["metrics_json"] = json.dumps({"exact_match": {"accuracy": 1.0}})
     return {bundle.row_path: json.dumps(row).encode() + b"\n"}
 
@@ -369,7 +370,7 @@ def test_conflicting_pr_is_refused_and_a_replacement_shows_its_diff(world: World
     on_main = hub.file_bytes(repo_id, local(mine)[0].archive_path)
     assert on_main == local(mine)[0].archive.read_bytes()
     markdown = run_cli("review", "--repo", repo_id, "--pr", "2", env={"HF_TOKEN": ""}).stdout
-    assert "Differences from the copy on `main`" in markdown
+    assert "Compared with the copy on `main`" in markdown
     assert "| metric `exact_match.accuracy` | `0.62` | `0.9` (+0.28) |" in markdown
 
 
@@ -460,9 +461,9 @@ def test_markdown_escaping_leaves_strangers_text_inert() -> None:
     text = markdown_text("a\n\n# Title <b>x</b> [l](u) *e* `c` | p @who &amp;\x1b")
     assert "\n" not in text
     assert text == (
-        "a \\# Title &lt;b&gt;x&lt;/b&gt; \\[l\\]\\(u\\) \\*e\\* \\`c\\` \\| p &#64;who &amp;amp;?"
+        "a \\# Title &lt;b&gt;x&lt;/b&gt; \\[l\\]\\(u\\) \\*e\\* \\`c\\` \\| p &#64;who &amp;amp;"
     )
     assert markdown_code("id") == "`id`"
     assert markdown_code("a`b|c") == "``a`b\\|c``"
     assert markdown_code("`x`") == "`` `x` ``"
-    assert markdown_code("a\x1b[2J\n b") == "`a?[2J b`"
+    assert markdown_code("a\x1b[2J\n b") == "`a [2J b`"

@@ -14,6 +14,7 @@ from helpers import run_cli
 from hubserver import HubServer
 
 from bundler.collect import CollectOptions, collect
+from bundler.layout import LOCK_NAME
 
 SECOND_SHA = "ffeeddccbbaa99887766554433221100ffeeddcc"
 
@@ -63,7 +64,7 @@ def local_files(bundles: Path) -> dict[str, bytes]:
     return {
         path.relative_to(bundles).as_posix(): path.read_bytes()
         for path in sorted(bundles.rglob("*"))
-        if path.is_file()
+        if path.is_file() and path.name != LOCK_NAME
     }
 
 
@@ -80,6 +81,7 @@ def test_upload_publishes_every_bundle_in_one_commit(
         assert hub.file_bytes(repo_id, f"bundles/{relative}") == data
     rows = [path for path in files if path.startswith("rows/")]
     assert len(rows) == 3
+    assert len([path for path in files if path.startswith("tasks/")]) == 3  # per-task rows
     card = hub.file_bytes(repo_id, "README.md")
     assert card is not None and b"configs:" in card and b"**3** submission bundle(s)" in card
     summary = hub.commits(repo_id)[0].summary

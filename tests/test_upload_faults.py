@@ -183,6 +183,6 @@ def test_rate_limited_on_everything_says_when_to_retry(
     hub.create_repo(repo_id)
     hub.inject("GET", rf"/api/datasets/{repo_id}", Fault.status(429, retry_after=1), times=20)
     result = run_cli("upload", three, "--repo", repo_id, env={"HF_TOKEN": WRITE_TOKEN})
-    assert result.returncode in (1, 2)
+    assert result.returncode == 75  # temporary: retry later
     assert "rate limit" in result.stderr and "try again in 1 s" in result.stderr
     assert WRITE_TOKEN not in result.stderr

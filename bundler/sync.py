@@ -1,0 +1,178 @@
+"""`sync`: collect, then upload, in one unattended command with one report and one exit code.
+
+It composes the two library calls and adds nothing to what they decide: collect bundles what
+it can and refuses the rest, and upload publishes what the folder holds. Refused runs do not
+stop the upload of the good bundles; they only make the exit code ask a person to look. The
+bundles folder's lock is held from before the collect until after the upload, so no other
+collect, upload or sync can slip in between them.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from bundler import exitcodes
+from bundler.collect import BundleStatus, CollectOptions, CollectReport, collect
+from bundler.errors import BundlerError, UsageError
+from bundler.fileio import atomic_write_bytes
+from bundler.lock import bundles_lock
+from bundler.progress import ProgressSink
+from bundler.upload import Action, Outcome, UploadOptions, UploadReport, upload
+from bundler.verify import find_archives
+
+
+class SyncOptions(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    collect: CollectOptions = Field(default_factory=CollectOptions)
+    upload: UploadOptions
+    lock_wait: float = Field(
+        default=0, ge=0, description="seconds to wait for another run to release the folder"
+    )
+    report_path: Path | None = Field(
+        default=None, description="also write the report here, atomically"
+    )
+
+
+class SyncBundle(BaseModel):
+    """One bundle's way through the sync: what collect did with it, what upload did."""
+
+    bundle_id: str
+    collected: BundleStatus | None = None
+    """written, unchanged or replaced by this run's collect; None: it was already there."""
+    action: Action | None = None
+    """upload's plan for it (new, replace, repair, unchanged, conflict, refused); None: the
+    upload did not get as far as planning it."""
+    outcome: Outcome | None = None
+    """planned, published, already-there, refused or failed; None: not uploaded."""
+    detail: str | None = None
+
+
+class SyncCounts(BaseModel):
+    runs_bundled: int = 0
+    runs_refused: int = 0
+    runs_skipped: int = 0
+    bundles_written: int = 0
+    """Bundles collect wrote or replaced (not those it found unchanged)."""
+    published: int = 0
+    already_there: int = 0
+    planned: int = 0
+    refused: int = 0
+    failed: int = 0
+    commits: int = 0
+
+
+class SyncReport(BaseModel):
+    output_root: str
+    bundles_dir: str
+    repo_id: str
+    revision: str
+    dry_run: bool
+    started_at: datetime
+    finished_at: datetime | None = None
+    counts: SyncCounts = Field(default_factory=SyncCounts)
+    bundles: list[SyncBundle] = Field(default_factory=list)
+    commits: list[str] = Field(default_factory=list)
+    pull_request_url: str | None = None
+    upload_skipped: str | None = None
+    """Why upload did not run although collect did (nothing in the folder to publish)."""
+    error: str | None = None
+    """The error that stopped the sync early (lock held, Hub unavailable, bad token...)."""
+    hint: str | None = None
+    exit_code: int = exitcodes.OK
+    collect: CollectReport | None = None
+    upload: UploadReport | None = None
+
+
+def sync(
+    output_root: Path,
+    bundles_dir: Path,
+    options: SyncOptions,
+    progress: ProgressSink | None = None,
+) -> SyncReport:
+    """Collect the runs under `output_root` into `bundles_dir`, then publish the folder.
+
+    Never raises a BundlerError: an error that stops the sync (the lock held, the Hub down,
+    unusable input) is recorded in the report with its exit code, so the report, and the
+    file at `options.report_path`, always say what happened."""
+    report = SyncReport(
+        output_root=str(output_root),
+        bundles_dir=str(bundles_dir),
+        repo_id=options.upload.repo_id,
+        revision=options.upload.revision,
+        dry_run=options.upload.dry_run,
+        started_at=_now(),
+    )
+    error_code = exitcodes.OK
+    try:
+        with bundles_lock(bundles_dir, operation="sync", wait=options.lock_wait):
+            report.collect = collect(output_root, bundles_dir, options.collect, progress)
+            if report.collect.refused and not _holds_bundles(bundles_dir):
+                report.upload_skipped = "no bundle to publish: every selected run was refused"
+            else:
+                report.upload = upload(bundles_dir, options.upload, progress)
+    except BundlerError as error:
+        report.error, report.hint, error_code = error.message, error.hint, error.exit_code
+    report.finished_at = _now()
+    _summarise(report)
+    report.exit_code = exitcodes.combine(
+        report.collect.exit_code if report.collect else exitcodes.OK,
+        report.upload.exit_code if report.upload else exitcodes.OK,
+        error_code,
+    )
+    if options.report_path is not None:
+        write_report(report, options.report_path)
+    return report
+
+
+def write_report(report: SyncReport, path: Path) -> None:
+    """The report as --json prints it, written atomically: a reader (a CI artifact step)
+    sees the previous report or this one, never half of one."""
+    data = report.model_dump(mode="json")
+    atomic_write_bytes(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode())
+
+
+def _holds_bundles(bundles_dir: Path) -> bool:
+    try:
+        return bool(find_archives([bundles_dir]))
+    except UsageError:
+        return False
+
+
+def _summarise(report: SyncReport) -> None:
+    """Each bundle's outcome across both steps, the counts, and the commits made."""
+    bundles: dict[str, SyncBundle] = {}
+    counts = report.counts
+    if report.collect is not None:
+        counts.runs_bundled = len(report.collect.bundles)
+        counts.runs_refused = len(report.collect.refused)
+        counts.runs_skipped = len(report.collect.skipped)
+        for collected in report.collect.bundles:
+            bundles[collected.bundle_id] = SyncBundle(
+                bundle_id=collected.bundle_id, collected=collected.status
+            )
+            counts.bundles_written += collected.status != "unchanged"
+    if report.upload is not None:
+        for plan in report.upload.bundles:
+            entry = bundles.setdefault(plan.bundle_id, SyncBundle(bundle_id=plan.bundle_id))
+            entry.action, entry.outcome, entry.detail = plan.action, plan.outcome, plan.detail
+        report.commits = list(report.upload.commits)
+        report.pull_request_url = report.upload.pull_request_url
+        if report.upload.error and report.error is None:
+            report.error = report.upload.error
+    report.bundles = sorted(bundles.values(), key=lambda bundle: bundle.bundle_id)
+    outcomes = [bundle.outcome for bundle in report.bundles]
+    counts.published = outcomes.count("published")
+    counts.already_there = outcomes.count("already-there")
+    counts.planned = outcomes.count("planned")
+    counts.refused = outcomes.count("refused")
+    counts.failed = outcomes.count("failed")
+    counts.commits = len(report.commits)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)

@@ -1,0 +1,209 @@
+"""`bundler sync` end to end (the installed CLI against the local Hub server), and the exit
+codes every command shares, 75 for a Hub that stays unavailable included."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import WRITE_TOKEN
+from factory import RunSpec, write_run, write_tree
+from helpers import one_line_error, run_cli
+from hubserver import Fault, HubServer
+from test_upload import commit_posts, local_files
+
+from bundler import exitcodes
+
+SPECS = [
+    RunSpec(task="expert-vqa", model="gpt-5.2", rows=4),
+    RunSpec(task="maze", model="claude-opus", rows=3),
+]
+EXPECT = ("--expect", "expert-vqa=4", "--expect", "maze=3")
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    root = tmp_path / "output"
+    write_tree(root, SPECS)
+    return root
+
+
+def sync(root: Path, bundles: Path, repo_id: str, *args: object) -> tuple[int, dict[str, Any], str]:
+    result = run_cli(
+        "sync",
+        root,
+        "-o",
+        bundles,
+        "--repo",
+        repo_id,
+        *EXPECT,
+        *args,
+        "--json",
+        env={"HF_TOKEN": WRITE_TOKEN},
+    )
+    assert "Traceback" not in result.stderr, result.stderr
+    assert WRITE_TOKEN not in result.stdout + result.stderr
+    return result.returncode, json.loads(result.stdout), result.stderr
+
+
+def remote_bundles(hub: HubServer, repo_id: str) -> dict[str, bytes]:
+    return {
+        path.removeprefix("bundles/"): hub.file_bytes(repo_id, path) or b""
+        for path in hub.list_files(repo_id)
+        if path.startswith("bundles/")
+    }
+
+
+def test_sync_collects_and_publishes_then_rerun_changes_nothing(
+    hub: HubServer, repo_id: str, tree: Path, tmp_path: Path
+) -> None:
+    bundles, report_file = tmp_path / "bundles", tmp_path / "reports" / "sync.json"
+    code, report, stderr = sync(tree, bundles, repo_id, "--report", report_file)
+    assert code == 0, stderr
+    assert report["exit_code"] == 0 and report["error"] is None
+    assert report["counts"] == {
+        "runs_bundled": 2,
+        "runs_refused": 0,
+        "runs_skipped": 1,  # how_do_you/
+        "bundles_written": 2,
+        "published": 2,
+        "already_there": 0,
+        "planned": 0,
+        "refused": 0,
+        "failed": 0,
+        "commits": 1,
+    }
+    assert [(b["collected"], b["action"], b["outcome"]) for b in report["bundles"]] == [
+        ("written", "new", "published")
+    ] * 2
+    assert report["commits"] == [hub.commits(repo_id)[0].oid]
+    assert remote_bundles(hub, repo_id) == local_files(bundles)
+    assert "sync: 2 run(s) bundled, 0 refused; 2 bundle(s) published" in stderr
+
+    # --report: the same JSON as --json, with times, counts, outcomes and commits.
+    written = json.loads(report_file.read_text())
+    assert written == report
+    started = datetime.fromisoformat(written["started_at"])
+    finished = datetime.fromisoformat(written["finished_at"])
+    assert started.tzinfo is not None and started <= finished
+    assert written["collect"]["bundles"] and written["upload"]["bundles"]
+    assert [path.name for path in report_file.parent.iterdir()] == ["sync.json"]  # no temp left
+
+    # Re-run with nothing new: exit 0, no commit, nothing uploaded.
+    commits, posts = len(hub.commits(repo_id)), commit_posts(hub, repo_id)
+    code, report, stderr = sync(tree, bundles, repo_id, "--report", report_file)
+    assert code == 0, stderr
+    assert [(b["collected"], b["outcome"]) for b in report["bundles"]] == [
+        ("unchanged", "already-there")
+    ] * 2
+    assert report["commits"] == [] and report["counts"]["bundles_written"] == 0
+    assert len(hub.commits(repo_id)) == commits and commit_posts(hub, repo_id) == posts
+    assert json.loads(report_file.read_text())["counts"]["already_there"] == 2
+
+
+def test_a_refused_run_still_lets_the_good_bundles_through_and_exits_1(
+    hub: HubServer, repo_id: str, tree: Path, tmp_path: Path
+) -> None:
+    broken = write_run(tree, RunSpec(task="wires", model="broken", rows=2))
+    (broken / "run_meta.json").write_text("{")
+    bundles = tmp_path / "bundles"
+    code, report, stderr = sync(tree, bundles, repo_id)
+    assert code == 1, stderr
+    assert report["counts"]["runs_refused"] == 1 and report["counts"]["published"] == 2
+    assert report["collect"]["refused"][0]["path"] == str(broken)
+    assert f"refused {broken / 'run_meta.json'}: not valid JSON" in stderr
+    assert remote_bundles(hub, repo_id) == local_files(bundles)
+
+
+def test_every_run_refused_skips_the_upload_and_exits_1(
+    hub: HubServer, repo_id: str, tmp_path: Path
+) -> None:
+    root = tmp_path / "output"
+    broken = write_run(root, RunSpec(rows=2))
+    (broken / "metrics.json").unlink()
+    code, report, stderr = sync(root, tmp_path / "bundles", repo_id)
+    assert code == 1, stderr
+    assert report["upload"] is None and "every selected run was refused" in report["upload_skipped"]
+    with pytest.raises(LookupError):
+        hub.list_files(repo_id)  # the Hub was not touched
+
+
+def test_hub_unavailable_exits_75_with_nothing_published_and_the_report_written(
+    hub: HubServer, repo_id: str, tree: Path, tmp_path: Path
+) -> None:
+    hub.inject("*", r"/api/", Fault.status(503), times=1000)
+    bundles, report_file = tmp_path / "bundles", tmp_path / "sync.json"
+    code, report, stderr = sync(tree, bundles, repo_id, "--report", report_file)
+    assert code == 75, stderr
+    assert report["exit_code"] == 75 and "503" in report["error"]
+    assert "503" in one_line_error(stderr)
+    assert json.loads(report_file.read_text()) == report
+    assert report["counts"]["runs_bundled"] == 2 and report["counts"]["published"] == 0
+    with pytest.raises(LookupError):
+        hub.list_files(repo_id)  # nothing half-published
+    hub.clear_faults()
+    # Retried later, the same command publishes everything.
+    code, report, stderr = sync(tree, bundles, repo_id)
+    assert code == 0, stderr
+    assert remote_bundles(hub, repo_id) == local_files(bundles)
+
+
+def test_sync_dry_run_collects_and_only_plans(
+    hub: HubServer, repo_id: str, tree: Path, tmp_path: Path
+) -> None:
+    before = len(hub.request_log)
+    code, report, stderr = sync(tree, tmp_path / "bundles", repo_id, "--dry-run")
+    assert code == 0, stderr
+    assert report["dry_run"] is True and report["counts"]["planned"] == 2
+    assert [r for r in hub.request_log[before:] if r.method in ("POST", "PUT")] == []
+
+
+def test_sync_unusable_token_exits_2(repo_id: str, tree: Path, tmp_path: Path) -> None:
+    bad = "hf_NotAValidTokenAtAll0123456789xyz"
+    result = run_cli(
+        "sync",
+        tree,
+        "-o",
+        tmp_path / "bundles",
+        "--repo",
+        repo_id,
+        "--token",
+        bad,
+        "--json",
+        env={"HF_TOKEN": ""},
+    )
+    assert result.returncode == 2
+    assert "credentials" in one_line_error(result.stderr)
+    assert bad not in result.stdout + result.stderr
+    assert json.loads(result.stdout)["exit_code"] == 2
+
+
+def test_download_exits_75_when_the_hub_stays_unavailable(
+    hub: HubServer, repo_id: str, tmp_path: Path
+) -> None:
+    hub.create_repo(repo_id)
+    hub.inject("*", r"/api/", Fault.status(503), times=1000)
+    result = run_cli("download", "--repo", repo_id, "-o", tmp_path / "dl", "--json")
+    assert result.returncode == 75
+    assert json.loads(result.stdout)["exit_code"] == 75
+    assert "503" in one_line_error(result.stderr)
+
+
+@pytest.mark.parametrize(
+    ("codes", "combined"),
+    [
+        ((), 0),
+        ((0, 0), 0),
+        ((0, 75), 75),
+        ((1, 75), 1),  # a refusal does not go away on retry: a person must look
+        ((75, 2, 1), 2),
+        ((0, 3), 1),  # anything outside the table asks a person to look
+    ],
+)
+def test_exit_codes_combine_by_what_they_ask_of_a_person(
+    codes: tuple[int, ...], combined: int
+) -> None:
+    assert exitcodes.combine(*codes) == combined

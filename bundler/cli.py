@@ -846,7 +846,8 @@ def review_command(
     them against main (new, replacement, unchanged), and check policy (coverage, the dataset's
     row count, pin, harness tree, exception rate, submitter, files outside the bundles,
     conflicts). The Markdown report goes to stdout (the JSON with --json), a summary to stderr.
-    Exit 0 if every PR is clean, 1 if any is not, 2 for a problem to fix first."""
+    Exit 0 if every PR is clean, 1 if any is not, 2 for a problem to fix first, 75 when only
+    temporary Hub failures stood in the way."""
     from bundler.errors import HubAccessError, WriteTokenRequired
     from bundler.report import emit_text, render_review
     from bundler.review import ReviewOptions, review

@@ -426,6 +426,16 @@ def test_hub_failures_on_one_pr_or_the_card_do_not_stop_the_rest(world: World) -
     assert "dataset card not regenerated" in stderr
 
 
+def test_a_hub_down_for_the_whole_review_asks_for_a_retry(world: World) -> None:
+    propose(world, READ_TOKEN, world.bundles("later", [world.spec(model="later")]))
+    # Every attempt at reading the PR's head fails (the bundler retries 4 times).
+    world.hub.inject("GET", r"/revision/refs%2Fpr%2F1$", Fault.status(503), times=4)
+    code, report, stderr = review(world)
+    assert code == 75, stderr  # EX_TEMPFAIL: the same command will get past it later
+    (pr,) = report["pull_requests"]
+    assert pr["reviewed"] is False and "HTTP 503" in checks(pr)["review"]["detail"]
+
+
 @pytest.mark.parametrize("flag", ["--merge", "--comment"])
 @pytest.mark.parametrize(
     ("token", "problem"), [(None, "no token was given"), (READ_TOKEN, "this token is read-only")]

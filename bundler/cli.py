@@ -811,7 +811,10 @@ def review_command(
     pr: Annotated[
         list[int] | None,
         typer.Option(
-            "--pr", min=1, help="Only this pull request (repeatable); default: every open one."
+            "--pr",
+            min=1,
+            metavar="N",
+            help="Only this pull request (repeatable); default: every open one.",
         ),
     ] = None,
     comment: Annotated[
@@ -835,7 +838,8 @@ def review_command(
         typer.Option(
             min=0.0,
             max=1.0,
-            help="Highest share of predictions that may have raised in the harness.",
+            metavar="RATE",
+            help="Highest share of predictions that may have raised in the harness (0 to 1).",
         ),
     ] = 0.05,
     token: TokenOption = None,

@@ -7,7 +7,7 @@ problem on one line, and where there is an obvious next step, a hint says what t
 from __future__ import annotations
 
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from bundler.exitcodes import TEMPORARY
 
@@ -80,6 +80,19 @@ class HubAccessError(HubError):
     type: nothing can be done until the user changes what they asked for (exit code 2)."""
 
     exit_code: ClassVar[int] = 2
+
+
+class WriteTokenRequired(HubAccessError):
+    """The work asked for changes the Hub (a comment, a merge), and the token cannot make them:
+    `reason` is "missing" (no token at all) or "read-only" (a read token)."""
+
+    def __init__(self, reason: Literal["missing", "read-only"]) -> None:
+        what = "no token was found" if reason == "missing" else "the token is read-only"
+        super().__init__(
+            f"this needs a token with write access: {what}",
+            hint="pass --token or set HF_TOKEN to a write token",
+        )
+        self.reason = reason
 
 
 class HubRateLimitError(HubError, TemporaryError):

@@ -21,7 +21,7 @@ from rich.markup import escape
 from bundler.collect import CollectOptions, collect, parse_expectations
 from bundler.errors import BundlerError
 from bundler.inspection import inspect_bundle
-from bundler.manifest import Submitter
+from bundler.manifest import MAX_LEVEL, Submitter
 from bundler.report import (
     RichProgress,
     emit_json,
@@ -198,7 +198,7 @@ def collect_command(
         ),
     ] = False,
     token: TokenOption = None,
-    level: Annotated[int, typer.Option(min=1, max=22, help="zstd compression level.")] = 3,
+    level: Annotated[int, typer.Option(min=1, max=MAX_LEVEL, help="zstd compression level.")] = 3,
     json_output: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:

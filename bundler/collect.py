@@ -13,14 +13,29 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-from bundler.archive import DEFAULT_LEVEL, BodyWriter, write_archive
+from bundler.archive import DEFAULT_LEVEL, BodyWriter, manifest_head, write_archive
 from bundler.discover import RunDirectory, Skipped, discover
 from bundler.errors import BundlerError, InputError, UsageError
 from bundler.fileio import atomic_output, atomic_write_bytes, sha256_file
 from bundler.layout import BundleId
-from bundler.manifest import ArchiveInfo, BundleClaim, Sidecar, Submitter
+from bundler.manifest import (
+    MAX_CLAIM_BYTES,
+    MAX_LEVEL,
+    ArchiveInfo,
+    BundleClaim,
+    CollectInputs,
+    Sidecar,
+    Submitter,
+)
 from bundler.progress import NoProgress, ProgressSink
-from bundler.runs import RunHeader, ValidatedRun, read_header, validate_run
+from bundler.runs import (
+    RunEvidence,
+    RunHeader,
+    ValidatedRun,
+    judge_run,
+    read_header,
+    validate_run,
+)
 from bundler.version import bundler_version
 
 if TYPE_CHECKING:
@@ -41,7 +56,7 @@ class CollectOptions(BaseModel):
         default=False, description="look up each pinned dataset's row count on the Hub"
     )
     token: SecretStr | None = Field(default=None, description="Hub token for --resolve-rows")
-    level: int = Field(default=DEFAULT_LEVEL, ge=1, le=22)
+    level: int = Field(default=DEFAULT_LEVEL, ge=1, le=MAX_LEVEL)
     threads: int | None = Field(default=None, ge=1)
 
 
@@ -184,10 +199,9 @@ def _bundle_one(
 ) -> None:
     statics = header.meta.statics
     expected = options.expected_rows.get(statics.task_name)
-    notes: list[str] = []
+    note = None
     if expected is None and resolver is not None:
         expected, note = resolver.rows(statics)
-        notes += [note] if note else []
     try:
         progress.begin(f"bundling {header.bundle_id}", None)
         with BodyWriter(
@@ -197,32 +211,85 @@ def _bundle_one(
                 header,
                 expected_rows=expected,
                 allow_partial=options.allow_partial,
+                row_count_note=note,
                 on_prediction=progress.advance,
                 on_file=body.add,
             )
-            run.warnings[:0] = notes
             report.bundles.append(_write_bundle(run, body, bundles_dir, options))
     except BundlerError as error:
         report.refused.append(RefusedInput(path=str(header.run.path), error=str(error)))
 
 
-def claim_for(run: ValidatedRun, submitter: Submitter) -> BundleClaim:
-    header = run.header
-    meta = header.meta
-    return BundleClaim(
-        bundle_id=str(header.bundle_id),
+def claim_for(
+    where: Path | str,
+    evidence: RunEvidence,
+    *,
+    submitter: Submitter,
+    expected_rows: int | None,
+    inputs: CollectInputs,
+    bundler_version: str,
+) -> BundleClaim:
+    """The claim collect writes for a run, derived from its files (`evidence`) and what collect
+    was told or found (the rest). This is the only place a claim is made: verify calls it with
+    a bundle's own files and the inputs its manifest records, and requires the very same claim,
+    byte for byte. Raises InputError, naming `where`, for a run collect refuses."""
+    coverage, warnings = judge_run(
+        where,
+        evidence,
+        expected_rows=expected_rows,
+        # A partial bundle exists only because --allow-partial was given; collect refused the
+        # run before this point otherwise.
+        allow_partial=True,
+        left_out=inputs.left_out,
+        row_count_note=inputs.row_count_note,
+    )
+    meta = evidence.meta
+    claim = BundleClaim(
+        bundle_id=str(evidence.bundle_id),
         target=meta.statics.target,
         statics=meta.statics,
         model_name=meta.model_name,
         run_date=meta.run_date,
         player_name=meta.capabilities.player_name,
         player_type=meta.capabilities.player_type,
-        capability_fingerprint=header.fingerprint,
+        capability_fingerprint=evidence.fingerprint,
         provenance=meta.provenance.model_dump(),
         submitter=submitter,
-        predictions=run.summary,
-        coverage=run.coverage,
-        warnings=run.warnings,
+        predictions=evidence.summary,
+        coverage=coverage,
+        warnings=warnings,
+        inputs=inputs,
+        bundler_version=bundler_version,
+    )
+    size = len(manifest_head(claim))
+    if size > MAX_CLAIM_BYTES:
+        raise InputError(
+            where,
+            f"the bundle's claim would be {size} bytes, more than {MAX_CLAIM_BYTES} "
+            "(an oversized provenance, model name or submitter?)",
+        )
+    return claim
+
+
+def sidecar_for(claim: BundleClaim, archive_name: str, sha256: str, size: int) -> Sidecar:
+    """The sidecar of an archive: its claim, less the file list, plus the archive's own file
+    name, size and sha256 (the file count is the manifest's: run_meta, metrics, predictions)."""
+    return Sidecar(
+        **claim.model_dump(),
+        archive=ArchiveInfo(name=archive_name, size=size, sha256=sha256),
+        files_count=claim.predictions.count + 2,
+    )
+
+
+def _claim_of(run: ValidatedRun, options: CollectOptions) -> BundleClaim:
+    return claim_for(
+        run.header.run.path,
+        run.evidence,
+        submitter=options.submitter,
+        expected_rows=run.coverage.expected_rows,
+        inputs=CollectInputs(
+            level=options.level, left_out=run.left_out, row_count_note=run.row_count_note
+        ),
         bundler_version=bundler_version(),
     )
 
@@ -230,7 +297,7 @@ def claim_for(run: ValidatedRun, submitter: Submitter) -> BundleClaim:
 def _write_bundle(
     run: ValidatedRun, body: BodyWriter, bundles_dir: Path, options: CollectOptions
 ) -> CollectedBundle:
-    claim = claim_for(run, options.submitter)
+    claim = _claim_of(run, options)
     archive_path = run.header.bundle_id.local_archive(bundles_dir)
     sidecar_path = run.header.bundle_id.local_sidecar(bundles_dir)
     previous = sha256_file(archive_path)[0] if os.path.isfile(archive_path) else None
@@ -240,11 +307,7 @@ def _write_bundle(
         sha256, size = write_archive(
             claim, run.files(), body, out, level=options.level, threads=options.threads
         )
-        sidecar = Sidecar(
-            **claim.model_dump(),
-            archive=ArchiveInfo(name=archive_path.name, size=size, sha256=sha256),
-            files_count=len(run.predictions) + 2,
-        )
+        sidecar = sidecar_for(claim, archive_path.name, sha256, size)
         atomic_write_bytes(sidecar_path, sidecar_bytes(sidecar))
     status: BundleStatus = (
         "written" if previous is None else "unchanged" if previous == sha256 else "replaced"
@@ -264,4 +327,5 @@ def _write_bundle(
 
 
 def sidecar_bytes(sidecar: Sidecar) -> bytes:
+    """The sidecar as collect writes it, and as upload publishes it: verify requires these."""
     return (sidecar.model_dump_json(indent=2) + "\n").encode("utf-8")

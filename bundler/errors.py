@@ -68,3 +68,13 @@ class HubRateLimitError(HubError):
 
 class HubUnavailableError(HubError):
     """A server error or a dropped connection: the request may or may not have taken effect."""
+
+
+class NotCanonicalError(BundlerError):
+    """A bundle departs from the one form collect writes: its zstd frames (`part` "zstd") or
+    its tar stream (`part` "members"). Verify refuses it at once rather than interpret it."""
+
+    def __init__(self, part: str, problem: str) -> None:
+        super().__init__(f"not a canonical bundle: {problem}")
+        self.part = part
+        self.problem = problem

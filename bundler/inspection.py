@@ -34,7 +34,7 @@ def inspect_bundle(path: Path, progress: ProgressSink | None = None) -> BundleIn
     if not path.is_file():
         raise UsageError(f"{path}: no such bundle archive")
     reading = read_bundle(path, progress)
-    claim = reading.manifest.claim() if reading.manifest else None
+    claim = reading.claim
     count = claim.predictions.count if claim else 0
     return BundleInspection(
         verification=reading.verification(),

@@ -318,16 +318,22 @@ def rewrite_sidecar(
 def sidecar_from_manifest(archive: Path, manifest: dict[str, Any]) -> None:
     """The sidecar collect would write for `manifest`: its claim, less the file list."""
     claim = {key: value for key, value in manifest.items() if key != "files"}
-    write_sidecar(archive, {**claim, "archive": None, "files_count": len(manifest["files"])})
+    files = manifest.get("files")
+    count = len(files) if isinstance(files, list) else 0
+    write_sidecar(archive, {**claim, "archive": None, "files_count": count})
 
 
 def manifest_bytes(manifest: dict[str, Any]) -> bytes:
     """A manifest in collect's exact layout: the claim as pydantic writes it, then the file
-    list one entry per line."""
+    list one entry per line (any JSON a forger puts there)."""
     claim = {key: value for key, value in manifest.items() if key != "files"}
-    head = json.dumps(claim, indent=2, ensure_ascii=False).removesuffix("\n}")
-    entries = ",".join("\n    " + json.dumps(entry) for entry in manifest.get("files", []))
-    return f'{head},\n  "files": [{entries}\n  ]\n}}\n'.encode()
+    head = json.dumps(claim, indent=2, ensure_ascii=False).removesuffix("\n}") + ","
+    if not claim:
+        head = "{"
+    files = manifest.get("files", [])
+    entries = files if isinstance(files, list) else [files]
+    listed = ",".join("\n    " + json.dumps(entry) for entry in entries)
+    return f'{head}\n  "files": [{listed}\n  ]\n}}\n'.encode()
 
 
 def manifest_member(manifest: dict[str, Any], mtime: int) -> Member:

@@ -16,9 +16,10 @@ import hashlib
 import json
 import tempfile
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeVar
 
 import zstandard
 from pydantic import BaseModel, ValidationError
@@ -83,6 +84,8 @@ MAX_MANIFEST_BYTES = (
 )
 """The largest manifest collect can write; it is spooled, to disk beyond MANIFEST_SPOOL_BYTES."""
 _MAX_MEMBER_BYTES = max(MAX_RUN_META_BYTES, MAX_METRICS_BYTES, MAX_PREDICTION_BYTES)
+_MANIFEST_READ_BYTES = 1 << 20
+T = TypeVar("T")
 _PREDICTION_PREFIX = "predictions/prediction_"
 _PREDICTION_SUFFIX = ".json"
 _MAX_INDEX_DIGITS = 19
@@ -302,35 +305,33 @@ class _Manifest:
         self.head = window[:cut]
         self._spool = spool
         self._spool.seek(cut + len(MANIFEST_FILES_OPENING))
+        self._window = b""
+        self._pos = 0
         self.count = 0
 
     def check(self, name: str, data: bytes) -> None:
         """The next entry must be exactly the one collect writes for this member."""
         sha256 = hashlib.sha256(data).hexdigest()
         expected = manifest_entry(name, len(data), sha256, first=self.count == 0)
-        start = self._spool.tell()
-        if self._spool.read(len(expected)) != expected:
-            self._spool.seek(start)
+        if len(self._window) - self._pos < len(expected):
+            self._fill(len(expected))
+        if not self._window.startswith(expected, self._pos):
             raise self._mismatch(name, len(data), sha256)
+        self._pos += len(expected)
         self.count += 1
 
     def finish(self) -> None:
         """Every entry was matched, and the manifest ends as collect ends it."""
-        start = self._spool.tell()
-        ending = self._spool.read(len(MANIFEST_CLOSING) + 1)
-        if ending == MANIFEST_CLOSING:
+        if self._peek(len(MANIFEST_CLOSING) + 1) == MANIFEST_CLOSING:
             return
-        self._spool.seek(start)
         entry = self._next_entry()
         if entry is not None:
             raise _Failed("members", f"member(s) missing, first {entry[0]}")
         raise _Failed("manifest", "the file list does not end as collect ends it")
 
     def _mismatch(self, name: str, size: int, sha256: str) -> _Failed:
-        start = self._spool.tell()
-        if self._spool.read(len(MANIFEST_CLOSING)) == MANIFEST_CLOSING:
+        if self._peek(len(MANIFEST_CLOSING)) == MANIFEST_CLOSING:
             return _Failed("members", f"unexpected member {name!r} not in the manifest")
-        self._spool.seek(start)
         entry = self._next_entry()
         if entry is None:
             return _Failed("manifest", f"the entry for {name!r} is not what collect writes")
@@ -347,7 +348,7 @@ class _Manifest:
 
     def _next_entry(self) -> tuple[str, int, str] | None:
         """The next entry's path, size and sha256, if it is well formed."""
-        line = self._spool.read(_MAX_ENTRY_BYTES)
+        line = self._peek(_MAX_ENTRY_BYTES)
         line = line.removeprefix(b",").removeprefix(b"\n    ").partition(b"\n")[0]
         try:
             value = json.loads(line.removesuffix(b","))
@@ -357,6 +358,16 @@ class _Manifest:
         if isinstance(path, str) and isinstance(size, int) and isinstance(sha256, str):
             return path, size, sha256
         return None
+
+    def _peek(self, size: int) -> bytes:
+        self._fill(size)
+        return self._window[self._pos : self._pos + size]
+
+    def _fill(self, size: int) -> None:
+        if len(self._window) - self._pos < size:
+            more = self._spool.read(max(size, _MANIFEST_READ_BYTES))
+            self._window = self._window[self._pos :] + more
+            self._pos = 0
 
 
 def _parse_claim(head: bytes) -> BundleClaim:
@@ -383,60 +394,69 @@ def _read_members(
 ) -> _Files:
     """Read run_meta.json, metrics.json and the predictions, in collect's order, each matched
     against the manifest and parsed."""
+    data = _next_member(body, manifest, RUN_META_PATH, MAX_RUN_META_BYTES)
+    reading.run_meta, raw = _parsed(RUN_META_PATH, lambda: parse_run_meta(data, RUN_META_PATH))
+    reading.raw_capabilities = raw["capabilities"]
+    data = _next_member(body, manifest, METRICS_PATH, MAX_METRICS_BYTES)
+    _parsed(METRICS_PATH, lambda: check_metrics(data, METRICS_PATH))
+    reading.metrics_text = data.decode("utf-8")
     tally = PredictionTally()
     indices: array[int] = array("q")
-    count = 0
     next_index = 0
     while (member := body.next_member(_MAX_MEMBER_BYTES)) is not None:
         name, data = member
-        if count == 0:
-            expected, limit = RUN_META_PATH, MAX_RUN_META_BYTES
-        elif count == 1:
-            expected, limit = METRICS_PATH, MAX_METRICS_BYTES
-        else:
-            # Collect names predictions by index, in increasing order, usually contiguous.
-            index = next_index if name == prediction_path(next_index) else _prediction_index(name)
-            if index < next_index:
-                raise _Failed(
-                    "members",
-                    f"member {name!r} where collect writes predictions/prediction_<index>.json, "
-                    "in increasing index order",
-                )
-            next_index = index + 1
-            expected, limit = name, MAX_PREDICTION_BYTES
-        if name != expected:
-            raise _Failed("members", f"member {name!r} where collect writes {expected!r}")
-        if len(data) > limit:
+        # Collect names predictions by index, in increasing order, usually contiguous.
+        index = next_index if name == prediction_path(next_index) else _prediction_index(name)
+        if index < next_index:
             raise _Failed(
                 "members",
-                f"member {name!r} is {len(data)} bytes, more than the {limit} collect accepts",
+                f"member {name!r} where collect writes predictions/prediction_<index>.json, "
+                "in increasing index order",
             )
+        if len(data) > MAX_PREDICTION_BYTES:
+            raise _too_large(name, len(data), MAX_PREDICTION_BYTES)
         manifest.check(name, data)
-        try:
-            if count == 0:
-                reading.run_meta, raw = parse_run_meta(data, name)
-                reading.raw_capabilities = raw["capabilities"]
-            elif count == 1:
-                check_metrics(data, name)
-                reading.metrics_text = data.decode("utf-8")
-            else:
-                tally.add(parse_prediction(data, index, name))
-                indices.append(index)
-                check_prediction_count(name, len(indices))
-        except BundlerError as error:
-            raise _Failed("contents", str(error)) from None
-        except (ValueError, RecursionError) as error:  # parser limits met by hostile input
-            raise _Failed(
-                "contents", f"{name}: cannot be parsed ({type(error).__name__})"
-            ) from None
-        count += 1
-        if count % PROGRESS_BATCH == 0:
+        tally.add(_parsed(name, lambda: parse_prediction(data, index, name)))  # noqa: B023
+        indices.append(index)
+        next_index = index + 1
+        if len(indices) % PROGRESS_BATCH == 0:
             progress.advance(PROGRESS_BATCH)
-    progress.advance(count % PROGRESS_BATCH)
+            try:
+                check_prediction_count(name, len(indices))
+            except InputError as error:
+                raise _Failed("members", error.problem) from None
+    progress.advance(len(indices) % PROGRESS_BATCH)
     manifest.finish()
-    if count < 2:
-        raise _Failed("members", f"no {(RUN_META_PATH, METRICS_PATH)[count]} in the archive")
-    return _Files(count, tally, indices)
+    return _Files(len(indices) + 2, tally, indices)
+
+
+def _next_member(body: TarReader, manifest: _Manifest, expected: str, limit: int) -> bytes:
+    member = body.next_member(_MAX_MEMBER_BYTES)
+    if member is None:
+        raise _Failed("members", f"no {expected} in the archive")
+    name, data = member
+    if name != expected:
+        raise _Failed("members", f"member {name!r} where collect writes {expected!r}")
+    if len(data) > limit:
+        raise _too_large(name, len(data), limit)
+    manifest.check(name, data)
+    return data
+
+
+def _too_large(name: str, size: int, limit: int) -> _Failed:
+    return _Failed(
+        "members", f"member {name!r} is {size} bytes, more than the {limit} collect accepts"
+    )
+
+
+def _parsed(name: str, parse: Callable[[], T]) -> T:
+    """A member parsed by collect's own rules; a failed check when they refuse it."""
+    try:
+        return parse()
+    except BundlerError as error:
+        raise _Failed("contents", str(error)) from None
+    except (ValueError, RecursionError) as error:  # parser limits met by hostile input
+        raise _Failed("contents", f"{name}: cannot be parsed ({type(error).__name__})") from None
 
 
 def _prediction_index(name: str) -> int:

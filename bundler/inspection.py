@@ -35,12 +35,13 @@ def inspect_bundle(path: Path, progress: ProgressSink | None = None) -> BundleIn
         raise UsageError(f"{path}: no such bundle archive")
     reading = read_bundle(path, progress)
     claim = reading.claim
+    metrics = reading.metrics
     count = claim.predictions.count if claim else 0
     return BundleInspection(
         verification=reading.verification(),
         claim=claim,
         capabilities=reading.raw_capabilities,
-        metrics=flatten_metrics(reading.metrics) if reading.metrics is not None else [],
+        metrics=flatten_metrics(metrics) if metrics is not None else [],
         error_rate=claim.predictions.errors / count if claim and count else None,
         exception_rate=claim.predictions.exceptions / count if claim and count else None,
     )

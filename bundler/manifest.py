@@ -139,9 +139,6 @@ class Manifest(BundleClaim):
 
     files: list[FileEntry]
 
-    def claim(self) -> BundleClaim:
-        return BundleClaim.model_validate(self.model_dump(exclude={"files"}))
-
 
 class ArchiveInfo(_Model):
     name: str
@@ -154,6 +151,3 @@ class Sidecar(BundleClaim):
 
     archive: ArchiveInfo
     files_count: int = Field(description="number of files listed in the manifest")
-
-    def claim(self) -> BundleClaim:
-        return BundleClaim.model_validate(self.model_dump(exclude={"archive", "files_count"}))

@@ -399,7 +399,7 @@ def _read_members(
     reading.raw_capabilities = raw["capabilities"]
     data = _next_member(body, manifest, METRICS_PATH, MAX_METRICS_BYTES)
     _parsed(METRICS_PATH, lambda: check_metrics(data, METRICS_PATH))
-    reading.metrics_text = data.decode("utf-8")
+    reading.metrics_text = _parsed(METRICS_PATH, lambda: data.decode("utf-8"))
     tally = PredictionTally()
     indices: array[int] = array("q")
     next_index = 0
@@ -479,13 +479,14 @@ def _derive_claim(
     would; the manifest's must be byte for byte the same."""
     meta, capabilities = reading.run_meta, reading.raw_capabilities
     assert meta is not None and capabilities is not None  # run_meta.json parsed
-    if mtime != meta.run_timestamp:
-        raise _Failed(
-            "members",
-            f"the tar headers' mtime {mtime} is not the run date {meta.run_date} "
-            f"({meta.run_timestamp})",
-        )
+    hint = "do not trust this bundle"
     try:
+        if mtime != meta.run_timestamp:
+            raise _Failed(
+                "members",
+                f"the tar headers' mtime {mtime} is not the run date {meta.run_date} "
+                f"({meta.run_timestamp})",
+            )
         fingerprint, bundle_id = identify(RUN_META_PATH, meta, capabilities)
         derived = claim_for(
             RUN_META_PATH,
@@ -495,16 +496,18 @@ def _derive_claim(
             inputs=stored.inputs,
             bundler_version=stored.bundler_version,
         )
+        expected = manifest_head(derived)
     except InputError as error:
-        problem = f"collect would refuse these files: {error.problem}"
-        raise _Failed("claim", problem, "do not trust this bundle") from None
-    expected = manifest_head(derived)
+        raise _Failed("claim", f"collect would refuse these files: {error.problem}", hint) from None
+    except (ValueError, ArithmeticError, RecursionError) as error:  # limits met by hostile input
+        problem = f"the claim cannot be derived from these files ({type(error).__name__})"
+        raise _Failed("claim", problem, hint) from None
     if expected != head:
         raise _Failed(
             "claim",
             f"{MANIFEST_PATH} is not what collect derives from the files: "
             + _describe_difference(expected + b"\n}", head + b"\n}"),
-            "do not trust this bundle",
+            hint,
         )
     summary = derived.predictions
     reading.checks.append(

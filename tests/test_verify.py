@@ -898,3 +898,31 @@ def test_the_largest_bundle_collect_writes_verifies_within_the_memory_bound(tmp_
         f"{result.max_rss_kib // 1024} MiB in {time.monotonic() - started:.2f} s"
     )
     assert result.max_rss_kib < MAX_RSS_MIB * 1024, result.max_rss_kib
+
+
+def test_metrics_that_are_not_utf8_get_a_verdict(archive: Path) -> None:
+    """json.loads reads UTF-16 too; the bundle is refused, verify does not crash on it."""
+
+    def utf16(members: list[Member]) -> list[Member]:
+        members[2] = with_data(members[2], members[2].data.decode().encode("utf-16"))
+        return members
+
+    forge_consistently(archive, utf16)
+    assert "metrics.json" in failure(archive, "contents")
+
+
+def test_a_lone_surrogate_in_run_meta_gets_a_verdict(archive: Path) -> None:
+    """JSON may escape a lone surrogate, which no UTF-8 manifest can hold: no crash."""
+
+    def surrogate(members: list[Member]) -> list[Member]:
+        text = (
+            members[1].data.decode().replace('"model_name": "gpt-5.2"', '"model_name": "\\ud800"')
+        )
+        assert "\\ud800" in text
+        members[1] = with_data(members[1], text.encode())
+        return members
+
+    forge_consistently(archive, surrogate)
+    reading = read_bundle(archive)
+    assert not reading.verification().ok
+    assert reading.verification().failures()[0].name in ("contents", "claim")

@@ -271,6 +271,7 @@ MAX_WINDOW_BYTES: Final = 1 << zstandard.ZstdCompressionParameters.from_level(MA
 _MAX_BLOCK = 128 << 10
 """zstd's largest block, compressed or not."""
 _FEED_OUTPUT_BYTES = 1 << 20
+_MIN_BLOCK_OUTPUT = 1 << 10
 
 
 def level_window(level: int) -> int:
@@ -309,6 +310,8 @@ class FrameReader:
         """The file offset of `_data[0]`."""
         self.windows: list[int] = []
         """The window size of every frame read so far, in order."""
+        self._number = self._blocks = self._produced = 0
+        """The current frame's number, blocks walked and bytes decompressed so far."""
 
     def frame(self) -> Iterator[bytes]:
         """The next frame's decompressed bytes, in chunks; read it to the end before the next."""
@@ -316,6 +319,7 @@ class FrameReader:
         window = self._frame_header(number)
         decompressor = zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW_BYTES).decompressobj()
         block_limit = min(window, _MAX_BLOCK)
+        self._number, self._blocks, self._produced = number, 0, 0
         bound = 0
         """Most bytes the blocks walked since the last feed can decompress to."""
         while True:
@@ -327,6 +331,8 @@ class FrameReader:
                 raise NotCanonicalError(
                     "zstd", f"zstd frame {number} has an invalid block at byte {self._where()}"
                 )
+            self._blocks += 1
+            self._check_block_count(self._produced + bound)
             self._pos += 3
             remaining = 1 if kind == 1 else size  # an RLE block holds one byte, repeated
             while len(self._data) - self._pos < remaining:
@@ -430,8 +436,21 @@ class FrameReader:
         if self._fed < self._pos:
             output = decompressor.decompress(memoryview(self._data)[self._fed : self._pos])
             self._fed = self._pos
+            self._produced += len(output)
+            self._check_block_count(self._produced)
             if output:
                 yield output
+
+    def _check_block_count(self, output: int) -> None:
+        """zstd writes blocks of up to 128 KiB, fewer only where a frame or a worker's job ends;
+        a frame of many tiny or empty blocks is a forgery, and walking it would be slow, so at
+        most one block per _MIN_BLOCK_OUTPUT bytes of output (which may still be to come)."""
+        if self._blocks > 1 + output // _MIN_BLOCK_OUTPUT:
+            raise NotCanonicalError(
+                "zstd",
+                f"zstd frame {self._number} has {self._blocks} blocks for {output} bytes; "
+                "collect's compressor writes blocks of up to 128 KiB",
+            )
 
     def _fill(self, wanted: int) -> bool:
         while len(self._data) - self._pos < wanted:

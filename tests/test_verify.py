@@ -926,3 +926,16 @@ def test_a_lone_surrogate_in_run_meta_gets_a_verdict(archive: Path) -> None:
     reading = read_bundle(archive)
     assert not reading.verification().ok
     assert reading.verification().failures()[0].name in ("contents", "claim")
+
+
+def test_a_frame_of_empty_blocks_is_refused_quickly(archive: Path) -> None:
+    """Walking blocks costs time per block: a frame of a million empty ones is refused early."""
+    frames = bundle_frames(read_members(archive))
+    empty_blocks = b"\x00\x00\x00" * 1_000_000
+    last = b"\x01\x00\x00"  # an empty raw block, the frame's last
+    checksum = (0xEF46DB3751D8E999 & 0xFFFFFFFF).to_bytes(4, "little")  # XXH64 of nothing
+    forged = frames[1][:6] + empty_blocks + last + checksum
+    write_frames(archive, [frames[0], forged, frames[2]])
+    started = time.monotonic()
+    assert "zstd frame 2 has 2 blocks for 0 bytes" in failure(archive, "zstd")
+    assert time.monotonic() - started < 5

@@ -231,7 +231,7 @@ def _read_sidecar(reading: BundleReading) -> str | None:
     except OSError as error:
         return f"{path.name}: cannot read: {error.strerror}"
     if len(data) > MAX_SIDECAR_BYTES:
-        return f"{path.name} is larger than the {MAX_SIDECAR_BYTES} bytes of any collect writes"
+        return f"{path.name} is larger than any sidecar collect writes ({MAX_SIDECAR_BYTES} bytes)"
     reading.sidecar_data = data
     return None
 

@@ -28,7 +28,7 @@ from bundler import exitcodes
 from bundler.collect import CollectOptions, collect, parse_expectations
 from bundler.errors import BundlerError, NoRunSelectedError
 from bundler.inspection import inspect_bundle
-from bundler.manifest import Submitter
+from bundler.manifest import MAX_LEVEL, Submitter
 from bundler.report import (
     RichProgress,
     emit_json,
@@ -253,7 +253,7 @@ ResolveRowsOption = Annotated[
     ),
 ]
 LevelOption = Annotated[
-    int, typer.Option(min=1, max=22, metavar="N", help="zstd compression level.")
+    int, typer.Option(min=1, max=MAX_LEVEL, metavar="N", help="zstd compression level.")
 ]
 
 # Options shared by upload and sync.

@@ -157,3 +157,13 @@ class NoRunSelectedError(UsageError):
             hint="a task is statics.task_name; a model is player_name or model_name",
         )
         self.unmatched = unmatched
+
+
+class NotCanonicalError(BundlerError):
+    """A bundle departs from the one form collect writes: its zstd frames (`part` "zstd") or
+    its tar stream (`part` "members"). Verify refuses it at once rather than interpret it."""
+
+    def __init__(self, part: str, problem: str) -> None:
+        super().__init__(f"not a canonical bundle: {problem}")
+        self.part = part
+        self.problem = problem

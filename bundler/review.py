@@ -357,7 +357,7 @@ class Reviewer:
         )
         fetched, reading = self._fetch(bundle, head, head_files, work / "pr")
         verification = reading.verification()
-        if not verification.ok or reading.manifest is None or reading.sidecar is None:
+        if not verification.ok or reading.claim is None or reading.sidecar is None:
             review.checks.append(
                 failed(
                     "verification",
@@ -367,7 +367,7 @@ class Reviewer:
             )
             return review
         review.checks.append(passed("verification", "archive, sidecar and every claim verified"))
-        claim = reading.manifest.claim()
+        claim = reading.claim
         review.coverage = claim.coverage.status
         review.predictions = claim.predictions.count
         review.submitter = claim.submitter.name
@@ -482,7 +482,7 @@ class Reviewer:
         """The copy on the target branch is fetched too (it is verified like any other) and
         the two are compared with `bundler diff`'s comparison."""
         fetched, reading = self._fetch(bundle, tip, main_files, work / "main")
-        old = reading.manifest.claim() if reading.manifest else None
+        old = reading.claim
         if fetched.outcome == "downloaded" and fetched.archive is not None:
             try:
                 review.diff = diff_bundles(Path(fetched.archive), proposed)

@@ -24,6 +24,7 @@ from typer.core import TyperArgument, TyperGroup, TyperOption
 
 from bundler import exitcodes
 from bundler.errors import BundlerError, NoRunSelectedError
+from bundler.limits import MAX_LEVEL
 from bundler.report import RichProgress, emit_json, plain, shown, stderr_console
 from bundler.version import bundler_version
 
@@ -245,7 +246,7 @@ ResolveRowsOption = Annotated[
     ),
 ]
 LevelOption = Annotated[
-    int, typer.Option(min=1, max=22, metavar="N", help="zstd compression level.")
+    int, typer.Option(min=1, max=MAX_LEVEL, metavar="N", help="zstd compression level.")
 ]
 
 # Options shared by upload and sync.
@@ -875,3 +876,89 @@ def export_gptnt_command(
         return _finish(report, render_export, console, json_output)
 
     raise typer.Exit(run_command(action, json_output=json_output, debug=debug))
+
+
+@app.command("review")
+def review_command(
+    repo: RepoOption = ...,  # type: ignore[assignment]
+    pr: Annotated[
+        list[int] | None,
+        typer.Option(
+            "--pr",
+            min=1,
+            metavar="N",
+            help="Only this pull request (repeatable); default: every open one.",
+        ),
+    ] = None,
+    comment: Annotated[
+        bool,
+        typer.Option(
+            "--comment",
+            help="Post the report on each PR (needs a write token); an unchanged report is "
+            "not posted again.",
+        ),
+    ] = False,
+    merge: Annotated[
+        bool,
+        typer.Option(
+            "--merge",
+            help="Merge each PR whose every check passed (needs a write token), then "
+            "regenerate the dataset card.",
+        ),
+    ] = False,
+    max_exception_rate: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            metavar="RATE",
+            help="Highest share of predictions that may have raised in the harness (0 to 1).",
+        ),
+    ] = 0.05,
+    token: TokenOption = None,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Review pull requests: fetch and verify only the bundles each one adds or changes, classify
+    them against main (new, replacement, unchanged), and check policy (coverage, the dataset's
+    row count, pin, harness tree, exception rate, submitter, files outside the bundles,
+    conflicts). The Markdown report goes to stdout (the JSON with --json), a summary to stderr.
+    Exit 0 if every PR is clean, 1 if any is not, 2 for a problem to fix first, 75 when only
+    temporary Hub failures stood in the way."""
+    from bundler.errors import HubAccessError, WriteTokenRequired
+    from bundler.report import emit_text, render_review
+    from bundler.review import ReviewOptions, review
+
+    console = stderr_console()
+
+    def action() -> int:
+        options = ReviewOptions(
+            repo_id=repo,
+            pull_requests=pr or [],
+            comment=comment,
+            merge=merge,
+            max_exception_rate=max_exception_rate,
+            token=_token(token),
+        )
+        _quiet_hub_client()
+        try:
+            with RichProgress(console) as progress:
+                report = review(options, progress)
+        except WriteTokenRequired as error:
+            flags = " and ".join(
+                f for f, asked in (("--comment", comment), ("--merge", merge)) if asked
+            )
+            problem = (
+                "no token was given" if error.reason == "missing" else "this token is read-only"
+            )
+            raise HubAccessError(
+                f"{flags} need{'' if comment and merge else 's'} a write token: {problem}",
+                hint="pass --token or set HF_TOKEN to a write token; reviewing alone needs none",
+            ) from None
+        if not json_output:
+            emit_text("\n---\n\n".join(pr.markdown for pr in report.pull_requests))
+        return _finish(report, render_review, console, json_output)
+
+    raise typer.Exit(
+        run_command(action, json_output=json_output, debug=debug, secrets=_secrets(token))
+    )

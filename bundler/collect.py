@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-from bundler.archive import DEFAULT_LEVEL, BodyWriter, write_archive
+from bundler.archive import BodyWriter, manifest_head, write_archive
 from bundler.discover import RunDirectory, Skipped, discover
 from bundler.errors import (
     BundlerError,
@@ -24,11 +24,11 @@ from bundler.errors import (
 )
 from bundler.fileio import StagedFile, commit_pair, read_bounded, remove_leftovers, sha256_file
 from bundler.layout import BundleId
+from bundler.limits import DEFAULT_LEVEL, INT64_MAX, MAX_CLAIM_BYTES, MAX_LEVEL
 from bundler.lock import bundles_lock
-from bundler.manifest import ArchiveInfo, BundleClaim, Sidecar, Submitter
+from bundler.manifest import ArchiveInfo, BundleClaim, CollectInputs, Sidecar, Submitter
 from bundler.progress import NoProgress, ProgressSink
-from bundler.runs import RunHeader, ValidatedRun, read_header, validate_run
-from bundler.schema import INT64_MAX
+from bundler.runs import RunEvidence, RunHeader, ValidatedRun, judge_run, read_header, validate_run
 from bundler.version import bundler_version
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ class CollectOptions(BaseModel):
         default=False, description="look up each pinned dataset's row count on the Hub"
     )
     token: SecretStr | None = Field(default=None, description="Hub token for --resolve-rows")
-    level: int = Field(default=DEFAULT_LEVEL, ge=1, le=22)
+    level: int = Field(default=DEFAULT_LEVEL, ge=1, le=MAX_LEVEL)
     threads: int | None = Field(default=None, ge=1)
     lock_wait: float = Field(
         default=0, ge=0, description="seconds to wait for another run to release the folder"
@@ -240,10 +240,9 @@ def _bundle_one(
 ) -> None:
     statics = header.meta.statics
     expected = options.expected_rows.get(statics.task_name)
-    notes: list[str] = []
+    note = None
     if expected is None and resolver is not None:
         expected, note = resolver.rows(statics)
-        notes += [note] if note else []
     try:
         progress.begin(f"bundling {header.bundle_id}", header.run.predictions)
         with BodyWriter(
@@ -253,10 +252,10 @@ def _bundle_one(
                 header,
                 expected_rows=expected,
                 allow_partial=options.allow_partial,
+                row_count_note=note,
                 on_prediction=progress.advance,
                 on_file=body.add,
             )
-            run.warnings[:0] = notes
             report.bundles.append(_write_bundle(run, body, bundles_dir, options))
     except BundlerError as error:
         # Every refusal line names a path: the input's, or the file that could not be written.
@@ -267,23 +266,76 @@ def _bundle_one(
         report.refused.append(RefusedInput(path=str(header.run.path), error=shown))
 
 
-def claim_for(run: ValidatedRun, submitter: Submitter) -> BundleClaim:
-    header = run.header
-    meta = header.meta
-    return BundleClaim(
-        bundle_id=str(header.bundle_id),
+def claim_for(
+    where: Path | str,
+    evidence: RunEvidence,
+    *,
+    submitter: Submitter,
+    expected_rows: int | None,
+    inputs: CollectInputs,
+    bundler_version: str,
+) -> BundleClaim:
+    """The claim collect writes for a run, derived from its files (`evidence`) and what collect
+    was told or found (the rest). This is the only place a claim is made: verify calls it with
+    a bundle's own files and the inputs its manifest records, and requires the very same claim,
+    byte for byte. Raises InputError, naming `where`, for a run collect refuses."""
+    coverage, warnings = judge_run(
+        where,
+        evidence,
+        expected_rows=expected_rows,
+        # A partial bundle exists only because --allow-partial was given; collect refused the
+        # run before this point otherwise.
+        allow_partial=True,
+        left_out=inputs.left_out,
+        row_count_note=inputs.row_count_note,
+    )
+    meta = evidence.meta
+    claim = BundleClaim(
+        bundle_id=str(evidence.bundle_id),
         target=meta.statics.target,
         statics=meta.statics,
         model_name=meta.model_name,
         run_date=meta.run_date,
         player_name=meta.capabilities.player_name,
         player_type=meta.capabilities.player_type,
-        capability_fingerprint=header.fingerprint,
+        capability_fingerprint=evidence.fingerprint,
         provenance=meta.provenance.model_dump(),
         submitter=submitter,
-        predictions=run.summary,
-        coverage=run.coverage,
-        warnings=run.warnings,
+        predictions=evidence.summary,
+        coverage=coverage,
+        warnings=warnings,
+        inputs=inputs,
+        bundler_version=bundler_version,
+    )
+    size = len(manifest_head(claim))
+    if size > MAX_CLAIM_BYTES:
+        raise InputError(
+            where,
+            f"the bundle's claim would be {size} bytes, more than {MAX_CLAIM_BYTES} "
+            "(an oversized provenance, model name or submitter?)",
+        )
+    return claim
+
+
+def sidecar_for(claim: BundleClaim, archive_name: str, sha256: str, size: int) -> Sidecar:
+    """The sidecar of an archive: its claim, less the file list, plus the archive's own file
+    name, size and sha256 (the file count is the manifest's: run_meta, metrics, predictions)."""
+    return Sidecar(
+        **claim.model_dump(),
+        archive=ArchiveInfo(name=archive_name, size=size, sha256=sha256),
+        files_count=claim.predictions.count + 2,
+    )
+
+
+def _claim_of(run: ValidatedRun, options: CollectOptions) -> BundleClaim:
+    return claim_for(
+        run.header.run.path,
+        run.evidence,
+        submitter=options.submitter,
+        expected_rows=run.coverage.expected_rows,
+        inputs=CollectInputs(
+            level=options.level, left_out=run.left_out, row_count_note=run.row_count_note
+        ),
         bundler_version=bundler_version(),
     )
 
@@ -294,7 +346,7 @@ def _write_bundle(
     """Write the archive and its sidecar as temporary files, then commit them as a pair (see
     `commit_pair`): the archive is in place before its sidecar, so a sidecar always describes
     the archive beside it, and a run killed at any moment leaves the previous bundle or none."""
-    claim = claim_for(run, options.submitter)
+    claim = _claim_of(run, options)
     archive_path = run.header.bundle_id.local_archive(bundles_dir)
     sidecar_path = run.header.bundle_id.local_sidecar(bundles_dir)
     previous = sha256_file(archive_path)[0] if os.path.isfile(archive_path) else None
@@ -303,13 +355,7 @@ def _write_bundle(
             claim, run.files(), body, archive.handle, level=options.level, threads=options.threads
         )
         archive.finish()
-        data = sidecar_bytes(
-            Sidecar(
-                **claim.model_dump(),
-                archive=ArchiveInfo(name=archive_path.name, size=size, sha256=sha256),
-                files_count=len(run.predictions) + 2,
-            )
-        )
+        data = sidecar_bytes(sidecar_for(claim, archive_path.name, sha256, size))
         with StagedFile(sidecar_path) as sidecar:
             sidecar.handle.write(data)
             sidecar.finish()
@@ -341,4 +387,5 @@ def _holds(path: Path, data: bytes) -> bool:
 
 
 def sidecar_bytes(sidecar: Sidecar) -> bytes:
+    """The sidecar as collect writes it, and as upload publishes it: verify requires these."""
     return (sidecar.model_dump_json(indent=2) + "\n").encode("utf-8")

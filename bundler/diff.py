@@ -13,28 +13,24 @@ own verdict, so a reviewer sees at once that nothing measured changed.
 from __future__ import annotations
 
 import json
-import tarfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import zstandard
 from pydantic import BaseModel, Field
 
-from bundler.errors import BundlerError, UsageError
-from bundler.fileio import CHUNK_SIZE
+from bundler.errors import InputError, UsageError
 from bundler.manifest import (
     METRICS_PATH,
     RUN_META_PATH,
     BundleClaim,
-    Manifest,
     prediction_index,
     prediction_path,
 )
 from bundler.metrics import MetricValue, flatten_metrics
 from bundler.progress import ProgressSink
 from bundler.validation import parse_prediction
-from bundler.verify import BundleReading, read_bundle
+from bundler.verify import BundleReading, manifest_digests, read_bundle, verified_members
 
 FIRST_INDICES = 20
 """How many indices of added, removed and changed predictions a diff lists."""
@@ -128,12 +124,13 @@ def diff_bundles(
     """Verify both bundles, then compare them. Raises UsageError (exit 2) when either cannot be
     used: missing, or failing verification (it says which check failed)."""
     reading_a, reading_b = (_verified(path, progress) for path in (a, b))
-    manifest_a, manifest_b = _manifest(reading_a), _manifest(reading_b)
-    claims = claim_differences(manifest_a.claim(), manifest_b.claim())
+    claim_a, claim_b = _claim(reading_a), _claim(reading_b)
+    listed_a, listed_b = manifest_digests(a), manifest_digests(b)
+    claims = claim_differences(claim_a, claim_b)
     claims += _dict_differences(
         "capabilities", reading_a.raw_capabilities or {}, reading_b.raw_capabilities or {}
     )
-    files_a, files_b = _file_digests(manifest_a), _file_digests(manifest_b)
+    files_a, files_b = _file_digests(listed_a), _file_digests(listed_b)
     files = [
         FieldDifference(field=f"{path} sha256", a=files_a.get(path), b=files_b.get(path))
         for path in (RUN_META_PATH, METRICS_PATH)
@@ -142,7 +139,7 @@ def diff_bundles(
     metrics = metric_differences(
         flatten_metrics(reading_a.metrics or {}), flatten_metrics(reading_b.metrics or {})
     )
-    changes, changed = _prediction_changes(manifest_a, manifest_b)
+    changes, changed = _prediction_changes(listed_a, listed_b)
     samples = _samples(a, b, changed[:predictions]) if predictions > 0 else []
     identical = not (claims or files or metrics or changes.any)
     only_run_date = (
@@ -151,7 +148,7 @@ def diff_bundles(
         and not metrics
         and not changes.any
     )
-    side_a, side_b = _side(reading_a, manifest_a), _side(reading_b, manifest_b)
+    side_a, side_b = _side(reading_a, claim_a), _side(reading_b, claim_b)
     return BundleDiff(
         a=side_a,
         b=side_b,
@@ -228,16 +225,16 @@ def _verified(path: Path, progress: ProgressSink | None) -> BundleReading:
     return reading
 
 
-def _manifest(reading: BundleReading) -> Manifest:
-    assert reading.manifest is not None  # a verified bundle has one
-    return reading.manifest
+def _claim(reading: BundleReading) -> BundleClaim:
+    assert reading.claim is not None  # a verified bundle has one
+    return reading.claim
 
 
-def _side(reading: BundleReading, manifest: Manifest) -> DiffSide:
+def _side(reading: BundleReading, claim: BundleClaim) -> DiffSide:
     assert reading.sidecar is not None  # a verified bundle has one, and its digest matched
     return DiffSide(
         archive=str(reading.path),
-        bundle_id=manifest.bundle_id,
+        bundle_id=claim.bundle_id,
         sha256=reading.sidecar.archive.sha256,
     )
 
@@ -256,24 +253,24 @@ def _dict_differences(
     return differences
 
 
-def _file_digests(manifest: Manifest) -> dict[str, str]:
+def _file_digests(listed: dict[str, str]) -> dict[str, str]:
     return {
-        entry.path: entry.sha256
-        for entry in manifest.files
-        if entry.path in (RUN_META_PATH, METRICS_PATH)
+        path: sha256 for path, sha256 in listed.items() if path in (RUN_META_PATH, METRICS_PATH)
     }
 
 
-def _prediction_digests(manifest: Manifest) -> dict[int, str]:
+def _prediction_digests(listed: dict[str, str]) -> dict[int, str]:
     digests: dict[int, str] = {}
-    for entry in manifest.files:
-        index = prediction_index(entry.path)
+    for path, sha256 in listed.items():
+        index = prediction_index(path)
         if index is not None:
-            digests[index] = entry.sha256
+            digests[index] = sha256
     return digests
 
 
-def _prediction_changes(a: Manifest, b: Manifest) -> tuple[PredictionChanges, list[int]]:
+def _prediction_changes(
+    a: dict[str, str], b: dict[str, str]
+) -> tuple[PredictionChanges, list[int]]:
     """The changes, and every changed index in order (the samples are taken from those)."""
     digests_a, digests_b = _prediction_digests(a), _prediction_digests(b)
     added = sorted(index for index in digests_b if index not in digests_a)
@@ -330,40 +327,13 @@ def _answers(
 
 
 def read_archive_members(archive: Path, paths: set[str]) -> Iterator[tuple[str, bytes]]:
-    """The bytes of the named members of a verified bundle archive, in archive order, read in
-    one streaming pass that skips every other member and stops once all are found.
-
-    This is the diff's only reader of archive contents. Every member named must be there: the
-    archive was verified and its manifest lists them, so a missing one means the file changed
-    under us, and the bundle is unusable.
-    """
-    remaining = set(paths)
+    """The bytes of the named members of a verified bundle archive, in archive order (the
+    diff's only reader of archive contents): a member that cannot be read back now makes the
+    bundle unusable."""
     try:
-        with archive.open("rb") as raw:
-            decompressed = zstandard.ZstdDecompressor().stream_reader(
-                raw, read_across_frames=True, read_size=CHUNK_SIZE
-            )
-            with tarfile.open(fileobj=decompressed, mode="r|") as tar:
-                for member in tar:
-                    if member.name not in remaining:
-                        continue
-                    if not member.isreg() or member.size > MAX_SAMPLE_MEMBER_BYTES:
-                        raise UsageError(
-                            f"{archive}: {member.name} is not a regular file of at most "
-                            f"{MAX_SAMPLE_MEMBER_BYTES} bytes; not shown"
-                        )
-                    handle = tar.extractfile(member)
-                    assert handle is not None  # a regular file
-                    yield member.name, handle.read(member.size)
-                    remaining.discard(member.name)
-                    if not remaining:
-                        return
-    except BundlerError:
-        raise
-    except (OSError, tarfile.TarError, zstandard.ZstdError) as error:
-        raise UsageError(f"{archive}: cannot read it back: {error}") from None
-    if remaining:
-        raise UsageError(f"{archive}: {min(remaining)} is missing; did the file change?")
+        yield from verified_members(archive, paths)
+    except InputError as error:
+        raise UsageError(str(error)) from None
 
 
 def _verdict(

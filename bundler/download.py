@@ -29,7 +29,7 @@ from bundler.layout import (
     bundle_ids_in,
 )
 from bundler.progress import NoProgress, ProgressSink
-from bundler.verify import read_bundle
+from bundler.verify import BundleReading, read_bundle
 
 FetchOutcome = Literal["downloaded", "rejected", "missing"]
 
@@ -91,16 +91,17 @@ def download(
     try:
         progress.begin(f"downloading from {repo_id}", len(wanted))
         for bundle in wanted:
-            report.bundles.append(
-                _fetch_one(session, bundle, commit, set(listed), staging, output_dir, progress)
+            fetched, _ = fetch_verified(
+                session, bundle, commit, set(listed), staging, output_dir, progress
             )
+            report.bundles.append(fetched)
             progress.advance()
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return report
 
 
-def _fetch_one(
+def fetch_verified(
     session: HubSession,
     bundle: BundleId,
     commit: str,
@@ -108,7 +109,10 @@ def _fetch_one(
     staging: Path,
     output_dir: Path,
     progress: ProgressSink,
-) -> FetchedBundle:
+) -> tuple[FetchedBundle, BundleReading]:
+    """Fetch one bundle's archive and sidecar (those of them `listed` at `commit`) into
+    `staging`, verify them there, and move them into `output_dir`, or its `.rejected/` when
+    verification fails; also returns what the verifying read found."""
     player_dir = bundle.player_dir
     names = [bundle.archive_name, bundle.sidecar_name]
     staged = fetch_bundle(session, bundle, commit, listed, staging).parent
@@ -122,15 +126,17 @@ def _fetch_one(
         if (staged / name).exists():
             os.replace(staged / name, destination / name)
     if verification.ok:
-        return FetchedBundle(
+        fetched = FetchedBundle(
             bundle_id=str(bundle), outcome="downloaded", archive=str(destination / names[0])
         )
-    return FetchedBundle(
-        bundle_id=str(bundle),
-        outcome="rejected",
-        archive=str(destination / names[0]),
-        detail="failed verification, kept apart: " + verification.describe_failures(),
-    )
+    else:
+        fetched = FetchedBundle(
+            bundle_id=str(bundle),
+            outcome="rejected",
+            archive=str(destination / names[0]),
+            detail="failed verification, kept apart: " + verification.describe_failures(),
+        )
+    return fetched, reading
 
 
 def fetch_bundle(

@@ -7,7 +7,7 @@ problem on one line, and where there is an obvious next step, a hint says what t
 from __future__ import annotations
 
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from bundler.exitcodes import TEMPORARY
 
@@ -82,6 +82,19 @@ class HubAccessError(HubError):
     exit_code: ClassVar[int] = 2
 
 
+class WriteTokenRequired(HubAccessError):
+    """The work asked for changes the Hub (a comment, a merge), and the token cannot make them:
+    `reason` is "missing" (no token at all) or "read-only" (a read token)."""
+
+    def __init__(self, reason: Literal["missing", "read-only"]) -> None:
+        what = "no token was found" if reason == "missing" else "the token is read-only"
+        super().__init__(
+            f"this needs a token with write access: {what}",
+            hint="pass --token or set HF_TOKEN to a write token",
+        )
+        self.reason = reason
+
+
 class HubRateLimitError(HubError, TemporaryError):
     """The Hub asked us to slow down; `retry_after` says when trying again makes sense."""
 
@@ -144,3 +157,13 @@ class NoRunSelectedError(UsageError):
             hint="a task is statics.task_name; a model is player_name or model_name",
         )
         self.unmatched = unmatched
+
+
+class NotCanonicalError(BundlerError):
+    """A bundle departs from the one form collect writes: its zstd frames (`part` "zstd") or
+    its tar stream (`part` "members"). Verify refuses it at once rather than interpret it."""
+
+    def __init__(self, part: str, problem: str) -> None:
+        super().__init__(f"not a canonical bundle: {problem}")
+        self.part = part
+        self.problem = problem

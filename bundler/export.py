@@ -456,9 +456,9 @@ def _export_one(
             outcome="refused",
             refusals=[Refusal(kind="verification", detail=verification.describe_failures())],
         )
-    assert reading.manifest is not None and reading.raw_capabilities is not None
+    assert reading.claim is not None and reading.raw_capabilities is not None
     assert reading.metrics_text is not None  # a verified bundle has all three
-    claim = reading.manifest.claim()
+    claim = reading.claim
     plan = plan_submission(
         claim, reading.raw_capabilities, config, overrides.apply(claim.submitter)
     )

@@ -31,6 +31,7 @@ from huggingface_hub import (
 from huggingface_hub.errors import (
     GatedRepoError,
     HfHubHTTPError,
+    LocalEntryNotFoundError,
     LocalTokenNotFoundError,
     RepositoryNotFoundError,
     RevisionNotFoundError,
@@ -177,7 +178,8 @@ class HubSession:
         for attempt in range(READ_ATTEMPTS):
             try:
                 return action()
-            except Exception as error:
+            except Exception as raised:
+                error = _underlying(raised)
                 if not is_transient(error) or attempt == READ_ATTEMPTS - 1:
                     if isinstance(
                         error, HfHubHTTPError | httpx2.HTTPError | LocalTokenNotFoundError
@@ -287,6 +289,15 @@ def _remote_files(entries: list[RepoFile | RepoFolder]) -> dict[str, RemoteFile]
         for entry in entries
         if isinstance(entry, RepoFile)
     }
+
+
+def _underlying(error: Exception) -> Exception:
+    """What really failed: a download whose metadata request failed is reported by the client
+    as a cache miss (LocalEntryNotFoundError) caused by the HTTP or connection error."""
+    cause = error.__cause__
+    if isinstance(error, LocalEntryNotFoundError) and isinstance(cause, Exception):
+        return cause
+    return error
 
 
 def _first_line(error: BaseException) -> str:

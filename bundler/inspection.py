@@ -32,13 +32,14 @@ class BundleInspection(BaseModel):
 def inspect_bundle(path: Path, progress: ProgressSink | None = None) -> BundleInspection:
     bundle_file(path)
     reading = read_bundle(path, progress)
-    claim = reading.manifest.claim() if reading.manifest else None
+    claim = reading.claim
+    metrics = reading.metrics
     count = claim.predictions.count if claim else 0
     return BundleInspection(
         verification=reading.verification(),
         claim=claim,
         capabilities=reading.raw_capabilities,
-        metrics=flatten_metrics(reading.metrics) if reading.metrics is not None else [],
+        metrics=flatten_metrics(metrics) if metrics is not None else [],
         error_rate=claim.predictions.errors / count if claim and count else None,
         exception_rate=claim.predictions.exceptions / count if claim and count else None,
     )

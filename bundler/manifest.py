@@ -10,15 +10,19 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from bundler.limits import MAX_LEFT_OUT_SHOWN, MAX_LEVEL
 from bundler.schema import StaticsIdentity
 
-MANIFEST_VERSION: Literal[1] = 1
+MANIFEST_VERSION: Literal[2] = 2
+"""2 records the inputs collect used beyond the run's files (`inputs`), so that verify can derive
+every other field, the warnings included, exactly as collect did."""
 MANIFEST_PATH = "manifest.json"
 RUN_META_PATH = "run_meta.json"
 METRICS_PATH = "metrics.json"
 PREDICTIONS_DIR = "predictions"
+
 
 CoverageStatus = Literal["complete", "partial", "unknown"]
 
@@ -76,10 +80,37 @@ class FileEntry(_Model):
     sha256: str
 
 
+class LeftOut(_Model):
+    """Regular files in the run directory that belong to no run, left out of the bundle."""
+
+    count: int = Field(ge=0)
+    shown: list[str] = Field(description=f"the first {MAX_LEFT_OUT_SHOWN} names, sorted")
+
+    @model_validator(mode="after")
+    def _shown_is_the_first_names(self) -> LeftOut:
+        if len(self.shown) != min(self.count, MAX_LEFT_OUT_SHOWN):
+            raise ValueError(f"left_out shows {len(self.shown)} names of {self.count}")
+        if self.shown != sorted(self.shown):
+            raise ValueError("left_out names are not sorted")
+        return self
+
+
+class CollectInputs(_Model):
+    """What collect was told or found that the bundle's own files do not show, beyond the claim's
+    submitter, expected row count and bundler version. With these, every other field of the
+    claim (the warnings included) is derived from the files, by collect and verify alike."""
+
+    level: int = Field(ge=1, le=MAX_LEVEL, description="the zstd level of every frame")
+    left_out: LeftOut
+    row_count_note: str | None = Field(
+        description="why --resolve-rows found no row count; only when the count is unknown"
+    )
+
+
 class BundleClaim(_Model):
     """Everything a bundle says about itself, shared by the manifest and the sidecar."""
 
-    manifest_version: Literal[1] = MANIFEST_VERSION
+    manifest_version: Literal[2] = MANIFEST_VERSION
     bundle_id: str
     target: str
     statics: StaticsIdentity
@@ -93,7 +124,14 @@ class BundleClaim(_Model):
     predictions: PredictionSummary
     coverage: Coverage
     warnings: list[str]
+    inputs: CollectInputs
     bundler_version: str
+
+    @model_validator(mode="after")
+    def _note_only_without_a_row_count(self) -> BundleClaim:
+        if self.inputs.row_count_note is not None and self.coverage.expected_rows is not None:
+            raise ValueError("inputs.row_count_note is set although the row count is known")
+        return self
 
 
 class Manifest(BundleClaim):
@@ -101,9 +139,6 @@ class Manifest(BundleClaim):
     streamed entry by entry without holding a large run's file list as one string."""
 
     files: list[FileEntry]
-
-    def claim(self) -> BundleClaim:
-        return BundleClaim.model_validate(self.model_dump(exclude={"files"}))
 
 
 class ArchiveInfo(_Model):
@@ -117,6 +152,3 @@ class Sidecar(BundleClaim):
 
     archive: ArchiveInfo
     files_count: int = Field(description="number of files listed in the manifest")
-
-    def claim(self) -> BundleClaim:
-        return BundleClaim.model_validate(self.model_dump(exclude={"archive", "files_count"}))

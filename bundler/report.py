@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from bundler.export import ExportReport
     from bundler.inspection import BundleInspection
     from bundler.progress import Unit
+    from bundler.review import ReviewReport
     from bundler.sync import SyncReport
     from bundler.upload import UploadReport
     from bundler.verify import VerifyReport
@@ -75,6 +76,12 @@ def stderr_console() -> Console:
     if not console.is_terminal and "COLUMNS" not in os.environ:
         console.width = LOG_WIDTH
     return console
+
+
+def emit_text(text: str) -> None:
+    """A document (Markdown) on stdout, for a person to read or a pipe to take."""
+    sys.stdout.write(text)
+    sys.stdout.flush()
 
 
 def emit_json(value: BaseModel | dict[str, Any]) -> None:
@@ -166,11 +173,13 @@ def render_collect(report: CollectReport, console: Console) -> None:
     )
 
 
-def render_checks(checks: list[CheckResult], console: Console) -> None:
+def render_checks(checks: list[CheckResult], console: Console, indent: str = "  ") -> None:
     for check in checks:
         style = STATUS_STYLE[check.status]
         hint = f" [dim]({shown(check.hint)})[/]" if check.hint else ""
-        console.print(f"  [{style}]{check.status:>6}[/] {check.name}: {shown(check.detail)}{hint}")
+        console.print(
+            f"{indent}[{style}]{check.status:>6}[/] {check.name}: {shown(check.detail)}{hint}"
+        )
 
 
 def render_verify(report: VerifyReport, console: Console) -> None:
@@ -473,3 +482,43 @@ def render_sync(report: SyncReport, console: Console) -> None:
         f"{counts.refused + counts.failed} refused or failed; {counts.commits} commit(s); "
         f"{took.total_seconds():.1f} s; exit code {report.exit_code}"
     )
+
+
+MERGE_STYLE = {"merged": "green", "refused": "bold red", "failed": "bold red"}
+
+
+def render_review(report: ReviewReport, console: Console) -> None:
+    """A short summary; the full report is the Markdown (stdout, or the PR comment)."""
+    for pr in report.pull_requests:
+        verdict = "[green]clean[/]" if pr.clean else "[bold red]needs a maintainer[/]"
+        kinds = [bundle.classification for bundle in pr.bundles]
+        counted = ", ".join(
+            f"{kinds.count(kind)} {kind}"
+            for kind in ("new", "replacement", "unchanged")
+            if kind in kinds
+        )
+        console.print(
+            f"PR #{pr.num} '{shown(pr.title)}' by {shown(pr.author)}: {verdict}"
+            f" ({counted or 'no bundle'})"
+        )
+        render_checks([check for check in pr.checks if check.status != "passed"], console)
+        for bundle in pr.bundles:
+            problems = [check for check in bundle.checks if check.status != "passed"]
+            if problems:
+                console.print(f"  {shown(bundle.bundle_id)} ({bundle.classification}):")
+                render_checks(problems, console, indent="    ")
+        if pr.comment != "not-asked":
+            console.print(f"  comment: {pr.comment}")
+        if pr.merge != "not-asked":
+            detail = f": {shown(pr.merge_detail)}" if pr.merge_detail else ""
+            console.print(f"  merge: [{MERGE_STYLE[pr.merge]}]{pr.merge}[/]{detail}")
+    if report.card is not None:
+        card = report.card
+        state = f"regenerated (commit {card.commit[:12]})" if card.commit else "already true"
+        console.print(
+            f"dataset card on {escape(card.revision)}: {state}, {card.bundle_count} bundle(s)"
+        )
+    if report.card_error:
+        console.print(f"[bold red]dataset card not regenerated[/]: {shown(report.card_error)}")
+    clean = sum(pr.clean for pr in report.pull_requests)
+    console.print(f"{clean} of {len(report.pull_requests)} pull request(s) clean")

@@ -15,21 +15,31 @@ from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from bundler.discover import METRICS_NAME, PREDICTION_FILE, RUN_META_NAME, RunDirectory, is_run_file
 from bundler.errors import InputError
 from bundler.fileio import printable_name, read_bounded
 from bundler.layout import BundleId, LayoutError
+from bundler.limits import (
+    INT64_MAX,
+    MAX_LEFT_OUT_SHOWN,
+    MAX_METRICS_BYTES,
+    MAX_PREDICTION_BYTES,
+    MAX_PREDICTIONS,
+    MAX_RUN_META_BYTES,
+    TAR_NUMBER_LIMIT,
+)
 from bundler.manifest import (
     METRICS_PATH,
     RUN_META_PATH,
     Coverage,
+    LeftOut,
     PredictionSummary,
     prediction_path,
 )
 from bundler.naming import capability_fingerprint, slugify
-from bundler.schema import INT64_MAX, StaticsRunMetadata
+from bundler.schema import StaticsRunMetadata
 from bundler.validation import (
     PredictionTally,
     assess_coverage,
@@ -39,10 +49,6 @@ from bundler.validation import (
     parse_run_meta,
 )
 
-MAX_RUN_META_BYTES = 16 << 20
-MAX_METRICS_BYTES = 256 << 20
-MAX_PREDICTION_BYTES = 256 << 20
-MAX_EXTRA_FILES_LISTED = 10
 PROGRESS_BATCH = 256
 _DECIMAL = re.compile(r"^[0-9]+$")
 
@@ -101,13 +107,39 @@ class PredictionFiles:
 
 
 @dataclass(frozen=True)
+class RunEvidence:
+    """What a run's claim is derived from, the same whether read from a run directory (collect)
+    or from a bundle's own files (verify)."""
+
+    meta: StaticsRunMetadata
+    fingerprint: str
+    bundle_id: BundleId
+    summary: PredictionSummary
+    indices: Sequence[int]
+    """Prediction indices, in increasing order."""
+
+
+@dataclass(frozen=True)
 class ValidatedRun:
     header: RunHeader
     metrics_file: ArchivedFile
     predictions: PredictionFiles
     summary: PredictionSummary
+    left_out: LeftOut
+    row_count_note: str | None
     coverage: Coverage
     warnings: list[str]
+
+    @property
+    def evidence(self) -> RunEvidence:
+        header = self.header
+        return RunEvidence(
+            header.meta,
+            header.fingerprint,
+            header.bundle_id,
+            self.summary,
+            self.predictions.indices,
+        )
 
     def files(self) -> Iterator[ArchivedFile]:
         """Every file of the bundle after the manifest, in archive order."""
@@ -127,13 +159,7 @@ def read_header(run: RunDirectory) -> RunHeader:
         )
     data = read_bounded(path, MAX_RUN_META_BYTES)
     meta, raw = parse_run_meta(data, str(path))
-    if not slugify(meta.capabilities.player_name):
-        raise InputError(path, "capabilities.player_name has no letters or digits to name a path")
-    fingerprint = capability_fingerprint(raw["capabilities"])
-    try:
-        bundle_id = BundleId.of(meta.capabilities.player_name, fingerprint, meta.statics.target)
-    except LayoutError as error:
-        raise InputError(path, f"cannot name a bundle: {error}") from None
+    fingerprint, bundle_id = identify(path, meta, raw["capabilities"])
     return RunHeader(
         run=run,
         meta=meta,
@@ -144,23 +170,43 @@ def read_header(run: RunDirectory) -> RunHeader:
     )
 
 
+def identify(
+    where: Path | str, meta: StaticsRunMetadata, capabilities: dict[str, Any]
+) -> tuple[str, BundleId]:
+    """The capability fingerprint and bundle id of a run, from run_meta.json and its raw
+    `capabilities`; InputError for a run that cannot be bundled at all."""
+    if not slugify(meta.capabilities.player_name):
+        raise InputError(where, "capabilities.player_name has no letters or digits to name a path")
+    if not 0 <= meta.run_timestamp < TAR_NUMBER_LIMIT:
+        raise InputError(
+            where, f"run_date {meta.run_date!r} is outside what a tar header holds (1970 to 2242)"
+        )
+    fingerprint = capability_fingerprint(capabilities)
+    try:
+        bundle_id = BundleId.of(meta.capabilities.player_name, fingerprint, meta.statics.target)
+    except LayoutError as error:
+        raise InputError(where, f"cannot name a bundle: {error}") from None
+    return fingerprint, bundle_id
+
+
 def validate_run(
     header: RunHeader,
     *,
     expected_rows: int | None,
     allow_partial: bool,
+    row_count_note: str | None = None,
     on_prediction: Callable[[int], None] | None = None,
     on_file: Callable[[str, bytes], None] | None = None,
 ) -> ValidatedRun:
     """Check metrics.json and every prediction; refuse a run that is wrong or, unless allowed,
-    partial. `on_prediction` (if given) is told how many more predictions were checked, in
+    partial. `row_count_note` says why --resolve-rows found no row count, if it did not.
+    `on_prediction` (if given) is told how many more predictions were checked, in
     batches (progress bars are costly per call);
     `on_file` with each file's archive path and the very bytes checked, in archive order, so
     they can be archived without reading any file a second time."""
     keep = on_file or (lambda archive_path, data: None)
     keep(RUN_META_PATH, header.run_meta_data)
     directory = header.run.path
-    warnings: list[str] = []
     metrics_path = directory / METRICS_NAME
     if not os.path.lexists(metrics_path):
         raise InputError(
@@ -171,9 +217,8 @@ def validate_run(
     keep(METRICS_PATH, metrics_data)
     metrics_file = ArchivedFile(METRICS_PATH, len(metrics_data), _sha256(metrics_data))
 
-    indices, odd_names = _list_predictions(directory, warnings)
-    if not indices:
-        raise InputError(directory, "no prediction_<index>.json files")
+    indices, odd_names, left_out = _list_predictions(directory)
+    check_prediction_count(directory, len(indices))
     predictions = PredictionFiles(odd_names)
     tally = PredictionTally()
     directory_name = str(directory)
@@ -191,13 +236,56 @@ def validate_run(
     if on_prediction is not None:
         on_prediction(len(indices) % PROGRESS_BATCH)
     summary = tally.summary()
+    evidence = RunEvidence(header.meta, header.fingerprint, header.bundle_id, summary, indices)
+    coverage, warnings = judge_run(
+        directory,
+        evidence,
+        expected_rows=expected_rows,
+        allow_partial=allow_partial,
+        left_out=left_out,
+        row_count_note=row_count_note,
+    )
+    return ValidatedRun(
+        header, metrics_file, predictions, summary, left_out, row_count_note, coverage, warnings
+    )
+
+
+def check_prediction_count(where: Path | str, count: int) -> None:
+    """Collect refuses a run with more predictions than a bundle holds, and verify a bundle."""
+    if count > MAX_PREDICTIONS:
+        raise InputError(where, f"{count} predictions, more than the {MAX_PREDICTIONS} of a bundle")
+
+
+def judge_run(
+    where: Path | str,
+    evidence: RunEvidence,
+    *,
+    expected_rows: int | None,
+    allow_partial: bool,
+    left_out: LeftOut,
+    row_count_note: str | None,
+) -> tuple[Coverage, list[str]]:
+    """A run's coverage and warnings, exactly as collect decides them: collect judges a run
+    directory with it, and verify a bundle's own files with the inputs its manifest records.
+    Raises InputError where collect refuses the run."""
+    summary, indices = evidence.summary, evidence.indices
+    if not indices:
+        raise InputError(where, "no prediction_<index>.json files")
     coverage = assess_coverage(summary, expected_rows)
-    _judge_coverage(directory, header, summary, coverage, indices, allow_partial, warnings)
-    warnings.extend(_claim_warnings(header.meta, summary))
-    return ValidatedRun(header, metrics_file, predictions, summary, coverage, warnings)
+    warnings = [] if row_count_note is None else [row_count_note]
+    if left_out.count:
+        more = left_out.count - len(left_out.shown)
+        suffix = f" and {more} more" if more > 0 else ""
+        warnings.append(
+            f"left out {left_out.count} unknown file(s): {', '.join(left_out.shown)}{suffix}"
+        )
+    task = evidence.meta.statics.task_name
+    warnings += _judge_coverage(where, task, summary, coverage, indices, allow_partial)
+    warnings += _claim_warnings(evidence.meta, summary)
+    return coverage, warnings
 
 
-def _list_predictions(directory: Path, warnings: list[str]) -> tuple[array[int], dict[int, str]]:
+def _list_predictions(directory: Path) -> tuple[array[int], dict[int, str], LeftOut]:
     """Prediction indices in order, plus the names that are not `prediction_<index>.json`;
     other regular files are left out with a warning (their names go into the manifest, so a
     name that is not UTF-8 is shown with its bytes escaped)."""
@@ -219,13 +307,9 @@ def _list_predictions(directory: Path, warnings: list[str]) -> tuple[array[int],
                 names = [*names, canonical_name(index)]
             first, second = sorted(names)[:2]
             raise InputError(directory, f"duplicate index {index}: {first} and {second}")
-    if extras:
-        extras.sort()
-        shown = ", ".join(extras[:MAX_EXTRA_FILES_LISTED])
-        more = len(extras) - MAX_EXTRA_FILES_LISTED
-        suffix = f" and {more} more" if more > 0 else ""
-        warnings.append(f"left out {len(extras)} unknown file(s): {shown}{suffix}")
-    return indices, {index: names[0] for index, names in odd_names.items()}
+    extras.sort()
+    left_out = LeftOut(count=len(extras), shown=extras[:MAX_LEFT_OUT_SHOWN])
+    return indices, {index: names[0] for index, names in odd_names.items()}, left_out
 
 
 def _list_entry(
@@ -254,38 +338,32 @@ def _list_entry(
 
 
 def _judge_coverage(
-    directory: Path,
-    header: RunHeader,
+    where: Path | str,
+    task: str,
     summary: PredictionSummary,
     coverage: Coverage,
     indices: Sequence[int],
     allow_partial: bool,
-    warnings: list[str],
-) -> None:
-    task = header.meta.statics.task_name
+) -> list[str]:
     expected = coverage.expected_rows
     if expected is not None and indices[-1] >= expected:
         raise InputError(
-            directory,
+            where,
             f"prediction index {indices[-1]} is beyond the {expected} rows "
             f"given by --expect {task}",
             hint="check the --expect row count for this task",
         )
     if coverage.status != "partial":
         if coverage.status == "unknown":
-            warnings.append(
-                f"coverage unknown: {summary.count} rows present; pass --expect {task}=ROWS"
-            )
-        return
+            return [f"coverage unknown: {summary.count} rows present; pass --expect {task}=ROWS"]
+        return []
     if not summary.contiguous:
         problem = f"prediction indices have gaps ({describe_gaps(indices)})"
     else:
         problem = f"partial run: {summary.count} of {expected} rows (a --limit-instances run?)"
     if not allow_partial:
-        raise InputError(
-            directory, problem, hint="pass --allow-partial to bundle it, marked partial"
-        )
-    warnings.append(problem)
+        raise InputError(where, problem, hint="pass --allow-partial to bundle it, marked partial")
+    return [problem]
 
 
 def _claim_warnings(meta: StaticsRunMetadata, summary: PredictionSummary) -> list[str]:

@@ -25,17 +25,13 @@ from pydantic import (
     model_validator,
 )
 
+from bundler.limits import INT64_MAX, TAR_NUMBER_LIMIT
 from bundler.naming import SAFE_TASK_NAME
 
 UNPINNED_LABEL = "unpinned"
 UNKNOWN_HARNESS_VERSION = "0.0.0"
 DIRTY_SUFFIX = "-dirty"
 _COMMIT_SHA = re.compile(r"^[0-9a-fA-F]{8,64}$")
-INT64_MAX = 2**63 - 1
-"""Counts are published in int64 columns, so a count or total beyond this is refused."""
-TAR_MTIME_LIMIT = 8**11
-"""A ustar header holds the mtime in 11 octal digits, and the archive's members carry the run
-date as mtime, so a run date must fall in [1970-01-01, 2242-03-16)."""
 
 Count = Annotated[StrictInt, Field(ge=0, le=INT64_MAX)]
 
@@ -148,7 +144,7 @@ def parse_instant(value: str) -> datetime:
     parsed = datetime.fromisoformat(value)
     if parsed.tzinfo is None:
         raise ValueError(f"run_date {value!r} has no UTC offset, so it is not an instant")
-    if not 0 <= parsed.timestamp() < TAR_MTIME_LIMIT:
+    if not 0 <= parsed.timestamp() < TAR_NUMBER_LIMIT:
         raise ValueError(f"run_date {value!r} is not between 1970 and 2242")
     return parsed
 

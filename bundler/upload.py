@@ -58,7 +58,7 @@ from bundler.pullrequest import (
     render_pr_description,
 )
 from bundler.rows import BundleRow, build_row, read_row, row_files
-from bundler.verify import find_archives, read_bundle, read_manifest
+from bundler.verify import find_archives, manifest_digests, read_bundle
 from bundler.version import bundler_version
 
 MAX_FILES_PER_COMMIT = 100
@@ -272,8 +272,9 @@ def companions_present(bundle: LocalBundle, remote: dict[str, RemoteFile]) -> bo
 
 def claim_differences(old: Sidecar, new: Sidecar) -> list[ClaimDifference]:
     """The claims of two sidecars that differ, field by field (nested claims as `a.b`)."""
-    before = old.claim().model_dump(mode="json")
-    after = new.claim().model_dump(mode="json")
+    sidecar_only = {"archive", "files_count"}
+    before = old.model_dump(mode="json", exclude=sidecar_only)
+    after = new.model_dump(mode="json", exclude=sidecar_only)
     found: list[ClaimDifference] = []
     for name in after:
         was, now = before.get(name), after.get(name)
@@ -573,15 +574,15 @@ class Publisher:
             )
             reading = read_bundle(archive, self.progress)
             verification = reading.verification()
-            if not verification.ok or reading.manifest is None:
+            if not verification.ok:
                 return f"the Hub's copy fails verification ({verification.describe_failures()})"
             prefix = f"{PREDICTIONS_DIR}/"
             old_predictions = {
-                entry.path: entry.sha256
-                for entry in reading.manifest.files
-                if entry.path.startswith(prefix)
+                name: sha256
+                for name, sha256 in manifest_digests(archive).items()
+                if name.startswith(prefix)
             }
-        new_files = {entry.path: entry.sha256 for entry in read_manifest(bundle.archive).files}
+        new_files = manifest_digests(bundle.archive)
         changed = sorted(
             path for path, sha in old_predictions.items() if new_files.get(path) != sha
         )

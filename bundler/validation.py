@@ -12,8 +12,9 @@ from pydantic import ValidationError
 from pydantic_core import from_json
 
 from bundler.errors import InputError
+from bundler.limits import INT64_MAX
 from bundler.manifest import Coverage, CoverageStatus, PredictionSummary, prediction_path
-from bundler.schema import INT64_MAX, PredictionRecord, StaticsRunMetadata
+from bundler.schema import PredictionRecord, StaticsRunMetadata
 
 MAX_ERRORS_SHOWN = 3
 _JSON_PROBLEMS = {

@@ -1,82 +1,101 @@
-"""Stage 4: check a bundle without extracting it, streaming, with memory and output bounded.
+"""Stage 4: check that a bundle is exactly what collect writes, streaming, in bounded memory.
 
-One pass over the archive file does everything: the file's bytes are hashed for the sidecar's
-digest while zstd (which checks its frame checksum) feeds tar, and every tar member is matched
-against the manifest, hashed, and, for predictions, re-validated and re-counted. The manifest is
-the first member, so the decompressed size is capped by what it declares and a decompression
-bomb stops as soon as it exceeds that.
+One pass over the archive does everything. Its bytes are hashed for the sidecar while
+`FrameReader` checks the zstd frame layout and decompresses and `TarReader` accepts only the
+headers collect writes. The manifest (the first member) is spooled; every later member is
+matched against its entry, hashed and parsed, and the predictions are counted. Then the claim is
+derived from the files and the inputs the manifest records by the function collect uses, and the
+manifest and the sidecar must be byte for byte what collect would write. Nothing is taken on
+trust, and no member may be larger than collect accepts, so a forged bundle can neither fool
+verify nor exhaust its memory.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
-import tarfile
+import tempfile
+from array import array
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, TypeVar
 
 import zstandard
 from pydantic import BaseModel, ValidationError
 
+from bundler.archive import (
+    BUNDLE_FRAMES,
+    MANIFEST_CLOSING,
+    MANIFEST_FILES_OPENING,
+    MANIFEST_SPOOL_BYTES,
+    FrameReader,
+    TarReader,
+    frame_chunks,
+    level_window,
+    manifest_entry,
+    manifest_head,
+    prefetched,
+)
 from bundler.checks import CheckResult, failed, passed, warned
-from bundler.errors import BundlerError, InputError, UsageError
-from bundler.fileio import CHUNK_SIZE, HashingReader
+from bundler.collect import claim_for, sidecar_bytes, sidecar_for
+from bundler.errors import BundlerError, InputError, NotCanonicalError, UsageError
+from bundler.fileio import HashingReader
 from bundler.layout import (
     ARCHIVE_SUFFIX,
     SIDECAR_SUFFIX,
-    BundleId,
     LayoutError,
     id_of_local_archive,
     is_archive_path,
     sidecar_of,
 )
+from bundler.limits import (
+    MAX_CLAIM_BYTES,
+    MAX_METRICS_BYTES,
+    MAX_PREDICTION_BYTES,
+    MAX_PREDICTIONS,
+    MAX_RUN_META_BYTES,
+    MAX_SIDECAR_BYTES,
+)
 from bundler.manifest import (
     MANIFEST_PATH,
+    MANIFEST_VERSION,
     METRICS_PATH,
     RUN_META_PATH,
-    Manifest,
+    BundleClaim,
     Sidecar,
     prediction_path,
 )
-from bundler.naming import capability_fingerprint
 from bundler.progress import NoProgress, ProgressSink
+from bundler.runs import PROGRESS_BATCH, RunEvidence, check_prediction_count, identify
 from bundler.schema import StaticsRunMetadata
 from bundler.validation import (
     PredictionTally,
-    assess_coverage,
     check_metrics,
     describe_validation_error,
     parse_prediction,
     parse_run_meta,
 )
 
-MAX_MANIFEST_BYTES = 64 << 20
-MAX_SIDECAR_BYTES = 16 << 20
-TAR_BLOCK = 512
-TAR_RECORD = 10240
-PER_MEMBER_OVERHEAD = 3 * TAR_BLOCK  # header, a possible extended header, padding
-
-
-class BombError(Exception):
-    """More decompressed data than the manifest declares."""
-
-
-class _BoundedReader:
-    """Caps how many decompressed bytes may be read; the cap tightens once the manifest is known."""
-
-    def __init__(self, source: Any, limit: int) -> None:
-        self._source = source
-        self.limit = limit
-        self.consumed = 0
-
-    def read(self, size: int = -1) -> bytes:
-        if size < 0:
-            size = CHUNK_SIZE
-        data: bytes = self._source.read(min(size, self.limit - self.consumed + 1))
-        self.consumed += len(data)
-        if self.consumed > self.limit:
-            raise BombError(f"decompressed data exceeds the {self.limit} bytes the manifest allows")
-        return data
+_MAX_ENTRY_BYTES = len(
+    manifest_entry(prediction_path(2**63 - 1), MAX_PREDICTION_BYTES, "0" * 64, first=False)
+)
+MAX_MANIFEST_BYTES = (
+    MAX_CLAIM_BYTES
+    + len(MANIFEST_FILES_OPENING)
+    + (MAX_PREDICTIONS + 2) * _MAX_ENTRY_BYTES
+    + len(MANIFEST_CLOSING)
+)
+"""The largest manifest collect can write; it is spooled, to disk beyond MANIFEST_SPOOL_BYTES."""
+_MAX_MEMBER_BYTES = max(MAX_RUN_META_BYTES, MAX_METRICS_BYTES, MAX_PREDICTION_BYTES)
+_MANIFEST_READ_BYTES = 1 << 20
+T = TypeVar("T")
+_PREDICTION_PREFIX = "predictions/prediction_"
+_PREDICTION_SUFFIX = ".json"
+_MAX_INDEX_DIGITS = 19
+"""Indices are below 2**63 (collect keeps them in 64-bit arrays): at most 19 digits."""
+_SHOWN_VALUE_CHARS = 80
 
 
 class BundleVerification(BaseModel):
@@ -112,23 +131,38 @@ class BundleReading:
 
     path: Path
     checks: list[CheckResult] = field(default_factory=list)
-    manifest: Manifest | None = None
+    claim: BundleClaim | None = None
+    """What manifest.json claims, once it parses; the checks say whether it holds."""
     sidecar: Sidecar | None = None
     sidecar_data: bytes | None = None
     """The sidecar file's bytes as read, so a publisher need not read it again."""
     run_meta: StaticsRunMetadata | None = None
-    metrics: dict[str, Any] | None = None
     metrics_text: str | None = None
     """The original metrics.json text, for the Hub's table row."""
     raw_capabilities: dict[str, Any] | None = None
     """As read, because the fingerprint must be computed from the exact values in the file."""
 
+    @property
+    def metrics(self) -> dict[str, Any] | None:
+        """metrics.json parsed, on demand: only a reviewer's view needs it."""
+        if self.metrics_text is None:
+            return None
+        return check_metrics(self.metrics_text.encode("utf-8"), METRICS_PATH)
+
     def verification(self) -> BundleVerification:
         return BundleVerification(
             archive=str(self.path),
-            bundle_id=self.manifest.bundle_id if self.manifest else None,
+            bundle_id=self.claim.bundle_id if self.claim else None,
             checks=self.checks,
         )
+
+
+class _Failed(Exception):
+    """A failed check that ends the reading: what follows cannot be trusted."""
+
+    def __init__(self, check: str, detail: str, hint: str | None = None) -> None:
+        super().__init__(detail)
+        self.result = failed(check, detail, hint)
 
 
 def find_archives(paths: list[Path]) -> list[Path]:
@@ -201,302 +235,517 @@ def read_bundle(path: Path, progress: ProgressSink | None = None) -> BundleReadi
     reading = BundleReading(path=path)
     progress = progress or NoProgress()
     progress.begin(f"verifying {path.name}", None)
-    _read_sidecar(reading)
+    sidecar_problem = _read_sidecar(reading)
+    derived: BundleClaim | None = None
     try:
         with path.open("rb") as raw:
             hashing = HashingReader(raw)
-            if _check_frame(reading, raw):
-                _read_archive(reading, hashing, progress)
+            try:
+                derived = _read_archive(reading, hashing, progress)
+            except _Failed as failure:
+                reading.checks.append(failure.result)
+            except NotCanonicalError as error:
+                reading.checks.append(failed(error.part, error.message))
+            except zstandard.ZstdError as error:
+                reading.checks.append(failed("zstd", f"corrupt compressed data ({error})"))
             hashing.drain()
     except OSError as error:
         reading.checks.append(failed("archive", f"cannot read: {error.strerror}"))
         return reading
     _check_digest(reading, hashing)
+    _check_sidecar(reading, sidecar_problem, derived, hashing)
     _check_location(reading)
     return reading
 
 
-def read_manifest(path: Path) -> Manifest:
-    """A bundle's manifest, from the archive's first member only, without checking anything
-    else: for a bundle `read_bundle` already verified, whose file list is needed again.
-    Raises InputError when the archive does not start with a readable manifest."""
-    try:
-        with path.open("rb") as raw:
-            decompressed = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
-            bounded = _BoundedReader(decompressed, MAX_MANIFEST_BYTES + PER_MEMBER_OVERHEAD)
-            with tarfile.open(fileobj=bounded, mode="r|") as tar:  # type: ignore[call-overload]
-                first = tar.next()
-                if first is None or first.name != MANIFEST_PATH or not first.isreg():
-                    raise InputError(path, f"the first member is not {MANIFEST_PATH}")
-                return Manifest.model_validate_json(_member_bytes(tar, first))
-    except (OSError, zstandard.ZstdError, tarfile.TarError, BombError, ValidationError) as error:
-        raise InputError(path, f"cannot read {MANIFEST_PATH}: {error}") from None
-
-
-def _read_sidecar(reading: BundleReading) -> None:
+def _read_sidecar(reading: BundleReading) -> str | None:
+    """Read the sidecar's bytes (checked once the archive is known); the problem, if any."""
     path = sidecar_of(reading.path)
     if not path.is_file():
-        reading.checks.append(
-            failed("sidecar", f"{path.name} is missing", hint="re-run collect, or download it too")
-        )
-        return
+        return f"{path.name} is missing"
     try:
         with path.open("rb") as handle:
-            data = handle.read(MAX_SIDECAR_BYTES)
-        reading.sidecar = Sidecar.model_validate_json(data)
-        reading.sidecar_data = data
-    except (OSError, ValidationError) as error:
-        detail = (
-            describe_validation_error(error)
-            if isinstance(error, ValidationError)
-            else str(error.strerror)
-        )
-        reading.checks.append(failed("sidecar", f"{path.name}: {detail}"))
-        return
-    reading.checks.append(passed("sidecar", f"{path.name} parses"))
-
-
-def _check_frame(reading: BundleReading, raw: Any) -> bool:
-    header = raw.read(18)
-    raw.seek(0)
-    try:
-        parameters = zstandard.get_frame_parameters(header)
-    except zstandard.ZstdError as error:
-        reading.checks.append(failed("zstd", f"not a zstd stream ({error})"))
-        return False
-    if not parameters.has_checksum:
-        reading.checks.append(failed("zstd", "the zstd frame carries no checksum"))
-        return False
-    return True
-
-
-def _read_archive(reading: BundleReading, hashing: HashingReader, progress: ProgressSink) -> None:
-    decompressed = zstandard.ZstdDecompressor().stream_reader(
-        hashing,  # type: ignore[arg-type]
-        read_across_frames=True,  # a bundle is several frames that make one tar stream
-    )
-    bounded = _BoundedReader(decompressed, MAX_MANIFEST_BYTES + PER_MEMBER_OVERHEAD)
-    try:
-        with tarfile.open(fileobj=bounded, mode="r|") as tar:  # type: ignore[call-overload]
-            _read_members(reading, tar, bounded, progress)
-        trailing = bounded.read(TAR_RECORD)
-        while trailing:
-            if trailing.strip(b"\0"):
-                raise InputError(reading.path, "data after the end of the tar archive")
-            trailing = bounded.read(TAR_RECORD)
-        reading.checks.append(passed("zstd", "frame checksum matches"))
-    except zstandard.ZstdError as error:
-        reading.checks.append(failed("zstd", f"corrupt compressed data ({error})"))
-    except BombError as error:
-        reading.checks.append(failed("size", str(error), hint="do not trust this bundle"))
-    except tarfile.TarError as error:
-        reading.checks.append(failed("members", f"not a readable tar stream ({error})"))
-    except InputError as error:
-        reading.checks.append(failed("members", error.problem))
-
-
-def _read_members(
-    reading: BundleReading, tar: tarfile.TarFile, bounded: _BoundedReader, progress: ProgressSink
-) -> None:
-    members = iter(tar)
-    first = next(members, None)
-    if first is None or first.name != MANIFEST_PATH or not first.isreg():
-        raise InputError(reading.path, f"the first member must be {MANIFEST_PATH}")
-    if first.size > MAX_MANIFEST_BYTES:
-        raise InputError(reading.path, f"{MANIFEST_PATH} is implausibly large ({first.size} bytes)")
-    manifest = _parse_manifest(reading, _member_bytes(tar, first))
-    if manifest is None:
-        return
-    reading.manifest = manifest
-    declared = sum(entry.size for entry in manifest.files)
-    bounded.limit = (
-        bounded.consumed + declared + PER_MEMBER_OVERHEAD * len(manifest.files) + TAR_RECORD * 2
-    )
-    progress.begin(f"verifying {manifest.bundle_id}", len(manifest.files))
-    tally = PredictionTally()
-    problems: list[str] = []
-    expected = iter(manifest.files)
-    for member in members:
-        entry = next(expected, None)
-        if entry is None:
-            raise InputError(reading.path, f"unexpected member {member.name!r} not in the manifest")
-        _check_member_header(reading, member, entry.path, entry.size)
-        handle = tar.extractfile(member)
-        assert handle is not None  # a regular file, checked above
-        hashing = HashingReader(handle)  # type: ignore[arg-type]
-        data = _read_member_content(hashing, entry.path, member.size)
-        if hashing.sha256 != entry.sha256:
-            problems.append(f"{entry.path}: sha256 differs from the manifest")
-        elif data is not None:
-            _check_content(reading, entry.path, data, tally, problems)
-        progress.advance()
-    missing = [entry.path for entry in expected]
-    if missing:
-        raise InputError(reading.path, f"{len(missing)} member(s) missing, first {missing[0]}")
-    reading.checks.append(passed("members", f"{len(manifest.files)} files, in manifest order"))
-    if problems:
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        reading.checks.append(failed("contents", problems[0] + more))
-        return
-    reading.checks.append(passed("contents", "every file matches its sha256 and parses"))
-    _check_claims(reading, manifest, tally)
-
-
-def _check_member_header(
-    reading: BundleReading, member: tarfile.TarInfo, expected_path: str, expected_size: int
-) -> None:
-    name = member.name
-    if name.startswith("/") or ".." in name.split("/"):
-        raise InputError(reading.path, f"unsafe member path {name!r}")
-    if not member.isreg():
-        raise InputError(reading.path, f"member {name!r} is not a regular file (link or device)")
-    if name != expected_path:
-        raise InputError(
-            reading.path, f"member {name!r} where the manifest lists {expected_path!r}"
-        )
-    if member.size != expected_size:
-        raise InputError(
-            reading.path,
-            f"member {name!r} is {member.size} bytes, the manifest says {expected_size}",
-        )
-
-
-def _read_member_content(hashing: HashingReader, path: str, size: int) -> bytes | None:
-    """Keep the bytes of files that are parsed; stream the rest through the hash only."""
-    if path in (RUN_META_PATH, METRICS_PATH) or path.startswith("predictions/"):
-        return hashing.read(size)
-    hashing.drain()
+            data = handle.read(MAX_SIDECAR_BYTES + 1)
+    except OSError as error:
+        return f"{path.name}: cannot read: {error.strerror}"
+    if len(data) > MAX_SIDECAR_BYTES:
+        return f"{path.name} is larger than any sidecar collect writes ({MAX_SIDECAR_BYTES} bytes)"
+    reading.sidecar_data = data
     return None
 
 
-def _member_bytes(tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
-    handle = tar.extractfile(member)
-    assert handle is not None
-    return handle.read()
+def _read_archive(
+    reading: BundleReading, source: HashingReader, progress: ProgressSink
+) -> BundleClaim:
+    """Every check of the archive's content, in one pass; _Failed or NotCanonicalError at the
+    first problem. Returns the claim derived from the files, which is the manifest's."""
+    frames = FrameReader(source)  # type: ignore[arg-type]
+    with prefetched(frames.chunks()) as chunks:
+        head = TarReader(frame_chunks(chunks))
+        first = head.next_header()
+        if first is None or first[0] != MANIFEST_PATH:
+            raise _Failed("members", f"the first member must be {MANIFEST_PATH}")
+        size = first[1]
+        if size > MAX_MANIFEST_BYTES:
+            raise _Failed(
+                "members",
+                f"{MANIFEST_PATH} is implausibly large ({size} bytes, collect writes at most "
+                f"{MAX_MANIFEST_BYTES})",
+            )
+        with tempfile.SpooledTemporaryFile(max_size=MANIFEST_SPOOL_BYTES) as spool:
+            lines = 0
+            for piece in head.read_chunks(size):
+                spool.write(piece)
+                lines += piece.count(b"\n")
+            head.expect_end(MANIFEST_PATH)
+            manifest = _Manifest(spool, size)  # type: ignore[arg-type]
+            reading.claim = stored = _parse_claim(manifest.head)
+            reading.checks.append(passed("manifest", f"version {stored.manifest_version}"))
+            entries = max(0, lines - manifest.head.count(b"\n") - 4)
+            progress.begin(f"verifying {stored.bundle_id}", entries)
+            body = TarReader(frame_chunks(chunks), offset=head.offset, mtime=head.mtime)
+            files = _read_members(reading, body, manifest, progress)
+        TarReader(frame_chunks(chunks), offset=body.offset).expect_end_of_archive()
+        for _ in chunks:  # none: the producer checks that nothing follows the last frame
+            pass
+    window = level_window(stored.inputs.level)
+    for number, actual in enumerate(frames.windows, start=1):
+        if actual != window:
+            raise _Failed(
+                "zstd",
+                f"zstd frame {number} has a {actual}-byte window; level "
+                f"{stored.inputs.level}, as the manifest records, gives {window}",
+            )
+    reading.checks.append(
+        passed("zstd", f"{BUNDLE_FRAMES} checksummed frames, as collect writes them")
+    )
+    reading.checks.append(
+        passed("members", f"{files.count + 1} canonical tar members, in the manifest's order")
+    )
+    reading.checks.append(passed("contents", "every file matches its sha256 and parses"))
+    return _derive_claim(reading, stored, manifest.head, files, body.mtime)
 
 
-def _parse_manifest(reading: BundleReading, data: bytes) -> Manifest | None:
+class _Manifest:
+    """manifest.json, spooled: the claim (parsed up front), then the file list, which is read
+    entry by entry beside the members it lists, so memory does not grow with the bundle."""
+
+    def __init__(self, spool: BinaryIO, size: int) -> None:
+        spool.seek(0)
+        window = spool.read(min(size, MAX_CLAIM_BYTES + len(MANIFEST_FILES_OPENING)))
+        cut = window.find(MANIFEST_FILES_OPENING)
+        if cut < 0:
+            raise _Failed(
+                "manifest",
+                "no file list where collect writes it, after a claim of at most "
+                f"{MAX_CLAIM_BYTES} bytes",
+            )
+        self.head = window[:cut]
+        self._spool = spool
+        self._spool.seek(cut + len(MANIFEST_FILES_OPENING))
+        self._window = b""
+        self._pos = 0
+        self.count = 0
+
+    def check(self, name: str, data: bytes) -> None:
+        """The next entry must be exactly the one collect writes for this member."""
+        sha256 = hashlib.sha256(data).hexdigest()
+        expected = manifest_entry(name, len(data), sha256, first=self.count == 0)
+        if len(self._window) - self._pos < len(expected):
+            self._fill(len(expected))
+        if not self._window.startswith(expected, self._pos):
+            raise self._mismatch(name, len(data), sha256)
+        self._pos += len(expected)
+        self.count += 1
+
+    def finish(self) -> None:
+        """Every entry was matched, and the manifest ends as collect ends it."""
+        if self._peek(len(MANIFEST_CLOSING) + 1) == MANIFEST_CLOSING:
+            return
+        entry = self._next_entry()
+        if entry is not None:
+            raise _Failed("members", f"member(s) missing, first {entry[0]}")
+        raise _Failed("manifest", "the file list does not end as collect ends it")
+
+    def _mismatch(self, name: str, size: int, sha256: str) -> _Failed:
+        if self._peek(len(MANIFEST_CLOSING)) == MANIFEST_CLOSING:
+            return _Failed("members", f"unexpected member {name!r} not in the manifest")
+        entry = self._next_entry()
+        if entry is None:
+            return _Failed("manifest", f"the entry for {name!r} is not what collect writes")
+        path, listed_size, listed_sha256 = entry
+        if path != name:
+            return _Failed("members", f"member {name!r} where the manifest lists {path!r}")
+        if listed_size != size:
+            return _Failed(
+                "members", f"member {name!r} is {size} bytes, the manifest says {listed_size}"
+            )
+        if listed_sha256 != sha256:
+            return _Failed("contents", f"{name}: sha256 differs from the manifest")
+        return _Failed("manifest", f"the entry for {name!r} is not laid out as collect writes it")
+
+    def entries(self) -> Iterator[tuple[str, int, str]]:
+        """Every entry's path, size and sha256, in order: for a manifest already verified."""
+        while (entry := self._next_entry()) is not None:
+            yield entry
+            self._pos += len(manifest_entry(*entry, first=self.count == 0))
+            self.count += 1
+
+    def _next_entry(self) -> tuple[str, int, str] | None:
+        """The next entry's path, size and sha256, if it is well formed."""
+        line = self._peek(_MAX_ENTRY_BYTES)
+        line = line.removeprefix(b",").removeprefix(b"\n    ").partition(b"\n")[0]
+        try:
+            value = json.loads(line.removesuffix(b","))
+            path, size, sha256 = value["path"], value["size"], value["sha256"]
+        except (ValueError, TypeError, KeyError):
+            return None
+        if isinstance(path, str) and isinstance(size, int) and isinstance(sha256, str):
+            return path, size, sha256
+        return None
+
+    def _peek(self, size: int) -> bytes:
+        self._fill(size)
+        return self._window[self._pos : self._pos + size]
+
+    def _fill(self, size: int) -> None:
+        if len(self._window) - self._pos < size:
+            more = self._spool.read(max(size, _MANIFEST_READ_BYTES))
+            self._window = self._window[self._pos :] + more
+            self._pos = 0
+
+
+def manifest_digests(path: Path) -> dict[str, str]:
+    """Each file's sha256 as the bundle's manifest lists it, read from the archive's first
+    member only, through the same canonical readers: for a bundle `read_bundle` has verified
+    in this run (an upload comparing a resumed run with the Hub's copy), so nothing else of it
+    is read twice. Raises InputError when the archive does not start with a manifest."""
     try:
-        manifest = Manifest.model_validate_json(data)
+        with path.open("rb") as raw, prefetched(FrameReader(raw).chunks()) as chunks:
+            head = TarReader(frame_chunks(chunks))
+            first = head.next_header()
+            if first is None or first[0] != MANIFEST_PATH or first[1] > MAX_MANIFEST_BYTES:
+                raise InputError(path, f"the first member is not a {MANIFEST_PATH} collect writes")
+            with tempfile.SpooledTemporaryFile(max_size=MANIFEST_SPOOL_BYTES) as spool:
+                for piece in head.read_chunks(first[1]):
+                    spool.write(piece)
+                manifest = _Manifest(spool, first[1])  # type: ignore[arg-type]
+                return {name: sha256 for name, _, sha256 in manifest.entries()}
+    except (OSError, NotCanonicalError, _Failed) as error:
+        raise InputError(path, f"cannot read {MANIFEST_PATH}: {error}") from None
+
+
+def verified_members(path: Path, names: set[str]) -> Iterator[tuple[str, bytes]]:
+    """The named members' bytes, in archive order, of a bundle `read_bundle` has verified in
+    this run, read through the same canonical readers in one streaming pass that stops once
+    all are found. Raises InputError when the archive cannot be read back."""
+    remaining = set(names)
+    largest = max(MAX_RUN_META_BYTES, MAX_METRICS_BYTES, MAX_PREDICTION_BYTES)
+    try:
+        with path.open("rb") as raw, prefetched(FrameReader(raw).chunks()) as chunks:
+            head = TarReader(frame_chunks(chunks))
+            first = head.next_header()
+            if first is None or first[0] != MANIFEST_PATH or first[1] > MAX_MANIFEST_BYTES:
+                raise InputError(path, f"the first member is not a {MANIFEST_PATH} collect writes")
+            for _ in head.read_chunks(first[1]):
+                pass
+            head.expect_end(MANIFEST_PATH)
+            body = TarReader(frame_chunks(chunks), offset=head.offset, mtime=head.mtime)
+            while remaining and (member := body.next_member(largest)) is not None:
+                name, data = member
+                if name in remaining:
+                    remaining.discard(name)
+                    yield name, data
+    except (OSError, NotCanonicalError, _Failed) as error:
+        raise InputError(path, f"cannot read it back: {error}") from None
+    if remaining:
+        raise InputError(path, f"{min(remaining)} is missing; did the file change?")
+
+
+def _parse_claim(head: bytes) -> BundleClaim:
+    try:
+        return BundleClaim.model_validate_json(head + b"\n}")
     except ValidationError as error:
-        reading.checks.append(failed("manifest", describe_validation_error(error)))
-        return None
-    paths = [entry.path for entry in manifest.files]
-    if paths[:2] != [RUN_META_PATH, METRICS_PATH] or any(
-        path != prediction_path(_index_of(path)) for path in paths[2:]
-    ):
-        reading.checks.append(failed("manifest", "file list is not the bundle layout"))
-        return None
-    reading.checks.append(passed("manifest", f"version {manifest.manifest_version}"))
-    return manifest
+        hint = None
+        if any(detail["loc"] == ("manifest_version",) for detail in error.errors()):
+            hint = f"collect it again to get manifest version {MANIFEST_VERSION}"
+        raise _Failed("manifest", describe_validation_error(error), hint) from None
 
 
-def _index_of(path: str) -> int:
-    number = path.removeprefix("predictions/prediction_").removesuffix(".json")
-    return int(number) if number.isdigit() else -1
+@dataclass
+class _Files:
+    """What the members after the manifest showed, for deriving the claim."""
+
+    count: int
+    tally: PredictionTally
+    indices: array[int]
 
 
-def _check_content(
-    reading: BundleReading,
-    path: str,
-    data: bytes,
-    tally: PredictionTally,
-    problems: list[str],
-) -> None:
+def _read_members(
+    reading: BundleReading, body: TarReader, manifest: _Manifest, progress: ProgressSink
+) -> _Files:
+    """Read run_meta.json, metrics.json and the predictions, in collect's order, each matched
+    against the manifest and parsed."""
+    data = _next_member(body, manifest, RUN_META_PATH, MAX_RUN_META_BYTES)
+    reading.run_meta, raw = _parsed(RUN_META_PATH, lambda: parse_run_meta(data, RUN_META_PATH))
+    reading.raw_capabilities = raw["capabilities"]
+    data = _next_member(body, manifest, METRICS_PATH, MAX_METRICS_BYTES)
+    _parsed(METRICS_PATH, lambda: check_metrics(data, METRICS_PATH))
+    reading.metrics_text = _parsed(METRICS_PATH, lambda: data.decode("utf-8"))
+    tally = PredictionTally()
+    indices: array[int] = array("q")
+    next_index = 0
+    while (member := body.next_member(_MAX_MEMBER_BYTES)) is not None:
+        name, data = member
+        # Collect names predictions by index, in increasing order, usually contiguous.
+        index = next_index if name == prediction_path(next_index) else _prediction_index(name)
+        if index < next_index:
+            raise _Failed(
+                "members",
+                f"member {name!r} where collect writes predictions/prediction_<index>.json, "
+                "in increasing index order",
+            )
+        if len(data) > MAX_PREDICTION_BYTES:
+            raise _too_large(name, len(data), MAX_PREDICTION_BYTES)
+        manifest.check(name, data)
+        tally.add(_parsed(name, lambda: parse_prediction(data, index, name)))  # noqa: B023
+        indices.append(index)
+        next_index = index + 1
+        if len(indices) % PROGRESS_BATCH == 0:
+            progress.advance(PROGRESS_BATCH)
+            try:
+                check_prediction_count(name, len(indices))
+            except InputError as error:
+                raise _Failed("members", error.problem) from None
+    progress.advance(len(indices) % PROGRESS_BATCH)
+    manifest.finish()
+    return _Files(len(indices) + 2, tally, indices)
+
+
+def _next_member(body: TarReader, manifest: _Manifest, expected: str, limit: int) -> bytes:
+    member = body.next_member(_MAX_MEMBER_BYTES)
+    if member is None:
+        raise _Failed("members", f"no {expected} in the archive")
+    name, data = member
+    if name != expected:
+        raise _Failed("members", f"member {name!r} where collect writes {expected!r}")
+    if len(data) > limit:
+        raise _too_large(name, len(data), limit)
+    manifest.check(name, data)
+    return data
+
+
+def _too_large(name: str, size: int, limit: int) -> _Failed:
+    return _Failed(
+        "members", f"member {name!r} is {size} bytes, more than the {limit} collect accepts"
+    )
+
+
+def _parsed(name: str, parse: Callable[[], T]) -> T:
+    """A member parsed by collect's own rules; a failed check when they refuse it."""
     try:
-        if path == RUN_META_PATH:
-            reading.run_meta, raw = parse_run_meta(data, path)
-            reading.raw_capabilities = raw["capabilities"]
-        elif path == METRICS_PATH:
-            reading.metrics = check_metrics(data, path)
-            reading.metrics_text = data.decode("utf-8")
-        else:
-            tally.add(parse_prediction(data, _index_of(path), path))
+        return parse()
     except BundlerError as error:
-        problems.append(str(error))
+        raise _Failed("contents", str(error)) from None
+    except (ValueError, RecursionError) as error:  # parser limits met by hostile input
+        raise _Failed("contents", f"{name}: cannot be parsed ({type(error).__name__})") from None
 
 
-def _check_claims(reading: BundleReading, manifest: Manifest, tally: PredictionTally) -> None:
-    """The manifest's claims must be what its own files say, recomputed here."""
-    meta = reading.run_meta
-    assert meta is not None and reading.raw_capabilities is not None
-    fingerprint = capability_fingerprint(reading.raw_capabilities)
-    recomputed = {
-        "bundle_id": str(
-            BundleId.of(meta.capabilities.player_name, fingerprint, meta.statics.target)
-        ),
-        "target": meta.statics.target,
-        "statics": meta.statics,
-        "model_name": meta.model_name,
-        "run_date": meta.run_date,
-        "player_name": meta.capabilities.player_name,
-        "player_type": meta.capabilities.player_type,
-        "capability_fingerprint": fingerprint,
-        "provenance": meta.provenance.model_dump(),
-    }
-    differing = [key for key, value in recomputed.items() if getattr(manifest, key) != value]
-    if differing:
-        reading.checks.append(
-            failed("identity", f"manifest disagrees with run_meta.json on {', '.join(differing)}")
+def _prediction_index(name: str) -> int:
+    """The index in `predictions/prediction_<index>.json` as collect names it; -1 otherwise."""
+    digits = name.removeprefix(_PREDICTION_PREFIX).removesuffix(_PREDICTION_SUFFIX)
+    if (
+        0 < len(digits) <= _MAX_INDEX_DIGITS
+        and digits.isascii()
+        and digits.isdigit()
+        and prediction_path(int(digits)) == name
+    ):
+        return int(digits)
+    return -1
+
+
+def _derive_claim(
+    reading: BundleReading, stored: BundleClaim, head: bytes, files: _Files, mtime: int | None
+) -> BundleClaim:
+    """Derive the claim from the files and the inputs the manifest records, exactly as collect
+    would; the manifest's must be byte for byte the same."""
+    meta, capabilities = reading.run_meta, reading.raw_capabilities
+    assert meta is not None and capabilities is not None  # run_meta.json parsed
+    hint = "do not trust this bundle"
+    try:
+        if mtime != meta.run_timestamp:
+            raise _Failed(
+                "members",
+                f"the tar headers' mtime {mtime} is not the run date {meta.run_date} "
+                f"({meta.run_timestamp})",
+            )
+        fingerprint, bundle_id = identify(RUN_META_PATH, meta, capabilities)
+        derived = claim_for(
+            RUN_META_PATH,
+            RunEvidence(meta, fingerprint, bundle_id, files.tally.summary(), files.indices),
+            submitter=stored.submitter,
+            expected_rows=stored.coverage.expected_rows,
+            inputs=stored.inputs,
+            bundler_version=stored.bundler_version,
         )
-    else:
-        reading.checks.append(passed("identity", f"{manifest.bundle_id} matches run_meta.json"))
-    summary = tally.summary()
-    coverage = assess_coverage(summary, manifest.coverage.expected_rows)
-    if summary != manifest.predictions:
-        reading.checks.append(
-            failed("predictions", "prediction counts or usage differ from the manifest's summary")
+        expected = manifest_head(derived)
+    except InputError as error:
+        raise _Failed("claim", f"collect would refuse these files: {error.problem}", hint) from None
+    except (ValueError, ArithmeticError, RecursionError) as error:  # limits met by hostile input
+        problem = f"the claim cannot be derived from these files ({type(error).__name__})"
+        raise _Failed("claim", problem, hint) from None
+    if expected != head:
+        raise _Failed(
+            "claim",
+            f"{MANIFEST_PATH} is not what collect derives from the files: "
+            + _describe_difference(expected + b"\n}", head + b"\n}"),
+            hint,
         )
-    elif coverage != manifest.coverage:
+    summary = derived.predictions
+    reading.checks.append(
+        passed(
+            "claim",
+            f"{derived.bundle_id}: re-derived from the files, {summary.count} predictions, "
+            f"coverage {derived.coverage.status}",
+        )
+    )
+    if derived.coverage.status != "complete":
         reading.checks.append(
-            failed(
-                "coverage",
-                f"manifest claims {manifest.coverage.status}, the files show {coverage.status}",
+            warned(
+                "coverage", f"coverage is {derived.coverage.status}", hint="not a complete result"
             )
         )
-    else:
-        reading.checks.append(
-            passed("predictions", f"{summary.count} predictions, coverage {coverage.status}")
-        )
-        if coverage.status != "complete":
-            reading.checks.append(
-                warned("coverage", f"coverage is {coverage.status}", hint="not a complete result")
-            )
+    return derived
+
+
+def _describe_difference(expected: bytes, actual: bytes) -> str:
+    """The first field where `actual` (JSON) departs from `expected`, with both values."""
+    try:
+        wanted, found = json.loads(expected), json.loads(actual)
+        where = first_difference(wanted, found)
+    except (ValueError, RecursionError):
+        return "it is not even the same JSON"
+    if where is None:
+        return "same values, other bytes (layout, key order or escapes)"
+    return f"{where.path} is {where.actual}, collect writes {where.expected}"
+
+
+@dataclass(frozen=True)
+class Difference:
+    path: str
+    """`coverage.expected_rows`, `warnings[2]`, or `` for the whole value."""
+    expected: str
+    actual: str
+    """Both values as short JSON, `(missing)` where there is none."""
+
+
+def first_difference(expected: Any, actual: Any, path: str = "") -> Difference | None:
+    """The first place, in `expected`'s order, where two parsed JSON values differ. Types
+    count: 6 and 6.0, or 1 and true, differ as their bytes do."""
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        for key, value in expected.items():
+            where = f"{path}.{key}" if path else key
+            if key not in actual:
+                return Difference(where, _shown(value), "(missing)")
+            found = first_difference(value, actual[key], where)
+            if found is not None:
+                return found
+        for key, value in actual.items():
+            if key not in expected:
+                return Difference(f"{path}.{key}" if path else key, "(missing)", _shown(value))
+        if list(expected) != list(actual):
+            return Difference(path or "(keys)", _shown(list(expected)), _shown(list(actual)))
+        return None
+    if isinstance(expected, list) and isinstance(actual, list):
+        for number, (one, other) in enumerate(zip(expected, actual, strict=False)):
+            found = first_difference(one, other, f"{path}[{number}]")
+            if found is not None:
+                return found
+        if len(expected) != len(actual):
+            return Difference(path, _shown(expected), _shown(actual))
+        return None
+    if type(expected) is type(actual) and expected == actual:
+        return None
+    return Difference(path, _shown(expected), _shown(actual))
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=True)
+    if len(text) > _SHOWN_VALUE_CHARS:
+        return text[: _SHOWN_VALUE_CHARS - 1] + "…"
+    return text
 
 
 def _check_digest(reading: BundleReading, hashing: HashingReader) -> None:
-    sidecar = reading.sidecar
-    if sidecar is None:
+    """The sidecar's archive digest against the file's, whatever else failed."""
+    data = reading.sidecar_data
+    if data is None:
         return
-    if sidecar.archive.sha256 != hashing.sha256 or sidecar.archive.size != hashing.size:
+    try:
+        reading.sidecar = Sidecar.model_validate_json(data)
+    except ValidationError:
+        return  # the sidecar check reports it
+    info = reading.sidecar.archive
+    if info.sha256 != hashing.sha256 or info.size != hashing.size:
         reading.checks.append(
             failed("archive-digest", "archive sha256 or size differs from the sidecar's")
         )
     else:
         reading.checks.append(passed("archive-digest", f"sha256 {hashing.sha256[:12]}…"))
-    manifest = reading.manifest
-    if manifest is not None and (
-        sidecar.claim() != manifest.claim() or sidecar.files_count != len(manifest.files)
-    ):
-        reading.checks.append(failed("sidecar", "sidecar claims differ from the manifest"))
+
+
+def _check_sidecar(
+    reading: BundleReading,
+    problem: str | None,
+    derived: BundleClaim | None,
+    hashing: HashingReader,
+) -> None:
+    """The sidecar must be exactly what collect writes beside this archive: the derived claim,
+    the archive's own file name, size and sha256. Upload publishes its bytes as they are."""
+    name = sidecar_of(reading.path).name
+    if problem is not None:
+        reading.checks.append(failed("sidecar", problem, hint="re-run collect, or download it too"))
+        return
+    data = reading.sidecar_data
+    assert data is not None
+    if reading.sidecar is None:
+        try:
+            Sidecar.model_validate_json(data)
+        except ValidationError as error:
+            reading.checks.append(failed("sidecar", f"{name}: {describe_validation_error(error)}"))
+            return
+    if derived is None:
+        return  # the archive failed: there is no claim to hold the sidecar to
+    expected = sidecar_bytes(sidecar_for(derived, reading.path.name, hashing.sha256, hashing.size))
+    if data != expected:
+        reading.checks.append(
+            failed(
+                "sidecar",
+                f"{name} is not what collect writes for this archive: "
+                + _describe_difference(expected, data),
+                hint="do not trust this bundle",
+            )
+        )
+        return
+    reading.checks.append(passed("sidecar", f"{name} is exactly what collect writes"))
 
 
 def _check_location(reading: BundleReading) -> None:
     """The path must say what the bundle is, so nobody is misled by a renamed file."""
-    manifest = reading.manifest
-    if manifest is None:
+    claim = reading.claim
+    if claim is None:
         return
     actual = f"{reading.path.parent.name}/{reading.path.name}"
     try:
         located = id_of_local_archive(reading.path)
     except LayoutError:
         located = None
-    if located is None or str(located) != manifest.bundle_id or located.target != manifest.target:
+    if located is None or str(located) != claim.bundle_id or located.target != claim.target:
         reading.checks.append(
             failed(
                 "location",
-                f"file is at {actual}, its bundle id says {manifest.bundle_id}{ARCHIVE_SUFFIX}",
+                f"file is at {actual}, its bundle id says {claim.bundle_id}{ARCHIVE_SUFFIX}",
             )
         )
     else:
-        reading.checks.append(passed("location", f"path matches {manifest.bundle_id}"))
+        reading.checks.append(passed("location", f"path matches {claim.bundle_id}"))

@@ -19,12 +19,14 @@ from hubserver import HubServer, TokenInfo, client_env
 WRITE_TOKEN = "hf_WriteTokenForTests0123456789abcdef"
 READ_TOKEN = "hf_ReadTokenForTests0123456789abcdefgh"
 OTHER_WRITE_TOKEN = "hf_OtherWriterForTests0123456789abcd"
+OTHER_READ_TOKEN = "hf_OtherReaderForTests0123456789abcd"
 
 HUB = HubServer(
     tokens={
         WRITE_TOKEN: TokenInfo(name="leaderboard-bot", role="write"),
         OTHER_WRITE_TOKEN: TokenInfo(name="second-bot", role="write"),
         READ_TOKEN: TokenInfo(name="submitter", role="read"),
+        OTHER_READ_TOKEN: TokenInfo(name="second-submitter", role="read"),
     }
 ).start()
 os.environ.update(client_env(HUB, hf_home=tempfile.mkdtemp(prefix="bundler-tests-hf-home-")))

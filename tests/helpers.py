@@ -8,6 +8,7 @@ frames, so a test that passes here passes for the same reason on a user's machin
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 import io
 import json
@@ -24,9 +25,8 @@ from typing import Any
 import zstandard
 from factory import RunSpec, write_tree
 
-from bundler.collect import CollectedBundle, CollectOptions, CollectReport, collect, sidecar_bytes
+from bundler.collect import CollectedBundle, CollectOptions, CollectReport, collect
 from bundler.layout import LOCK_NAME
-from bundler.manifest import ArchiveInfo, Manifest, Sidecar
 
 BUNDLER = Path(sys.executable).parent / "bundler"
 """The console script installed in the same environment as the interpreter running the tests."""
@@ -196,6 +196,8 @@ def all_files(directory: Path) -> list[Path]:
 class Member:
     info: tarfile.TarInfo
     data: bytes
+    header: bytes | None = None
+    """Header bytes to write instead of the PAX-format ones `info` gives (a GNU header)."""
 
     @property
     def name(self) -> str:
@@ -225,9 +227,19 @@ def read_manifest(path: Path) -> dict[str, Any]:
 
 
 # Forging archives ----------------------------------------------------------------------------
+#
+# The forger knows the format: members re-hashed into the manifest, the manifest in collect's
+# exact layout, the three zstd frames (each with its checksum) exactly as collect's compressor
+# writes them, and a sidecar that matches the forged bytes. Only verify's deeper checks can
+# then tell. Headers are tarfile's own bytes, so a canonical TarInfo gives a canonical header
+# and any other TarInfo (a link, a PAX or GNU extension, another mode) the header tar writes.
+
+FRAME_LEVEL = 3
+"""The zstd level collect uses by default, which the forged manifests record."""
 
 
-def regular(name: str, data: bytes, mtime: int = 0) -> Member:
+def regular(name: str, data: bytes, mtime: int) -> Member:
+    """A member with the header collect writes (mode 0644, owner 0, no names)."""
     info = tarfile.TarInfo(name)
     info.size = len(data)
     info.mtime = mtime
@@ -235,7 +247,25 @@ def regular(name: str, data: bytes, mtime: int = 0) -> Member:
     return Member(info, data)
 
 
+def with_data(member: Member, data: bytes) -> Member:
+    """The same header fields, other content."""
+    info = copy.copy(member.info)
+    info.size = len(data)
+    return Member(info, data)
+
+
+def member_bytes(member: Member) -> bytes:
+    """One member as tarfile writes it in PAX format: header(s), content, zero padding."""
+    info = member.info
+    if info.isreg():
+        info.size = len(member.data)
+    header = member.header or info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
+    data = member.data if info.isreg() else b""
+    return header + data + bytes(-len(data) % tarfile.BLOCKSIZE)
+
+
 def tar_bytes(members: Iterable[Member]) -> bytes:
+    """A whole tar stream, as tarfile writes it."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for member in members:
@@ -248,8 +278,33 @@ def tar_bytes(members: Iterable[Member]) -> bytes:
     return buffer.getvalue()
 
 
+def frame(data: bytes, *, checksum: bool = True) -> bytes:
+    """One zstd frame as collect's streaming compressor writes it: no content size, the
+    level's window, and (unless told otherwise) a content checksum."""
+    buffer = io.BytesIO()
+    compressor = zstandard.ZstdCompressor(level=FRAME_LEVEL, write_checksum=checksum, threads=1)
+    with compressor.stream_writer(buffer, closefd=False) as writer:
+        writer.write(data)
+    return buffer.getvalue()
+
+
 def compress(data: bytes, *, checksum: bool = True) -> bytes:
-    return zstandard.ZstdCompressor(level=3, write_checksum=checksum).compress(data)
+    """One frame of everything, as a plain zstd tool writes it (not collect's layout)."""
+    return zstandard.ZstdCompressor(level=FRAME_LEVEL, write_checksum=checksum).compress(data)
+
+
+def bundle_frames(
+    members: list[Member], checksums: tuple[bool, bool, bool] = (True, True, True)
+) -> list[bytes]:
+    """collect's three frames: the first member, the others, then the tar's end (two zero
+    blocks and zeros to a whole 10 KiB record)."""
+    head = member_bytes(members[0])
+    body = b"".join(member_bytes(member) for member in members[1:])
+    end = bytes(2 * 512 + -(len(head) + len(body) + 2 * 512) % 10240)
+    return [
+        frame(part, checksum=check)
+        for part, check in zip((head, body, end), checksums, strict=True)
+    ]
 
 
 def sha256(data: bytes) -> str:
@@ -260,18 +315,57 @@ def sidecar_path(archive: Path) -> Path:
     return archive.with_name(archive.name.removesuffix(".tar.zst") + ".json")
 
 
-def rewrite_sidecar(archive: Path, **changes: Any) -> None:
-    """Make the sidecar agree with the archive's current bytes (and apply `changes`)."""
-    path = sidecar_path(archive)
+def json_bytes(value: dict[str, Any]) -> bytes:
+    """JSON laid out as pydantic's model_dump_json(indent=2) lays it out, plus a newline."""
+    return (json.dumps(value, indent=2, ensure_ascii=False) + "\n").encode()
+
+
+def write_sidecar(archive: Path, sidecar: dict[str, Any], *, name: str | None = None) -> None:
+    """Write `sidecar` with the archive info of the archive's current bytes."""
     data = archive.read_bytes()
-    sidecar = Sidecar.model_validate_json(path.read_bytes())
-    info = ArchiveInfo(name=archive.name, size=len(data), sha256=sha256(data))
-    fields = sidecar.model_dump() | {"archive": info.model_dump()} | changes
-    path.write_bytes(sidecar_bytes(Sidecar.model_validate(fields)))
+    info = {"name": name or archive.name, "size": len(data), "sha256": sha256(data)}
+    sidecar_path(archive).write_bytes(json_bytes({**sidecar, "archive": info}))
 
 
-def manifest_member(manifest: dict[str, Any]) -> Member:
-    return regular("manifest.json", json.dumps(manifest, indent=2).encode())
+def rewrite_sidecar(
+    archive: Path,
+    edit: Callable[[dict[str, Any]], None] | None = None,
+    *,
+    name: str | None = None,
+    **changes: Any,
+) -> None:
+    """Make the sidecar agree with the archive's current bytes, after `changes` to its fields
+    and `edit` of the parsed JSON (computed fields included), under the archive's own name
+    unless `name` says otherwise."""
+    sidecar = json.loads(sidecar_path(archive).read_bytes()) | changes
+    if edit is not None:
+        edit(sidecar)
+    write_sidecar(archive, sidecar, name=name)
+
+
+def sidecar_from_manifest(archive: Path, manifest: dict[str, Any]) -> None:
+    """The sidecar collect would write for `manifest`: its claim, less the file list."""
+    claim = {key: value for key, value in manifest.items() if key != "files"}
+    files = manifest.get("files")
+    count = len(files) if isinstance(files, list) else 0
+    write_sidecar(archive, {**claim, "archive": None, "files_count": count})
+
+
+def manifest_bytes(manifest: dict[str, Any]) -> bytes:
+    """A manifest in collect's exact layout: the claim as pydantic writes it, then the file
+    list one entry per line (any JSON a forger puts there)."""
+    claim = {key: value for key, value in manifest.items() if key != "files"}
+    head = json.dumps(claim, indent=2, ensure_ascii=False).removesuffix("\n}") + ","
+    if not claim:
+        head = "{"
+    files = manifest.get("files", [])
+    entries = files if isinstance(files, list) else [files]
+    listed = ",".join("\n    " + json.dumps(entry) for entry in entries)
+    return f'{head}\n  "files": [{listed}\n  ]\n}}\n'.encode()
+
+
+def manifest_member(manifest: dict[str, Any], mtime: int) -> Member:
+    return regular("manifest.json", manifest_bytes(manifest), mtime)
 
 
 def refresh_manifest(members: list[Member]) -> list[Member]:
@@ -283,24 +377,44 @@ def refresh_manifest(members: list[Member]) -> list[Member]:
         if entry["path"] in by_name:
             data = by_name[entry["path"]].data
             entry["size"], entry["sha256"] = len(data), sha256(data)
-    return [manifest_member(manifest), *members[1:]]
+    return [manifest_member(manifest, members[0].info.mtime), *members[1:]]
+
+
+Transform = Callable[[list[Member]], list[Member]]
+
+
+def edit_manifest(change: Callable[[dict[str, Any]], None]) -> Transform:
+    """A transform that applies `change` to the parsed manifest."""
+
+    def transform(members: list[Member]) -> list[Member]:
+        manifest = json.loads(members[0].data)
+        change(manifest)
+        return [manifest_member(manifest, members[0].info.mtime), *members[1:]]
+
+    return transform
 
 
 def forge(
     archive: Path,
-    transform: Callable[[list[Member]], list[Member]],
+    transform: Transform,
     *,
-    checksum: bool = True,
+    checksums: tuple[bool, bool, bool] = (True, True, True),
     fix_sidecar: bool = True,
-    sidecar_from_manifest: bool = False,
+    sidecar_from_claim: bool = False,
 ) -> None:
-    """Rewrite `archive` with `transform` applied to its members, recompressed, and (unless
-    told otherwise) a sidecar whose digest matches the forged bytes, so the checks behind the
-    digest are the ones tested. `sidecar_from_manifest` also copies the manifest's claims."""
+    """Rewrite `archive` with `transform` applied to its members, in collect's frame layout,
+    and (unless told otherwise) a sidecar whose digest matches the forged bytes, so the checks
+    behind the digest are the ones tested. `sidecar_from_claim` also copies the manifest's
+    claim into the sidecar, as collect would write it."""
     members = transform(read_members(archive))
-    archive.write_bytes(compress(tar_bytes(members), checksum=checksum))
-    if sidecar_from_manifest:
-        manifest = Manifest.model_validate_json(members[0].data)
-        rewrite_sidecar(archive, **manifest.claim().model_dump(), files_count=len(manifest.files))
+    archive.write_bytes(b"".join(bundle_frames(members, checksums)))
+    if sidecar_from_claim:
+        sidecar_from_manifest(archive, json.loads(members[0].data))
     elif fix_sidecar:
         rewrite_sidecar(archive)
+
+
+def forge_consistently(archive: Path, transform: Transform) -> None:
+    """A forgery with every digest right: the manifest's file list, the frames' checksums, and
+    a sidecar that is exactly the manifest's claim plus the archive's own name, size, sha256."""
+    forge(archive, lambda members: refresh_manifest(transform(members)), sidecar_from_claim=True)

@@ -10,16 +10,28 @@ import os
 import shutil
 import socket
 import tarfile
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 import zstandard
 from factory import RunSpec, write_tree
 from helpers import build, decompress, only_bundle, read_members, sidecar_path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bundler.archive import TarStream, normalised_tar_info, tar_header
+from bundler.archive import (
+    BUNDLE_FRAMES,
+    FrameReader,
+    TarReader,
+    TarStream,
+    end_of_archive_size,
+    parse_header,
+    prefetched,
+    tar_header,
+)
 from bundler.collect import CollectOptions, collect
+from bundler.errors import NotCanonicalError
 from bundler.manifest import Manifest, Sidecar
 from bundler.schema import StaticsRunMetadata
 
@@ -73,7 +85,7 @@ def test_manifest_fields_and_file_list(tmp_path: Path) -> None:
     members = read_members(Path(report.bundles[0].archive))
     manifest = json.loads(members[0].data)
     assert set(manifest) == set(Manifest.model_fields)
-    assert manifest["manifest_version"] == 1
+    assert manifest["manifest_version"] == 2
     assert manifest["bundle_id"] == report.bundles[0].bundle_id
     assert manifest["target"] == "expert-vqa@a1b2c3d4"
     assert manifest["statics"]["resolved_revision"] == SPEC.resolved_revision
@@ -191,6 +203,19 @@ def test_same_inputs_give_identical_bytes_across_threads_mtimes_order_owner_umas
         assert (os.stat(two.archive).st_mode & 0o777) == 0o644
 
 
+def normalised_tar_info(name: str, size: int, mtime: int) -> tarfile.TarInfo:
+    """The TarInfo a bundle member would have if tarfile wrote it: the reference for
+    tar_header, which builds the same bytes directly."""
+    info = tarfile.TarInfo(name)
+    info.size = size
+    info.mtime = mtime
+    info.mode = 0o644
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    info.type = tarfile.REGTYPE
+    return info
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     st.text(min_size=1, max_size=120),
@@ -200,10 +225,18 @@ def test_same_inputs_give_identical_bytes_across_threads_mtimes_order_owner_umas
 def test_fast_tar_header_is_byte_for_byte_what_tarfile_writes(
     name: str, size: int, mtime: int
 ) -> None:
+    """Where tarfile writes a plain ustar header, tar_header writes the same bytes; where it
+    would add a PAX extension header (long or non-ASCII names, large numbers), tar_header
+    refuses, so no bundle ever holds one."""
     expected = normalised_tar_info(name, size, mtime).tobuf(
         tarfile.PAX_FORMAT, "utf-8", "surrogateescape"
     )
-    assert tar_header(name, size, mtime) == expected
+    plain = len(expected) == tarfile.BLOCKSIZE
+    if plain and name.isprintable():
+        assert tar_header(name, size, mtime) == expected
+    else:
+        with pytest.raises(ValueError, match="no plain ustar header"):
+            tar_header(name, size, mtime)
 
 
 def test_tar_stream_matches_tarfile_stream_mode(tmp_path: Path) -> None:
@@ -222,3 +255,91 @@ def test_tar_stream_matches_tarfile_stream_mode(tmp_path: Path) -> None:
         stream.end_member(len(data))
     stream.close()
     assert ours.getvalue() == reference.getvalue()
+
+
+# Reading back: the mirror of the writer ------------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(st.characters(min_codepoint=32, max_codepoint=126), min_size=1, max_size=100),
+    st.integers(min_value=0, max_value=8**11 - 1),
+    st.integers(min_value=0, max_value=8**11 - 1),
+    st.lists(st.tuples(st.integers(0, 511), st.integers(1, 255)), max_size=3),
+)
+def test_parse_header_accepts_exactly_what_tar_header_writes(
+    name: str, size: int, mtime: int, flips: list[tuple[int, int]]
+) -> None:
+    """Any block parses only if it is tar_header's own output for what it parses to."""
+    block = bytearray(tar_header(name, size, mtime))
+    for position, mask in flips:
+        block[position] ^= mask
+    try:
+        parsed = parse_header(bytes(block))
+    except NotCanonicalError as error:
+        assert flips and error.part == "members"
+        return
+    assert tar_header(*parsed) == bytes(block)
+    if not flips:
+        assert parsed == (name, size, mtime)
+
+
+def written_bundle(tmp_path: Path) -> Path:
+    report, _ = build(tmp_path, [SPEC], CollectOptions(expected_rows={"expert-vqa": 12}))
+    return Path(only_bundle(report).archive)
+
+
+@pytest.mark.parametrize("chunk_size", [1, 7, 4096, 1 << 20])
+def test_frame_reader_gives_back_the_tar_stream_whatever_the_read_size(
+    tmp_path: Path, chunk_size: int
+) -> None:
+    archive = written_bundle(tmp_path)
+    with archive.open("rb") as raw:
+        frames = FrameReader(raw, chunk_size=chunk_size)
+        data = b"".join(chunk for chunk in frames.chunks())
+    assert data == decompress(archive)
+    assert frames.windows == [2 << 20] * BUNDLE_FRAMES
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.integers(min_value=1, max_value=4000), min_size=1, max_size=30))
+def test_tar_reader_reads_members_back_however_the_stream_is_cut(cuts: list[int]) -> None:
+    members = [("run_meta.json", b"x" * 513), ("metrics.json", b""), ("p.json", b"{}" * 700)]
+    stream = io.BytesIO()
+    writer = TarStream(stream)
+    for name, data in members:
+        writer.add_member(name, data, 1781520142)
+    writer.close()
+    data, pieces, start = stream.getvalue(), [], 0
+    for cut in [*cuts, len(stream.getvalue())]:
+        if start < len(data):
+            pieces.append(data[start : start + cut])
+            start += cut
+    body_size = sum(512 + len(data) + -len(data) % 512 for _, data in members)
+    assert len(data) == body_size + end_of_archive_size(body_size)
+    reader = TarReader(iter(pieces))
+    read = []
+    while reader.offset < body_size and (member := reader.next_member(1 << 20)) is not None:
+        read.append(member)
+    assert read == members and reader.mtime == 1781520142
+    reader.expect_end_of_archive()
+
+
+def test_prefetched_stops_its_producer_and_passes_on_its_errors() -> None:
+    produced = []
+
+    def items() -> Iterator[int]:
+        for number in range(1000):
+            produced.append(number)
+            yield number
+
+    with prefetched(items(), depth=2) as stream:
+        assert next(stream) == 0
+    assert len(produced) < 10  # stopped once the block was left, not run to the end
+
+    def failing() -> Iterator[int]:
+        yield 1
+        raise NotCanonicalError("zstd", "broken")
+
+    with prefetched(failing()) as stream, pytest.raises(NotCanonicalError, match="broken"):
+        list(stream)

@@ -310,8 +310,13 @@ def test_level_changes_bytes_not_content(root: Path, tmp_path: Path) -> None:
     high_bundle = json.loads(high.stdout)["bundles"][0]
     assert low_bundle["bundle_id"] == high_bundle["bundle_id"]
     assert low_bundle["sha256"] != high_bundle["sha256"]
-    assert read_manifest(Path(low_bundle["archive"])) == read_manifest(Path(high_bundle["archive"]))
+    low_manifest = read_manifest(Path(low_bundle["archive"]))
+    high_manifest = read_manifest(Path(high_bundle["archive"]))
+    assert (low_manifest["inputs"].pop("level"), high_manifest["inputs"].pop("level")) == (1, 19)
+    assert low_manifest == high_manifest  # the level is recorded, nothing else differs
+    assert run_cli("verify", tmp_path / "a", tmp_path / "b").returncode == 0
     assert run_cli("collect", root, "--level", "0").returncode == 2
+    assert run_cli("collect", root, "--level", "20").returncode == 2  # ultra: too much memory
 
 
 def test_rerun_reports_unchanged(root: Path, tmp_path: Path) -> None:

@@ -49,6 +49,7 @@ def test_help_placeholders_read_as_words(command: str) -> None:
         ("download", ["OWNER/NAME", "DIR", "REVISION", "BUNDLE_ID"]),
         ("verify", ["PATH"]),
         ("inspect", ["ARCHIVE"]),
+        ("review", ["OWNER/NAME", "N", "RATE", "TOKEN"]),
     ],
 )
 def test_help_shows_the_expected_words(command: str, placeholders: list[str]) -> None:

@@ -10,8 +10,8 @@ import pytest
 import yaml
 from conftest import WRITE_TOKEN
 from factory import RunSpec, write_tree
-from helpers import run_cli
-from hubserver import HubServer
+from helpers import one_line_error, run_cli
+from hubserver import Fault, HubServer
 from test_upload import SECOND_SHA, local_files, make_bundles, upload
 
 
@@ -103,6 +103,17 @@ def test_download_keeps_a_bad_bundle_apart(
     assert (target / ".rejected" / victim.relative_to(published)).exists()
     assert run_cli("verify", target).returncode == 0  # what is in the output can be trusted
     assert not list(target.glob(".bundler-download-*"))
+
+
+def test_download_failing_on_the_hub_is_one_line_not_an_internal_error(
+    hub: HubServer, repo_id: str, published: Path, tmp_path: Path
+) -> None:
+    # The client reports a failed metadata request as a cache miss; the real cause is shown.
+    hub.inject("HEAD", rf"{repo_id}/resolve/[0-9a-f]+/bundles/", Fault.status(400))
+    result = run_cli("download", "--repo", repo_id, "-o", tmp_path / "d", env={"HF_TOKEN": ""})
+    assert result.returncode == 1
+    error = one_line_error(result.stderr)
+    assert error.startswith("error: downloading bundles/") and "HTTP 400" in error
 
 
 def test_download_a_pull_request_revision(hub: HubServer, repo_id: str, tmp_path: Path) -> None:

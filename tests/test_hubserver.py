@@ -18,7 +18,8 @@ import sys
 import textwrap
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 
 import httpx2
@@ -42,6 +43,7 @@ from huggingface_hub.errors import (
 
 WRITE_TOKEN = "hf_test_write_0123456789"
 READ_TOKEN = "hf_test_read_0123456789"
+OTHER_READ_TOKEN = "hf_test_read_other_0123456789"
 BUNDLE = os.urandom(2 * 1024 * 1024)  # a ~2 MiB "bundle": takes the LFS path by its suffix
 README = "---\nlicense: mit\npretty_name: Test bundles\n---\n# Bundles\n"
 
@@ -49,7 +51,11 @@ README = "---\nlicense: mit\npretty_name: Test bundles\n---\n# Bundles\n"
 @pytest.fixture(scope="module")
 def hub() -> Iterator[HubServer]:
     server = HubServer(
-        {WRITE_TOKEN: TokenInfo("alice", "write"), READ_TOKEN: TokenInfo("bob", "read")}
+        {
+            WRITE_TOKEN: TokenInfo("alice", "write"),
+            READ_TOKEN: TokenInfo("bob", "read"),
+            OTHER_READ_TOKEN: TokenInfo("carol", "read"),
+        }
     ).start()
     yield server
     server.stop()
@@ -149,7 +155,6 @@ def test_bad_token_read_token_and_anonymous(hub: HubServer) -> None:
         lambda: reader.upload_file(
             path_or_fileobj=b"x", path_in_repo="x.txt", repo_id="alice/guarded", repo_type="dataset"
         ),
-        lambda: reader.create_pull_request("alice/guarded", title="PR", repo_type="dataset"),
     ):
         with pytest.raises(HfHubHTTPError) as err:
             write()
@@ -471,6 +476,242 @@ def test_draft_pull_request_discussion_and_status(hub: HubServer, api: HfApi, re
     assert [e.content for e in details.events if e.type == "comment"][-1] == "Answer"
 
 
+def status_of(call: Callable[[], object]) -> int:
+    """The HTTP status a refused client call surfaced."""
+    with pytest.raises(HfHubHTTPError) as err:
+        call()
+    return err.value.response.status_code
+
+
+def test_read_token_opens_and_updates_its_own_pull_request_only(
+    hub: HubServer, api: HfApi, repo: str
+) -> None:
+    bob = HfApi(endpoint=hub.url, token=READ_TOKEN)
+    carol = HfApi(endpoint=hub.url, token=OTHER_READ_TOKEN)
+    opened = bob.create_commit(
+        repo,
+        [add("bundles/b.tar.zst", BUNDLE), add("b.json", b"1")],
+        commit_message="Bob's run",
+        repo_type="dataset",
+        create_pr=True,
+    )
+    assert opened.pr_num == 1
+    assert hub.file_bytes(repo, "bundles/b.tar.zst", revision="refs/pr/1") == BUNDLE
+    (pr,) = hub.pull_requests(repo)
+    assert pr.author == "bob"
+    assert api.get_discussion_details(repo, 1, repo_type="dataset").author == "bob"
+
+    # Bob adds to his own PR; Carol (another read token) may not, a write token may.
+    bob.upload_file(
+        path_or_fileobj=b"2",
+        path_in_repo="b.json",
+        repo_id=repo,
+        repo_type="dataset",
+        revision="refs/pr/1",
+    )
+    upload_to_pr = lambda who: who.upload_file(  # noqa: E731
+        path_or_fileobj=b"3",
+        path_in_repo="c.json",
+        repo_id=repo,
+        repo_type="dataset",
+        revision="refs/pr/1",
+    )
+    assert status_of(lambda: upload_to_pr(carol)) == 403
+    upload_to_pr(api)
+    assert hub.file_bytes(repo, "b.json", revision="refs/pr/1") == b"2"
+    assert hub.file_bytes(repo, "c.json", revision="refs/pr/1") == b"3"
+    assert [
+        e.author
+        for e in api.get_discussion_details(repo, 1, repo_type="dataset").events
+        if e.type == "commit"
+    ] == ["bob", "bob", "alice"]
+
+    # A read token never reaches main, never merges, never closes or reopens.
+    main_before = hub.commits(repo)[0].oid
+    assert (
+        status_of(
+            lambda: bob.upload_file(
+                path_or_fileobj=b"x", path_in_repo="x.json", repo_id=repo, repo_type="dataset"
+            )
+        )
+        == 403
+    )
+    assert status_of(lambda: bob.merge_pull_request(repo, 1, repo_type="dataset")) == 403
+    close = partial(bob.change_discussion_status, repo, 1, "closed", repo_type="dataset")
+    assert status_of(close) == 403
+    assert hub.commits(repo)[0].oid == main_before
+    assert hub.pull_requests(repo)[0].status == "open"
+    # ... but it may open a discussion or an empty PR and comment; anonymous may not.
+    talk = carol.create_discussion(repo, title="A question from Carol", repo_type="dataset")
+    assert talk.author == "carol"
+    carol.comment_discussion(repo, 1, "Nice run", repo_type="dataset")
+    anonymous = HfApi(endpoint=hub.url, token=False)
+    assert (
+        status_of(lambda: anonymous.create_pull_request(repo, title="Anon PR", repo_type="dataset"))
+        == 401
+    )
+    assert (
+        status_of(lambda: anonymous.comment_discussion(repo, 1, "hi", repo_type="dataset")) == 401
+    )
+
+    api.merge_pull_request(repo, 1, repo_type="dataset")
+    assert hub.file_bytes(repo, "c.json") == b"3"
+
+
+def test_discussions_listed_by_author(hub: HubServer, api: HfApi, repo: str) -> None:
+    bob = HfApi(endpoint=hub.url, token=READ_TOKEN)
+    carol = HfApi(endpoint=hub.url, token=OTHER_READ_TOKEN)
+    bob.create_commit(
+        repo, [add("b.json", b"b")], commit_message="Bob", repo_type="dataset", create_pr=True
+    )
+    carol.create_commit(
+        repo, [add("c.json", b"c")], commit_message="Carol", repo_type="dataset", create_pr=True
+    )
+    bob.create_discussion(repo, title="Bob asks", repo_type="dataset")
+
+    def listed(**filters: object) -> list[tuple[int, str]]:
+        found = api.get_repo_discussions(repo, repo_type="dataset", **filters)  # type: ignore[arg-type]
+        return [(d.num, d.author) for d in found]
+
+    assert listed(author="bob") == [(3, "bob"), (1, "bob")]
+    assert listed(author="bob", discussion_type="pull_request") == [(1, "bob")]
+    assert listed(author="carol", discussion_status="open") == [(2, "carol")]
+    assert listed(author="nobody") == []
+
+
+def test_comments_and_status_changes_are_events(hub: HubServer, api: HfApi, repo: str) -> None:
+    bob = HfApi(endpoint=hub.url, token=READ_TOKEN)
+    bob.create_commit(
+        repo,
+        [add("b.json", b"b")],
+        commit_message="Bob's PR",
+        commit_description="Please merge",
+        repo_type="dataset",
+        create_pr=True,
+    )
+    posted = api.comment_discussion(repo, 1, "Review: **all good**", repo_type="dataset")
+    assert (posted.author, posted.content) == ("alice", "Review: **all good**")
+    bob.comment_discussion(repo, 1, "Thanks", repo_type="dataset")
+    closed = api.change_discussion_status(repo, 1, "closed", comment="Later", repo_type="dataset")
+    assert closed.new_status == "closed"
+    assert [
+        (d.num, d.status)
+        for d in api.get_repo_discussions(repo, repo_type="dataset", discussion_status="closed")
+    ] == [(1, "closed")]
+    assert list(api.get_repo_discussions(repo, repo_type="dataset", discussion_status="open")) == []
+    api.change_discussion_status(repo, 1, "open", repo_type="dataset")
+
+    details = api.get_discussion_details(repo, 1, repo_type="dataset")
+    assert details.status == "open"
+    assert [
+        (
+            e.type,
+            e.author,
+            getattr(e, "content", None)
+            or getattr(e, "new_status", None)
+            or getattr(e, "summary", None),
+        )
+        for e in details.events
+    ] == [
+        ("comment", "bob", "Please merge"),
+        ("commit", "bob", "Bob's PR"),
+        ("comment", "alice", "Review: **all good**"),
+        ("comment", "bob", "Thanks"),
+        ("status-change", "alice", "closed"),
+        ("comment", "alice", "Later"),
+        ("status-change", "alice", "open"),
+    ]
+    api.merge_pull_request(repo, 1, repo_type="dataset")
+    assert (
+        status_of(lambda: api.change_discussion_status(repo, 1, "open", repo_type="dataset")) == 400
+    )
+    assert (
+        api.get_discussion_details(repo, 1, repo_type="dataset").events[-1].new_status == "merged"
+    )  # type: ignore[attr-defined]
+
+
+def test_merge_applies_only_the_pull_requests_own_changes(
+    hub: HubServer, api: HfApi, repo: str
+) -> None:
+    api.create_commit(
+        repo,
+        [add("shared.json", b"v1"), add("old.json", b"old"), add("keep.json", b"keep")],
+        commit_message="Base",
+        repo_type="dataset",
+    )
+    bob = HfApi(endpoint=hub.url, token=READ_TOKEN)
+    bob.create_commit(
+        repo,
+        [add("bob.json", b"bob"), CommitOperationDelete("old.json")],
+        commit_message="Bob's PR",
+        repo_type="dataset",
+        create_pr=True,
+    )
+    # main moves on after the fork: the PR's stale copy of shared.json must not win.
+    api.upload_file(
+        path_or_fileobj=b"v2", path_in_repo="shared.json", repo_id=repo, repo_type="dataset"
+    )
+    details = api.get_discussion_details(repo, 1, repo_type="dataset")
+    assert details.conflicting_files == []
+    api.merge_pull_request(repo, 1, repo_type="dataset")
+    assert hub.list_files(repo) == [".gitattributes", "bob.json", "keep.json", "shared.json"]
+    assert hub.file_bytes(repo, "shared.json") == b"v2"
+    assert hub.commits(repo)[0].files_changed == ("bob.json", "old.json")
+
+
+def test_merge_refused_when_a_path_changed_on_both_sides(
+    hub: HubServer, api: HfApi, repo: str
+) -> None:
+    api.create_commit(
+        repo,
+        [add("README.md", README.encode()), add("same.json", b"0")],
+        commit_message="Card",
+        repo_type="dataset",
+    )
+    bob = HfApi(endpoint=hub.url, token=READ_TOKEN)
+    carol = HfApi(endpoint=hub.url, token=OTHER_READ_TOKEN)
+    for who, name in ((bob, "bob"), (carol, "carol")):
+        who.create_commit(
+            repo,
+            [
+                add("README.md", (README + f"{name} was here\n").encode()),
+                add("same.json", b"1"),  # the same change on both sides is no conflict
+                add(f"bundles/{name}.json", name.encode()),
+            ],
+            commit_message=f"{name}'s bundles",
+            repo_type="dataset",
+            create_pr=True,
+        )
+    first = api.get_discussion_details(repo, 1, repo_type="dataset")
+    assert first.conflicting_files == []
+    api.merge_pull_request(repo, 1, repo_type="dataset")
+    main_after_first = hub.commits(repo)[0].oid
+
+    second = api.get_discussion_details(repo, 2, repo_type="dataset")
+    assert second.conflicting_files == ["README.md"]
+    with pytest.raises(HfHubHTTPError) as err:
+        api.merge_pull_request(repo, 2, repo_type="dataset")
+    assert err.value.response.status_code == 409
+    assert "README.md" in str(err.value)
+    assert hub.commits(repo)[0].oid == main_after_first
+    assert hub.file_bytes(repo, "bundles/carol.json") is None
+    assert hub.pull_requests(repo)[1].status == "open"
+    # The submitter resolves it on their PR (takes main's card): the PR merges.
+    carol.upload_file(
+        path_or_fileobj=hub.file_bytes(repo, "README.md") or b"",
+        path_in_repo="README.md",
+        repo_id=repo,
+        repo_type="dataset",
+        revision="refs/pr/2",
+    )
+    assert api.get_discussion_details(repo, 2, repo_type="dataset").conflicting_files == []
+    api.merge_pull_request(repo, 2, repo_type="dataset")
+    assert hub.file_bytes(repo, "bundles/carol.json") == b"carol"
+    assert hub.file_bytes(repo, "README.md") == (README + "bob was here\n").encode()
+    # Merged and closed PRs report no conflicts.
+    assert api.get_discussion_details(repo, 2, repo_type="dataset").conflicting_files == []
+
+
 # ------------------------------------------------------------------------------ faults
 
 
@@ -508,6 +749,24 @@ def test_retried_endpoints_recover_from_transient_faults(
     assert hub.file_bytes(repo, "b.tar.zst") == BUNDLE
     faults = [(r.method, r.fault) for r in hub.request_log if r.fault]
     assert ("POST", "status 429") in faults and ("PUT", "status 503") in faults
+
+
+def test_fault_after_lets_the_first_matching_requests_through(
+    hub: HubServer, api: HfApi, repo: str
+) -> None:
+    hub.inject("GET", rf"/api/datasets/{repo}$", Fault.status(503), after=2)
+    for _ in range(2):
+        api.dataset_info(repo)
+    with pytest.raises(HfHubHTTPError) as err:
+        api.dataset_info(repo)
+    assert err.value.response.status_code == 503
+    api.dataset_info(repo)  # used up
+    assert [r.fault for r in hub.request_log if r.path == f"/api/datasets/{repo}"][-4:] == [
+        None,
+        None,
+        "status 503",
+        None,
+    ]
 
 
 def test_lost_response_commit_still_lands(hub: HubServer, api: HfApi, repo: str) -> None:

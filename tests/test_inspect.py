@@ -152,7 +152,9 @@ def test_the_row_builder_gives_null_for_metrics_beyond_float64(tmp_path: Path) -
     bundle = only_bundle(report)
     sidecar = Sidecar.model_validate_json(Path(bundle.sidecar).read_bytes())
     metrics_json = json.dumps({"s": {"huge": HUGE, "n": 3}})
-    row = json.loads(row_bytes(build_row(sidecar, metrics_json)))
+    row = json.loads(
+        row_bytes(build_row(sidecar, metrics_json, published_at="2026-06-16T08:00:00Z"))
+    )
     assert row["metrics"] == [
         {"name": "s.huge", "number": None, "json_value": str(HUGE)},
         {"name": "s.n", "number": 3.0, "json_value": "3"},

@@ -36,6 +36,7 @@ from .store import (
     Repo,
     RepoType,
     Store,
+    WritableRef,
     conflicting_files,
     entry_not_found,
     hub_now,
@@ -110,7 +111,10 @@ class Response:
         return cls.of_json({"error": err.message}, err.status, headers)
 
 
-Access = Literal["none", "read", "write"]
+Access = Literal["none", "read", "contribute", "write"]
+"""`read`: anyone who may see the repo; `contribute`: any authenticated user (opening
+discussions and PRs, commenting, uploading LFS objects; the handler decides the rest);
+`write`: a write token."""
 Handler = Callable[[Request, "re.Match[str]", "TokenInfo | None"], Response]
 
 _REPO = r"(?P<ns>[^/]+)/(?P<name>[^/]+)"
@@ -142,25 +146,25 @@ class HubApp:
             ("GET", _API_REPO + r"/tree/(?P<rev>[^/]+)(?:/(?P<path>.*))?", "read", self.tree),
             ("POST", _API_REPO + r"/paths-info/(?P<rev>[^/]+)", "read", self.paths_info),
             ("GET", _API_REPO + r"/commits/(?P<rev>[^/]+)", "read", self.list_commits),
-            ("POST", _API_REPO + r"/preupload/(?P<rev>[^/]+)", "write", self.preupload),
-            ("POST", _API_REPO + r"/commit/(?P<rev>[^/]+)", "write", self.commit),
+            ("POST", _API_REPO + r"/preupload/(?P<rev>[^/]+)", "contribute", self.preupload),
+            ("POST", _API_REPO + r"/commit/(?P<rev>[^/]+)", "contribute", self.commit),
             ("POST", _API_REPO + r"/branch/(?P<rev>[^/]+)", "write", self.create_branch),
             ("GET", _API_REPO + r"/discussions", "read", self.list_discussions),
-            ("POST", _API_REPO + r"/discussions", "write", self.create_discussion),
+            ("POST", _API_REPO + r"/discussions", "contribute", self.create_discussion),
             ("GET", _API_REPO + r"/discussions/(?P<num>\d+)", "read", self.discussion_details),
             (
                 "POST",
                 _API_REPO + r"/discussions/(?P<num>\d+)/(?P<action>comment|status|title|merge)",
-                "write",
+                "contribute",
                 self.change_discussion,
             ),
             (
                 "POST",
                 _API_REPO + r"/discussions/(?P<num>\d+)/comment/(?P<cid>[0-9a-f]+)/edit",
-                "write",
+                "contribute",
                 self.edit_comment,
             ),
-            ("POST", _GIT_REPO + r"\.git/info/lfs/objects/batch", "write", self.lfs_batch),
+            ("POST", _GIT_REPO + r"\.git/info/lfs/objects/batch", "contribute", self.lfs_batch),
             ("PUT", r"/__lfs/upload/(?P<ticket>[0-9a-f]+)", "none", self.lfs_put),
             ("POST", r"/__lfs/verify/(?P<ticket>[0-9a-f]+)", "none", self.lfs_verify),
             ("HEAD", _GIT_REPO + r"/resolve/(?P<rev>[^/]+)/(?P<path>.+)", "read", self.resolve),
@@ -200,6 +204,8 @@ class HubApp:
     def _check_access(self, match: re.Match[str], access: Access, who: TokenInfo | None) -> None:
         if access == "write":
             require_write(who)
+        elif access == "contribute":
+            require_user(who)
         repo = self.store.get(*repo_key(match))
         if repo.private and who is None:
             raise repo_not_found(repo.repo_type, repo.repo_id)
@@ -428,6 +434,8 @@ class HubApp:
         revision = revision_of(match)
         if request.flag("create_pr"):
             pr_base(repo, revision)
+        else:
+            require_ref_write(repo, repo.writable_ref(revision), who)
         tree = repo.resolve(revision).tree
         files = request.json_object().get("files")
         if not isinstance(files, list):
@@ -449,8 +457,11 @@ class HubApp:
         return Response.of_json({"files": answer})
 
     def commit(self, request: Request, match: re.Match[str], who: TokenInfo | None) -> Response:
-        """The NDJSON commit: on a branch or `refs/pr/N`, or (`?create_pr=1`) as a new PR."""
-        author = require_write(who).name
+        """The NDJSON commit: on a branch or `refs/pr/N`, or (`?create_pr=1`) as a new PR.
+
+        Anyone signed in may open a PR and add commits to their own; a branch, or somebody
+        else's PR, takes a write token."""
+        author = require_user(who).name
         repo = self._repo(match)
         revision = revision_of(match)
         header, operations = self._parse_commit(repo, request.body)
@@ -469,6 +480,7 @@ class HubApp:
             extra = {"pullRequestUrl": f"{self.repo_url(repo)}/discussions/{pr.num}"}
         else:
             ref = repo.writable_ref(revision)
+            require_ref_write(repo, ref, who)
             head = repo.head(ref)
             if parent and not (len(parent) >= 5 and head.startswith(parent.lower())):
                 raise HubError(412, COMMIT_CONFLICT)
@@ -580,7 +592,7 @@ class HubApp:
         return Response(200)
 
     def lfs_verify(self, request: Request, match: re.Match[str], who: TokenInfo | None) -> Response:
-        require_write(who)
+        require_user(who)
         key, oid, _ = self._ticket(match)
         if oid not in self.store.get(*key).lfs_objects:
             raise HubError(404, f"LFS object {oid} was never uploaded")
@@ -678,7 +690,7 @@ class HubApp:
             d
             for d in sorted(repo.discussions.values(), key=lambda d: -d.num)
             if kind in (None, "all") or d.is_pull_request == (kind == "pull_request")
-            if status in (None, "all") or (d.status == "closed") == (status == "closed")
+            if status in (None, "all") or (d.status in ("closed", "merged")) == (status == "closed")
             if author is None or d.author == author
         ]
         start = int(request.param("p") or 0) * DISCUSSIONS_PER_PAGE
@@ -694,8 +706,9 @@ class HubApp:
     def create_discussion(
         self, request: Request, match: re.Match[str], who: TokenInfo | None
     ) -> Response:
-        """A discussion, or an empty draft PR on `refs/pr/N` forked from `main`'s head."""
-        author = require_write(who).name
+        """A discussion, or an empty draft PR on `refs/pr/N` forked from `main`'s head; any
+        signed-in user may open one (read tokens too), and is its author."""
+        author = require_user(who).name
         repo = self._repo(match)
         body = request.json_object()
         title = str(body.get("title") or "").strip()
@@ -758,13 +771,19 @@ class HubApp:
     def change_discussion(
         self, request: Request, match: re.Match[str], who: TokenInfo | None
     ) -> Response:
-        """comment / status / title / merge on an existing discussion."""
-        author = require_write(who).name
+        """comment / status / title / merge on an existing discussion.
+
+        Anyone signed in may comment; the author (or a write token) may retitle; only a write
+        token may close, reopen or merge, as with the Hub's read tokens."""
+        user = require_user(who)
+        author = user.name
         repo = self._repo(match)
         d = self._discussion(repo, match)
+        action = match.group("action")
+        if action in ("status", "merge") or (action == "title" and d.author != author):
+            require_write(user)
         body = request.json() or {}
         comment = str(body.get("comment") or "").strip()
-        action = match.group("action")
         if action == "comment":
             if not comment:
                 raise HubError(400, "Comment cannot be empty")
@@ -802,13 +821,27 @@ class HubApp:
 # -------------------------------------------------------------------------------- helpers
 
 
-def require_write(who: TokenInfo | None) -> TokenInfo:
-    """Anonymous writes are 401 and read tokens 403, as on the Hub."""
+def require_user(who: TokenInfo | None) -> TokenInfo:
+    """Anything that changes state needs someone signed in: anonymous is 401."""
     if who is None:
         raise HubError(401, "You must be authenticated to write to the Hub")
+    return who
+
+
+def require_write(who: TokenInfo | None) -> TokenInfo:
+    """Anonymous writes are 401 and read tokens 403, as on the Hub."""
+    who = require_user(who)
     if who.role != "write":
         raise HubError(403, NO_WRITE_RIGHTS)
     return who
+
+
+def require_ref_write(repo: Repo, ref: WritableRef, who: TokenInfo | None) -> TokenInfo:
+    """A branch takes a write token; a PR ref also takes its own author's (read) token."""
+    user = require_user(who)
+    if isinstance(ref, PullRequestRef) and repo.discussions[ref.num].author == user.name:
+        return user
+    return require_write(user)
 
 
 def pr_base(repo: Repo, revision: str) -> BranchRef:

@@ -61,6 +61,7 @@ class _Rule:
     pattern: re.Pattern[str]
     fault: Fault
     remaining: int
+    skip: int = 0
 
 
 class FaultBook:
@@ -70,16 +71,17 @@ class FaultBook:
         self._lock = threading.Lock()
         self._rules: list[_Rule] = []
 
-    def arm(self, method: str, path_regex: str, fault: Fault, times: int) -> None:
-        """Fire `fault` on the next `times` requests whose method and raw path match.
+    def arm(self, method: str, path_regex: str, fault: Fault, times: int, after: int = 0) -> None:
+        """Fire `fault` on the next `times` requests whose method and raw path match, once
+        `after` such requests have gone through untouched.
 
         `method` is an HTTP method (case-insensitive) or `"*"`; `path_regex` is searched
         (`re.search`) in the raw, still percent-encoded request path without its query string,
         e.g. `r"/commit/"` or `r"/preupload/refs%2Fpr%2F1$"`.
         """
-        if times < 1:
-            raise ValueError("times must be >= 1")
-        rule = _Rule(method.upper(), re.compile(path_regex), fault, times)
+        if times < 1 or after < 0:
+            raise ValueError("times must be >= 1 and after >= 0")
+        rule = _Rule(method.upper(), re.compile(path_regex), fault, times, after)
         with self._lock:
             self._rules.append(rule)
 
@@ -93,6 +95,9 @@ class FaultBook:
         with self._lock:
             for rule in self._rules:
                 if rule.method in ("*", method) and rule.pattern.search(raw_path):
+                    if rule.skip:
+                        rule.skip -= 1
+                        continue
                     rule.remaining -= 1
                     if rule.remaining == 0:
                         self._rules.remove(rule)

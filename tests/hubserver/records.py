@@ -12,7 +12,12 @@ from typing import Literal
 
 @dataclass(frozen=True)
 class TokenInfo:
-    """Who a bearer token belongs to and what it may do (the Hub's token roles)."""
+    """Who a bearer token belongs to and what it may do (the Hub's token roles).
+
+    `read`: see the repos, open discussions and pull requests (as their author), commit to its
+    own pull requests' `refs/pr/N`, comment. `write`: also commit to branches and to anyone's
+    pull request, close, reopen and merge.
+    """
 
     name: str
     role: Literal["read", "write"] = "write"

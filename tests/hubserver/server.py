@@ -53,7 +53,8 @@ class HubServer:
         self._lock = threading.RLock()
         self._store = Store()
         self._faults = FaultBook()
-        self._races = 0
+        self._races: dict[tuple[str, str], int] = {}
+        """Race commits made so far per repo, so each repo's are numbered from 1."""
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._app: HubApp | None = None
@@ -195,12 +196,15 @@ class HubServer:
 
     # ---------------------------------------------------------------- fault injection
 
-    def inject(self, method: str, path_regex: str, fault: Fault, times: int = 1) -> None:
-        """Arm `fault` for the next `times` requests matching `method` and `path_regex`.
+    def inject(
+        self, method: str, path_regex: str, fault: Fault, times: int = 1, *, after: int = 0
+    ) -> None:
+        """Arm `fault` for the next `times` requests matching `method` and `path_regex`, after
+        letting `after` of them through (to hit, say, the second read of a PR's head).
 
         `path_regex` is searched in the raw (percent-encoded) path without the query string.
         """
-        self._faults.arm(method, path_regex, fault, times)
+        self._faults.arm(method, path_regex, fault, times, after)
 
     def clear_faults(self) -> None:
         self._faults.clear()
@@ -253,13 +257,14 @@ class HubServer:
             ref = repo.writable_ref(revision)
         except HubError:
             ref = BranchRef("main")
-        self._races += 1
-        blob = Blob.make(f"race {self._races}\n".encode(), False)
+        key = (repo.repo_type, repo.repo_id)
+        number = self._races[key] = self._races.get(key, 0) + 1
+        blob = Blob.make(f"race {number}\n".encode(), False)
         commit = self._store.make_commit(
             repo,
             repo.head(ref),
-            [Put(f".race/{self._races}", blob)],
-            f"Concurrent commit {self._races}",
+            [Put(f".race/{number}", blob)],
+            f"Concurrent commit {number}",
             "",
             "someone-else",
         )

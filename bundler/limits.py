@@ -1,0 +1,28 @@
+"""The limits of the bundle format, in one place: collect refuses what exceeds them, verify
+refuses any bundle that does, and the command line checks its options against them.
+
+A module of plain numbers, so the command line can show them in --help without loading the
+pipeline (start-up is measured in tests/benchmark_collect.py).
+"""
+
+from __future__ import annotations
+
+DEFAULT_LEVEL = 3
+MAX_LEVEL = 19
+"""Levels 20-22 need windows of 32-128 MB that verify would have to hold in memory."""
+
+MAX_RUN_META_BYTES = 256 << 10
+MAX_METRICS_BYTES = 1 << 20
+MAX_PREDICTION_BYTES = 2 << 20
+"""Each file is parsed whole, and parsed JSON can take 30 times its size in memory: these keep
+collect and verify under 150 MB on any input (real files are far smaller)."""
+MAX_PREDICTIONS = 1_000_000
+MAX_CLAIM_BYTES = 256 << 10
+"""The manifest less its file list."""
+MAX_SIDECAR_BYTES = MAX_CLAIM_BYTES + 4096
+MAX_LEFT_OUT_SHOWN = 10
+
+INT64_MAX = 2**63 - 1
+"""Counts are published into int64 columns."""
+TAR_NUMBER_LIMIT = 8**11
+"""A ustar header's numeric fields (size, mtime) hold 11 octal digits."""

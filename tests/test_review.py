@@ -1,0 +1,479 @@
+"""`bundler review` end to end: submitters open pull requests with their own (read) tokens
+through the real client, and a maintainer reviews, comments and merges with the installed CLI,
+all against the local Hub server."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import OTHER_READ_TOKEN, READ_TOKEN, WRITE_TOKEN
+from factory import RunSpec, write_tree
+from helpers import forge, one_line_error, refresh_manifest, regular, run_cli, sidecar_path
+from hubserver import Fault, HubServer
+from huggingface_hub import CommitOperationAdd, HfApi
+
+from bundler.collect import CollectOptions, collect
+from bundler.manifest import Submitter
+from bundler.progress import NoProgress
+from bundler.review import markdown_code, markdown_text
+from bundler.upload import LocalBundle, gather_local
+
+SPLIT_ROWS = {"test": 4, "validation": 6}
+
+
+@dataclass
+class World:
+    """A leaderboard repository with one bundle on main, and a pinned dataset whose card gives
+    each split's row count (what `collect --resolve-rows` and `review` read)."""
+
+    hub: HubServer
+    repo_id: str
+    dataset: str
+    sha: str
+    tmp: Path
+
+    def spec(self, **fields: Any) -> RunSpec:
+        pinned = {"hf_repo_id": self.dataset, "resolved_revision": self.sha, "rows": 4}
+        return RunSpec(**(pinned | fields))
+
+    def bundles(
+        self,
+        name: str,
+        specs: list[RunSpec],
+        *,
+        submitter: str | None = "Ada Lovelace",
+        expected: dict[str, int] | None = None,
+        allow_partial: bool = False,
+    ) -> Path:
+        root = self.tmp / name
+        write_tree(root / "output", specs, how_do_you=False)
+        options = CollectOptions(
+            expected_rows=expected if expected is not None else {s.task: s.rows for s in specs},
+            submitter=Submitter(name=submitter),
+            allow_partial=allow_partial,
+        )
+        report = collect(root / "output", root / "bundles", options)
+        assert not report.refused, report.refused
+        return root / "bundles"
+
+
+@pytest.fixture
+def world(hub: HubServer, repo_id: str, tmp_path: Path) -> World:
+    dataset = f"GPTNT/statics-{uuid.uuid4().hex[:8]}"
+    splits = "".join(
+        f"  - name: {name}\n    num_examples: {rows}\n" for name, rows in SPLIT_ROWS.items()
+    )
+    card = f"---\ndataset_info:\n  splits:\n{splits}---\n# statics\n"
+    hub.create_repo(dataset, files={"README.md": card.encode()})
+    world = World(hub, repo_id, dataset, hub.commits(dataset)[0].oid, tmp_path)
+    on_main = world.bundles("main", [world.spec(model="gpt-5.2", rows=4)])
+    published = run_cli("upload", on_main, "--repo", repo_id, env={"HF_TOKEN": WRITE_TOKEN})
+    assert published.returncode == 0, published.stderr
+    return world
+
+
+def local(bundles: Path) -> list[LocalBundle]:
+    found, refused = gather_local(bundles, allow_partial=True, progress=NoProgress())
+    assert not refused, refused
+    return found
+
+
+def propose(
+    world: World,
+    token: str,
+    bundles: Path,
+    *,
+    title: str = "Add my bundles",
+    extra: dict[str, bytes] | None = None,
+    tamper: Callable[[LocalBundle], dict[str, bytes]] | None = None,
+) -> int:
+    """Open a PR with exactly the files each bundle owns (archive, sidecar, rows), as a
+    submitter's upload does, plus `extra` files; `tamper` may replace some of a bundle's files."""
+    operations = []
+    for bundle in local(bundles):
+        files: dict[str, bytes | Path] = {
+            bundle.archive_path: bundle.archive,
+            bundle.sidecar_path: bundle.sidecar_data,
+            **bundle.row_files,
+        }
+        files.update(tamper(bundle) if tamper else {})
+        operations += [CommitOperationAdd(path, data) for path, data in files.items()]
+    operations += [CommitOperationAdd(path, data) for path, data in (extra or {}).items()]
+    info = HfApi(token=token).create_commit(
+        world.repo_id, operations, commit_message=title, repo_type="dataset", create_pr=True
+    )
+    assert info.pr_num is not None
+    return info.pr_num
+
+
+def review(
+    world: World, *args: object, token: str | None = None, tmpdir: Path | None = None
+) -> tuple[int, dict[str, Any], str]:
+    env = {"HF_TOKEN": token or ""}
+    if tmpdir is not None:
+        env["TMPDIR"] = str(tmpdir)
+    result = run_cli("review", "--repo", world.repo_id, *args, "--json", env=env)
+    assert "Traceback" not in result.stderr, result.stderr
+    return result.returncode, json.loads(result.stdout), result.stderr
+
+
+def by_num(report: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    return {pr["num"]: pr for pr in report["pull_requests"]}
+
+
+def checks(item: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {check["name"]: check for check in item["checks"]}
+
+
+def comments(world: World, num: int) -> list[str]:
+    details = HfApi(token=WRITE_TOKEN).get_discussion_details(
+        world.repo_id, num, repo_type="dataset"
+    )
+    return [event.content for event in details.events if event.type == "comment"]  # type: ignore[attr-defined]
+
+
+def downloaded_paths(world: World) -> set[str]:
+    return {
+        r.path.split("/resolve/", 1)[1].split("/", 1)[1]
+        for r in world.hub.request_log
+        if r.method == "GET" and f"{world.repo_id}/resolve/" in r.path
+    }
+
+
+# -------------------------------------------------------------------------------- tests
+
+
+def test_two_submitters_reviewed_commented_once_and_the_clean_one_merged(world: World) -> None:
+    hub, repo_id = world.hub, world.repo_id
+    first = world.bundles("first", [world.spec(model="claude-opus", rows=4)])
+    second = world.bundles(
+        "second",
+        [world.spec(model="qwen-3", rows=4, git_sha="0123456789abcdef-dirty")],
+        submitter="Grace <script>alert(1)</script> @maintainer",
+    )
+    hostile = "Add [bundles](http://evil.example) | <img src=x onerror=alert(1)> @maintainer\x1b[2J"
+    assert propose(world, READ_TOKEN, first, title="Add claude-opus") == 1
+    assert propose(world, OTHER_READ_TOKEN, second, title=hostile) == 2
+    main_before = hub.commits(repo_id)[0].oid
+    hub.request_log.clear()
+
+    # Reading needs no token at all.
+    code, report, stderr = review(world)
+    assert code == 1, stderr
+    prs = by_num(report)
+    assert prs[1]["clean"] is True and prs[1]["author"] == "submitter"
+    assert prs[2]["clean"] is False and prs[2]["author"] == "second-submitter"
+    (added,) = prs[1]["bundles"]
+    assert added["classification"] == "new" and added["bundle_id"].startswith("claude-opus_")
+    assert {check["status"] for check in added["checks"]} == {"passed"}
+    (dirty,) = prs[2]["bundles"]
+    assert checks(dirty)["harness"]["status"] == "warned"
+    assert "uncommitted changes" in checks(dirty)["harness"]["detail"]
+    # Only the two proposed bundles were fetched; the one on main was not.
+    fetched = downloaded_paths(world)
+    assert {path.split("/")[1].split("_")[0] for path in fetched} == {"claude-opus", "qwen-3"}
+    assert "PR #1 'Add claude-opus' by submitter: clean (1 new)" in stderr
+    shown = hostile.replace("\x1b", "\\x1b")  # an escape sequence is shown, not obeyed
+    assert f"PR #2 '{shown}' by second-submitter: needs a maintainer" in stderr
+    assert "\x1b" not in stderr and "1 of 2 pull request(s) clean" in stderr
+
+    # The Markdown report (stdout without --json) escapes what strangers wrote.
+    markdown = run_cli("review", "--repo", repo_id, "--pr", "2", env={"HF_TOKEN": ""}).stdout
+    assert "## statics-bundler review of PR #2: needs a maintainer" in markdown
+    for raw in ("<img", "<script>", "@maintainer", "](http://evil", "| <", "\x1b"):
+        assert raw not in markdown
+    assert "&lt;img" in markdown and "&#64;maintainer" in markdown
+
+    # --comment posts each report once; an unchanged PR gets nothing new.
+    code, report, stderr = review(world, "--comment", token=WRITE_TOKEN)
+    assert [pr["comment"] for pr in report["pull_requests"]] == ["posted", "posted"]
+    assert len(comments(world, 1)) == 2 and len(comments(world, 2)) == 2
+    assert f"sha256:{by_num(report)[1]['digest']}" in comments(world, 1)[-1]
+    code, report, stderr = review(world, "--comment", token=WRITE_TOKEN)
+    assert [pr["comment"] for pr in report["pull_requests"]] == ["already-posted"] * 2
+    assert len(comments(world, 1)) == 2 and len(comments(world, 2)) == 2
+    assert hub.commits(repo_id)[0].oid == main_before  # reviewing changes nothing on main
+
+    # --merge merges the clean PR only, then regenerates the card on main.
+    code, report, stderr = review(world, "--merge", token=WRITE_TOKEN)
+    assert code == 1, stderr
+    prs = by_num(report)
+    assert (prs[1]["merge"], prs[2]["merge"]) == ("merged", "refused")
+    assert prs[2]["merge_detail"] == "not every check passed"
+    records = {pr.num: pr for pr in hub.pull_requests(repo_id)}
+    assert (records[1].status, records[2].status) == ("merged", "open")
+    card_commit, merge_commit, *_ = hub.commits(repo_id)
+    assert merge_commit.oid == records[1].merge_commit_oid
+    assert card_commit.files_changed == ("README.md",)
+    assert report["card"]["commit"] == card_commit.oid and report["card"]["bundle_count"] == 2
+    card = hub.file_bytes(repo_id, "README.md") or b""
+    assert b"**2** submission bundle(s)" in card
+    assert any(path.startswith("bundles/claude-opus_") for path in hub.list_files(repo_id))
+    assert not any(path.startswith("bundles/qwen-3_") for path in hub.list_files(repo_id))
+
+
+def test_policy_checks_flag_each_problem(world: World) -> None:
+    flagged = world.bundles(
+        "flagged",
+        [
+            world.spec(task="unpinned", model="m-unpinned", rows=4, resolved_revision=None),
+            world.spec(task="partial", model="m-partial", rows=2),
+            world.spec(task="short", model="m-short", rows=2),
+            world.spec(task="raised", model="m-raised", rows=6, dataset_split="validation"),
+            world.spec(task="unknown", model="m-unknown", rows=4),
+        ],
+        expected={"unpinned": 4, "partial": 4, "short": 2, "raised": 6},
+        allow_partial=True,
+    )
+    anonymous = world.bundles("anonymous", [world.spec(model="m-anonymous")], submitter=None)
+    propose(world, READ_TOKEN, flagged)
+    propose(world, OTHER_READ_TOKEN, anonymous)
+    code, report, _ = review(world)
+    assert code == 1
+    found = {
+        bundle["bundle_id"].split("_")[0]: checks(bundle)
+        for pr in report["pull_requests"]
+        for bundle in pr["bundles"]
+    }
+    assert found["m-unpinned"]["pin"]["status"] == "warned"
+    assert "unpinned" in found["m-unpinned"]["dataset-rows"]["detail"]
+    assert found["m-partial"]["coverage"]["detail"] == "partial: 2 of 4 rows"
+    assert found["m-partial"]["dataset-rows"]["status"] == "warned"
+    # `--expect short=2` made a 2-row run "complete"; the dataset split has 4 rows.
+    assert found["m-short"]["coverage"]["status"] == "passed"
+    short = found["m-short"]["dataset-rows"]
+    assert short["status"] == "failed" and short["detail"].endswith("split test has 4")
+    assert found["m-raised"]["dataset-rows"]["status"] == "passed"
+    assert found["m-raised"]["exceptions"]["status"] == "failed"
+    assert "1 of 6 predictions raised (16.7%)" in found["m-raised"]["exceptions"]["detail"]
+    assert found["m-unknown"]["coverage"]["status"] == "warned"
+    assert found["m-anonymous"]["submitter"] == {
+        "name": "submitter",
+        "status": "warned",
+        "detail": "no submitter name",
+        "hint": "collect with --submitter-name",
+    }
+    _, relaxed, _ = review(world, "--max-exception-rate", "0.2")
+    raised = next(
+        b for pr in relaxed["pull_requests"] for b in pr["bundles"] if "m-raised" in b["bundle_id"]
+    )
+    assert checks(raised)["exceptions"]["status"] == "passed"
+
+
+def _usage_forgery(bundle: LocalBundle) -> dict[str, bytes]:
+    """A prediction's usage changed, the manifest and the sidecar re-hashed to match."""
+
+    def change(members: list[Any]) -> list[Any]:
+        index = next(i for i, m in enumerate(members) if m.name.startswith("predictions/"))
+        record = json.loads(members[index].data)
+        record["usage"]["input_tokens"] += 1
+        members[index] = regular(members[index].name, json.dumps(record).encode())
+        return refresh_manifest(members)
+
+    forge(bundle.archive, change)
+    return {bundle.sidecar_path: sidecar_path(bundle.archive).read_bytes()}
+
+
+def _corruption(bundle: LocalBundle) -> dict[str, bytes]:
+    data = bytearray(bundle.archive.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    return {bundle.archive_path: bytes(data)}
+
+
+def _row_forgery(bundle: LocalBundle) -> dict[str, bytes]:
+    row = json.loads(bundle.row_files[bundle.row_path])
+    row["metrics_json"] = json.dumps({"exact_match": {"accuracy": 1.0}})
+    return {bundle.row_path: json.dumps(row).encode() + b"\n"}
+
+
+@pytest.mark.parametrize(
+    ("tamper", "check", "words"),
+    [
+        (_usage_forgery, "verification", "predictions"),
+        (_corruption, "verification", "archive-digest"),
+        (_row_forgery, "row", "differs from the bundle on metrics_json"),
+    ],
+    ids=["re-hashed-sidecar", "corrupted-archive", "forged-row"],
+)
+def test_tampered_bundle_is_reported_and_never_merged(
+    world: World,
+    tmp_path: Path,
+    tamper: Callable[[LocalBundle], dict[str, bytes]],
+    check: str,
+    words: str,
+) -> None:
+    bundles = world.bundles("tampered", [world.spec(model="forger")])
+    propose(world, READ_TOKEN, bundles, tamper=tamper)
+    main_before = world.hub.commits(world.repo_id)[0].oid
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    code, report, stderr = review(world, "--merge", token=WRITE_TOKEN, tmpdir=scratch)
+    assert code == 1, stderr
+    (pr,) = report["pull_requests"]
+    (bundle,) = pr["bundles"]
+    assert checks(bundle)[check]["status"] == "failed"
+    assert words in checks(bundle)[check]["detail"]
+    assert pr["merge"] == "refused"
+    assert world.hub.commits(world.repo_id)[0].oid == main_before
+    assert world.hub.pull_requests(world.repo_id)[0].status == "open"
+    assert list(scratch.iterdir()) == []  # nothing fetched is left behind
+
+
+def test_pr_touching_the_card_or_other_files_is_flagged(world: World) -> None:
+    bundles = world.bundles("readme", [world.spec(model="card-writer")])
+    propose(world, READ_TOKEN, bundles, extra={"README.md": b"# mine\n", "notes.txt": b"hi"})
+    code, report, _ = review(world, "--merge", token=WRITE_TOKEN)
+    assert code == 1
+    (pr,) = report["pull_requests"]
+    layout = checks(pr)["layout"]
+    assert layout["status"] == "failed"
+    assert "README.md, notes.txt" in layout["detail"]
+    assert pr["bundles"][0]["clean"] is True  # the bundle itself is fine
+    assert pr["merge"] == "refused"
+    assert world.hub.file_bytes(world.repo_id, "notes.txt") is None
+
+
+def test_conflicting_pr_is_refused_and_a_replacement_shows_its_diff(world: World) -> None:
+    hub, repo_id = world.hub, world.repo_id
+    mine = world.bundles("mine", [world.spec(model="twin", rows=4)], submitter="Ada")
+    theirs = world.bundles(
+        "theirs",
+        [world.spec(model="twin", rows=4, metrics={"exact_match": {"accuracy": 0.9}})],
+        submitter="Grace",
+    )
+    assert propose(world, READ_TOKEN, mine) == 1
+    assert propose(world, OTHER_READ_TOKEN, theirs) == 2
+    code, report, stderr = review(world, "--merge", token=WRITE_TOKEN)
+    assert code == 1, stderr
+    prs = by_num(report)
+    assert prs[1]["merge"] == "merged"
+    # Reviewed after #1 was merged: the same bundle, other content, changed on both sides.
+    conflicts = checks(prs[2])["conflicts"]
+    assert conflicts["status"] == "failed"
+    assert "bundles/twin_" in conflicts["detail"] and "rows/twin_" in conflicts["detail"]
+    (replaced,) = prs[2]["bundles"]
+    assert replaced["classification"] == "replacement"
+    replacement = checks(replaced)["replacement"]
+    assert replacement["status"] == "warned" and "submitter Ada → Grace" in replacement["detail"]
+    fields = {change["field"] for change in replaced["diff"]["claims"]}
+    assert "submitter.name" in fields
+    (delta,) = [m for m in replaced["diff"]["metrics"] if m["name"] == "exact_match.accuracy"]
+    assert delta["delta"] == pytest.approx(0.9 - 0.62)
+    assert prs[2]["merge"] == "refused"
+    assert hub.pull_requests(repo_id)[1].status == "open"
+    on_main = hub.file_bytes(repo_id, local(mine)[0].archive_path)
+    assert on_main == local(mine)[0].archive.read_bytes()
+    markdown = run_cli("review", "--repo", repo_id, "--pr", "2", env={"HF_TOKEN": ""}).stdout
+    assert "Compared with the copy on `main`" in markdown
+    assert "| metric `exact_match.accuracy` | `0.62` | `0.9` (+0.28) |" in markdown
+
+
+def test_bundle_already_on_main_is_unchanged(world: World) -> None:
+    bundles = world.bundles("same", [world.spec(model="both-ways")])
+    propose(world, READ_TOKEN, bundles)
+    # The maintainer publishes the very same bundle to main meanwhile.
+    upload = run_cli("upload", bundles, "--repo", world.repo_id, env={"HF_TOKEN": WRITE_TOKEN})
+    assert upload.returncode == 0, upload.stderr
+    result = run_cli("review", "--repo", world.repo_id, env={"HF_TOKEN": ""})
+    assert result.returncode == 0, result.stderr
+    assert "| unchanged | complete | 4 | Ada Lovelace | ✅ clean |" in result.stdout
+    assert "PR #1 'Add my bundles' by submitter: clean (1 unchanged)" in result.stderr
+    _, report, _ = review(world)
+    (pr,) = report["pull_requests"]
+    assert pr["bundles"][0]["classification"] == "unchanged"
+    assert checks(pr)["conflicts"]["status"] == "passed"  # the same change on both sides
+
+
+def test_pr_that_moves_during_review_is_not_merged(world: World) -> None:
+    propose(world, READ_TOKEN, world.bundles("moving", [world.spec(model="mover")]))
+    main_before = world.hub.commits(world.repo_id)[0].oid
+    # The submitter pushes to the PR after it was reviewed, just before the merge.
+    world.hub.inject("GET", r"/revision/refs%2Fpr%2F1$", Fault.RACE, after=1)
+    code, report, _ = review(world, "--merge", token=WRITE_TOKEN)
+    assert code == 1
+    (pr,) = report["pull_requests"]
+    assert pr["clean"] is True
+    assert (pr["merge"], pr["merge_detail"]) == (
+        "refused",
+        "the PR changed while it was reviewed",
+    )
+    assert world.hub.commits(world.repo_id)[0].oid == main_before
+    assert report["card"] is None
+
+
+def test_hub_failures_on_one_pr_or_the_card_do_not_stop_the_rest(world: World) -> None:
+    hub, repo_id = world.hub, world.repo_id
+    propose(world, READ_TOKEN, world.bundles("unlucky", [world.spec(model="unlucky")]))
+    propose(world, OTHER_READ_TOKEN, world.bundles("lucky", [world.spec(model="lucky")]))
+    unlucky_head = hub.pull_requests(repo_id)[0].head_oid
+    hub.inject("HEAD", rf"/resolve/{unlucky_head}/bundles/", Fault.status(400))
+    hub.inject("POST", rf"{repo_id}/preupload/main$", Fault.status(400))  # the card's commit
+    code, report, stderr = review(world, "--merge", "--comment", token=WRITE_TOKEN)
+    assert code == 1, stderr
+    first, second = report["pull_requests"]
+    assert (first["reviewed"], first["clean"], first["merge"]) == (False, False, "not-asked")
+    assert checks(first)["review"]["detail"].startswith("could not be reviewed: downloading")
+    assert len(comments(world, 1)) == 1  # nothing posted on the PR that was not reviewed
+    assert (second["reviewed"], second["merge"], second["comment"]) == (True, "merged", "posted")
+    assert hub.pull_requests(repo_id)[1].status == "merged"
+    assert report["card"] is None and "HTTP 400" in report["card_error"]
+    assert "dataset card not regenerated" in stderr
+
+
+def test_a_hub_down_for_the_whole_review_asks_for_a_retry(world: World) -> None:
+    propose(world, READ_TOKEN, world.bundles("later", [world.spec(model="later")]))
+    # Every attempt at reading the PR's head fails (the bundler retries 4 times).
+    world.hub.inject("GET", r"/revision/refs%2Fpr%2F1$", Fault.status(503), times=4)
+    code, report, stderr = review(world)
+    assert code == 75, stderr  # EX_TEMPFAIL: the same command will get past it later
+    (pr,) = report["pull_requests"]
+    assert pr["reviewed"] is False and "HTTP 503" in checks(pr)["review"]["detail"]
+
+
+@pytest.mark.parametrize("flag", ["--merge", "--comment"])
+@pytest.mark.parametrize(
+    ("token", "problem"), [(None, "no token was given"), (READ_TOKEN, "this token is read-only")]
+)
+def test_comment_and_merge_need_a_write_token(
+    world: World, flag: str, token: str | None, problem: str
+) -> None:
+    propose(world, READ_TOKEN, world.bundles("pr", [world.spec(model="waiting")]))
+    main_before = world.hub.commits(world.repo_id)[0].oid
+    result = run_cli("review", "--repo", world.repo_id, flag, env={"HF_TOKEN": token or ""})
+    assert result.returncode == 2
+    assert one_line_error(result.stderr) == f"error: {flag} needs a write token: {problem}"
+    assert result.stdout == ""
+    assert world.hub.commits(world.repo_id)[0].oid == main_before
+    assert len(comments(world, 1)) == 1  # only the PR's own description
+    if token is not None:
+        assert READ_TOKEN not in result.stderr + result.stdout
+
+
+def test_unknown_pr_and_repository_are_unusable(world: World) -> None:
+    result = run_cli("review", "--repo", world.repo_id, "--pr", "7", env={"HF_TOKEN": ""})
+    assert result.returncode == 2
+    assert one_line_error(result.stderr).endswith(f"{world.repo_id} has no pull request #7")
+    missing = run_cli("review", "--repo", "gptnt/no-such-repo", env={"HF_TOKEN": ""})
+    assert missing.returncode == 2
+    assert "gptnt/no-such-repo was not found" in one_line_error(missing.stderr)
+    none_open = run_cli("review", "--repo", world.repo_id, "--json", env={"HF_TOKEN": ""})
+    assert none_open.returncode == 0
+    assert json.loads(none_open.stdout)["pull_requests"] == []
+
+
+def test_markdown_escaping_leaves_strangers_text_inert() -> None:
+    text = markdown_text("a\n\n# Title <b>x</b> [l](u) *e* `c` | p @who &amp;\x1b")
+    assert "\n" not in text
+    assert text == (
+        "a \\# Title &lt;b&gt;x&lt;/b&gt; \\[l\\]\\(u\\) \\*e\\* \\`c\\` \\| p &#64;who &amp;amp;"
+    )
+    assert markdown_code("id") == "`id`"
+    assert markdown_code("a`b|c") == "``a`b\\|c``"
+    assert markdown_code("`x`") == "`` `x` ``"
+    assert markdown_code("a\x1b[2J\n b") == "`a [2J b`"

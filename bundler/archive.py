@@ -24,6 +24,7 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Generator, Iterable, Iterator
+from dataclasses import dataclass
 from queue import Empty, Queue
 from typing import TYPE_CHECKING, Any, BinaryIO, Final, TypeVar
 
@@ -124,10 +125,40 @@ def write_manifest(claim: BundleClaim, files: Iterable[ArchivedFile], out: Binar
     out.write(MANIFEST_CLOSING)
 
 
-def make_compressor(level: int, threads: int | None) -> zstandard.ZstdCompressor:
-    return zstandard.ZstdCompressor(
-        level=level, write_checksum=True, threads=threads or default_threads()
-    )
+def make_compressor(level: int, threads: int) -> zstandard.ZstdCompressor:
+    """threads 0: compress in line, on the calling thread; more: that many worker threads,
+    whose output does not depend on how many there are."""
+    return zstandard.ZstdCompressor(level=level, write_checksum=True, threads=threads)
+
+
+THREADED_BODY_PREDICTIONS = 1000
+"""A run of this many predictions or more has its body compressed by worker threads, beside
+the validation; a smaller one in line, since ending a multi-threaded frame costs about a
+millisecond, more than compressing a small run. The choice depends on the run alone, so the
+same run always gives the same bytes."""
+
+
+@dataclass(frozen=True)
+class Compressors:
+    """The compressors one collect uses for all its bundles (making a multi-threaded one
+    starts its workers, so it is made once): `threaded` and `inline` for bodies, by size, and
+    `frames` for the small manifest and end frames, which are written while a body's frame is
+    still open (a compressor does one thing at a time)."""
+
+    threaded: zstandard.ZstdCompressor
+    inline: zstandard.ZstdCompressor
+    frames: zstandard.ZstdCompressor
+
+    @classmethod
+    def of(cls, level: int = DEFAULT_LEVEL, threads: int | None = None) -> Compressors:
+        return cls(
+            threaded=make_compressor(level, threads or default_threads()),
+            inline=make_compressor(level, 0),
+            frames=make_compressor(level, 0),
+        )
+
+    def for_body(self, predictions: int) -> zstandard.ZstdCompressor:
+        return self.threaded if predictions >= THREADED_BODY_PREDICTIONS else self.inline
 
 
 class BodyWriter:
@@ -137,10 +168,12 @@ class BodyWriter:
     on a crash), so a refused run leaves nothing behind and a valid one is never read twice.
     """
 
-    def __init__(self, mtime: int, *, level: int = DEFAULT_LEVEL, threads: int | None = None):
+    def __init__(self, mtime: int, compressors: Compressors, predictions: int) -> None:
         self.mtime = mtime
+        self.compressors = compressors
         self._file = tempfile.TemporaryFile()  # noqa: SIM115 - closed by __exit__
-        self._compressed = make_compressor(level, threads).stream_writer(self._file, closefd=False)
+        body = compressors.for_body(predictions)
+        self._compressed = body.stream_writer(self._file, closefd=False)
         self._tar = TarStream(self._compressed)
 
     def __enter__(self) -> BodyWriter:
@@ -176,14 +209,12 @@ def write_archive(
     files: Iterable[ArchivedFile],
     body: BodyWriter,
     out: BinaryIO,
-    *,
-    level: int = DEFAULT_LEVEL,
-    threads: int | None = None,
 ) -> tuple[str, int]:
     """Write the archive to `out`: the manifest member, the body, and the tar's end, each as a
-    checksummed zstd frame. Returns the archive's sha256 and size."""
+    checksummed zstd frame (with the body's compressors). Returns the archive's sha256 and
+    size."""
     sink = HashingWriter(out)
-    compressor = make_compressor(level, threads)
+    compressor = body.compressors.frames
     with tempfile.SpooledTemporaryFile(max_size=MANIFEST_SPOOL_BYTES) as manifest:
         write_manifest(claim, files, manifest)  # type: ignore[arg-type]
         manifest_size = manifest.tell()

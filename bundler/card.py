@@ -23,7 +23,7 @@ from importlib.resources import files
 from typing import Any
 
 from huggingface_hub import CommitOperationAdd, DatasetCard, DatasetCardData
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from bundler.errors import HubAccessError, HubError, RowError, TemporaryError
 from bundler.hub import HubSession, PlannedCommit, RemoteFile, commit_replanned, git_blob_id
@@ -36,6 +36,7 @@ from bundler.layout import (
     task_config_name,
     task_rows_glob,
 )
+from bundler.model import Model
 from bundler.rows import (
     MAPPED_DIGEST_HEX,
     MAPPED_STEM_LENGTH,
@@ -316,7 +317,7 @@ class RowReader:
         return row
 
 
-class CardRefresh(BaseModel):
+class CardRefresh(Model):
     """What `refresh_card` found and did."""
 
     repo_id: str

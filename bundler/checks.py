@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
+
+from bundler.model import Model
 
 CheckStatus = Literal["passed", "warned", "failed"]
 
 
-class CheckResult(BaseModel):
+class CheckResult(Model):
     model_config = ConfigDict(frozen=True)
 
     name: str

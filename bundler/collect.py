@@ -11,9 +11,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import ConfigDict, Field, SecretStr
 
-from bundler.archive import BodyWriter, manifest_head, write_archive
+from bundler.archive import BodyWriter, Compressors, manifest_head, write_archive
 from bundler.discover import RunDirectory, Skipped, discover
 from bundler.errors import (
     BundlerError,
@@ -27,6 +27,7 @@ from bundler.layout import BundleId
 from bundler.limits import DEFAULT_LEVEL, INT64_MAX, MAX_CLAIM_BYTES, MAX_LEVEL
 from bundler.lock import bundles_lock
 from bundler.manifest import ArchiveInfo, BundleClaim, CollectInputs, Sidecar, Submitter
+from bundler.model import Model
 from bundler.progress import NoProgress, ProgressSink
 from bundler.runs import RunEvidence, RunHeader, ValidatedRun, judge_run, read_header, validate_run
 from bundler.version import bundler_version
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from bundler.rowcount import RowCountResolver
 
 
-class CollectOptions(BaseModel):
+class CollectOptions(Model):
     model_config = ConfigDict(frozen=True)
 
     tasks: list[str] = Field(default_factory=list, description="keep only these task names")
@@ -59,7 +60,7 @@ class CollectOptions(BaseModel):
 BundleStatus = Literal["written", "unchanged", "replaced"]
 
 
-class CollectedBundle(BaseModel):
+class CollectedBundle(Model):
     bundle_id: str
     run_directory: str
     archive: str
@@ -72,12 +73,12 @@ class CollectedBundle(BaseModel):
     warnings: list[str]
 
 
-class RefusedInput(BaseModel):
+class RefusedInput(Model):
     path: str
     error: str
 
 
-class CollectReport(BaseModel):
+class CollectReport(Model):
     output_root: str
     bundles_dir: str
     bundles: list[CollectedBundle] = Field(default_factory=list)
@@ -158,9 +159,10 @@ def collect(
     runs = _refuse_collisions(headers, report)
     if not runs:
         return report  # nothing to write: no lock taken, nothing created
+    compressors = Compressors.of(options.level, options.threads)
     with bundles_lock(bundles_dir, operation="collect", wait=options.lock_wait):
         for header in runs:
-            _bundle_one(header, bundles_dir, options, resolver, progress, report)
+            _bundle_one(header, bundles_dir, options, compressors, resolver, progress, report)
     return report
 
 
@@ -234,6 +236,7 @@ def _bundle_one(
     header: RunHeader,
     bundles_dir: Path,
     options: CollectOptions,
+    compressors: Compressors,
     resolver: RowCountResolver | None,
     progress: ProgressSink,
     report: CollectReport,
@@ -245,9 +248,7 @@ def _bundle_one(
         expected, note = resolver.rows(statics)
     try:
         progress.begin(f"bundling {header.bundle_id}", header.run.predictions)
-        with BodyWriter(
-            header.meta.run_timestamp, level=options.level, threads=options.threads
-        ) as body:
+        with BodyWriter(header.meta.run_timestamp, compressors, header.run.predictions) as body:
             run = validate_run(
                 header,
                 expected_rows=expected,
@@ -351,9 +352,7 @@ def _write_bundle(
     sidecar_path = run.header.bundle_id.local_sidecar(bundles_dir)
     previous = sha256_file(archive_path)[0] if os.path.isfile(archive_path) else None
     with StagedFile(archive_path) as archive:
-        sha256, size = write_archive(
-            claim, run.files(), body, archive.handle, level=options.level, threads=options.threads
-        )
+        sha256, size = write_archive(claim, run.files(), body, archive.handle)
         archive.finish()
         data = sidecar_bytes(sidecar_for(claim, archive_path.name, sha256, size))
         with StagedFile(sidecar_path) as sidecar:

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from bundler.errors import InputError, UsageError
 from bundler.manifest import (
@@ -28,6 +28,7 @@ from bundler.manifest import (
     prediction_path,
 )
 from bundler.metrics import MetricValue, flatten_metrics
+from bundler.model import Model
 from bundler.progress import ProgressSink
 from bundler.validation import parse_prediction
 from bundler.verify import BundleReading, manifest_digests, read_bundle, verified_members
@@ -43,7 +44,7 @@ CLAIM_FIELDS_EXCLUDED: dict[str, Any] = {"statics": {"target"}}
 """`statics.target` is the top-level `target` again; one line per fact is enough."""
 
 
-class FieldDifference(BaseModel):
+class FieldDifference(Model):
     """One field that differs; `None` on a side where the field is absent."""
 
     field: str
@@ -54,7 +55,7 @@ class FieldDifference(BaseModel):
 MetricChange = Literal["changed", "added", "removed"]
 
 
-class MetricDifference(BaseModel):
+class MetricDifference(Model):
     """One flattened metric that differs. `delta` is b - a when both values are numbers."""
 
     name: str
@@ -64,7 +65,7 @@ class MetricDifference(BaseModel):
     delta: float | None = None
 
 
-class PredictionChanges(BaseModel):
+class PredictionChanges(Model):
     """Predictions compared by row index and sha256, from the two manifests alone."""
 
     added: int = 0
@@ -80,7 +81,7 @@ class PredictionChanges(BaseModel):
         return bool(self.added or self.removed or self.changed)
 
 
-class PredictionSample(BaseModel):
+class PredictionSample(Model):
     """One changed prediction's answer in A and in B. `field` is `scored_output` when both
     files carry it, else `output`, so like is compared with like across harness versions."""
 
@@ -91,13 +92,13 @@ class PredictionSample(BaseModel):
     truncated: bool = False
 
 
-class DiffSide(BaseModel):
+class DiffSide(Model):
     archive: str
     bundle_id: str
     sha256: str
 
 
-class BundleDiff(BaseModel):
+class BundleDiff(Model):
     a: DiffSide
     b: DiffSide
     claims: list[FieldDifference]

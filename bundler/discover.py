@@ -11,9 +11,10 @@ import os
 import re
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
 from bundler.errors import UsageError
+from bundler.model import Model
 
 PREDICTIONS_SUFFIX = "_predictions"
 HOW_DO_YOU_DIR = "how_do_you"
@@ -22,7 +23,7 @@ METRICS_NAME = "metrics.json"
 PREDICTION_FILE = re.compile(r"^prediction_(.*)\.json$")
 
 
-class RunDirectory(BaseModel):
+class RunDirectory(Model):
     """A directory that holds run_meta.json, metrics.json or prediction files."""
 
     model_config = ConfigDict(frozen=True)
@@ -36,14 +37,14 @@ class RunDirectory(BaseModel):
     known before the run is read."""
 
 
-class Skipped(BaseModel):
+class Skipped(Model):
     model_config = ConfigDict(frozen=True)
 
     path: str
     reason: str
 
 
-class Discovery(BaseModel):
+class Discovery(Model):
     model_config = ConfigDict(frozen=True)
 
     runs: list[RunDirectory]

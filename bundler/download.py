@@ -16,7 +16,7 @@ from functools import partial
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from bundler.errors import UsageError
 from bundler.hub import REPO_TYPE, HubSession
@@ -28,20 +28,21 @@ from bundler.layout import (
     LayoutError,
     bundle_ids_in,
 )
+from bundler.model import Model
 from bundler.progress import NoProgress, ProgressSink
 from bundler.verify import BundleReading, read_bundle
 
 FetchOutcome = Literal["downloaded", "rejected", "missing"]
 
 
-class FetchedBundle(BaseModel):
+class FetchedBundle(Model):
     bundle_id: str
     outcome: FetchOutcome
     archive: str | None = None
     detail: str | None = None
 
 
-class DownloadReport(BaseModel):
+class DownloadReport(Model):
     repo_id: str
     revision: str
     commit: str

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 
 from bundler.errors import BundlerError, InputError, UsageError, WriteError
 from bundler.fileio import describe_os_error, read_bounded
@@ -42,6 +42,7 @@ from bundler.layout import (
     GptntSubmissionName,
 )
 from bundler.manifest import BundleClaim, Submitter
+from bundler.model import Model
 from bundler.progress import NoProgress, ProgressSink
 from bundler.schema import UNKNOWN_HARNESS_VERSION
 from bundler.validation import describe_validation_error
@@ -90,7 +91,7 @@ NANOSECOND_DIGITS = 9
 # GPTNT's submission.yaml, field for field, in its order ---------------------------------------
 
 
-class _Written(BaseModel):
+class _Written(Model):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
@@ -152,7 +153,7 @@ class GptntSubmission(_Written):
 # The player config --------------------------------------------------------------------------
 
 
-class PlayerConfig(BaseModel):
+class PlayerConfig(Model):
     """What the export needs from a GPTNT player config (`configs/player/<name>.yaml`)."""
 
     path: str
@@ -204,12 +205,12 @@ RefusalKind = Literal[
 ]
 
 
-class Refusal(BaseModel):
+class Refusal(Model):
     kind: RefusalKind
     detail: str
 
 
-class SubmissionPlan(BaseModel):
+class SubmissionPlan(Model):
     """The submission for one bundle, or why there is none; warnings never stop an export."""
 
     submission: GptntSubmission | None
@@ -368,7 +369,7 @@ def gptnt_instant(run_date: str) -> str:
 ExportOutcome = Literal["exported", "unchanged", "refused"]
 
 
-class ExportedBundle(BaseModel):
+class ExportedBundle(Model):
     archive: str
     bundle_id: str | None
     outcome: ExportOutcome
@@ -382,7 +383,7 @@ class ExportedBundle(BaseModel):
         return "; ".join(refusal.detail for refusal in self.refusals)
 
 
-class ExportReport(BaseModel):
+class ExportReport(Model):
     out_dir: str
     player_config: str
     player_name: str
@@ -393,7 +394,7 @@ class ExportReport(BaseModel):
         return 1 if any(bundle.outcome == "refused" for bundle in self.bundles) else 0
 
 
-class SubmitterOverrides(BaseModel):
+class SubmitterOverrides(Model):
     """Values that replace the bundle's submitter fields; None keeps the bundle's value, and an
     empty affiliation clears it."""
 

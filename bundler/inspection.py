@@ -8,15 +8,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel
-
 from bundler.manifest import BundleClaim
 from bundler.metrics import MetricValue, flatten_metrics
+from bundler.model import Model
 from bundler.progress import ProgressSink
 from bundler.verify import BundleVerification, bundle_file, read_bundle
 
 
-class BundleInspection(BaseModel):
+class BundleInspection(Model):
     verification: BundleVerification
     claim: BundleClaim | None
     capabilities: dict[str, object] | None

@@ -24,11 +24,12 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from bundler.errors import BundlesLockedError, UsageError, WriteError
 from bundler.fileio import describe_os_error
 from bundler.layout import LOCK_NAME
+from bundler.model import Model
 
 POLL_SECONDS = 0.1
 MAX_RECORD_BYTES = 4096
@@ -36,7 +37,7 @@ MAX_RECORD_BYTES = 4096
 _operation: ContextVar[str | None] = ContextVar("bundler_lock_operation", default=None)
 
 
-class LockHolder(BaseModel):
+class LockHolder(Model):
     """What a holder records about itself in the lock file."""
 
     pid: int | None = None

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from bundler.limits import MAX_LEFT_OUT_SHOWN, MAX_LEVEL
+from bundler.model import Model
 from bundler.schema import StaticsIdentity
 
 MANIFEST_VERSION: Literal[2] = 2
@@ -44,7 +45,7 @@ def prediction_index(path: str) -> int | None:
     return index if prediction_path(index) == path else None
 
 
-class _Model(BaseModel):
+class _Model(Model):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 

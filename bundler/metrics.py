@@ -10,14 +10,16 @@ import json
 import math
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
+
+from bundler.model import Model
 
 MetricPath = tuple[str, ...]
 """The keys leading to one leaf of metrics.json. Its flattened name joins them with `.`, which
 is ambiguous when a key holds a `.`; the path is not."""
 
 
-class MetricValue(BaseModel):
+class MetricValue(Model):
     """One leaf figure. `number` is set for numbers (not booleans) that a float64 holds, and
     is null for the rest (an integer of 400 digits, NaN); `json` always holds the value as
     JSON text, so nothing is lost for strings, lists, nulls or such numbers."""

@@ -12,9 +12,10 @@ from collections.abc import Sequence
 from typing import Literal
 
 import jinja2
-from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+from pydantic import Field, TypeAdapter, ValidationError
 
 from bundler.card import template_text
+from bundler.model import Model
 
 PR_TEMPLATE = "pull_request.md.j2"
 PR_STATE_MARKER = "bundler-pr-state"
@@ -24,13 +25,13 @@ request proposes, so the next upload to it can describe the whole pull request a
 Verb = Literal["adds", "extends", "replaces"]
 
 
-class ClaimDifference(BaseModel):
+class ClaimDifference(Model):
     field: str
     old: str
     new: str
 
 
-class ProposedBundle(BaseModel):
+class ProposedBundle(Model):
     """One bundle a pull request proposes, as its description shows it."""
 
     bundle_id: str

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -138,8 +139,15 @@ class RichProgress:
             self._progress.advance(self._task, steps)
 
 
+TABLE_MAX_BUNDLES = 40
+"""More bundles than this are summarised in counts rather than tabled: a table of hundreds of
+rows is no reading for a person (and took rich a second to lay out); --json lists them all."""
+
+
 def render_collect(report: CollectReport, console: Console) -> None:
-    if report.bundles:
+    if len(report.bundles) > TABLE_MAX_BUNDLES:
+        _summarise_bundles(report, console)
+    elif report.bundles:
         table = Table(title=f"Bundles in {shown(report.bundles_dir)}", title_justify="left")
         for column in ("bundle", "status", "coverage", "predictions", "size"):
             table.add_column(
@@ -171,6 +179,28 @@ def render_collect(report: CollectReport, console: Console) -> None:
         f"{written} bundle(s) ready, {len(report.refused)} input(s) refused, "
         f"{len(report.skipped)} skipped"
     )
+
+
+def _summarise_bundles(report: CollectReport, console: Console) -> None:
+    """Counts by status and coverage, and each distinct warning once with how many bundles
+    it concerns and the first of them."""
+    statuses = Counter(bundle.status for bundle in report.bundles)
+    coverages = Counter(bundle.coverage for bundle in report.bundles)
+    size = sum(bundle.size for bundle in report.bundles)
+    console.print(
+        f"{len(report.bundles)} bundles in {shown(report.bundles_dir)} ({human_size(size)}): "
+        + ", ".join(f"{count} {status}" for status, count in sorted(statuses.items()))
+        + "; coverage "
+        + ", ".join(f"{count} {coverage}" for coverage, count in sorted(coverages.items()))
+        + " (--json lists every bundle)"
+    )
+    concerned: dict[str, list[str]] = {}
+    for bundle in report.bundles:
+        for warning in bundle.warnings:
+            concerned.setdefault(warning, []).append(bundle.bundle_id)
+    for warning, bundle_ids in concerned.items():
+        more = f" and {len(bundle_ids) - 1} more" if len(bundle_ids) > 1 else ""
+        console.print(f"[yellow]warning[/] {shown(bundle_ids[0])}{more}: {shown(warning)}")
 
 
 def render_checks(checks: list[CheckResult], console: Console, indent: str = "  ") -> None:

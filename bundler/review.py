@@ -29,7 +29,7 @@ from huggingface_hub import HfApi, get_token
 from huggingface_hub.community import DiscussionComment, DiscussionWithDetails
 from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
 from markupsafe import Markup
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, computed_field
+from pydantic import ConfigDict, Field, SecretStr, computed_field
 
 from bundler import exitcodes
 from bundler.card import CardRefresh, refresh_card
@@ -47,6 +47,7 @@ from bundler.errors import (
 from bundler.hub import REPO_TYPE, HubSession, RemoteFile, git_blob_id, status_of
 from bundler.layout import TEMP_PREFIX, BundleId, bundle_ids_in
 from bundler.manifest import BundleClaim
+from bundler.model import Model
 from bundler.progress import NoProgress, ProgressSink
 from bundler.rowcount import RowCountResolver
 from bundler.rows import BundleRow, build_row, read_row, row_files
@@ -66,7 +67,7 @@ CommentOutcome = Literal["not-asked", "posted", "already-posted"]
 MergeOutcome = Literal["not-asked", "merged", "refused", "failed"]
 
 
-class ReviewOptions(BaseModel):
+class ReviewOptions(Model):
     model_config = ConfigDict(frozen=True)
 
     repo_id: str
@@ -77,7 +78,7 @@ class ReviewOptions(BaseModel):
     token: SecretStr | None = None
 
 
-class BundleReview(BaseModel):
+class BundleReview(Model):
     bundle_id: str
     classification: Classification
     sha256: str | None
@@ -97,7 +98,7 @@ class BundleReview(BaseModel):
         return all(check.status == "passed" for check in self.checks)
 
 
-class PullRequestReview(BaseModel):
+class PullRequestReview(Model):
     num: int
     title: str
     author: str
@@ -134,7 +135,7 @@ class PullRequestReview(BaseModel):
         return exitcodes.OK if self.clean and self.merge != "refused" else exitcodes.LOOK
 
 
-class ReviewReport(BaseModel):
+class ReviewReport(Model):
     repo_id: str
     max_exception_rate: float
     pull_requests: list[PullRequestReview] = Field(default_factory=list)

@@ -37,6 +37,7 @@ from bundler.metrics import (
     metric_name,
     metric_number,
 )
+from bundler.model import Model
 
 
 @dataclass(frozen=True)
@@ -54,14 +55,14 @@ comes out as `YYYY-MM-DD HH:MM:SS`), so the column is declared a UTC timestamp: 
 and sorts as a date."""
 
 
-class UsageCount(BaseModel):
+class UsageCount(Model):
     model_config = ConfigDict(frozen=True)
 
     key: str
     count: int
 
 
-class BundleRow(BaseModel):
+class BundleRow(Model):
     """The all-tasks table's row for one bundle; the field order is the table's column order."""
 
     model_config = ConfigDict(frozen=True)
@@ -204,7 +205,7 @@ def row_files(row: BundleRow) -> dict[str, bytes]:
     return {key.repo_row: row_bytes(row), key.repo_task_row: task_row_bytes(row)}
 
 
-class TaskRow(BaseModel):
+class TaskRow(Model):
     """The fixed columns of a task's leaderboard table; the metric columns go in after
     METRICS_AFTER, so that model, player and scores are the first thing the viewer shows."""
 
@@ -278,7 +279,7 @@ def metric_column(path: MetricPath) -> str:
     return f"{stem}{MAPPED_MARK}{digest[:MAPPED_DIGEST_HEX]}"
 
 
-class MetricColumn(BaseModel):
+class MetricColumn(Model):
     """One numeric metric of a bundle, as its task table holds it."""
 
     model_config = ConfigDict(frozen=True)

@@ -15,7 +15,6 @@ from typing import Annotated, Any, Literal
 
 from packaging.version import InvalidVersion, Version
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
     StrictInt,
@@ -26,6 +25,7 @@ from pydantic import (
 )
 
 from bundler.limits import INT64_MAX, TAR_NUMBER_LIMIT
+from bundler.model import Model
 from bundler.naming import SAFE_TASK_NAME
 
 UNPINNED_LABEL = "unpinned"
@@ -36,7 +36,7 @@ _COMMIT_SHA = re.compile(r"^[0-9a-fA-F]{8,64}$")
 Count = Annotated[StrictInt, Field(ge=0, le=INT64_MAX)]
 
 
-class _Strict(BaseModel):
+class _Strict(Model):
     model_config = ConfigDict(strict=True, frozen=True)
 
 
@@ -175,7 +175,7 @@ class StaticsRunMetadata(_Strict):
         return int(parse_instant(self.run_date).timestamp())
 
 
-class PredictionRecord(BaseModel):
+class PredictionRecord(Model):
     """One prediction_<i>.json. Only the keys the bundler checks are modelled; bytes are kept."""
 
     model_config = ConfigDict(strict=True, extra="ignore")

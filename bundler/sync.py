@@ -13,19 +13,20 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from bundler import exitcodes
 from bundler.collect import BundleStatus, CollectOptions, CollectReport, collect
 from bundler.errors import BundlerError, UsageError
 from bundler.fileio import write_atomically
 from bundler.lock import bundles_lock
+from bundler.model import Model
 from bundler.progress import ProgressSink
 from bundler.upload import Action, Outcome, UploadOptions, UploadReport, upload
 from bundler.verify import find_archives
 
 
-class SyncOptions(BaseModel):
+class SyncOptions(Model):
     model_config = ConfigDict(frozen=True)
 
     collect: CollectOptions = Field(default_factory=CollectOptions)
@@ -38,7 +39,7 @@ class SyncOptions(BaseModel):
     )
 
 
-class SyncBundle(BaseModel):
+class SyncBundle(Model):
     """One bundle's way through the sync: what collect did with it, what upload did."""
 
     bundle_id: str
@@ -52,7 +53,7 @@ class SyncBundle(BaseModel):
     detail: str | None = None
 
 
-class SyncCounts(BaseModel):
+class SyncCounts(Model):
     runs_bundled: int = 0
     runs_refused: int = 0
     runs_skipped: int = 0
@@ -66,7 +67,7 @@ class SyncCounts(BaseModel):
     commits: int = 0
 
 
-class SyncReport(BaseModel):
+class SyncReport(Model):
     output_root: str
     bundles_dir: str
     repo_id: str

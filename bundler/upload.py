@@ -32,7 +32,7 @@ from typing import Literal
 
 from huggingface_hub import CommitOperationAdd
 from huggingface_hub.community import DiscussionComment
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import ConfigDict, Field, SecretStr
 
 from bundler.card import RowReader, render_dataset_card
 from bundler.download import fetch_bundle
@@ -49,6 +49,7 @@ from bundler.hub import (
 from bundler.layout import README, TEMP_PREFIX, BundleId
 from bundler.lock import bundles_lock
 from bundler.manifest import PREDICTIONS_DIR, Sidecar
+from bundler.model import Model
 from bundler.progress import NoProgress, ProgressSink
 from bundler.pullrequest import (
     ClaimDifference,
@@ -81,7 +82,7 @@ Outcome = Literal[
 ]
 
 
-class UploadOptions(BaseModel):
+class UploadOptions(Model):
     model_config = ConfigDict(frozen=True)
 
     repo_id: str
@@ -102,7 +103,7 @@ class UploadOptions(BaseModel):
     )
 
 
-class BundlePlan(BaseModel):
+class BundlePlan(Model):
     bundle_id: str
     action: Action
     outcome: Outcome = "planned"
@@ -115,7 +116,7 @@ class BundlePlan(BaseModel):
     """Failed only for a reason that may pass (the Hub unavailable or rate limiting)."""
 
 
-class UploadReport(BaseModel):
+class UploadReport(Model):
     repo_id: str
     revision: str
     dry_run: bool

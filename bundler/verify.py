@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
 import zstandard
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from bundler.archive import (
     BUNDLE_FRAMES,
@@ -67,6 +67,7 @@ from bundler.manifest import (
     Sidecar,
     prediction_path,
 )
+from bundler.model import Model
 from bundler.progress import NoProgress, ProgressSink
 from bundler.runs import PROGRESS_BATCH, RunEvidence, check_prediction_count, identify
 from bundler.schema import StaticsRunMetadata
@@ -98,7 +99,7 @@ _MAX_INDEX_DIGITS = 19
 _SHOWN_VALUE_CHARS = 80
 
 
-class BundleVerification(BaseModel):
+class BundleVerification(Model):
     """The verdict on one archive: every check that ran, in order."""
 
     archive: str
@@ -117,7 +118,7 @@ class BundleVerification(BaseModel):
         return "; ".join(f"{check.name}: {check.detail}" for check in self.failures())
 
 
-class VerifyReport(BaseModel):
+class VerifyReport(Model):
     bundles: list[BundleVerification]
 
     @property

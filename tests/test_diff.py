@@ -154,8 +154,8 @@ def test_only_the_named_members_are_read(original: Path) -> None:
 
 def test_claim_differences_field_by_field(original: Path) -> None:
     reading = read_bundle(original)
-    assert reading.manifest is not None
-    claim = reading.manifest.claim()
+    assert reading.claim is not None
+    claim = reading.claim
     statics = claim.statics.model_copy(update={"resolved_revision": None})
     other = claim.model_copy(
         update={"statics": statics, "warnings": [*claim.warnings, "new warning"]}

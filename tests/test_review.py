@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from conftest import OTHER_READ_TOKEN, READ_TOKEN, WRITE_TOKEN
 from factory import RunSpec, write_tree
-from helpers import forge, one_line_error, refresh_manifest, regular, run_cli, sidecar_path
+from helpers import forge, one_line_error, refresh_manifest, run_cli, sidecar_path, with_data
 from hubserver import Fault, HubServer
 from huggingface_hub import CommitOperationAdd, HfApi
 
@@ -22,6 +22,7 @@ from bundler.collect import CollectOptions, collect
 from bundler.manifest import Submitter
 from bundler.progress import NoProgress
 from bundler.review import markdown_code, markdown_text
+from bundler.rows import build_row, row_files, utc_timestamp
 from bundler.upload import LocalBundle, gather_local
 
 SPLIT_ROWS = {"test": 4, "validation": 6}
@@ -79,8 +80,11 @@ def world(hub: HubServer, repo_id: str, tmp_path: Path) -> World:
 
 
 def local(bundles: Path) -> list[LocalBundle]:
+    """The folder's bundles as upload gathers them, with the rows it would publish now."""
     found, refused = gather_local(bundles, allow_partial=True, progress=NoProgress())
     assert not refused, refused
+    for bundle in found:
+        bundle.row = build_row(bundle.sidecar, bundle.metrics_text, utc_timestamp())
     return found
 
 
@@ -97,11 +101,7 @@ def propose(
     submitter's upload does, plus `extra` files; `tamper` may replace some of a bundle's files."""
     operations = []
     for bundle in local(bundles):
-        files: dict[str, bytes | Path] = {
-            bundle.archive_path: bundle.archive,
-            bundle.sidecar_path: bundle.sidecar_data,
-            **bundle.row_files,
-        }
+        files: dict[str, bytes | Path] = dict(bundle.repo_files())
         files.update(tamper(bundle) if tamper else {})
         operations += [CommitOperationAdd(path, data) for path, data in files.items()]
     operations += [CommitOperationAdd(path, data) for path, data in (extra or {}).items()]
@@ -273,23 +273,24 @@ def _usage_forgery(bundle: LocalBundle) -> dict[str, bytes]:
         index = next(i for i, m in enumerate(members) if m.name.startswith("predictions/"))
         record = json.loads(members[index].data)
         record["usage"]["input_tokens"] += 1
-        members[index] = regular(members[index].name, json.dumps(record).encode())
+        members[index] = with_data(members[index], json.dumps(record).encode())
         return refresh_manifest(members)
 
     forge(bundle.archive, change)
-    return {bundle.sidecar_path: sidecar_path(bundle.archive).read_bytes()}
+    return {bundle.key.repo_sidecar: sidecar_path(bundle.archive).read_bytes()}
 
 
 def _corruption(bundle: LocalBundle) -> dict[str, bytes]:
     data = bytearray(bundle.archive.read_bytes())
     data[len(data) // 2] ^= 0xFF
-    return {bundle.archive_path: bytes(data)}
+    return {bundle.key.repo_archive: bytes(data)}
 
 
 def _row_forgery(bundle: LocalBundle) -> dict[str, bytes]:
-    row = json.loads(bundle.row_files[bundle.row_path])
+    assert bundle.row is not None
+    row = json.loads(row_files(bundle.row)[bundle.key.repo_row])
     row["metrics_json"] = json.dumps({"exact_match": {"accuracy": 1.0}})
-    return {bundle.row_path: json.dumps(row).encode() + b"\n"}
+    return {bundle.key.repo_row: json.dumps(row).encode() + b"\n"}
 
 
 @pytest.mark.parametrize(
@@ -367,7 +368,7 @@ def test_conflicting_pr_is_refused_and_a_replacement_shows_its_diff(world: World
     assert delta["delta"] == pytest.approx(0.9 - 0.62)
     assert prs[2]["merge"] == "refused"
     assert hub.pull_requests(repo_id)[1].status == "open"
-    on_main = hub.file_bytes(repo_id, local(mine)[0].archive_path)
+    on_main = hub.file_bytes(repo_id, local(mine)[0].key.repo_archive)
     assert on_main == local(mine)[0].archive.read_bytes()
     markdown = run_cli("review", "--repo", repo_id, "--pr", "2", env={"HF_TOKEN": ""}).stdout
     assert "Compared with the copy on `main`" in markdown

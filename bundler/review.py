@@ -218,17 +218,7 @@ class Reviewer:
         except HubError as error:
             if isinstance(error, HubAccessError):
                 raise
-            pr = PullRequestReview(
-                num=details.num,
-                title=details.title,
-                author=details.author,
-                status=details.status,
-                url=details.url,
-                base_branch=(details.target_branch or "main").removeprefix("refs/heads/"),
-                head="",
-                base=None,
-                reviewed=False,
-            )
+            pr = _pull_request(details, head="", base=None, reviewed=False)
             pr.checks.append(failed("review", f"could not be reviewed: {error}"))
             pr.error_code = error.exit_code
             return pr
@@ -290,23 +280,14 @@ class Reviewer:
 
     def _review(self, details: DiscussionWithDetails, work: Path) -> PullRequestReview:
         session = self.session
-        base_branch = (details.target_branch or "main").removeprefix("refs/heads/")
+        base_branch = _base_branch(details)
         head = session.head(f"refs/pr/{details.num}")
         tip = session.head(base_branch)
         base = self._fork_point(head, tip)
         head_files = session.list_files("", head)
         main_files = session.list_files("", tip)
         base_files = session.list_files("", base) if base not in (None, tip) else main_files
-        pr = PullRequestReview(
-            num=details.num,
-            title=details.title,
-            author=details.author,
-            status=details.status,
-            url=details.url,
-            base_branch=base_branch,
-            head=head,
-            base=base,
-        )
+        pr = _pull_request(details, head=head, base=base)
         changed = _changed(base_files, head_files)
         on_main = _changed(base_files, main_files)
         pr.checks.append(_state_check(details.status, base_branch, base is not None))
@@ -552,6 +533,27 @@ class Reviewer:
 
 def _same(a: RemoteFile | None, b: RemoteFile | None) -> bool:
     return (a.blob_id if a else None) == (b.blob_id if b else None)
+
+
+def _base_branch(details: DiscussionWithDetails) -> str:
+    return (details.target_branch or "main").removeprefix("refs/heads/")
+
+
+def _pull_request(
+    details: DiscussionWithDetails, *, head: str, base: str | None, reviewed: bool = True
+) -> PullRequestReview:
+    """A PR's review, before any check: what the Hub says about it, and where it stands."""
+    return PullRequestReview(
+        num=details.num,
+        title=details.title,
+        author=details.author,
+        status=details.status,
+        url=details.url,
+        base_branch=_base_branch(details),
+        head=head,
+        base=base,
+        reviewed=reviewed,
+    )
 
 
 def _changed(before: dict[str, RemoteFile], after: dict[str, RemoteFile]) -> set[str]:

@@ -14,7 +14,6 @@ import platform
 import statistics
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -31,24 +30,33 @@ class Measured:
     exit_code: int
 
 
+_LAUNCHER = """
+import os, subprocess, sys, time
+started = time.perf_counter()
+process = subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+_, status, usage = os.wait4(process.pid, 0)
+print(os.waitstatus_to_exitcode(status), time.perf_counter() - started, usage.ru_maxrss)
+"""
+
+
 def run_measured(command: Sequence[str], *, env: dict[str, str] | None = None) -> Measured:
-    """Wall time, peak RSS (of this one child, via wait4) and exit code of one command."""
-    started = time.perf_counter()
-    process = subprocess.Popen(
-        list(command),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
+    """Wall time, peak RSS and exit code of one command.
+
+    It is started by a small launcher of its own: Linux carries a process's peak RSS over to
+    the children it forks, even across exec, so a child of the benchmark (which may have just
+    written a 100,000-file tree) would be charged with the benchmark's own size."""
+    launched = subprocess.run(
+        [sys.executable, "-c", _LAUNCHER, *command],
+        capture_output=True,
+        text=True,
         env=env,
+        check=True,
     )
-    assert process.stderr is not None
-    stderr = process.stderr.read()
-    _, status, usage = os.wait4(process.pid, 0)
-    elapsed = time.perf_counter() - started
-    code = os.waitstatus_to_exitcode(status)
-    if code not in (0, 1, 2):
-        raise SystemExit(f"{' '.join(command)} failed ({code}):\n{stderr.decode()[-2000:]}")
-    return Measured(elapsed, usage.ru_maxrss, code)
+    code, elapsed, rss = launched.stdout.split()
+    if int(code) not in (0, 1, 2):
+        raise SystemExit(f"{' '.join(command)} failed ({code})")
+    return Measured(float(elapsed), int(rss), int(code))
 
 
 @dataclass
@@ -140,6 +148,13 @@ def write_json(path: Path | None, comparisons: list[Comparison]) -> None:
         return
     payload = {"machine": machine(), "comparisons": [c.as_json() for c in comparisons]}
     path.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+
+
+def write_gen_statics(root: Path, rows: int) -> None:
+    """One run of `rows` realistic predictions of about 4 KB each (`--text-words 410`)."""
+    command = [sys.executable, str(GEN_STATICS), str(root), "--tasks", "1", "--models", "1"]
+    command += ["--rows", str(rows), "--text-words", "410"]
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
 
 
 def tree_bytes(root: Path) -> int:

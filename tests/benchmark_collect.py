@@ -21,7 +21,6 @@ import argparse
 import json
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,13 +31,13 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from benchlib import (
     BUNDLER,
-    GEN_STATICS,
     Comparison,
     Measured,
     alternate,
     machine,
     run_measured,
     tree_bytes,
+    write_gen_statics,
     write_json,
 )
 from factory import RunSpec, write_run
@@ -96,26 +95,6 @@ def write_many_runs(root: Path, runs: int, rows: int) -> None:
     text = corpus(size=1 << 20)
     for number in range(runs):
         write_own_run(root, rows, model=f"bench/model-{number}", text=text)
-
-
-def write_gen_statics(root: Path, rows: int) -> None:
-    subprocess.run(
-        [
-            sys.executable,
-            str(GEN_STATICS),
-            str(root),
-            "--tasks",
-            "1",
-            "--models",
-            "1",
-            "--rows",
-            str(rows),
-            "--text-words",
-            "410",
-        ],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
 
 
 def collect_row(

@@ -54,6 +54,12 @@ def test_collect_benchmark_runs_every_row(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_verify_benchmark_runs_every_row(tmp_path: Path) -> None:
+    figures = run_benchmark("benchmark_verify.py", tmp_path, "--rows", "40", "--large-rows", "60")
+    check_rows(figures, {"verify-40", "verify-60"})
+
+
+@pytest.mark.slow
 def test_upload_benchmark_counts_requests(tmp_path: Path) -> None:
     figures = run_benchmark("benchmark_upload.py", tmp_path, "--bundles", "3", "--rows", "5")
     check_rows(figures, {"upload-fresh", "upload-rerun"})

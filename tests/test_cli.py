@@ -372,8 +372,10 @@ def test_full_disk_while_writing_leaves_nothing_partial(tmp_path: Path) -> None:
     report = json.loads(result.stdout)
     assert [b["bundle_id"].split("_")[0] for b in report["bundles"]] == ["small"]
     (refusal,) = report["refused"]
-    assert refusal["error"].endswith(".tar.zst: cannot write: file size limit exceeded")
-    assert "big_" in refusal["error"]
+    # The limit is met writing the compressed body or the archive, depending on how the body
+    # is compressed; either way the line names the run's path and the problem.
+    assert refusal["error"].endswith("cannot write: file size limit exceeded")
+    assert "big" in refusal["error"]
     assert partial_files(bundles) == []
     assert [path.name.split(".")[-1] for path in all_files(bundles)] == ["json", "zst"]
 

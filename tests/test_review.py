@@ -22,7 +22,7 @@ from bundler.collect import CollectOptions, collect
 from bundler.manifest import Submitter
 from bundler.progress import NoProgress
 from bundler.review import markdown_code, markdown_text
-from bundler.rows import build_row, row_files, utc_timestamp
+from bundler.rows import build_row, row_files
 from bundler.upload import LocalBundle, gather_local
 
 SPLIT_ROWS = {"test": 4, "validation": 6}
@@ -79,12 +79,16 @@ def world(hub: HubServer, repo_id: str, tmp_path: Path) -> World:
     return world
 
 
+PROPOSED_AT = "2026-01-02T03:04:05Z"
+
+
 def local(bundles: Path) -> list[LocalBundle]:
-    """The folder's bundles as upload gathers them, with the rows it would publish now."""
+    """The folder's bundles as upload gathers them, with the rows it would publish (dated
+    before any upload a test makes, so that a row proposed here never equals one on main)."""
     found, refused = gather_local(bundles, allow_partial=True, progress=NoProgress())
     assert not refused, refused
     for bundle in found:
-        bundle.row = build_row(bundle.sidecar, bundle.metrics_text, utc_timestamp())
+        bundle.row = build_row(bundle.sidecar, bundle.metrics_text, PROPOSED_AT)
     return found
 
 
@@ -378,17 +382,18 @@ def test_conflicting_pr_is_refused_and_a_replacement_shows_its_diff(world: World
 def test_bundle_already_on_main_is_unchanged(world: World) -> None:
     bundles = world.bundles("same", [world.spec(model="both-ways")])
     propose(world, READ_TOKEN, bundles)
-    # The maintainer publishes the very same bundle to main meanwhile.
+    # The maintainer publishes the very same bundle to main meanwhile: the archive and sidecar
+    # are the same, but main's rows carry another publication date, so the Hub could not merge
+    # the PR; the review says the bundle is already there and the PR cannot be merged.
     upload = run_cli("upload", bundles, "--repo", world.repo_id, env={"HF_TOKEN": WRITE_TOKEN})
     assert upload.returncode == 0, upload.stderr
-    result = run_cli("review", "--repo", world.repo_id, env={"HF_TOKEN": ""})
-    assert result.returncode == 0, result.stderr
-    assert "| unchanged | complete | 4 | Ada Lovelace | ✅ clean |" in result.stdout
-    assert "PR #1 'Add my bundles' by submitter: clean (1 unchanged)" in result.stderr
-    _, report, _ = review(world)
+    code, report, stderr = review(world)
+    assert code == 1, stderr
     (pr,) = report["pull_requests"]
     assert pr["bundles"][0]["classification"] == "unchanged"
-    assert checks(pr)["conflicts"]["status"] == "passed"  # the same change on both sides
+    conflicts = checks(pr)["conflicts"]
+    assert conflicts["status"] == "failed"
+    assert "rows/both-ways_" in conflicts["detail"] and "bundles/" not in conflicts["detail"]
 
 
 def test_pr_that_moves_during_review_is_not_merged(world: World) -> None:

@@ -81,7 +81,9 @@ def md_cell(text: str) -> str:
     text = _CONTROL.sub(" ", text).strip()
     if len(text) > CELL_MAX_LENGTH:
         text = text[: CELL_MAX_LENGTH - 1] + "…"
-    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", html.escape(text, quote=True))
+    # Markdown first, then HTML: escaping the other way round would escape the `#` of the
+    # entities themselves, and an apostrophe would show as `&#x27;`.
+    return html.escape(_MARKDOWN_PUNCTUATION.sub(r"\\\1", text), quote=True)
 
 
 def _code(text: str) -> str:

@@ -156,6 +156,9 @@ def test_md_cell_escapes_markdown_and_html_and_cuts_long_text() -> None:
     assert md_cell("<b>&</b>") == "&lt;b&gt;&amp;&lt;/b&gt;"
     assert md_cell(r"_x_ *y* ~z~ \ ![i](u)") == r"\_x\_ \*y\* \~z\~ \\ \!\[i\](u)"
     assert md_cell("a\r\nb\tc\x00d") == "a b c d"
+    # an apostrophe or a `#` reads as itself once rendered, never as an entity's text
+    rendered = MarkdownIt("commonmark").render(md_cell("O'Brien #1"))
+    assert rendered == "<p>O'Brien #1</p>\n"
     long = md_cell("x" * 500)
     assert len(long) == CELL_MAX_LENGTH and long.endswith("…")
 

@@ -40,6 +40,8 @@ MAX_SAMPLE_CHARS = 4000
 MAX_SAMPLE_MEMBER_BYTES = 64 << 20
 """A prediction file larger than this is not read back to show its answer."""
 RUN_DATE_FIELD = "run_date"
+CLAIM_FIELDS = set(BundleClaim.model_fields)
+"""Only the claim's own fields: a sidecar's archive digest differs whenever anything does."""
 CLAIM_FIELDS_EXCLUDED: dict[str, Any] = {"statics": {"target"}}
 """`statics.target` is the top-level `target` again; one line per fact is enough."""
 
@@ -170,8 +172,8 @@ def claim_differences(a: BundleClaim, b: BundleClaim) -> list[FieldDifference]:
     Lists (warnings) are compared whole."""
     return _dict_differences(
         "",
-        a.model_dump(mode="json", exclude=CLAIM_FIELDS_EXCLUDED),
-        b.model_dump(mode="json", exclude=CLAIM_FIELDS_EXCLUDED),
+        a.model_dump(mode="json", include=CLAIM_FIELDS, exclude=CLAIM_FIELDS_EXCLUDED),
+        b.model_dump(mode="json", include=CLAIM_FIELDS, exclude=CLAIM_FIELDS_EXCLUDED),
     )
 
 

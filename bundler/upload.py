@@ -35,6 +35,7 @@ from huggingface_hub.community import DiscussionComment
 from pydantic import ConfigDict, Field, SecretStr
 
 from bundler.card import RowReader, render_dataset_card
+from bundler.diff import claim_differences as bundle_claim_differences
 from bundler.download import fetch_bundle
 from bundler.errors import BundlerError, HubAccessError, HubError, TemporaryError
 from bundler.fileio import CHUNK_SIZE
@@ -272,27 +273,16 @@ def companions_present(bundle: LocalBundle, remote: dict[str, RemoteFile]) -> bo
 
 
 def claim_differences(old: Sidecar, new: Sidecar) -> list[ClaimDifference]:
-    """The claims of two sidecars that differ, field by field (nested claims as `a.b`)."""
-    sidecar_only = {"archive", "files_count"}
-    before = old.model_dump(mode="json", exclude=sidecar_only)
-    after = new.model_dump(mode="json", exclude=sidecar_only)
-    found: list[ClaimDifference] = []
-    for name in after:
-        was, now = before.get(name), after.get(name)
-        if isinstance(was, dict) and isinstance(now, dict):
-            for key in sorted({*was, *now}):
-                if was.get(key) != now.get(key):
-                    found.append(_difference(f"{name}.{key}", was.get(key), now.get(key)))
-        elif was != now:
-            found.append(_difference(name, was, now))
-    return found
+    """The claims of two sidecars that differ, field by field, as `bundler diff` finds them,
+    worded for a pull request's description."""
 
-
-def _difference(name: str, old: object, new: object) -> ClaimDifference:
     def show(value: object) -> str:
         return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
 
-    return ClaimDifference(field=name, old=show(old), new=show(new))
+    return [
+        ClaimDifference(field=found.field, old=show(found.a), new=show(found.b))
+        for found in bundle_claim_differences(old, new)
+    ]
 
 
 def _utc_now() -> str:

@@ -18,6 +18,7 @@ import os
 import tempfile
 from array import array
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
@@ -416,22 +417,32 @@ class _Manifest:
             self._pos = 0
 
 
+@contextmanager
+def _reopened(path: Path) -> Iterator[tuple[TarReader, int, Iterator[bytes]]]:
+    """A bundle verified in this run, opened again with the canonical readers: the manifest's
+    header read, its reader and size, and the frames' chunks for what follows."""
+    with path.open("rb") as raw, prefetched(FrameReader(raw).chunks()) as chunks:
+        head = TarReader(frame_chunks(chunks))
+        first = head.next_header()
+        if first is None or first[0] != MANIFEST_PATH or first[1] > MAX_MANIFEST_BYTES:
+            raise InputError(path, f"the first member is not a {MANIFEST_PATH} collect writes")
+        yield head, first[1], chunks
+
+
 def manifest_digests(path: Path) -> dict[str, str]:
     """Each file's sha256 as the bundle's manifest lists it, read from the archive's first
     member only, through the same canonical readers: for a bundle `read_bundle` has verified
     in this run (an upload comparing a resumed run with the Hub's copy), so nothing else of it
     is read twice. Raises InputError when the archive does not start with a manifest."""
     try:
-        with path.open("rb") as raw, prefetched(FrameReader(raw).chunks()) as chunks:
-            head = TarReader(frame_chunks(chunks))
-            first = head.next_header()
-            if first is None or first[0] != MANIFEST_PATH or first[1] > MAX_MANIFEST_BYTES:
-                raise InputError(path, f"the first member is not a {MANIFEST_PATH} collect writes")
-            with tempfile.SpooledTemporaryFile(max_size=MANIFEST_SPOOL_BYTES) as spool:
-                for piece in head.read_chunks(first[1]):
-                    spool.write(piece)
-                manifest = _Manifest(spool, first[1])  # type: ignore[arg-type]
-                return {name: sha256 for name, _, sha256 in manifest.entries()}
+        with (
+            _reopened(path) as (head, size, _),
+            tempfile.SpooledTemporaryFile(max_size=MANIFEST_SPOOL_BYTES) as spool,
+        ):
+            for piece in head.read_chunks(size):
+                spool.write(piece)
+            manifest = _Manifest(spool, size)  # type: ignore[arg-type]
+            return {name: sha256 for name, _, sha256 in manifest.entries()}
     except (OSError, NotCanonicalError, _Failed) as error:
         raise InputError(path, f"cannot read {MANIFEST_PATH}: {error}") from None
 
@@ -443,12 +454,8 @@ def verified_members(path: Path, names: set[str]) -> Iterator[tuple[str, bytes]]
     remaining = set(names)
     largest = max(MAX_RUN_META_BYTES, MAX_METRICS_BYTES, MAX_PREDICTION_BYTES)
     try:
-        with path.open("rb") as raw, prefetched(FrameReader(raw).chunks()) as chunks:
-            head = TarReader(frame_chunks(chunks))
-            first = head.next_header()
-            if first is None or first[0] != MANIFEST_PATH or first[1] > MAX_MANIFEST_BYTES:
-                raise InputError(path, f"the first member is not a {MANIFEST_PATH} collect writes")
-            for _ in head.read_chunks(first[1]):
+        with _reopened(path) as (head, size, chunks):
+            for _ in head.read_chunks(size):
                 pass
             head.expect_end(MANIFEST_PATH)
             body = TarReader(frame_chunks(chunks), offset=head.offset, mtime=head.mtime)

@@ -25,7 +25,7 @@ from typing import Any
 from huggingface_hub import CommitOperationAdd, DatasetCard, DatasetCardData
 from pydantic import Field, ValidationError
 
-from bundler.errors import HubAccessError, HubError, RowError, TemporaryError
+from bundler.errors import HubAccessError, HubError, RowError, TemporaryError, UsageError
 from bundler.hub import HubSession, PlannedCommit, RemoteFile, commit_replanned, git_blob_id
 from bundler.layout import (
     ALL_ROWS_GLOB,
@@ -344,7 +344,14 @@ def refresh_card(
 ) -> CardRefresh:
     """Regenerate the dataset card on `revision` from every row file it holds, as a commit
     naming its parent (a concurrent commit makes the Hub answer 412, and the card is rendered
-    again on the new head); no commit when the card is already true. Needs write access."""
+    again on the new head); no commit when the card is already true. Needs write access.
+    A pull request's ref is refused: pull requests never touch the card, so they can merge
+    without conflicts, and the card of the branch they merge into is regenerated instead."""
+    if revision.startswith("refs/pr/"):
+        raise UsageError(
+            f"--revision {revision}: the card lives on a branch, never in a pull request",
+            hint="regenerate the card of the branch the pull request merges into",
+        )
     result = CardRefresh(repo_id=session.repo_id, revision=revision, dry_run=dry_run)
     reader = RowReader(session)
 

@@ -154,3 +154,15 @@ def test_refresh_card_library(hub: HubServer, repo_id: str, published: Path) -> 
     refresh = refresh_card(session)
     assert refresh.changed and refresh.commit == hub.commits(repo_id)[0].oid
     assert not refresh_card(session).changed
+
+
+def test_the_card_of_a_pull_request_is_refused(
+    hub: HubServer, repo_id: str, published: Path
+) -> None:
+    """Pull requests never touch README.md, so that they merge cleanly: `bundler card` will not
+    put one there either."""
+    before = hub.commits(repo_id)[0].oid
+    code, _, stderr = card(repo_id, "--revision", "refs/pr/1")
+    assert code == 2
+    assert "the card lives on a branch, never in a pull request" in stderr
+    assert hub.commits(repo_id)[0].oid == before

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from bundler.collect import CollectOptions
+    from bundler.upload import UploadOptions
 
 # Each command imports the stages it runs when it runs: `bundler --help`, and a command that
 # has nothing to do, pay only for typer (measured in tests/benchmark_collect.py).
@@ -485,6 +486,36 @@ def _collect_options(
     )
 
 
+def _upload_options(
+    *,
+    repo: str,
+    revision: str,
+    create_pr: bool,
+    private: bool,
+    replace: bool,
+    allow_partial: bool,
+    dry_run: bool,
+    message: str | None,
+    token: str | None,
+    wait: float,
+) -> UploadOptions:
+    """The upload options from the command line (shared by upload and sync)."""
+    from bundler.upload import UploadOptions
+
+    return UploadOptions(
+        repo_id=repo,
+        revision=revision,
+        create_pr=create_pr,
+        private=private,
+        replace=replace,
+        allow_partial=allow_partial,
+        dry_run=dry_run,
+        message=message,
+        token=_token(token),
+        lock_wait=wait,
+    )
+
+
 @app.command("verify")
 def verify_command(
     paths: Annotated[
@@ -564,13 +595,13 @@ def upload_command(
     is published or already there, 1 if a bundle was refused or conflicts, 2 for a problem to fix
     first (token, access, repository, revision), 75 if the Hub stayed unavailable (retry later)."""
     from bundler.report import render_upload
-    from bundler.upload import UploadOptions, upload
+    from bundler.upload import upload
 
     console = stderr_console()
 
     def action() -> int:
-        options = UploadOptions(
-            repo_id=repo,
+        options = _upload_options(
+            repo=repo,
             revision=revision,
             create_pr=create_pr,
             private=private,
@@ -578,8 +609,8 @@ def upload_command(
             allow_partial=allow_partial,
             dry_run=dry_run,
             message=message,
-            token=_token(token),
-            lock_wait=wait,
+            token=token,
+            wait=wait,
         )
         _quiet_hub_client()
         with RichProgress(console) as progress:
@@ -742,7 +773,6 @@ def sync_command(
     """
     from bundler.report import render_sync
     from bundler.sync import SyncOptions, sync
-    from bundler.upload import UploadOptions
 
     console = stderr_console()
 
@@ -759,8 +789,8 @@ def sync_command(
                 level=level,
                 wait=wait,
             ),
-            upload=UploadOptions(
-                repo_id=repo,
+            upload=_upload_options(
+                repo=repo,
                 revision=revision,
                 create_pr=create_pr,
                 private=private,
@@ -768,8 +798,8 @@ def sync_command(
                 allow_partial=allow_partial,
                 dry_run=dry_run,
                 message=message,
-                token=_token(token),
-                lock_wait=wait,
+                token=token,
+                wait=wait,
             ),
             lock_wait=wait,
             report_path=report,

@@ -31,7 +31,7 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 from bundler import exitcodes
 from bundler.errors import BundlerError, NoRunSelectedError
 from bundler.limits import MAX_LEVEL
-from bundler.report import RichProgress, emit_json, plain, shown, stderr_console
+from bundler.report import emit_json, plain, progress_on, shown, stderr_console
 from bundler.version import bundler_version
 
 if TYPE_CHECKING:
@@ -447,7 +447,7 @@ def collect_command(
             level=level,
             wait=wait,
         )
-        with RichProgress(console) as progress:
+        with progress_on(console) as progress:
             report = collect(output_root, bundles_dir, options, progress)
         return _finish(report, render_collect, console, json_output)
 
@@ -533,7 +533,7 @@ def verify_command(
         from bundler.report import render_verify
         from bundler.verify import verify
 
-        with RichProgress(console) as progress:
+        with progress_on(console) as progress:
             report = verify(paths, progress)
         return _finish(report, render_verify, console, json_output)
 
@@ -556,7 +556,7 @@ def inspect_command(
         from bundler.inspection import inspect_bundle
         from bundler.report import render_inspection
 
-        with RichProgress(console) as progress:
+        with progress_on(console) as progress:
             inspection = inspect_bundle(archive, progress)
         return _finish(inspection, render_inspection, console, json_output)
 
@@ -613,7 +613,7 @@ def upload_command(
             wait=wait,
         )
         _quiet_hub_client()
-        with RichProgress(console) as progress:
+        with progress_on(console) as progress:
             report = upload(bundles_dir, options, progress)
         return _finish(report, render_upload, console, json_output)
 
@@ -692,7 +692,7 @@ def download_command(
 
     def action() -> int:
         _quiet_hub_client()
-        with RichProgress(console) as progress:
+        with progress_on(console) as progress:
             report = download(
                 repo,
                 output_dir,
@@ -805,7 +805,7 @@ def sync_command(
             report_path=report,
         )
         _quiet_hub_client()
-        with RichProgress(console) as progress:
+        with progress_on(console) as progress:
             result = sync(output_root, bundles_dir, options, progress)
         return _finish(result, render_sync, console, json_output)
 
@@ -842,7 +842,7 @@ def diff_command(
     console = stderr_console()
 
     def action() -> int:
-        with RichProgress(console) as progress:
+        with progress_on(console) as progress:
             report = diff_bundles(a, b, predictions=predictions, progress=progress)
         return _finish(report, render_diff, console, json_output)
 
@@ -907,7 +907,7 @@ def export_gptnt_command(
         overrides = SubmitterOverrides(
             name=submitter_name, contact=submitter_contact, affiliation=submitter_affiliation
         )
-        with RichProgress(console) as progress:
+        with progress_on(console) as progress:
             report = export_gptnt(paths, out_dir, player_config, overrides, progress)
         return _finish(report, render_export, console, json_output)
 
@@ -978,7 +978,7 @@ def review_command(
         )
         _quiet_hub_client()
         try:
-            with RichProgress(console) as progress:
+            with progress_on(console) as progress:
                 report = review(options, progress)
         except WriteTokenRequired as error:
             flags = " and ".join(

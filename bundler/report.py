@@ -10,24 +10,14 @@ import json
 import os
 import sys
 from collections import Counter
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    MofNCompleteColumn,
-    Progress,
-    ProgressColumn,
-    Task,
-    TextColumn,
-    TimeElapsedColumn,
-)
-from rich.table import Table
-from rich.text import Text
 
 from bundler.errors import TemporaryError
+from bundler.progress import NoProgress, ProgressSink
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -39,7 +29,6 @@ if TYPE_CHECKING:
     from bundler.download import DownloadReport
     from bundler.export import ExportReport
     from bundler.inspection import BundleInspection
-    from bundler.progress import Unit
     from bundler.review import ReviewReport
     from bundler.sync import SyncReport
     from bundler.upload import UploadReport
@@ -73,7 +62,8 @@ break bundle ids in the middle; a log line may be long."""
 
 
 def stderr_console() -> Console:
-    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    # emoji off: a name such as ":fire:" from the inputs must read as written, not as 🔥.
+    console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
     if not console.is_terminal and "COLUMNS" not in os.environ:
         console.width = LOG_WIDTH
     return console
@@ -94,49 +84,15 @@ def emit_json(value: BaseModel | dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-class _CountColumn(ProgressColumn):
-    """`3/7` for items, `1.2/9.5 MB` for bytes: the unit is chosen per task."""
+def progress_on(console: Console) -> AbstractContextManager[ProgressSink]:
+    """Where a long command reports its progress: a bar drawn on the console when it is a
+    terminal, nothing otherwise (a CI log), and then rich's progress machinery is not even
+    imported, which is a measurable part of a short command's start-up."""
+    if not console.is_terminal:
+        return nullcontext(NoProgress())
+    from bundler.progressbar import ProgressBar
 
-    def __init__(self) -> None:
-        super().__init__()
-        self._items = MofNCompleteColumn()
-        self._bytes = DownloadColumn()
-
-    def render(self, task: Task) -> Text:
-        column = self._bytes if task.fields.get("unit") == "bytes" else self._items
-        return column.render(task)
-
-
-class RichProgress:
-    """A ProgressSink drawn on stderr; silent when stderr is not a terminal (CI logs)."""
-
-    def __init__(self, console: Console) -> None:
-        self._progress = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            _CountColumn(),
-            TimeElapsedColumn(),
-            console=console,
-            transient=True,
-            disable=not console.is_terminal,
-        )
-        self._task: Any = None
-
-    def __enter__(self) -> RichProgress:
-        self._progress.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._progress.stop()
-
-    def begin(self, label: str, total: int | None, *, unit: Unit = "items") -> None:
-        if self._task is not None:
-            self._progress.remove_task(self._task)
-        self._task = self._progress.add_task(shown(label), total=total, unit=unit)
-
-    def advance(self, steps: int = 1) -> None:
-        if self._task is not None:
-            self._progress.advance(self._task, steps)
+    return ProgressBar(console)
 
 
 TABLE_MAX_BUNDLES = 40
@@ -145,6 +101,8 @@ rows is no reading for a person (and took rich a second to lay out); --json list
 
 
 def render_collect(report: CollectReport, console: Console) -> None:
+    from rich.table import Table  # imported by the renderers that draw tables, only
+
     if len(report.bundles) > TABLE_MAX_BUNDLES:
         _summarise_bundles(report, console)
     elif report.bundles:
@@ -225,6 +183,8 @@ def render_verify(report: VerifyReport, console: Console) -> None:
 
 
 def render_inspection(inspection: BundleInspection, console: Console) -> None:
+    from rich.table import Table  # imported by the renderers that draw tables, only
+
     verification = inspection.verification
     claim = inspection.claim
     verdict = "[green]intact[/]" if verification.ok else "[bold red]FAILED verification[/]"
@@ -314,6 +274,8 @@ OUTCOME_STYLE = {
 
 
 def render_upload(report: UploadReport, console: Console) -> None:
+    from rich.table import Table  # imported by the renderers that draw tables, only
+
     mode = " (dry run: nothing was changed)" if report.dry_run else ""
     where = f"{shown(report.repo_id)} @ {shown(report.revision)}"
     if report.pull_request_num is not None:
@@ -404,6 +366,8 @@ def _shown_value(value: Any) -> str:
 
 
 def render_diff(diff: BundleDiff, console: Console) -> None:
+    from rich.table import Table  # imported by the renderers that draw tables, only
+
     for label, side in (("A", diff.a), ("B", diff.b)):
         console.print(
             f"[bold]{label}[/] {shown(side.archive)}  {shown(side.bundle_id)}  "

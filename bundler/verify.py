@@ -495,11 +495,11 @@ def _read_members(
     """Read run_meta.json, metrics.json and the predictions, in collect's order, each matched
     against the manifest and parsed."""
     data = _next_member(body, manifest, RUN_META_PATH, MAX_RUN_META_BYTES)
-    reading.run_meta, raw = _parsed(RUN_META_PATH, lambda: parse_run_meta(data, RUN_META_PATH))
+    reading.run_meta, raw = _parsed(RUN_META_PATH, parse_run_meta, data, RUN_META_PATH)
     reading.raw_capabilities = raw["capabilities"]
     data = _next_member(body, manifest, METRICS_PATH, MAX_METRICS_BYTES)
-    _parsed(METRICS_PATH, lambda: check_metrics(data, METRICS_PATH))
-    reading.metrics_text = _parsed(METRICS_PATH, lambda: data.decode("utf-8"))
+    _parsed(METRICS_PATH, check_metrics, data, METRICS_PATH)
+    reading.metrics_text = _parsed(METRICS_PATH, data.decode, "utf-8")
     tally = PredictionTally()
     indices: array[int] = array("q")
     next_index = 0
@@ -516,7 +516,7 @@ def _read_members(
         if len(data) > MAX_PREDICTION_BYTES:
             raise _too_large(name, len(data), MAX_PREDICTION_BYTES)
         manifest.check(name, data)
-        tally.add(_parsed(name, lambda: parse_prediction(data, index, name)))  # noqa: B023
+        tally.add(_parsed(name, parse_prediction, data, index, name))
         indices.append(index)
         next_index = index + 1
         if len(indices) % PROGRESS_BATCH == 0:
@@ -549,10 +549,11 @@ def _too_large(name: str, size: int, limit: int) -> _Failed:
     )
 
 
-def _parsed(name: str, parse: Callable[[], T]) -> T:
-    """A member parsed by collect's own rules; a failed check when they refuse it."""
+def _parsed(name: str, parse: Callable[..., T], *arguments: Any) -> T:
+    """A member parsed by collect's own rules (`parse(*arguments)`, no closure made per
+    member); a failed check when they refuse it."""
     try:
-        return parse()
+        return parse(*arguments)
     except BundlerError as error:
         raise _Failed("contents", str(error)) from None
     except (ValueError, RecursionError) as error:  # parser limits met by hostile input

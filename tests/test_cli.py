@@ -3,6 +3,7 @@ on stderr, JSON on stdout, environment variables, signals and a full disk."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -251,6 +252,33 @@ def test_control_characters_from_inputs_never_reach_the_terminal(tmp_path: Path)
     error = run_cli("verify", tmp_path / f"nope{ESC}")
     assert error.returncode == 2 and "\x1b" not in error.stderr
     assert "nope\\x1b[2J" in one_line_error(error.stderr)
+
+
+def test_emoji_codes_in_inputs_read_as_written(tmp_path: Path) -> None:
+    root = tmp_path / "out"
+    write_run(root, RunSpec(rows=2, model="gpt:fire:", metrics={":thumbs_up:": {"n": 1}}))
+    bundles = tmp_path / "b"
+    assert run_cli("collect", root, "-o", bundles, "--allow-partial").returncode == 0
+    inspected = run_cli("inspect", next(bundles.rglob("*.tar.zst")))
+    assert inspected.returncode == 0, inspected.stderr
+    assert "gpt:fire:" in inspected.stderr and ":thumbs_up:" in inspected.stderr
+    assert "\N{FIRE}" not in inspected.stderr and "\N{THUMBS UP SIGN}" not in inspected.stderr
+
+
+def test_progress_is_drawn_on_a_terminal_and_not_in_a_log() -> None:
+    from rich.console import Console
+
+    from bundler.progress import NoProgress
+    from bundler.report import progress_on
+
+    with progress_on(Console(file=io.StringIO(), force_terminal=False)) as progress:
+        assert isinstance(progress, NoProgress)
+    drawn = io.StringIO()
+    with progress_on(Console(file=drawn, force_terminal=True, width=100)) as progress:
+        progress.begin("bundling expert-vqa@unpinned", 4)
+        progress.advance(4)
+    assert "bundling expert-vqa@unpinned" in drawn.getvalue()
+    assert "4/4" in drawn.getvalue()
 
 
 def test_file_names_that_are_not_utf8_keep_the_json_valid(root: Path, tmp_path: Path) -> None:

@@ -591,23 +591,38 @@ class TarReader:
 
     def next_member(self, max_size: int) -> tuple[str, bytes] | None:
         """The next member's name and content, refused if it declares more than `max_size`
-        bytes; None where this frame's share ends. Most members lie whole in the current
-        chunk, and are sliced out of it in one step."""
-        data, start = self._data, self._pos
-        if start + TAR_BLOCK <= len(data):
-            content_start = start + TAR_BLOCK
-            name, size, mtime = parse_header(data[start:content_start])
-            if mtime != self.mtime and self.mtime is not None:
-                raise self._other_mtime(name, mtime)
-            end = content_start + size
-            padded = end + -size % TAR_BLOCK
-            if size <= max_size and padded <= len(data):
+        bytes; None where this frame's share ends."""
+        return next(self.members(max_size), None)
+
+    def members(self, max_size: int) -> Iterator[tuple[str, bytes]]:
+        """Every remaining member of this frame's share, each as `next_member` gives it. The
+        members lying whole in the current chunk are sliced out in one tight loop: this runs
+        once per prediction, and a method call per member was a tenth of verify's time."""
+        while True:
+            data, start = self._data, self._pos
+            chunk_end = len(data)
+            while start + TAR_BLOCK <= chunk_end:
+                content_start = start + TAR_BLOCK
+                name, size, mtime = parse_header(data[start:content_start])
+                if mtime != self.mtime and self.mtime is not None:
+                    raise self._other_mtime(name, mtime)
+                end = content_start + size
+                padded = end + -size % TAR_BLOCK
+                if size > max_size or padded > chunk_end:
+                    break  # refused, or read across chunks, by the slow path
                 if data.count(0, end, padded) != padded - end:
                     raise NotCanonicalError("members", f"padding after {name!r} is not zeros")
                 self.mtime = mtime
                 self._pos = padded
                 self.offset += padded - start
-                return name, data[content_start:end]
+                yield name, data[content_start:end]
+                start = padded
+            member = self._member_across_chunks(max_size)
+            if member is None:
+                return
+            yield member
+
+    def _member_across_chunks(self, max_size: int) -> tuple[str, bytes] | None:
         header = self.next_header()
         if header is None:
             return None

@@ -459,11 +459,12 @@ def verified_members(path: Path, names: set[str]) -> Iterator[tuple[str, bytes]]
                 pass
             head.expect_end(MANIFEST_PATH)
             body = TarReader(frame_chunks(chunks), offset=head.offset, mtime=head.mtime)
-            while remaining and (member := body.next_member(largest)) is not None:
-                name, data = member
+            for name, data in body.members(largest):
                 if name in remaining:
                     remaining.discard(name)
                     yield name, data
+                    if not remaining:
+                        break
     except (OSError, NotCanonicalError, _Failed) as error:
         raise InputError(path, f"cannot read it back: {error}") from None
     if remaining:
@@ -503,8 +504,7 @@ def _read_members(
     tally = PredictionTally()
     indices: array[int] = array("q")
     next_index = 0
-    while (member := body.next_member(_MAX_MEMBER_BYTES)) is not None:
-        name, data = member
+    for name, data in body.members(_MAX_MEMBER_BYTES):
         # Collect names predictions by index, in increasing order, usually contiguous.
         index = next_index if name == prediction_path(next_index) else _prediction_index(name)
         if index < next_index:

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import ConfigDict, Field, SecretStr
 
-from bundler.archive import BodyWriter, Compressors, manifest_head, write_archive
+from bundler.archive import BodyWriter, Compressors, write_archive
+from bundler.claim import claim_for, sidecar_bytes, sidecar_for
 from bundler.discover import RunDirectory, Skipped, discover
 from bundler.errors import (
     BundlerError,
@@ -24,12 +25,12 @@ from bundler.errors import (
 )
 from bundler.fileio import StagedFile, commit_pair, read_bounded, remove_leftovers, sha256_file
 from bundler.layout import BundleId
-from bundler.limits import DEFAULT_LEVEL, INT64_MAX, MAX_CLAIM_BYTES, MAX_LEVEL
+from bundler.limits import DEFAULT_LEVEL, INT64_MAX, MAX_LEVEL
 from bundler.lock import bundles_lock
-from bundler.manifest import ArchiveInfo, BundleClaim, CollectInputs, Sidecar, Submitter
+from bundler.manifest import BundleClaim, CollectInputs, Submitter
 from bundler.model import Model
 from bundler.progress import NoProgress, ProgressSink
-from bundler.runs import RunEvidence, RunHeader, ValidatedRun, judge_run, read_header, validate_run
+from bundler.runs import RunHeader, ValidatedRun, read_header, validate_run
 from bundler.version import bundler_version
 
 if TYPE_CHECKING:
@@ -267,67 +268,6 @@ def _bundle_one(
         report.refused.append(RefusedInput(path=str(header.run.path), error=shown))
 
 
-def claim_for(
-    where: Path | str,
-    evidence: RunEvidence,
-    *,
-    submitter: Submitter,
-    expected_rows: int | None,
-    inputs: CollectInputs,
-    bundler_version: str,
-) -> BundleClaim:
-    """The claim collect writes for a run, derived from its files (`evidence`) and what collect
-    was told or found (the rest). This is the only place a claim is made: verify calls it with
-    a bundle's own files and the inputs its manifest records, and requires the very same claim,
-    byte for byte. Raises InputError, naming `where`, for a run collect refuses."""
-    coverage, warnings = judge_run(
-        where,
-        evidence,
-        expected_rows=expected_rows,
-        # A partial bundle exists only because --allow-partial was given; collect refused the
-        # run before this point otherwise.
-        allow_partial=True,
-        left_out=inputs.left_out,
-        row_count_note=inputs.row_count_note,
-    )
-    meta = evidence.meta
-    claim = BundleClaim(
-        bundle_id=str(evidence.bundle_id),
-        target=meta.statics.target,
-        statics=meta.statics,
-        model_name=meta.model_name,
-        run_date=meta.run_date,
-        player_name=meta.capabilities.player_name,
-        player_type=meta.capabilities.player_type,
-        capability_fingerprint=evidence.fingerprint,
-        provenance=meta.provenance.model_dump(),
-        submitter=submitter,
-        predictions=evidence.summary,
-        coverage=coverage,
-        warnings=warnings,
-        inputs=inputs,
-        bundler_version=bundler_version,
-    )
-    size = len(manifest_head(claim))
-    if size > MAX_CLAIM_BYTES:
-        raise InputError(
-            where,
-            f"the bundle's claim would be {size} bytes, more than {MAX_CLAIM_BYTES} "
-            "(an oversized provenance, model name or submitter?)",
-        )
-    return claim
-
-
-def sidecar_for(claim: BundleClaim, archive_name: str, sha256: str, size: int) -> Sidecar:
-    """The sidecar of an archive: its claim, less the file list, plus the archive's own file
-    name, size and sha256 (the file count is the manifest's: run_meta, metrics, predictions)."""
-    return Sidecar(
-        **claim.model_dump(),
-        archive=ArchiveInfo(name=archive_name, size=size, sha256=sha256),
-        files_count=claim.predictions.count + 2,
-    )
-
-
 def _claim_of(run: ValidatedRun, options: CollectOptions) -> BundleClaim:
     return claim_for(
         run.header.run.path,
@@ -383,8 +323,3 @@ def _holds(path: Path, data: bytes) -> bool:
         return read_bounded(path, len(data)) == data
     except InputError:
         return False
-
-
-def sidecar_bytes(sidecar: Sidecar) -> bytes:
-    """The sidecar as collect writes it, and as upload publishes it: verify requires these."""
-    return (sidecar.model_dump_json(indent=2) + "\n").encode("utf-8")

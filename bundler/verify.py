@@ -40,7 +40,7 @@ from bundler.archive import (
     prefetched,
 )
 from bundler.checks import CheckResult, failed, passed, warned
-from bundler.collect import claim_for, sidecar_bytes, sidecar_for
+from bundler.claim import claim_for, sidecar_bytes, sidecar_for
 from bundler.errors import BundlerError, InputError, NotCanonicalError, UsageError
 from bundler.fileio import HashingReader
 from bundler.layout import (

@@ -34,6 +34,7 @@ from benchlib import (
     Comparison,
     Measured,
     alternate,
+    compile_bytecode,
     machine,
     run_measured,
     tree_bytes,
@@ -175,6 +176,7 @@ def main() -> int:
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bundler-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
     print(f"machine: {machine()}", flush=True)
+    compile_bytecode()
     plans: dict[str, Callable[[], list[Comparison]]] = {
         "gen-statics": lambda: [
             collect_row(

@@ -24,7 +24,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from benchlib import BUNDLER, Comparison, Measured, machine, run_measured, tree_bytes, write_json
+from benchlib import (
+    BUNDLER,
+    Comparison,
+    Measured,
+    compile_bytecode,
+    machine,
+    run_measured,
+    tree_bytes,
+    write_json,
+)
 from benchmark_collect import TASK, corpus, write_own_run
 from hubserver import HubServer, TokenInfo, client_env
 
@@ -69,6 +78,7 @@ def main() -> int:
         run_measured([*collect, "--expect", f"{TASK}={args.rows}"])
         size = sum(path.stat().st_size for path in bundles.rglob("*.tar.zst"))
         print(f"machine: {machine()}; {args.bundles} bundles, {size / 1e6:.1f} MB", flush=True)
+        compile_bytecode()
 
         fresh = Comparison("upload-fresh", "bundler upload", "hf upload", target_ratio=1.5)
         rerun = Comparison("upload-rerun", "bundler upload", "hf upload")

@@ -25,6 +25,7 @@ from benchlib import (
     Comparison,
     Measured,
     alternate,
+    compile_bytecode,
     machine,
     run_measured,
     write_gen_statics,
@@ -82,6 +83,7 @@ def main() -> int:
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bundler-verify-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
     print(f"machine: {machine()}", flush=True)
+    compile_bytecode()
     comparisons = []
     try:
         for rows in (args.rows, args.large_rows):

@@ -107,27 +107,40 @@ def _walk(
     while pending:
         directory = pending.pop()
         try:
-            entries = _sorted_entries(directory)
+            with os.scandir(directory) as listing:
+                entries = list(listing)
         except OSError as error:
             refused.append(Skipped(path=str(directory), reason=f"cannot list: {error.strerror}"))
             continue
-        if any(is_run_file(entry.name) for entry in entries):
+        # One pass in listing order (a run directory can hold 100,000 files; sorting them all
+        # cost more than the pass); only what is reported or walked further is put in order.
+        predictions = 0
+        holds_run_file = False
+        subdirectories: list[str] = []
+        linked_directories: list[str] = []
+        for entry in entries:
+            name = entry.name
+            run_file = name in (RUN_META_NAME, METRICS_NAME)
+            if not run_file and PREDICTION_FILE.match(name) is not None:
+                run_file = True
+                predictions += 1
+            holds_run_file = holds_run_file or run_file
+            if entry.is_symlink():
+                # Links to run files are refused with their run; other links would be skipped
+                # silently as "extra files", so a linked directory is called out here.
+                if not run_file and entry.is_dir():
+                    linked_directories.append(entry.path)
+            elif entry.is_dir(follow_symlinks=False):
+                subdirectories.append(entry.path)
+        if holds_run_file:
             relative = directory.relative_to(output_root).as_posix()
-            predictions = sum(PREDICTION_FILE.match(entry.name) is not None for entry in entries)
             runs.append(
                 RunDirectory(
                     path=directory, relative=relative, task_dir_name=task, predictions=predictions
                 )
             )
-        subdirectories: list[Path] = []
-        for entry in entries:
-            if entry.is_symlink() and not is_run_file(entry.name):
-                # Links to run files are refused with their run; other links would be skipped
-                # silently as "extra files", so a linked directory is called out here.
-                if entry.is_dir():
-                    refused.append(
-                        Skipped(path=entry.path, reason="symbolic link; links are never followed")
-                    )
-            elif entry.is_dir(follow_symlinks=False):
-                subdirectories.append(Path(entry.path))
-        pending.extend(reversed(subdirectories))
+        refused.extend(
+            Skipped(path=path, reason="symbolic link; links are never followed")
+            for path in sorted(linked_directories)
+        )
+        pending.extend(Path(path) for path in sorted(subdirectories, reverse=True))

@@ -82,19 +82,14 @@ def canonical_name(index: int) -> str:
 class PredictionFiles:
     """Index-ordered prediction files with sizes and digests in compact arrays (56 bytes a
     row): a 100,000-row run costs a few megabytes here, not one Python object per field per
-    file. File names are derived from the index; only the rare non-canonical ones (leading
-    zeros) are stored."""
+    file. Archive paths are derived from the index."""
 
-    odd_names: dict[int, str] = field(default_factory=dict)
     indices: array[int] = field(default_factory=lambda: array("q"))
     sizes: array[int] = field(default_factory=lambda: array("Q"))
     digests: bytearray = field(default_factory=bytearray)
 
     def __len__(self) -> int:
         return len(self.indices)
-
-    def name(self, index: int) -> str:
-        return self.odd_names.get(index) or canonical_name(index)
 
     def __iter__(self) -> Iterator[ArchivedFile]:
         digests = memoryview(self.digests)
@@ -219,22 +214,25 @@ def validate_run(
 
     indices, odd_names, left_out = _list_predictions(directory)
     check_prediction_count(directory, len(indices))
-    predictions = PredictionFiles(odd_names)
+    predictions = PredictionFiles()
     tally = PredictionTally()
     directory_name = str(directory)
+    # This loop runs once per row: a str path, not a Path, no per-row objects kept, and the
+    # methods it calls bound once.
+    add_record, digests, sha256 = tally.add, predictions.digests, hashlib.sha256
+    add_index, add_size = predictions.indices.append, predictions.sizes.append
+    advance = on_prediction or _ignore
     for count, index in enumerate(indices, start=1):
-        # A str path, not a Path, and no per-row objects kept: this loop runs once per row.
-        path = f"{directory_name}/{predictions.name(index)}"
+        path = f"{directory_name}/{odd_names.get(index) or canonical_name(index)}"
         data = read_bounded(path, MAX_PREDICTION_BYTES)
-        tally.add(parse_prediction(data, index, path), path)
+        add_record(parse_prediction(data, index, path), path)
         keep(prediction_path(index), data)
-        predictions.indices.append(index)
-        predictions.sizes.append(len(data))
-        predictions.digests += _sha256_digest(data)
-        if on_prediction is not None and count % PROGRESS_BATCH == 0:
-            on_prediction(PROGRESS_BATCH)
-    if on_prediction is not None:
-        on_prediction(len(indices) % PROGRESS_BATCH)
+        add_index(index)
+        add_size(len(data))
+        digests += sha256(data).digest()
+        if count % PROGRESS_BATCH == 0:
+            advance(PROGRESS_BATCH)
+    advance(len(indices) % PROGRESS_BATCH)
     summary = tally.summary()
     evidence = RunEvidence(header.meta, header.fingerprint, header.bundle_id, summary, indices)
     coverage, warnings = judge_run(
@@ -384,9 +382,9 @@ def _claim_warnings(meta: StaticsRunMetadata, summary: PredictionSummary) -> lis
     return warnings
 
 
-def _sha256_digest(data: bytes) -> bytes:
-    return hashlib.sha256(data).digest()
-
-
 def _sha256(data: bytes) -> str:
-    return _sha256_digest(data).hex()
+    return hashlib.sha256(data).hexdigest()
+
+
+def _ignore(steps: int) -> None:
+    """No one is told of progress."""

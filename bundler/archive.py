@@ -550,18 +550,40 @@ def prefetched(items: Iterator[T], depth: int = 4) -> Iterator[Iterator[T]]:
                 return
 
     thread = threading.Thread(target=produce, name="bundler-read", daemon=True)
-    switch_interval = sys.getswitchinterval()
-    sys.setswitchinterval(min(switch_interval, PREFETCH_SWITCH_INTERVAL))
-    thread.start()
+    with _short_switch_interval():
+        thread.start()
+        try:
+            yield consume()
+        finally:
+            stop.set()
+            while thread.is_alive():
+                with contextlib.suppress(Empty):
+                    queue.get(timeout=0.05)  # a producer waiting on a full queue
+            thread.join()
+
+
+_switch_lock = threading.Lock()
+_switch_users = 0
+_switch_saved = 0.0
+
+
+@contextlib.contextmanager
+def _short_switch_interval() -> Iterator[None]:
+    """PREFETCH_SWITCH_INTERVAL while any prefetch runs (prefetches in several threads of a
+    library user's process included); the interval the process had, once the last one ends."""
+    global _switch_users, _switch_saved
+    with _switch_lock:
+        if _switch_users == 0:
+            _switch_saved = sys.getswitchinterval()
+            sys.setswitchinterval(min(_switch_saved, PREFETCH_SWITCH_INTERVAL))
+        _switch_users += 1
     try:
-        yield consume()
+        yield
     finally:
-        stop.set()
-        while thread.is_alive():
-            with contextlib.suppress(Empty):
-                queue.get(timeout=0.05)  # a producer waiting on a full queue
-        thread.join()
-        sys.setswitchinterval(switch_interval)
+        with _switch_lock:
+            _switch_users -= 1
+            if _switch_users == 0:
+                sys.setswitchinterval(_switch_saved)
 
 
 class TarReader:

@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import socket
+import sys
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +23,7 @@ from hypothesis import strategies as st
 
 from bundler.archive import (
     BUNDLE_FRAMES,
+    PREFETCH_SWITCH_INTERVAL,
     FrameReader,
     TarReader,
     TarStream,
@@ -343,3 +345,16 @@ def test_prefetched_stops_its_producer_and_passes_on_its_errors() -> None:
 
     with prefetched(failing()) as stream, pytest.raises(NotCanonicalError, match="broken"):
         list(stream)
+
+
+def test_prefetches_shorten_the_switch_interval_and_the_last_one_restores_it() -> None:
+    original = sys.getswitchinterval()
+    short = min(original, PREFETCH_SWITCH_INTERVAL)
+    first, second = prefetched(iter([b"a"])), prefetched(iter([b"b"]))
+    assert list(first.__enter__()) == [b"a"]
+    assert list(second.__enter__()) == [b"b"]
+    assert sys.getswitchinterval() == short
+    first.__exit__(None, None, None)  # ends while the other still runs (another thread's)
+    assert sys.getswitchinterval() == short
+    second.__exit__(None, None, None)
+    assert sys.getswitchinterval() == original

@@ -327,6 +327,37 @@ def test_tar_reader_reads_members_back_however_the_stream_is_cut(cuts: list[int]
     reader.expect_end_of_archive()
 
 
+@settings(max_examples=50, deadline=None)
+@given(
+    st.lists(st.integers(min_value=1, max_value=5000), min_size=1, max_size=30),
+    st.integers(min_value=0, max_value=2),
+)
+def test_tar_reader_members_read_a_frame_share_however_it_is_cut(
+    cuts: list[int], oversized: int
+) -> None:
+    """The loop over members within a chunk and the way across chunk ends give the same
+    members, and refuse a member over the limit the same way, wherever the stream is cut."""
+    members = [(f"predictions/prediction_{n}.json", b"%d" % n * (300 + 400 * n)) for n in range(3)]
+    stream = io.BytesIO()
+    writer = TarStream(stream)
+    for name, data in members:
+        writer.add_member(name, data, 1781520142)
+    writer.flush()
+    data, pieces, start = stream.getvalue(), [], 0
+    for cut in [*cuts, len(data)]:
+        if start < len(data):
+            pieces.append(data[start : start + cut])
+            start += cut
+    limit = len(members[oversized][1]) - 1
+    reader = TarReader(iter(pieces))
+    assert list(reader.members(1 << 20)) == members
+    assert reader.offset == len(data) and reader.mtime == 1781520142
+    refusing = TarReader(iter(pieces))
+    with pytest.raises(NotCanonicalError, match=f"more than the {limit} collect accepts"):
+        for name, _ in refusing.members(limit):
+            assert name != members[oversized][0]
+
+
 def test_prefetched_stops_its_producer_and_passes_on_its_errors() -> None:
     produced = []
 

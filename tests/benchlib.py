@@ -79,6 +79,8 @@ class Comparison:
     subject: str
     baseline: str
     target_ratio: float | None = None
+    target_difference: float | None = None
+    """For start-up rows: the most seconds the subject's median may exceed the baseline's."""
     subject_seconds: list[float] = field(default_factory=list)
     baseline_seconds: list[float] = field(default_factory=list)
     subject_peak_rss_kib: int = 0
@@ -94,12 +96,23 @@ class Comparison:
         return min(ratios), max(ratios)
 
     @property
+    def difference(self) -> float:
+        return statistics.median(self.subject_seconds) - statistics.median(self.baseline_seconds)
+
+    @property
     def met(self) -> bool:
-        return self.target_ratio is None or self.ratio <= self.target_ratio
+        ratio_met = self.target_ratio is None or self.ratio <= self.target_ratio
+        difference_met = self.target_difference is None or self.difference <= self.target_difference
+        return ratio_met and difference_met
 
     def line(self) -> str:
         low, high = self.spread
         target = f" (target <= {self.target_ratio}x)" if self.target_ratio is not None else ""
+        if self.target_difference is not None:
+            target = (
+                f", difference {self.difference * 1000:+.0f} ms "
+                f"(target <= +{self.target_difference * 1000:.0f} ms)"
+            )
         extra = "".join(f", {key} {value}" for key, value in self.extra.items())
         return (
             f"{self.name}: {self.subject} {statistics.median(self.subject_seconds):.3f} s, "
@@ -114,6 +127,7 @@ class Comparison:
             "subject_median": statistics.median(self.subject_seconds),
             "baseline_median": statistics.median(self.baseline_seconds),
             "ratio_of_medians": self.ratio,
+            "difference": self.difference,
             "spread": [low, high],
             "met": self.met,
         }

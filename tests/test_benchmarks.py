@@ -51,6 +51,17 @@ def test_collect_benchmark_runs_every_row(tmp_path: Path) -> None:
         figures,
         {"gen-statics-60", "gen-statics-80", "own-writer-60", "runs-3x4", "help", "collect-empty"},
     )
+    comparisons = figures["comparisons"]
+    assert isinstance(comparisons, list)
+    targets = {row["name"]: (row["target_ratio"], row["target_difference"]) for row in comparisons}
+    assert targets == {  # the goals, judged in each row's "met"
+        "gen-statics-60": (2.0, None),
+        "gen-statics-80": (1.5, None),
+        "own-writer-60": (None, None),
+        "runs-3x4": (3.0, None),
+        "help": (None, 0.030),
+        "collect-empty": (None, 0.030),
+    }
 
 
 @pytest.mark.slow

@@ -452,6 +452,8 @@ def verified_members(path: Path, names: set[str]) -> Iterator[tuple[str, bytes]]
     this run, read through the same canonical readers in one streaming pass that stops once
     all are found. Raises InputError when the archive cannot be read back."""
     remaining = set(names)
+    if not remaining:
+        return
     largest = max(MAX_RUN_META_BYTES, MAX_METRICS_BYTES, MAX_PREDICTION_BYTES)
     try:
         with _reopened(path) as (head, size, chunks):

@@ -303,20 +303,32 @@ def test_frame_reader_gives_back_the_tar_stream_whatever_the_read_size(
     assert frames.windows == [2 << 20] * BUNDLE_FRAMES
 
 
+def _tar_cut_in_pieces(
+    members: list[tuple[str, bytes]], cuts: list[int], *, end_archive: bool
+) -> tuple[bytes, list[bytes]]:
+    """The tar stream TarStream writes for `members` (ended as an archive or not), and the same
+    stream cut into pieces of the given sizes, the rest in a last piece."""
+    stream = io.BytesIO()
+    writer = TarStream(stream)
+    for name, content in members:
+        writer.add_member(name, content, 1781520142)
+    if end_archive:
+        writer.close()
+    else:
+        writer.flush()
+    data, pieces, start = stream.getvalue(), [], 0
+    for cut in [*cuts, len(data)]:
+        if start < len(data):
+            pieces.append(data[start : start + cut])
+            start += cut
+    return data, pieces
+
+
 @settings(max_examples=50, deadline=None)
 @given(st.lists(st.integers(min_value=1, max_value=4000), min_size=1, max_size=30))
 def test_tar_reader_reads_members_back_however_the_stream_is_cut(cuts: list[int]) -> None:
     members = [("run_meta.json", b"x" * 513), ("metrics.json", b""), ("p.json", b"{}" * 700)]
-    stream = io.BytesIO()
-    writer = TarStream(stream)
-    for name, data in members:
-        writer.add_member(name, data, 1781520142)
-    writer.close()
-    data, pieces, start = stream.getvalue(), [], 0
-    for cut in [*cuts, len(stream.getvalue())]:
-        if start < len(data):
-            pieces.append(data[start : start + cut])
-            start += cut
+    data, pieces = _tar_cut_in_pieces(members, cuts, end_archive=True)
     body_size = sum(512 + len(data) + -len(data) % 512 for _, data in members)
     assert len(data) == body_size + end_of_archive_size(body_size)
     reader = TarReader(iter(pieces))
@@ -338,16 +350,7 @@ def test_tar_reader_members_read_a_frame_share_however_it_is_cut(
     """The loop over members within a chunk and the way across chunk ends give the same
     members, and refuse a member over the limit the same way, wherever the stream is cut."""
     members = [(f"predictions/prediction_{n}.json", b"%d" % n * (300 + 400 * n)) for n in range(3)]
-    stream = io.BytesIO()
-    writer = TarStream(stream)
-    for name, data in members:
-        writer.add_member(name, data, 1781520142)
-    writer.flush()
-    data, pieces, start = stream.getvalue(), [], 0
-    for cut in [*cuts, len(data)]:
-        if start < len(data):
-            pieces.append(data[start : start + cut])
-            start += cut
+    data, pieces = _tar_cut_in_pieces(members, cuts, end_archive=False)
     limit = len(members[oversized][1]) - 1
     reader = TarReader(iter(pieces))
     assert list(reader.members(1 << 20)) == members

@@ -25,6 +25,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Generator, Iterable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from queue import Empty, Queue
 from typing import TYPE_CHECKING, Any, BinaryIO, Final, TypeVar
@@ -517,6 +518,21 @@ PREFETCH_SWITCH_INTERVAL = 0.0005
 The consumer (parsing members) rarely blocks, so with Python's default of 5 ms the producer,
 which needs the GIL only briefly between chunks, often waits and leaves the queue empty; a
 shorter interval kept verify 5-8% faster, measured on a 20,000-prediction bundle."""
+
+
+READ_AHEAD_MIN_BYTES = 8 << 20
+"""A source smaller than this is read in the consumer's own thread, as it is consumed: for a
+small archive, a thread of its own (its start, and the GIL passing to and fro) costs more than
+the overlap saves. Measured on verify: 20% slower with the thread at 0.4 MB, even at 5 MB,
+14% faster at 18 MB."""
+
+
+def read_ahead(items: Iterator[T], source_size: int) -> AbstractContextManager[Iterator[T]]:
+    """`items` from a source of `source_size` bytes: `prefetched` when the source is large
+    enough to be worth a thread, as they come otherwise."""
+    if source_size < READ_AHEAD_MIN_BYTES:
+        return contextlib.nullcontext(items)
+    return prefetched(items)
 
 
 @contextlib.contextmanager

@@ -37,7 +37,7 @@ from bundler.archive import (
     level_window,
     manifest_entry,
     manifest_head,
-    prefetched,
+    read_ahead,
 )
 from bundler.checks import CheckResult, failed, passed, warned
 from bundler.claim import claim_for, sidecar_bytes, sidecar_for
@@ -243,7 +243,7 @@ def read_bundle(path: Path, progress: ProgressSink | None = None) -> BundleReadi
         with path.open("rb") as raw:
             hashing = HashingReader(raw)
             try:
-                derived = _read_archive(reading, hashing, progress)
+                derived = _read_archive(reading, hashing, os.fstat(raw.fileno()).st_size, progress)
             except _Failed as failure:
                 reading.checks.append(failure.result)
             except NotCanonicalError as error:
@@ -277,12 +277,12 @@ def _read_sidecar(reading: BundleReading) -> str | None:
 
 
 def _read_archive(
-    reading: BundleReading, source: HashingReader, progress: ProgressSink
+    reading: BundleReading, source: HashingReader, archive_size: int, progress: ProgressSink
 ) -> BundleClaim:
     """Every check of the archive's content, in one pass; _Failed or NotCanonicalError at the
     first problem. Returns the claim derived from the files, which is the manifest's."""
     frames = FrameReader(source)  # type: ignore[arg-type]
-    with prefetched(frames.chunks()) as chunks:
+    with read_ahead(frames.chunks(), archive_size) as chunks:
         head = TarReader(frame_chunks(chunks))
         first = head.next_header()
         if first is None or first[0] != MANIFEST_PATH:
@@ -421,7 +421,10 @@ class _Manifest:
 def _reopened(path: Path) -> Iterator[tuple[TarReader, int, Iterator[bytes]]]:
     """A bundle verified in this run, opened again with the canonical readers: the manifest's
     header read, its reader and size, and the frames' chunks for what follows."""
-    with path.open("rb") as raw, prefetched(FrameReader(raw).chunks()) as chunks:
+    with (
+        path.open("rb") as raw,
+        read_ahead(FrameReader(raw).chunks(), os.fstat(raw.fileno()).st_size) as chunks,
+    ):
         head = TarReader(frame_chunks(chunks))
         first = head.next_header()
         if first is None or first[0] != MANIFEST_PATH or first[1] > MAX_MANIFEST_BYTES:

@@ -11,6 +11,7 @@ import shutil
 import socket
 import sys
 import tarfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,12 +25,14 @@ from hypothesis import strategies as st
 from bundler.archive import (
     BUNDLE_FRAMES,
     PREFETCH_SWITCH_INTERVAL,
+    READ_AHEAD_MIN_BYTES,
     FrameReader,
     TarReader,
     TarStream,
     end_of_archive_size,
     parse_header,
     prefetched,
+    read_ahead,
     tar_header,
 )
 from bundler.collect import CollectOptions, collect
@@ -392,3 +395,14 @@ def test_prefetches_shorten_the_switch_interval_and_the_last_one_restores_it() -
     assert sys.getswitchinterval() == short
     second.__exit__(None, None, None)
     assert sys.getswitchinterval() == original
+
+
+def test_only_a_large_source_is_read_ahead_by_a_thread_of_its_own() -> None:
+    def producers() -> Iterator[str]:
+        for _ in range(3):
+            yield threading.current_thread().name
+
+    with read_ahead(producers(), READ_AHEAD_MIN_BYTES - 1) as small:
+        assert set(small) == {threading.current_thread().name}
+    with read_ahead(producers(), READ_AHEAD_MIN_BYTES) as large:
+        assert set(large) == {"bundler-read"}

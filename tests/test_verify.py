@@ -49,6 +49,7 @@ from helpers import (
     with_data,
 )
 
+from bundler import archive as archive_module
 from bundler.collect import CollectOptions
 from bundler.errors import UsageError
 from bundler.limits import MAX_METRICS_BYTES, MAX_PREDICTION_BYTES, MAX_RUN_META_BYTES
@@ -56,6 +57,15 @@ from bundler.verify import MAX_MANIFEST_BYTES, first_difference, read_bundle, ve
 
 ROWS = 6
 MAX_RSS_MIB = 150
+
+
+@pytest.fixture(autouse=True, params=["in line", "read ahead"])
+def reading(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test here runs both ways verify reads an archive: a small one in the reader's own
+    thread, a large one with a thread reading ahead (forced here, the test bundles are small),
+    so that both reach the same verdicts."""
+    if request.param == "read ahead":
+        monkeypatch.setattr(archive_module, "READ_AHEAD_MIN_BYTES", 0)
 
 
 @pytest.fixture

@@ -621,6 +621,10 @@ class TarReader:
         block = self._take(TAR_BLOCK)
         if block is None:
             return None
+        return self._parse_header(block)
+
+    def _parse_header(self, block: bytes) -> tuple[str, int]:
+        """A member's name and size from its header, whose mtime must be every member's."""
         name, size, mtime = parse_header(block)
         if mtime != self.mtime and self.mtime is not None:
             raise self._other_mtime(name, mtime)
@@ -641,16 +645,13 @@ class TarReader:
             chunk_end = len(data)
             while start + TAR_BLOCK <= chunk_end:
                 content_start = start + TAR_BLOCK
-                name, size, mtime = parse_header(data[start:content_start])
-                if mtime != self.mtime and self.mtime is not None:
-                    raise self._other_mtime(name, mtime)
+                name, size = self._parse_header(data[start:content_start])
                 end = content_start + size
                 padded = end + -size % TAR_BLOCK
                 if size > max_size or padded > chunk_end:
                     break  # refused, or read across chunks, by the slow path
                 if data.count(0, end, padded) != padded - end:
                     raise NotCanonicalError("members", f"padding after {name!r} is not zeros")
-                self.mtime = mtime
                 self._pos = padded
                 self.offset += padded - start
                 yield name, data[content_start:end]

@@ -21,6 +21,8 @@ HOW_DO_YOU_DIR = "how_do_you"
 RUN_META_NAME = "run_meta.json"
 METRICS_NAME = "metrics.json"
 PREDICTION_FILE = re.compile(r"^prediction_(.*)\.json$")
+RUN_INFO_FILES = (RUN_META_NAME, METRICS_NAME)
+"""The files of a run other than its predictions."""
 
 
 class RunDirectory(Model):
@@ -53,7 +55,7 @@ class Discovery(Model):
 
 
 def is_run_file(name: str) -> bool:
-    return name in (RUN_META_NAME, METRICS_NAME) or PREDICTION_FILE.match(name) is not None
+    return name in RUN_INFO_FILES or PREDICTION_FILE.match(name) is not None
 
 
 def _sorted_entries(directory: Path) -> list[os.DirEntry[str]]:
@@ -119,12 +121,9 @@ def _walk(
         subdirectories: list[str] = []
         linked_directories: list[str] = []
         for entry in entries:
-            name = entry.name
-            run_file = name in (RUN_META_NAME, METRICS_NAME)
-            if not run_file and PREDICTION_FILE.match(name) is not None:
-                run_file = True
-                predictions += 1
+            run_file = is_run_file(entry.name)
             holds_run_file = holds_run_file or run_file
+            predictions += run_file and entry.name not in RUN_INFO_FILES
             if entry.is_symlink():
                 # Links to run files are refused with their run; other links would be skipped
                 # silently as "extra files", so a linked directory is called out here.

@@ -17,7 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from bundler.discover import METRICS_NAME, PREDICTION_FILE, RUN_META_NAME, RunDirectory, is_run_file
+from bundler.discover import (
+    METRICS_NAME,
+    PREDICTION_FILE,
+    RUN_INFO_FILES,
+    RUN_META_NAME,
+    RunDirectory,
+    is_run_file,
+)
 from bundler.errors import InputError
 from bundler.fileio import printable_name, read_bounded
 from bundler.layout import BundleId, LayoutError
@@ -39,6 +46,7 @@ from bundler.manifest import (
     prediction_path,
 )
 from bundler.naming import capability_fingerprint, slugify
+from bundler.progress import NoProgress
 from bundler.schema import StaticsRunMetadata
 from bundler.validation import (
     PredictionTally,
@@ -221,7 +229,7 @@ def validate_run(
     # methods it calls bound once.
     add_record, digests, sha256 = tally.add, predictions.digests, hashlib.sha256
     add_index, add_size = predictions.indices.append, predictions.sizes.append
-    advance = on_prediction or _ignore
+    advance = on_prediction or NoProgress().advance
     for count, index in enumerate(indices, start=1):
         path = f"{directory_name}/{odd_names.get(index) or canonical_name(index)}"
         data = read_bounded(path, MAX_PREDICTION_BYTES)
@@ -320,9 +328,7 @@ def _list_entry(
     if entry.is_symlink() and is_run_file(entry.name):
         raise InputError(entry.path, "symbolic link; links are never followed")
     if match is None:
-        if entry.name not in (RUN_META_NAME, METRICS_NAME) and not entry.is_dir(
-            follow_symlinks=False
-        ):
+        if entry.name not in RUN_INFO_FILES and not entry.is_dir(follow_symlinks=False):
             extras.append(printable_name(entry.name))
         return
     if not _DECIMAL.match(match.group(1)):
@@ -384,7 +390,3 @@ def _claim_warnings(meta: StaticsRunMetadata, summary: PredictionSummary) -> lis
 
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def _ignore(steps: int) -> None:
-    """No one is told of progress."""

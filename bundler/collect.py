@@ -13,8 +13,6 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import ConfigDict, Field, SecretStr
 
-from bundler.archive import BodyWriter, Compressors, write_archive
-from bundler.claim import claim_for, sidecar_bytes, sidecar_for
 from bundler.discover import RunDirectory, Skipped, discover
 from bundler.errors import (
     BundlerError,
@@ -23,18 +21,17 @@ from bundler.errors import (
     UsageError,
     WriteError,
 )
-from bundler.fileio import StagedFile, commit_pair, read_bounded, remove_leftovers, sha256_file
-from bundler.layout import BundleId
 from bundler.limits import DEFAULT_LEVEL, INT64_MAX, MAX_LEVEL
-from bundler.lock import bundles_lock
 from bundler.manifest import BundleClaim, CollectInputs, Submitter
 from bundler.model import Model
 from bundler.progress import NoProgress, ProgressSink
-from bundler.runs import RunHeader, ValidatedRun, read_header, validate_run
 from bundler.version import bundler_version
 
 if TYPE_CHECKING:
+    from bundler.archive import BodyWriter, Compressors
+    from bundler.layout import BundleId
     from bundler.rowcount import RowCountResolver
+    from bundler.runs import RunHeader, ValidatedRun
 
 
 class CollectOptions(Model):
@@ -123,17 +120,24 @@ def collect(
     if bundles_dir.exists() and not bundles_dir.is_dir():
         raise UsageError(f"{bundles_dir}: exists and is not a directory")
     found = discover(output_root)
+    if not found.runs and not found.refused:
+        raise UsageError(
+            f"{output_root}: no run directories found under <task>_predictions/",
+            hint="point collect at the harness's output root",
+        )
     report = CollectReport(
         output_root=str(output_root), bundles_dir=str(bundles_dir), skipped=list(found.skipped)
     )
     report.refused.extend(
         RefusedInput(path=item.path, error=f"{item.path}: {item.reason}") for item in found.refused
     )
-    if not found.runs and not found.refused:
-        raise UsageError(
-            f"{output_root}: no run directories found under <task>_predictions/",
-            hint="point collect at the harness's output root",
-        )
+    # The stages that read and write runs load only once there is a run: collect of an empty
+    # folder starts about as fast as a bare typer command (tests/benchmark_collect.py).
+    from bundler.archive import Compressors
+    from bundler.fileio import remove_leftovers
+    from bundler.lock import bundles_lock
+    from bundler.runs import read_header
+
     headers: list[RunHeader] = []
     matches = _FilterMatches(options)
     for run in found.runs:
@@ -242,6 +246,9 @@ def _bundle_one(
     progress: ProgressSink,
     report: CollectReport,
 ) -> None:
+    from bundler.archive import BodyWriter
+    from bundler.runs import validate_run
+
     statics = header.meta.statics
     expected = options.expected_rows.get(statics.task_name)
     note = None
@@ -269,6 +276,8 @@ def _bundle_one(
 
 
 def _claim_of(run: ValidatedRun, options: CollectOptions) -> BundleClaim:
+    from bundler.claim import claim_for
+
     return claim_for(
         run.header.run.path,
         run.evidence,
@@ -287,6 +296,10 @@ def _write_bundle(
     """Write the archive and its sidecar as temporary files, then commit them as a pair (see
     `commit_pair`): the archive is in place before its sidecar, so a sidecar always describes
     the archive beside it, and a run killed at any moment leaves the previous bundle or none."""
+    from bundler.archive import write_archive
+    from bundler.claim import sidecar_bytes, sidecar_for
+    from bundler.fileio import StagedFile, commit_pair, sha256_file
+
     claim = _claim_of(run, options)
     archive_path = run.header.bundle_id.local_archive(bundles_dir)
     sidecar_path = run.header.bundle_id.local_sidecar(bundles_dir)
@@ -319,6 +332,8 @@ def _write_bundle(
 
 def _holds(path: Path, data: bytes) -> bool:
     """Whether the file at `path` already holds exactly `data` (then nothing is replaced)."""
+    from bundler.fileio import read_bounded
+
     try:
         return read_bounded(path, len(data)) == data
     except InputError:

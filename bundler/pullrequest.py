@@ -11,7 +11,6 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Literal
 
-import jinja2
 from pydantic import Field, TypeAdapter, ValidationError
 
 from bundler.card import template_text
@@ -85,7 +84,10 @@ def render_pr_description(
     state = json.dumps([bundle.model_dump(mode="json") for bundle in ordered], sort_keys=True)
     # "<" and ">" escaped inside the JSON so no value can close the HTML comment around it.
     state = state.replace("<", "\\u003c").replace(">", "\\u003e")
-    # A pull-request description is no repository card (no YAML header), so plain Jinja.
+    # A pull-request description is no repository card (no YAML header), so plain Jinja,
+    # loaded only by an upload that opens or updates a pull request.
+    import jinja2
+
     template = jinja2.Template(template_text(PR_TEMPLATE))
     text: str = template.render(
         repo_id=repo_id,

@@ -13,7 +13,6 @@ import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from packaging.version import InvalidVersion, Version
 from pydantic import (
     ConfigDict,
     Field,
@@ -108,6 +107,10 @@ class Provenance(_Strict):
     @field_validator("gptnt_version")
     @classmethod
     def _is_pep440(cls, value: str) -> str:
+        # packaging compiles its version pattern on import: loaded when a run is read, not by
+        # every command that imports the models (start-up, tests/benchmark_collect.py).
+        from packaging.version import InvalidVersion, Version
+
         try:
             Version(value)
         except InvalidVersion:

@@ -8,9 +8,11 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from factory import RunSpec, write_run, write_sample_output, write_tree
@@ -108,6 +110,60 @@ def test_missing_output_root_exits_2_with_one_line(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert one_line_error(result.stderr) == f"error: {missing}: output root does not exist"
     assert not (tmp_path / "b").exists()
+
+
+PROBE = """
+import atexit, gc, json, sys
+from bundler.cli import main
+
+state_path = sys.argv[1]
+
+def report() -> None:
+    state = {
+        "loaded": sorted(name for name in sys.modules if name.startswith(("bundler.", "jinja2"))),
+        "young_threshold": gc.get_threshold()[0],
+        "frozen": gc.get_freeze_count(),
+    }
+    with open(state_path, "w") as out:
+        json.dump(state, out)
+
+atexit.register(report)
+sys.argv = ["bundler", *sys.argv[2:]]
+main()
+"""
+
+
+def probe_console_script(tmp_path: Path, *args: object) -> tuple[int, dict[str, Any]]:
+    """Run the console script's `main` with `args`; its exit code and, as the process ends, the
+    bundler modules it loaded and the state of the garbage collector."""
+    state = tmp_path / "probe.json"
+    command = [sys.executable, "-c", PROBE, str(state), *(str(arg) for arg in args)]
+    result = subprocess.run(command, capture_output=True, text=True, env=cli_env(), check=False)
+    return result.returncode, json.loads(state.read_text())
+
+
+def test_collect_of_an_empty_folder_loads_no_stage_that_reads_or_writes_runs(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "empty").mkdir()
+    code, state = probe_console_script(
+        tmp_path, "collect", tmp_path / "empty", "-o", tmp_path / "b"
+    )
+    assert code == 2
+    assert "bundler.collect" in state["loaded"] and "bundler.discover" in state["loaded"]
+    stages = ("bundler.runs", "bundler.archive", "bundler.fileio", "bundler.lock", "bundler.claim")
+    assert [name for name in stages if name in state["loaded"]] == []
+
+
+def test_the_console_script_collects_cycles_rarely_and_not_at_exit(
+    root: Path, tmp_path: Path
+) -> None:
+    from bundler.cli import GC_YOUNG_THRESHOLD
+
+    code, state = probe_console_script(tmp_path, "collect", root, "-o", tmp_path / "b")
+    assert code == 0 and "bundler.runs" in state["loaded"]
+    assert state["young_threshold"] == GC_YOUNG_THRESHOLD > 700  # Python's default is 700
+    assert state["frozen"] > 10_000  # every object alive at exit: no final collection walks them
 
 
 def test_errors_are_json_too(tmp_path: Path) -> None:

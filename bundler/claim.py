@@ -8,8 +8,9 @@ from pathlib import Path
 from bundler.archive import manifest_head
 from bundler.errors import InputError
 from bundler.limits import MAX_CLAIM_BYTES
-from bundler.manifest import ArchiveInfo, BundleClaim, CollectInputs, Sidecar, Submitter
+from bundler.manifest import ArchiveInfo, BundleClaim, CollectInputs, Sidecar
 from bundler.runs import RunEvidence, judge_run
+from bundler.submitter import Submitter
 
 
 def claim_for(

@@ -499,7 +499,7 @@ def _collect_options(
 ) -> CollectOptions:
     """The collect options from the command line (shared by collect and sync)."""
     from bundler.collect import CollectOptions, parse_expectations
-    from bundler.manifest import Submitter
+    from bundler.submitter import Submitter
 
     name, contact, affiliation = submitter
     return CollectOptions(

@@ -22,14 +22,15 @@ from bundler.errors import (
     WriteError,
 )
 from bundler.limits import DEFAULT_LEVEL, INT64_MAX, MAX_LEVEL
-from bundler.manifest import BundleClaim, CollectInputs, Submitter
 from bundler.model import Model
 from bundler.progress import NoProgress, ProgressSink
+from bundler.submitter import Submitter
 from bundler.version import bundler_version
 
 if TYPE_CHECKING:
     from bundler.archive import BodyWriter, Compressors
     from bundler.layout import BundleId
+    from bundler.manifest import BundleClaim
     from bundler.rowcount import RowCountResolver
     from bundler.runs import RunHeader, ValidatedRun
 
@@ -277,6 +278,7 @@ def _bundle_one(
 
 def _claim_of(run: ValidatedRun, options: CollectOptions) -> BundleClaim:
     from bundler.claim import claim_for
+    from bundler.manifest import CollectInputs
 
     return claim_for(
         run.header.run.path,

@@ -41,10 +41,11 @@ from bundler.layout import (
     TEMP_PREFIX,
     GptntSubmissionName,
 )
-from bundler.manifest import BundleClaim, Submitter
+from bundler.manifest import BundleClaim
 from bundler.model import Model
 from bundler.progress import NoProgress, ProgressSink
 from bundler.schema import UNKNOWN_HARNESS_VERSION
+from bundler.submitter import Submitter
 from bundler.validation import describe_validation_error
 from bundler.verify import BundleReading, find_archives, read_bundle
 

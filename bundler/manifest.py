@@ -15,6 +15,7 @@ from pydantic import ConfigDict, Field, model_validator
 from bundler.limits import MAX_LEFT_OUT_SHOWN, MAX_LEVEL
 from bundler.model import Model
 from bundler.schema import StaticsIdentity
+from bundler.submitter import Submitter
 
 MANIFEST_VERSION: Literal[2] = 2
 """2 records the inputs collect used beyond the run's files (`inputs`), so that verify can derive
@@ -47,14 +48,6 @@ def prediction_index(path: str) -> int | None:
 
 class _Model(Model):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Submitter(_Model):
-    """Who submits the bundle; optional, but a leaderboard needs someone to ask."""
-
-    name: str | None = None
-    contact: str | None = None
-    affiliation: str | None = None
 
 
 class PredictionSummary(_Model):

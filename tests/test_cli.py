@@ -151,8 +151,8 @@ def test_collect_of_an_empty_folder_loads_no_stage_that_reads_or_writes_runs(
     )
     assert code == 2
     assert "bundler.collect" in state["loaded"] and "bundler.discover" in state["loaded"]
-    stages = ("bundler.runs", "bundler.archive", "bundler.fileio", "bundler.lock", "bundler.claim")
-    assert [name for name in stages if name in state["loaded"]] == []
+    stages = ("runs", "manifest", "schema", "archive", "fileio", "lock", "claim")
+    assert [name for name in stages if f"bundler.{name}" in state["loaded"]] == []
 
 
 def test_the_console_script_collects_cycles_rarely_and_not_at_exit(

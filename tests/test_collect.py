@@ -14,7 +14,7 @@ from helpers import all_files, only_bundle, partial_files, read_manifest, read_m
 from bundler.collect import CollectOptions, CollectReport, collect, parse_expectations
 from bundler.errors import NoRunSelectedError, UsageError
 from bundler.layout import TEMP_PREFIX, TEMP_SUFFIX
-from bundler.manifest import Submitter
+from bundler.submitter import Submitter
 from bundler.verify import verify
 
 GOOD = RunSpec(model="gpt-5.2", rows=4)

@@ -19,7 +19,7 @@ from bundler.diff import (
     read_archive_members,
 )
 from bundler.errors import UsageError
-from bundler.manifest import Submitter
+from bundler.submitter import Submitter
 from bundler.verify import read_bundle
 
 LATER = "2026-06-16T08:00:01.5Z"

@@ -21,8 +21,8 @@ from bundler.export import (
     load_player_config,
 )
 from bundler.layout import TEMP_PREFIX
-from bundler.manifest import Submitter
 from bundler.naming import capability_fingerprint
+from bundler.submitter import Submitter
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gptnt"
 CONFIG = FIXTURES / "gpt-5-2.yaml"

@@ -19,10 +19,10 @@ from hubserver import Fault, HubServer
 from huggingface_hub import CommitOperationAdd, HfApi
 
 from bundler.collect import CollectOptions, collect
-from bundler.manifest import Submitter
 from bundler.progress import NoProgress
 from bundler.review import markdown_code, markdown_text
 from bundler.rows import build_row, row_files
+from bundler.submitter import Submitter
 from bundler.upload import LocalBundle, gather_local
 
 SPLIT_ROWS = {"test": 4, "validation": 6}

@@ -34,7 +34,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from bundler.collect import CollectOptions, collect
-from bundler.manifest import Submitter
+from bundler.submitter import Submitter
 from bundler.verify import read_bundle
 
 TIME_BOUND_SECONDS = 10.0

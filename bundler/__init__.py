@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from bundler.inspection import BundleInspection, inspect_bundle
     from bundler.manifest import BundleClaim, Manifest, Sidecar
     from bundler.schema import StaticsIdentity, StaticsRunMetadata
+    from bundler.submitter import Submitter
     from bundler.upload import UploadOptions, UploadReport
     from bundler.verify import VerifyReport, verify
 
@@ -43,6 +44,7 @@ _HOMES = {
     "Sidecar": "manifest",
     "StaticsIdentity": "schema",
     "StaticsRunMetadata": "schema",
+    "Submitter": "submitter",
     "VerifyReport": "verify",
     "verify": "verify",
     "UploadOptions": "upload",
@@ -63,6 +65,7 @@ __all__ = [
     "Sidecar",
     "StaticsIdentity",
     "StaticsRunMetadata",
+    "Submitter",
     "UploadOptions",
     "UploadReport",
     "UsageError",

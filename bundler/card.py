@@ -263,7 +263,7 @@ def render_dataset_card(repo_id: str, rows: Sequence[BundleRow]) -> str:
     card data (a test compares them), without its two further YAML passes (parsing the rendered
     header back, then writing it again) and its compiling the template on every call: an
     upload renders the card once per commit, and those were four fifths of each rendering
-    (28 ms of 34 for 50 bundles)."""
+    (for 50 bundles, 28 ms then, 6 ms now)."""
     boards = task_boards(rows)
     return _card_template().render(
         card_data=card_data(boards).to_yaml(),

@@ -16,7 +16,7 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Protocol, TypeVar
 
 import typer
 
@@ -360,8 +360,21 @@ class Terminated(BaseException):
     """SIGTERM (a CI timeout, `kill`), raised like Ctrl-C so every atomic write cleans up."""
 
 
-def _raise_terminated(signum: int, frame: object) -> None:
-    raise Terminated
+_stop_signals: list[int] = []
+"""The stop signals (SIGINT, SIGTERM) the running command received. The exception a handler
+raises can reach the command inside another: pydantic's serializer, interrupted while it calls
+back into Python, reports a PydanticSerializationError. The command asks this list, not only
+the exception's type, so an interrupted run never reads as an internal error."""
+
+
+def _on_stop_signal(signum: int, frame: object) -> None:
+    _stop_signals.append(signum)
+    raise KeyboardInterrupt if signum == signal.SIGINT else Terminated
+
+
+def _interrupted(console: Console, signum: int) -> NoReturn:
+    console.print("[red]interrupted[/]; nothing partial was left behind")
+    raise typer.Exit(128 + signum)  # 130 for SIGINT, 143 for SIGTERM, as shells report them
 
 
 def run_command(
@@ -370,17 +383,24 @@ def run_command(
     """Run library code; turn an error into one readable line (or a JSON object) and an exit
     code. `secrets` are scrubbed from anything shown, as a last line of defence."""
     console = stderr_console()
-    signal.signal(signal.SIGTERM, _raise_terminated)
+    _stop_signals.clear()
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, _on_stop_signal)
     try:
         return action()
+    except (KeyboardInterrupt, Terminated) as stop:
+        _interrupted(
+            console, signal.SIGINT if isinstance(stop, KeyboardInterrupt) else signal.SIGTERM
+        )
     except BundlerError as error:
+        if _stop_signals:
+            _interrupted(console, _stop_signals[-1])
         code = error.exit_code
         message, hint = _scrub(_worded(error), secrets), _scrub(error.hint, secrets)
         trace = traceback.format_exc()
-    except (KeyboardInterrupt, Terminated) as stop:
-        console.print("[red]interrupted[/]; nothing partial was left behind")
-        raise typer.Exit(130 if isinstance(stop, KeyboardInterrupt) else 143) from None
     except Exception as error:
+        if _stop_signals:  # the stop's exception, wrapped by a library on its way out
+            _interrupted(console, _stop_signals[-1])
         from pydantic import ValidationError
 
         code = EXIT_UNUSABLE

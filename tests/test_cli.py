@@ -711,6 +711,40 @@ def test_sigterm_while_replacing_leaves_one_whole_pair_and_no_temporary_file(
     assert "uncommitted" not in outcomes and "previous" in outcomes, outcomes
 
 
+STOP_INSIDE_PYDANTIC = """
+import signal, sys
+import typer
+from pydantic import BaseModel, field_serializer
+from bundler.cli import run_command
+
+class Claim(BaseModel):
+    name: str
+
+    @field_serializer("name")
+    def _stop_here(self, value: str) -> str:
+        signal.raise_signal(getattr(signal, sys.argv[1]))  # lands mid-serialization
+        return value
+
+try:
+    run_command(lambda: Claim(name="x").model_dump_json(), json_output=False, debug=False)
+except typer.Exit as done:
+    sys.exit(done.exit_code)
+"""
+
+
+@pytest.mark.parametrize(("name", "code"), [("SIGTERM", 143), ("SIGINT", 130)])
+def test_a_stop_signal_that_a_library_wraps_still_reads_as_interrupted(
+    name: str, code: int
+) -> None:
+    """pydantic's serializer turns the exception a signal handler raised while it called back
+    into Python into a PydanticSerializationError; collect writing a manifest when SIGTERM came
+    once exited 2 as an "internal error" (seen in CI)."""
+    command = [sys.executable, "-c", STOP_INSIDE_PYDANTIC, name]
+    result = subprocess.run(command, capture_output=True, text=True, env=cli_env(), check=False)
+    assert result.returncode == code
+    assert result.stderr == "interrupted; nothing partial was left behind\n"
+
+
 def test_sample_output_is_what_the_factory_writes(tmp_path: Path) -> None:
     write_sample_output(tmp_path / "sample")
     expected = {p.relative_to(tmp_path / "sample"): p.read_bytes() for p in all_files(tmp_path)}

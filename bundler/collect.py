@@ -2,6 +2,10 @@
 
 Each run succeeds or is refused on its own: a bad run is reported with a one-line reason and
 never stops the valid ones, and nothing partial is left for it in the bundles directory.
+
+The stages that read and write runs (runs, archive, claim, fileio, lock) are imported in the
+functions that use them: a collect that finds nothing to bundle then starts about as fast as a
+bare typer command (tests/benchmark_collect.py).
 """
 
 from __future__ import annotations
@@ -132,8 +136,6 @@ def collect(
     report.refused.extend(
         RefusedInput(path=item.path, error=f"{item.path}: {item.reason}") for item in found.refused
     )
-    # The stages that read and write runs load only once there is a run: collect of an empty
-    # folder starts about as fast as a bare typer command (tests/benchmark_collect.py).
     from bundler.archive import Compressors
     from bundler.fileio import remove_leftovers
     from bundler.lock import bundles_lock

@@ -16,7 +16,7 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Protocol, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Protocol, TypeVar
 
 import typer
 
@@ -372,9 +372,34 @@ def _on_stop_signal(signum: int, frame: object) -> None:
     raise KeyboardInterrupt if signum == signal.SIGINT else Terminated
 
 
-def _interrupted(console: Console, signum: int) -> NoReturn:
+def _exit_if_stopped(console: Console, error: BaseException) -> None:
+    """Exit as interrupted (130 for SIGINT, 143 for SIGTERM, as shells report them) when a stop
+    signal came, whatever exception carries it, or when `error` is a stop raised without one."""
+    if _stop_signals:
+        signum = _stop_signals[-1]
+    elif isinstance(error, (KeyboardInterrupt, Terminated)):
+        signum = signal.SIGINT if isinstance(error, KeyboardInterrupt) else signal.SIGTERM
+    else:
+        return
     console.print("[red]interrupted[/]; nothing partial was left behind")
-    raise typer.Exit(128 + signum)  # 130 for SIGINT, 143 for SIGTERM, as shells report them
+    raise typer.Exit(128 + signum)
+
+
+def _described(error: Exception, secrets: tuple[str, ...]) -> tuple[int, str | None, str | None]:
+    """The exit code, message and hint for an error that ended a command."""
+    if isinstance(error, BundlerError):
+        return error.exit_code, _scrub(_worded(error), secrets), _scrub(error.hint, secrets)
+    from pydantic import ValidationError
+
+    if isinstance(error, ValidationError):  # options the command line let through
+        from bundler.validation import describe_validation_error
+
+        message = f"invalid option: {describe_validation_error(error)}"
+        return EXIT_UNUSABLE, _scrub(message, secrets), "see --help"
+    # a bug: say so plainly, with the way to learn more
+    message = f"internal error: {type(error).__name__}: {error}"
+    hint = "re-run with --debug for the traceback, and report it"
+    return EXIT_UNUSABLE, _scrub(message, secrets), hint
 
 
 def run_command(
@@ -388,31 +413,12 @@ def run_command(
         signal.signal(number, _on_stop_signal)
     try:
         return action()
-    except (KeyboardInterrupt, Terminated) as stop:
-        _interrupted(
-            console, signal.SIGINT if isinstance(stop, KeyboardInterrupt) else signal.SIGTERM
-        )
-    except BundlerError as error:
-        if _stop_signals:
-            _interrupted(console, _stop_signals[-1])
-        code = error.exit_code
-        message, hint = _scrub(_worded(error), secrets), _scrub(error.hint, secrets)
+    except BaseException as error:
+        _exit_if_stopped(console, error)
+        if not isinstance(error, Exception):
+            raise  # SystemExit and the like end the process as they meant to
+        code, message, hint = _described(error, secrets)
         trace = traceback.format_exc()
-    except Exception as error:
-        if _stop_signals:  # the stop's exception, wrapped by a library on its way out
-            _interrupted(console, _stop_signals[-1])
-        from pydantic import ValidationError
-
-        code = EXIT_UNUSABLE
-        trace = traceback.format_exc()
-        if isinstance(error, ValidationError):  # options the command line let through
-            from bundler.validation import describe_validation_error
-
-            message = _scrub(f"invalid option: {describe_validation_error(error)}", secrets)
-            hint = "see --help"
-        else:  # a bug: say so plainly, with the way to learn more
-            message = _scrub(f"internal error: {type(error).__name__}: {error}", secrets)
-            hint = "re-run with --debug for the traceback, and report it"
     if debug:
         lines = (_scrub(trace, secrets) or "").splitlines()
         console.print("\n".join(plain(line) for line in lines), markup=False)

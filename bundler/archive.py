@@ -298,7 +298,6 @@ FRAME_HEADER_DESCRIPTOR: Final = 0x04
 """What collect's streaming compressor writes: a content checksum, and no content size (unknown
 when the frame starts), no dictionary id, not single-segment."""
 _CHECKSUM_FLAG = 0x04
-MAX_WINDOW_BYTES: Final = 1 << zstandard.ZstdCompressionParameters.from_level(MAX_LEVEL).window_log
 _MAX_BLOCK = 128 << 10
 """zstd's largest block, compressed or not."""
 _FEED_OUTPUT_BYTES = 1 << 20
@@ -309,6 +308,9 @@ def level_window(level: int) -> int:
     """The window of a frame that collect writes at zstd `level` (its size is never known in
     advance, so the level's default window is used)."""
     return 1 << zstandard.ZstdCompressionParameters.from_level(level).window_log
+
+
+MAX_WINDOW_BYTES: Final = level_window(MAX_LEVEL)
 
 
 def _window_size(descriptor: int) -> int:

@@ -24,7 +24,7 @@ from importlib.resources import files
 from typing import TYPE_CHECKING, Any
 
 from huggingface_hub import CommitOperationAdd, DatasetCardData
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from bundler.errors import HubAccessError, HubError, RowError, TemporaryError, UsageError
 from bundler.hub import HubSession, PlannedCommit, RemoteFile, commit_replanned, git_blob_id
@@ -72,6 +72,16 @@ LEFT, RIGHT = "---", "---:"
 
 def template_text(name: str) -> str:
     return files("bundler.templates").joinpath(name).read_text(encoding="utf-8")
+
+
+@functools.cache
+def compiled_template(name: str) -> jinja2.Template:
+    """A plain-Jinja template from `templates/`, compiled once per process: an upload renders
+    the card once per commit. jinja2 loads only for the commands that render one."""
+    import jinja2
+
+    template: jinja2.Template = jinja2.Template(template_text(name))
+    return template
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
@@ -247,14 +257,6 @@ def card_data(boards: Sequence[TaskBoard]) -> DatasetCardData:
     )
 
 
-@functools.cache
-def _card_template() -> jinja2.Template:
-    import jinja2  # the template engine only for the commands that write a card
-
-    template: jinja2.Template = jinja2.Template(template_text(CARD_TEMPLATE))
-    return template
-
-
 def render_dataset_card(repo_id: str, rows: Sequence[BundleRow]) -> str:
     """The README.md of a repository holding the bundles of `rows` (all of them, not just new
     ones): YAML header and body. The same rows give the same text.
@@ -265,7 +267,7 @@ def render_dataset_card(repo_id: str, rows: Sequence[BundleRow]) -> str:
     upload renders the card once per commit, and those were four fifths of each rendering
     (for 50 bundles, 28 ms then, 6 ms now)."""
     boards = task_boards(rows)
-    return _card_template().render(
+    return compiled_template(CARD_TEMPLATE).render(
         card_data=card_data(boards).to_yaml(),
         repo_id=repo_id,
         bundle_count=sum(len(board.rows) for board in boards),
@@ -329,7 +331,7 @@ class RowReader:
             return None
         try:
             row = read_row(data)
-        except (ValidationError, RowError):
+        except RowError:
             return None
         self.remember(remote.path, data, row)
         return row

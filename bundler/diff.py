@@ -37,8 +37,6 @@ FIRST_INDICES = 20
 """How many indices of added, removed and changed predictions a diff lists."""
 MAX_SAMPLE_CHARS = 4000
 """A prediction's answer is shown up to this many characters; answers can be whole essays."""
-MAX_SAMPLE_MEMBER_BYTES = 64 << 20
-"""A prediction file larger than this is not read back to show its answer."""
 RUN_DATE_FIELD = "run_date"
 CLAIM_FIELDS = set(BundleClaim.model_fields)
 """Only the claim's own fields: a sidecar's archive digest differs whenever anything does."""

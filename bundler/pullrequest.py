@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import Field, TypeAdapter, ValidationError
 
-from bundler.card import template_text
+from bundler.card import compiled_template
 from bundler.model import Model
 
 PR_TEMPLATE = "pull_request.md.j2"
@@ -84,12 +84,8 @@ def render_pr_description(
     state = json.dumps([bundle.model_dump(mode="json") for bundle in ordered], sort_keys=True)
     # "<" and ">" escaped inside the JSON so no value can close the HTML comment around it.
     state = state.replace("<", "\\u003c").replace(">", "\\u003e")
-    # A pull-request description is no repository card (no YAML header), so plain Jinja,
-    # loaded only by an upload that opens or updates a pull request.
-    import jinja2
-
-    template = jinja2.Template(template_text(PR_TEMPLATE))
-    text: str = template.render(
+    # A pull-request description is no repository card (no YAML header), so plain Jinja.
+    text: str = compiled_template(PR_TEMPLATE).render(
         repo_id=repo_id,
         user=user,
         bundles=ordered,

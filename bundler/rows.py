@@ -288,10 +288,6 @@ class MetricColumn(Model):
     name: str
     value: float
 
-    @property
-    def is_mapped(self) -> bool:
-        return self.column != self.name
-
 
 def metric_columns(row: BundleRow) -> list[MetricColumn]:
     """The bundle's numeric metrics, in metrics.json order. Other values (strings, booleans,

@@ -35,7 +35,6 @@ from bundler.limits import (
     MAX_PREDICTION_BYTES,
     MAX_PREDICTIONS,
     MAX_RUN_META_BYTES,
-    TAR_NUMBER_LIMIT,
 )
 from bundler.manifest import (
     METRICS_PATH,
@@ -180,10 +179,6 @@ def identify(
     `capabilities`; InputError for a run that cannot be bundled at all."""
     if not slugify(meta.capabilities.player_name):
         raise InputError(where, "capabilities.player_name has no letters or digits to name a path")
-    if not 0 <= meta.run_timestamp < TAR_NUMBER_LIMIT:
-        raise InputError(
-            where, f"run_date {meta.run_date!r} is outside what a tar header holds (1970 to 2242)"
-        )
     fingerprint = capability_fingerprint(capabilities)
     try:
         bundle_id = BundleId.of(meta.capabilities.player_name, fingerprint, meta.statics.target)

@@ -25,7 +25,6 @@ import hashlib
 import json
 import tempfile
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Literal
@@ -59,7 +58,7 @@ from bundler.pullrequest import (
     read_pr_state,
     render_pr_description,
 )
-from bundler.rows import BundleRow, build_row, read_row, row_files
+from bundler.rows import BundleRow, build_row, read_row, row_bytes, row_files, utc_timestamp
 from bundler.verify import find_archives, manifest_digests, read_bundle
 from bundler.version import bundler_version
 
@@ -285,10 +284,6 @@ def claim_differences(old: Sidecar, new: Sidecar) -> list[ClaimDifference]:
     ]
 
 
-def _utc_now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 @dataclass
 class Destination:
     """Where commits go: the target branch, or the submitter's pull request on it."""
@@ -329,7 +324,7 @@ class Publisher:
         self.destination = Destination(base=options.revision, create_pr=options.create_pr)
         self.user: str | None = None
         self.rows = RowReader(self.session)
-        self.published_at = _utc_now()
+        self.published_at = utc_timestamp()
         self._expected: dict[str, str | None] = {}
         """Per bundle, the archive the commit target held when planned (None: no archive)."""
         self._proposals: dict[str, ProposedBundle] = {}
@@ -710,7 +705,7 @@ class Publisher:
             plan.detail = f"proposed in pull request #{self.destination.pr_num}"
         if bundle.row is not None:
             path = bundle.key.repo_row
-            self.rows.remember(path, row_files(bundle.row)[path], bundle.row)
+            self.rows.remember(path, row_bytes(bundle.row), bundle.row)
         self.progress.advance(bundle.size)
 
     def _still_to_publish(

@@ -52,6 +52,7 @@ from bundler.layout import (
     sidecar_of,
 )
 from bundler.limits import (
+    INT64_MAX,
     MAX_CLAIM_BYTES,
     MAX_METRICS_BYTES,
     MAX_PREDICTION_BYTES,
@@ -66,6 +67,7 @@ from bundler.manifest import (
     RUN_META_PATH,
     BundleClaim,
     Sidecar,
+    prediction_index,
     prediction_path,
 )
 from bundler.model import Model
@@ -81,7 +83,7 @@ from bundler.validation import (
 )
 
 _MAX_ENTRY_BYTES = len(
-    manifest_entry(prediction_path(2**63 - 1), MAX_PREDICTION_BYTES, "0" * 64, first=False)
+    manifest_entry(prediction_path(INT64_MAX), MAX_PREDICTION_BYTES, "0" * 64, first=False)
 )
 MAX_MANIFEST_BYTES = (
     MAX_CLAIM_BYTES
@@ -93,10 +95,6 @@ MAX_MANIFEST_BYTES = (
 _MAX_MEMBER_BYTES = max(MAX_RUN_META_BYTES, MAX_METRICS_BYTES, MAX_PREDICTION_BYTES)
 _MANIFEST_READ_BYTES = 1 << 20
 T = TypeVar("T")
-_PREDICTION_PREFIX = "predictions/prediction_"
-_PREDICTION_SUFFIX = ".json"
-_MAX_INDEX_DIGITS = 19
-"""Indices are below 2**63 (collect keeps them in 64-bit arrays): at most 19 digits."""
 _SHOWN_VALUE_CHARS = 80
 
 
@@ -295,16 +293,13 @@ def _read_archive(
                 f"{MAX_MANIFEST_BYTES})",
             )
         with tempfile.SpooledTemporaryFile(max_size=MANIFEST_SPOOL_BYTES) as spool:
-            lines = 0
             for piece in head.read_chunks(size):
                 spool.write(piece)
-                lines += piece.count(b"\n")
             head.expect_end(MANIFEST_PATH)
             manifest = _Manifest(spool, size)  # type: ignore[arg-type]
             reading.claim = stored = _parse_claim(manifest.head)
             reading.checks.append(passed("manifest", f"version {stored.manifest_version}"))
-            entries = max(0, lines - manifest.head.count(b"\n") - 4)
-            progress.begin(f"verifying {stored.bundle_id}", entries)
+            progress.begin(f"verifying {stored.bundle_id}", stored.predictions.count)
             body = TarReader(frame_chunks(chunks), offset=head.offset, mtime=head.mtime)
             files = _read_members(reading, body, manifest, progress)
         TarReader(frame_chunks(chunks), offset=body.offset).expect_end_of_archive()
@@ -457,14 +452,13 @@ def verified_members(path: Path, names: set[str]) -> Iterator[tuple[str, bytes]]
     remaining = set(names)
     if not remaining:
         return
-    largest = max(MAX_RUN_META_BYTES, MAX_METRICS_BYTES, MAX_PREDICTION_BYTES)
     try:
         with _reopened(path) as (head, size, chunks):
             for _ in head.read_chunks(size):
                 pass
             head.expect_end(MANIFEST_PATH)
             body = TarReader(frame_chunks(chunks), offset=head.offset, mtime=head.mtime)
-            for name, data in body.members(largest):
+            for name, data in body.members(_MAX_MEMBER_BYTES):
                 if name in remaining:
                     remaining.discard(name)
                     yield name, data
@@ -509,7 +503,7 @@ def _read_members(
     tally = PredictionTally()
     indices: array[int] = array("q")
     next_index = 0
-    for name, data in body.members(_MAX_MEMBER_BYTES):
+    for name, data in body.members(MAX_PREDICTION_BYTES):
         # Collect names predictions by index, in increasing order, usually contiguous.
         index = next_index if name == prediction_path(next_index) else _prediction_index(name)
         if index < next_index:
@@ -518,8 +512,6 @@ def _read_members(
                 f"member {name!r} where collect writes predictions/prediction_<index>.json, "
                 "in increasing index order",
             )
-        if len(data) > MAX_PREDICTION_BYTES:
-            raise _too_large(name, len(data), MAX_PREDICTION_BYTES)
         manifest.check(name, data)
         tally.add(_parsed(name, parse_prediction, data, index, name))
         indices.append(index)
@@ -542,16 +534,13 @@ def _next_member(body: TarReader, manifest: _Manifest, expected: str, limit: int
     name, data = member
     if name != expected:
         raise _Failed("members", f"member {name!r} where collect writes {expected!r}")
-    if len(data) > limit:
-        raise _too_large(name, len(data), limit)
+    if len(data) > limit:  # worded as collect refuses it, not as a non-canonical archive
+        raise _Failed(
+            "members",
+            f"member {name!r} is {len(data)} bytes, more than the {limit} collect accepts",
+        )
     manifest.check(name, data)
     return data
-
-
-def _too_large(name: str, size: int, limit: int) -> _Failed:
-    return _Failed(
-        "members", f"member {name!r} is {size} bytes, more than the {limit} collect accepts"
-    )
 
 
 def _parsed(name: str, parse: Callable[..., T], *arguments: Any) -> T:
@@ -566,16 +555,10 @@ def _parsed(name: str, parse: Callable[..., T], *arguments: Any) -> T:
 
 
 def _prediction_index(name: str) -> int:
-    """The index in `predictions/prediction_<index>.json` as collect names it; -1 otherwise."""
-    digits = name.removeprefix(_PREDICTION_PREFIX).removesuffix(_PREDICTION_SUFFIX)
-    if (
-        0 < len(digits) <= _MAX_INDEX_DIGITS
-        and digits.isascii()
-        and digits.isdigit()
-        and prediction_path(int(digits)) == name
-    ):
-        return int(digits)
-    return -1
+    """The index in `predictions/prediction_<index>.json` as collect names it (below 2**63:
+    collect keeps indices in 64-bit arrays); -1 otherwise."""
+    index = prediction_index(name)
+    return -1 if index is None or index > INT64_MAX else index
 
 
 def _derive_claim(

@@ -36,7 +36,7 @@ from pydantic import ConfigDict, Field, SecretStr
 from bundler.card import RowReader, render_dataset_card
 from bundler.diff import claim_differences as bundle_claim_differences
 from bundler.download import fetch_bundle
-from bundler.errors import BundlerError, HubAccessError, HubError, TemporaryError
+from bundler.errors import BundlerError, HubAccessError, HubError, RowError, TemporaryError
 from bundler.fileio import CHUNK_SIZE
 from bundler.hub import (
     REPO_TYPE,
@@ -585,7 +585,7 @@ class Publisher:
             row = read_row(self.session.read_small_file(bundle.key.repo_row, commit))
         except (TemporaryError, HubAccessError):
             raise
-        except (HubError, ValueError):
+        except (HubError, RowError, ValueError):  # no row there, or not one the bundler wrote
             return self.published_at
         same = row.archive_sha256 == bundle.sidecar.archive.sha256
         return row.published_at if same else self.published_at

@@ -12,9 +12,11 @@ from conftest import READ_TOKEN, WRITE_TOKEN
 from factory import RunSpec, write_tree
 from helpers import run_cli
 from hubserver import HubServer
+from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
 
 from bundler.collect import CollectOptions, collect
-from bundler.layout import LOCK_NAME
+from bundler.layout import LOCK_NAME, BundleId
+from bundler.rows import read_row
 
 SECOND_SHA = "ffeeddccbbaa99887766554433221100ffeeddcc"
 
@@ -290,3 +292,25 @@ def test_metrics_beyond_float64_publish_a_null_number(
     row = json.loads(hub.file_bytes(repo_id, row_path) or b"")
     assert row["metrics"][0] == {"name": "s.huge", "number": None, "json_value": str(huge)}
     assert json.loads(row["metrics_json"])["s"]["huge"] == huge
+
+
+def test_a_bundle_whose_sidecar_went_missing_is_repaired_beside_an_unreadable_row(
+    hub: HubServer, repo_id: str, tmp_path: Path
+) -> None:
+    """The archive is on the Hub, its sidecar is gone and its row was overwritten with junk (a
+    hand edit): the upload repairs the bundle, publishing its files again with a fresh row."""
+    folder = make_bundles(tmp_path, [RunSpec(task="alpha", rows=2)])
+    code, report, _ = upload(folder, "--repo", repo_id)
+    assert code == 0
+    key = BundleId.parse(report["bundles"][0]["bundle_id"])
+    HfApi(token=WRITE_TOKEN).create_commit(
+        repo_id,
+        [CommitOperationDelete(key.repo_sidecar), CommitOperationAdd(key.repo_row, b"junk\n")],
+        commit_message="hand edit",
+        repo_type="dataset",
+    )
+    code, report, stderr = upload(folder, "--repo", repo_id)
+    assert code == 0, stderr
+    assert [(b["action"], b["outcome"]) for b in report["bundles"]] == [("repair", "published")]
+    assert hub.file_bytes(repo_id, key.repo_sidecar) == key.local_sidecar(folder).read_bytes()
+    assert read_row(hub.file_bytes(repo_id, key.repo_row) or b"").bundle_id == str(key)

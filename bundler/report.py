@@ -472,7 +472,8 @@ def render_sync(report: SyncReport, console: Console) -> None:
     took = (report.finished_at or report.started_at) - report.started_at
     console.print(
         f"sync: {counts.runs_bundled} run(s) bundled, {counts.runs_refused} refused; "
-        f"{counts.published} bundle(s) published, {counts.already_there} already there, "
+        f"{counts.published} bundle(s) published, {counts.proposed} proposed, "
+        f"{counts.already_there} already there, {counts.held_back} held back, "
         f"{counts.refused + counts.failed} refused or failed; {counts.commits} commit(s); "
         f"{took.total_seconds():.1f} s; exit code {report.exit_code}"
     )

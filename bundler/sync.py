@@ -46,10 +46,11 @@ class SyncBundle(Model):
     collected: BundleStatus | None = None
     """written, unchanged or replaced by this run's collect; None: it was already there."""
     action: Action | None = None
-    """upload's plan for it (new, replace, repair, unchanged, conflict, refused); None: the
-    upload did not get as far as planning it."""
+    """upload's plan for it (new, extends, replace, repair, unchanged, conflict, refused,
+    held-back); None: the upload did not get as far as planning it."""
     outcome: Outcome | None = None
-    """planned, published, already-there, refused or failed; None: not uploaded."""
+    """planned, published, proposed, already-there, held-back, refused or failed; None: not
+    uploaded."""
     detail: str | None = None
 
 
@@ -60,7 +61,11 @@ class SyncCounts(Model):
     bundles_written: int = 0
     """Bundles collect wrote or replaced (not those it found unchanged)."""
     published: int = 0
+    proposed: int = 0
+    """Bundles committed to the sync's pull request (--create-pr), not to the branch."""
     already_there: int = 0
+    held_back: int = 0
+    """Partial bundles kept back until their run completes (without --allow-partial)."""
     planned: int = 0
     refused: int = 0
     failed: int = 0
@@ -168,7 +173,9 @@ def _summarise(report: SyncReport) -> None:
     report.bundles = sorted(bundles.values(), key=lambda bundle: bundle.bundle_id)
     outcomes = [bundle.outcome for bundle in report.bundles]
     counts.published = outcomes.count("published")
+    counts.proposed = outcomes.count("proposed")
     counts.already_there = outcomes.count("already-there")
+    counts.held_back = outcomes.count("held-back")
     counts.planned = outcomes.count("planned")
     counts.refused = outcomes.count("refused")
     counts.failed = outcomes.count("failed")

@@ -70,7 +70,9 @@ def test_sync_collects_and_publishes_then_rerun_changes_nothing(
         "runs_skipped": 1,  # how_do_you/
         "bundles_written": 2,
         "published": 2,
+        "proposed": 0,
         "already_there": 0,
+        "held_back": 0,
         "planned": 0,
         "refused": 0,
         "failed": 0,
@@ -159,6 +161,16 @@ def test_sync_dry_run_collects_and_only_plans(
     assert code == 0, stderr
     assert report["dry_run"] is True and report["counts"]["planned"] == 2
     assert [r for r in hub.request_log[before:] if r.method in ("POST", "PUT")] == []
+
+
+def test_sync_with_create_pr_counts_the_bundles_it_proposes(
+    hub: HubServer, repo_id: str, tree: Path, tmp_path: Path
+) -> None:
+    code, report, stderr = sync(tree, tmp_path / "bundles", repo_id, "--create-pr")
+    assert code == 0, stderr
+    assert report["pull_request_url"] is not None
+    assert (report["counts"]["proposed"], report["counts"]["published"]) == (2, 0)
+    assert "0 bundle(s) published, 2 proposed" in stderr
 
 
 def test_sync_unusable_token_exits_2(repo_id: str, tree: Path, tmp_path: Path) -> None:

@@ -124,7 +124,15 @@ def diff_bundles(
 ) -> BundleDiff:
     """Verify both bundles, then compare them. Raises UsageError (exit 2) when either cannot be
     used: missing, or failing verification (it says which check failed)."""
-    reading_a, reading_b = (_verified(path, progress) for path in (a, b))
+    reading_a = _verified(a, progress)
+    return diff_verified(a, reading_a, b, _verified(b, progress), predictions=predictions)
+
+
+def diff_verified(
+    a: Path, reading_a: BundleReading, b: Path, reading_b: BundleReading, *, predictions: int = 0
+) -> BundleDiff:
+    """Compare the bundles at `a` and `b`, which `read_bundle` has verified in this run (their
+    readings), without verifying them again."""
     claim_a, claim_b = _claim(reading_a), _claim(reading_b)
     listed_a, listed_b = manifest_digests(a), manifest_digests(b)
     claims = claim_differences(claim_a, claim_b)
@@ -149,7 +157,7 @@ def diff_bundles(
         and not metrics
         and not changes.any
     )
-    side_a, side_b = _side(reading_a, claim_a), _side(reading_b, claim_b)
+    side_a, side_b = _side(a, reading_a, claim_a), _side(b, reading_b, claim_b)
     return BundleDiff(
         a=side_a,
         b=side_b,
@@ -231,10 +239,10 @@ def _claim(reading: BundleReading) -> BundleClaim:
     return reading.claim
 
 
-def _side(reading: BundleReading, claim: BundleClaim) -> DiffSide:
+def _side(path: Path, reading: BundleReading, claim: BundleClaim) -> DiffSide:
     assert reading.sidecar is not None  # a verified bundle has one, and its digest matched
     return DiffSide(
-        archive=str(reading.path),
+        archive=str(path),
         bundle_id=claim.bundle_id,
         sha256=reading.sidecar.archive.sha256,
     )

@@ -34,7 +34,7 @@ from pydantic import ConfigDict, Field, SecretStr, computed_field
 from bundler import exitcodes
 from bundler.card import CardRefresh, refresh_card
 from bundler.checks import CheckResult, failed, passed, warned
-from bundler.diff import BundleDiff, diff_bundles
+from bundler.diff import BundleDiff, diff_verified
 from bundler.download import FetchedBundle, fetch_verified
 from bundler.errors import (
     BundlerError,
@@ -44,7 +44,14 @@ from bundler.errors import (
     UsageError,
     WriteTokenRequired,
 )
-from bundler.hub import REPO_TYPE, HubSession, RemoteFile, git_blob_id, status_of
+from bundler.hub import (
+    MAX_SMALL_FILE_BYTES,
+    REPO_TYPE,
+    HubSession,
+    RemoteFile,
+    git_blob_id,
+    status_of,
+)
 from bundler.layout import TEMP_PREFIX, BundleId, bundle_ids_in
 from bundler.manifest import BundleClaim
 from bundler.model import Model
@@ -57,7 +64,6 @@ from bundler.version import bundler_version
 
 MAX_EXCEPTION_RATE = 0.05
 """Default share of predictions that may have raised an exception in the harness."""
-MAX_ROW_BYTES = 16 << 20
 REVIEW_TEMPLATE = "review.md.j2"
 MARKER = re.compile(r"<!-- bundler-review sha256:([0-9a-f]{64}) -->")
 OPEN_STATES = ("open", "draft")
@@ -353,12 +359,12 @@ class Reviewer:
         review.coverage = claim.coverage.status
         review.predictions = claim.predictions.count
         review.submitter = claim.submitter.name
-        review.checks.append(self._row_check(bundle, head, head_files, reading, work))
+        review.checks.append(self._row_check(bundle, head, head_files, reading))
         review.checks.extend(self._policy_checks(claim))
         if classification == "replacement" and fetched.archive is not None:
             review.checks.append(
                 self._replacement_check(
-                    bundle, review, tip, main_files, Path(fetched.archive), work
+                    bundle, review, tip, main_files, Path(fetched.archive), reading, work
                 )
             )
         return review
@@ -379,7 +385,6 @@ class Reviewer:
         head: str,
         head_files: dict[str, RemoteFile],
         reading: BundleReading,
-        work: Path,
     ) -> CheckResult:
         """The viewer's rows must say what the verified bundle says: nothing else verifies
         them, and they are what people read. Only `published_at` is the submitter's to set."""
@@ -387,19 +392,9 @@ class Reviewer:
         remote = head_files.get(path)
         if remote is None:
             return failed("row", f"{path} is missing", hint="re-run bundler upload --create-pr")
-        if remote.size > MAX_ROW_BYTES:
+        if remote.size > MAX_SMALL_FILE_BYTES:
             return failed("row", f"{path} is implausibly large ({remote.size} bytes)")
-        fetch = partial(
-            self.api.hf_hub_download,
-            self.options.repo_id,
-            path,
-            repo_type=REPO_TYPE,
-            revision=head,
-            local_dir=work / "rows",
-        )
-        local = Path(self.session.call(f"downloading {path}", fetch))
-        with local.open("rb") as handle:
-            data = handle.read(MAX_ROW_BYTES)
+        data = self.session.read_small_file(path, head)
         assert reading.sidecar is not None and reading.metrics_text is not None
         try:
             row = read_row(data)
@@ -459,15 +454,18 @@ class Reviewer:
         tip: str,
         main_files: dict[str, RemoteFile],
         proposed: Path,
+        proposed_reading: BundleReading,
         work: Path,
     ) -> CheckResult:
         """The copy on the target branch is fetched too (it is verified like any other) and
-        the two are compared with `bundler diff`'s comparison."""
+        the two are compared with `bundler diff`'s comparison, of the readings already made."""
         fetched, reading = self._fetch(bundle, tip, main_files, work / "main")
         old = reading.claim
         if fetched.outcome == "downloaded" and fetched.archive is not None:
             try:
-                review.diff = diff_bundles(Path(fetched.archive), proposed)
+                review.diff = diff_verified(
+                    Path(fetched.archive), reading, proposed, proposed_reading
+                )
                 compared = review.diff.verdict
             except BundlerError as error:
                 compared = f"not compared: {error.message}"

@@ -506,11 +506,11 @@ class Publisher:
     ) -> Sidecar | None:
         """The Hub holds other content under this id: does this bundle extend it (a resumed
         run), or is it a conflict (a replacement with --replace)? Returns the Hub's sidecar."""
-        old = self._old_sidecar(bundle.key, base_head)
+        old, old_data = self._old_sidecar(bundle.key, base_head) or (None, b"")
         plan.replaces_sha256 = on_base.lfs_sha256 or (old.archive.sha256 if old else None)
         problem = "its sidecar on the Hub is unreadable"
         if old is not None:
-            problem = self._extension_problem(bundle, old, base_head) or ""
+            problem = self._extension_problem(bundle, old, old_data, base_head) or ""
             if not problem:
                 plan.action = "extends"
                 plan.detail = (
@@ -529,20 +529,22 @@ class Publisher:
             )
         return old
 
-    def _old_sidecar(self, key: BundleId, commit: str) -> Sidecar | None:
+    def _old_sidecar(self, key: BundleId, commit: str) -> tuple[Sidecar, bytes] | None:
+        """The Hub's sidecar for `key` at `commit`, parsed, with its bytes; None if unreadable."""
         try:
-            return Sidecar.model_validate_json(
-                self.session.read_small_file(key.repo_sidecar, commit)
-            )
+            data = self.session.read_small_file(key.repo_sidecar, commit)
+            return Sidecar.model_validate_json(data), data
         except (TemporaryError, HubAccessError):
             raise
         except (HubError, ValueError):
             return None
 
-    def _extension_problem(self, bundle: LocalBundle, old: Sidecar, commit: str) -> str | None:
-        """Why `bundle` does not extend the Hub's `old` one, or None when it does: the same
-        claims but for counts and coverage, more rows, and every prediction of the Hub's
-        (verified) copy present with the same sha256."""
+    def _extension_problem(
+        self, bundle: LocalBundle, old: Sidecar, old_data: bytes, commit: str
+    ) -> str | None:
+        """Why `bundle` does not extend the Hub's `old` one (read as `old_data`), or None when
+        it does: the same claims but for counts and coverage, more rows, and every prediction
+        of the Hub's (verified) copy present with the same sha256."""
         differing = [
             difference.field
             for difference in claim_differences(old, bundle.sidecar)
@@ -555,9 +557,10 @@ class Publisher:
             return f"it has {after} rows, the Hub's copy {before}"
         key = bundle.key
         with tempfile.TemporaryDirectory(prefix=TEMP_PREFIX) as staging:
-            archive = fetch_bundle(
-                self.session, key, commit, {key.repo_archive, key.repo_sidecar}, Path(staging)
-            )
+            sidecar = Path(staging) / key.repo_sidecar  # the bytes read for `old`, not again
+            sidecar.parent.mkdir(parents=True)
+            sidecar.write_bytes(old_data)
+            archive = fetch_bundle(self.session, key, commit, {key.repo_archive}, Path(staging))
             reading = read_bundle(archive, self.progress)
             verification = reading.verification()
             if not verification.ok:

@@ -17,6 +17,9 @@ from bundler.card import compiled_template
 from bundler.model import Model
 
 PR_TEMPLATE = "pull_request.md.j2"
+PR_MARKER = "[bundler"
+"""In a pull request's title: `[bundler]` (and `[bundler <key>]` from older versions), by which
+the next upload finds the submitter's open pull request."""
 PR_STATE_MARKER = "bundler-pr-state"
 """Names the HTML comment in a pull request's description that lists, as JSON, what the pull
 request proposes, so the next upload to it can describe the whole pull request again."""
@@ -73,7 +76,7 @@ def pr_title(proposed: Sequence[ProposedBundle], user: str, message: str | None 
     replaced = sum(bundle.verb == "replaces" for bundle in proposed)
     flag = f" (REPLACES {replaced} bundle(s) on the base branch)" if replaced else ""
     head = message or f"{describe_changes(proposed).capitalize()} GPTNT statics bundle(s)"
-    return f"{head}{flag} from {user} [bundler]"
+    return f"{head}{flag} from {user} {PR_MARKER}]"
 
 
 def render_pr_description(

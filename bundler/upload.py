@@ -52,6 +52,7 @@ from bundler.manifest import PREDICTIONS_DIR, Sidecar
 from bundler.model import Model
 from bundler.progress import NoProgress, ProgressSink
 from bundler.pullrequest import (
+    PR_MARKER,
     ClaimDifference,
     ProposedBundle,
     pr_title,
@@ -69,8 +70,6 @@ BUNDLES_PER_COMMIT = (MAX_FILES_PER_COMMIT - 1) // FILES_PER_BUNDLE
 """Every file a bundle owns, times this, plus the card, stays within MAX_FILES_PER_COMMIT."""
 COMMIT_ATTEMPTS = 8
 RETRY_BASE_SECONDS = 0.5
-PR_MARKER = "[bundler"
-"""In a pull request's title: `[bundler]` (and `[bundler <key>]` from older versions)."""
 EXTENSIBLE_CLAIMS = frozenset({"predictions", "coverage", "warnings", "bundler_version"})
 """The claims a resumed run may change; any other difference makes it a different result."""
 
@@ -307,7 +306,13 @@ class Destination:
         return self.create_pr and self.pr_num is None
 
 
-_VERB: dict[Action, str] = {"new": "add", "extends": "extend", "replace": "replace"}
+_VERB: dict[Action, str] = {
+    "new": "adds",
+    "extends": "extends",
+    "replace": "replaces",
+    "repair": "repairs",
+}
+"""What a commit does to a bundle, by the bundle's planned action."""
 
 
 class Publisher:
@@ -762,8 +767,8 @@ class Publisher:
             )
         actions = [plans[bundle.bundle_id].action for bundle in todo]
         counts = [
-            f"{_VERB.get(action, action)} {actions.count(action)}"
-            for action in ("new", "extends", "replace", "repair")
+            f"{_VERB[action].removesuffix('s')} {actions.count(action)}"
+            for action in _VERB
             if action in actions
         ]
         listed = ", ".join(bundle.bundle_id for bundle in todo)
@@ -775,9 +780,7 @@ class Publisher:
         lines = []
         for bundle in todo:
             plan = plans[bundle.bundle_id]
-            verb = {"new": "adds", "replace": "replaces", "repair": "repairs"}.get(
-                plan.action, plan.action
-            )
+            verb = _VERB.get(plan.action, plan.action)
             line = f"- {verb} {bundle.bundle_id} ({bundle.sidecar.coverage.status})"
             if plan.replaces_sha256:
                 line += f": archive {plan.replaces_sha256} -> {plan.sha256}"

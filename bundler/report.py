@@ -467,7 +467,7 @@ def render_sync(report: SyncReport, console: Console) -> None:
     if report.error and (report.upload is None or report.upload.error != report.error):
         console.print(f"[bold red]error[/]: {shown(report.error)}")
         if report.hint:
-            console.print(f"  hint: {report.hint}", markup=False)
+            console.print(f"  hint: {plain(report.hint)}", markup=False)
     counts = report.counts
     took = (report.finished_at or report.started_at) - report.started_at
     console.print(
@@ -511,7 +511,7 @@ def render_review(report: ReviewReport, console: Console) -> None:
         card = report.card
         state = f"regenerated (commit {card.commit[:12]})" if card.commit else "already true"
         console.print(
-            f"dataset card on {escape(card.revision)}: {state}, {card.bundle_count} bundle(s)"
+            f"dataset card on {shown(card.revision)}: {state}, {card.bundle_count} bundle(s)"
         )
     if report.card_error:
         console.print(f"[bold red]dataset card not regenerated[/]: {shown(report.card_error)}")

@@ -1015,7 +1015,6 @@ def review_command(
     conflicts). The Markdown report goes to stdout (the JSON with --json), a summary to stderr.
     Exit 0 if every PR is clean, 1 if any is not, 2 for a problem to fix first, 75 when only
     temporary Hub failures stood in the way."""
-    from bundler.errors import HubAccessError, WriteTokenRequired
     from bundler.report import emit_text, render_review
     from bundler.review import ReviewOptions, review
 
@@ -1031,20 +1030,8 @@ def review_command(
             token=_token(token),
         )
         _quiet_hub_client()
-        try:
-            with progress_on(console) as progress:
-                report = review(options, progress)
-        except WriteTokenRequired as error:
-            flags = " and ".join(
-                f for f, asked in (("--comment", comment), ("--merge", merge)) if asked
-            )
-            problem = (
-                "no token was given" if error.reason == "missing" else "this token is read-only"
-            )
-            raise HubAccessError(
-                f"{flags} need{'' if comment and merge else 's'} a write token: {problem}",
-                hint="pass --token or set HF_TOKEN to a write token; reviewing alone needs none",
-            ) from None
+        with progress_on(console) as progress:
+            report = review(options, progress)
         if not json_output:
             emit_text("\n---\n\n".join(pr.markdown for pr in report.pull_requests))
         return _finish(report, render_review, console, json_output)

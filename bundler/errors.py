@@ -83,16 +83,16 @@ class HubAccessError(HubError):
 
 
 class WriteTokenRequired(HubAccessError):
-    """The work asked for changes the Hub (a comment, a merge), and the token cannot make them:
-    `reason` is "missing" (no token at all) or "read-only" (a read token)."""
+    """A review was asked to change the Hub (`asked`: the options that write, `--comment`,
+    `--merge`), and the token cannot: `reason` is "missing" (no token at all) or "read-only"
+    (a read token)."""
 
-    def __init__(self, reason: Literal["missing", "read-only"]) -> None:
-        what = "no token was found" if reason == "missing" else "the token is read-only"
+    def __init__(self, reason: Literal["missing", "read-only"], asked: tuple[str, ...]) -> None:
+        problem = "no token was given" if reason == "missing" else "this token is read-only"
         super().__init__(
-            f"this needs a token with write access: {what}",
-            hint="pass --token or set HF_TOKEN to a write token",
+            f"{' and '.join(asked)} need{'s' if len(asked) == 1 else ''} a write token: {problem}",
+            hint="pass --token or set HF_TOKEN to a write token; reviewing alone needs none",
         )
-        self.reason = reason
 
 
 class HubRateLimitError(HubError, TemporaryError):

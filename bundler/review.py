@@ -233,12 +233,16 @@ class Reviewer:
 
     def _writer(self) -> str:
         """The account a write token belongs to; WriteTokenRequired for none or a read token."""
+        options = self.options
+        asked = tuple(
+            flag for flag, on in (("--comment", options.comment), ("--merge", options.merge)) if on
+        )
         if (self.token or get_token()) is None:
-            raise WriteTokenRequired("missing")
+            raise WriteTokenRequired("missing", asked)
         info = self.session.call("checking the token", self.api.whoami)
         role = info.get("auth", {}).get("accessToken", {}).get("role")
         if role == "read":
-            raise WriteTokenRequired("read-only")
+            raise WriteTokenRequired("read-only", asked)
         return str(info.get("name", ""))
 
     def _pull_requests(self) -> list[DiscussionWithDetails]:

@@ -34,7 +34,7 @@ import yaml
 from pydantic import ConfigDict, Field, ValidationError
 
 from bundler.errors import BundlerError, InputError, UsageError, WriteError
-from bundler.fileio import describe_os_error, read_bounded
+from bundler.fileio import describe_os_error, read_bounded, write_error
 from bundler.layout import (
     GPTNT_METRICS_FILE,
     GPTNT_SUBMISSION_FILE,
@@ -505,7 +505,7 @@ def write_folder(folder: Path, files: dict[str, bytes]) -> Literal["exported", "
     try:
         temporary = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=folder.parent))
     except OSError as error:
-        raise WriteError(f"{folder}: cannot write: {describe_os_error(error)}") from None
+        raise write_error(folder, error) from None
     try:
         for name, data in files.items():
             descriptor = os.open(temporary / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
@@ -522,7 +522,7 @@ def write_folder(folder: Path, files: dict[str, bytes]) -> Literal["exported", "
                 raise FolderExistsError(
                     f"{folder} appeared while exporting; not replaced"
                 ) from None
-            raise WriteError(f"{folder}: cannot write: {describe_os_error(error)}") from None
+            raise write_error(folder, error) from None
         raise
     return "exported"
 

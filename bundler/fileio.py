@@ -153,7 +153,7 @@ class StagedFile:
         with contextlib.suppress(OSError):  # a write error is reported where it happened
             self.handle.close()
         if isinstance(error, OSError):
-            raise _write_error(self.final, error) from None
+            raise write_error(self.final, error) from None
 
     def finish(self) -> None:
         """Flush and fsync the content: after a crash it is either all there or not renamed."""
@@ -175,7 +175,7 @@ class StagedFile:
             finally:
                 os.close(folder)
         except OSError as error:
-            raise _write_error(self.final, error) from None
+            raise write_error(self.final, error) from None
 
 
 def write_atomically(final: Path, data: bytes) -> None:
@@ -213,7 +213,7 @@ def _create_locked(final: Path) -> tuple[Path, BinaryIO]:
         if path is not None:
             path.unlink(missing_ok=True)
         if isinstance(error, OSError):
-            raise _write_error(final, error) from None
+            raise write_error(final, error) from None
         raise
 
 
@@ -233,7 +233,7 @@ def commit_pair(first: StagedFile, second: StagedFile) -> None:
     try:
         folder = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     except OSError as error:
-        raise _write_error(directory, error) from None
+        raise write_error(directory, error) from None
     current = second.final
     try:
         fcntl.flock(folder, fcntl.LOCK_EX)
@@ -248,7 +248,7 @@ def commit_pair(first: StagedFile, second: StagedFile) -> None:
             second.committed = True
         os.fsync(folder)
     except OSError as error:
-        raise _write_error(current, error) from None
+        raise write_error(current, error) from None
     finally:
         os.close(folder)
 
@@ -334,7 +334,8 @@ def printable_name(name: str) -> str:
     return os.fsencode(name).decode("utf-8", "backslashreplace")
 
 
-def _write_error(path: Path, error: OSError) -> WriteError:
+def write_error(path: Path, error: OSError) -> WriteError:
+    """`path` could not be written: one line, with what to do when the disk is full."""
     return WriteError(f"{path}: cannot write: {describe_os_error(error)}", path=path)
 
 

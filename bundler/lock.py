@@ -27,7 +27,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from bundler.errors import BundlesLockedError, UsageError, WriteError
-from bundler.fileio import describe_os_error
+from bundler.fileio import describe_os_error, write_error
 from bundler.layout import LOCK_NAME
 from bundler.model import Model
 
@@ -70,7 +70,7 @@ def bundles_lock(
         try:
             bundles_dir.mkdir(parents=True, exist_ok=True)
         except OSError as error:
-            raise WriteError(f"{bundles_dir}: cannot write: {describe_os_error(error)}") from None
+            raise write_error(bundles_dir, error) from None
     from filelock import FileLock, Timeout  # ~30 ms to import: only for commands that lock
 
     path = lock_path(bundles_dir)

@@ -27,7 +27,15 @@ from huggingface_hub import CommitOperationAdd, DatasetCardData
 from pydantic import Field
 
 from bundler.errors import HubAccessError, HubError, RowError, TemporaryError, UsageError
-from bundler.hub import HubSession, PlannedCommit, RemoteFile, commit_replanned, git_blob_id
+from bundler.hub import (
+    COMMIT_ATTEMPTS,
+    COMMIT_RETRY_SECONDS,
+    HubSession,
+    PlannedCommit,
+    RemoteFile,
+    commit_replanned,
+    git_blob_id,
+)
 from bundler.layout import (
     ALL_ROWS_GLOB,
     ALL_TASKS_CONFIG,
@@ -53,8 +61,6 @@ if TYPE_CHECKING:
     import jinja2
 
 CARD_TEMPLATE = "dataset_card.md.j2"
-CARD_COMMIT_ATTEMPTS = 8
-CARD_RETRY_SECONDS = 0.5
 TAGS = ["gptnt", "ktane", "leaderboard", "evaluation", "statics-bundler"]
 SPLIT = "train"
 BOARD_METRICS = 4
@@ -395,7 +401,7 @@ def refresh_card(
         )
 
     info = commit_replanned(
-        session, plan, attempts=CARD_COMMIT_ATTEMPTS, retry_wait=CARD_RETRY_SECONDS
+        session, plan, attempts=COMMIT_ATTEMPTS, retry_wait=COMMIT_RETRY_SECONDS
     )
     if info is not None:
         result.commit = info.oid

@@ -39,6 +39,8 @@ from bundler.download import fetch_bundle
 from bundler.errors import BundlerError, HubAccessError, HubError, RowError, TemporaryError
 from bundler.fileio import CHUNK_SIZE
 from bundler.hub import (
+    COMMIT_ATTEMPTS,
+    COMMIT_RETRY_SECONDS,
     REPO_TYPE,
     HubSession,
     PlannedCommit,
@@ -68,8 +70,6 @@ MAX_FILES_PER_COMMIT = 100
 FILES_PER_BUNDLE = len(BundleId("bundle_00000000", "task", "unpinned").repo_paths)
 BUNDLES_PER_COMMIT = (MAX_FILES_PER_COMMIT - 1) // FILES_PER_BUNDLE
 """Every file a bundle owns, times this, plus the card, stays within MAX_FILES_PER_COMMIT."""
-COMMIT_ATTEMPTS = 8
-RETRY_BASE_SECONDS = 0.5
 EXTENSIBLE_CLAIMS = frozenset({"predictions", "coverage", "warnings", "bundler_version"})
 """The claims a resumed run may change; any other difference makes it a different result."""
 
@@ -95,7 +95,7 @@ class UploadOptions(Model):
     token: SecretStr | None = None
     commit_attempts: int = Field(default=COMMIT_ATTEMPTS, ge=1)
     retry_wait_seconds: float = Field(
-        default=RETRY_BASE_SECONDS, ge=0, description="first wait after a failed commit; doubles"
+        default=COMMIT_RETRY_SECONDS, ge=0, description="first wait after a failed commit; doubles"
     )
     lock_wait: float = Field(
         default=0, ge=0, description="seconds to wait for another run to release the folder"

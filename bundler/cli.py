@@ -30,7 +30,7 @@ from typer.core import TyperArgument, TyperGroup, TyperOption
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 from bundler import exitcodes
-from bundler.errors import BundlerError, NoRunSelectedError
+from bundler.errors import BundlerError, NoRunSelectedError, UsageError
 from bundler.limits import MAX_LEVEL
 from bundler.report import emit_json, plain, progress_on, shown, stderr_console
 from bundler.version import bundler_version
@@ -347,13 +347,27 @@ def _finish(
     return report.exit_code
 
 
+def _cleaned(token: str | None) -> str:
+    """The token as huggingface_hub cleans HF_TOKEN: line breaks and surrounding spaces
+    dropped, so a secret pasted from a CRLF file works as it does for `hf`."""
+    return (token or "").replace("\r", "").replace("\n", "").strip()
+
+
 def _token(token: str | None) -> str | None:
-    """An empty --token or HF_TOKEN means none, so the client may fall back to the login."""
-    return token or None
+    """The token to send; an empty one means none, so the client may fall back to the login.
+    One that could never be sent in an HTTP header is refused here, without showing it."""
+    cleaned = _cleaned(token)
+    if cleaned and not (cleaned.isascii() and cleaned.isprintable() and " " not in cleaned):
+        raise UsageError(
+            "the token (--token or HF_TOKEN) holds characters no Hugging Face token has",
+            hint="copy it again from https://huggingface.co/settings/tokens",
+        )
+    return cleaned or None
 
 
 def _secrets(token: str | None) -> tuple[str, ...]:
-    return (token,) if token else ()
+    """What output must never show: the token as given and as sent."""
+    return tuple({value for value in (token, _cleaned(token)) if value})
 
 
 class Terminated(BaseException):

@@ -104,7 +104,11 @@ def retry_after_of(error: BaseException) -> float | None:
 
 
 def is_transient(error: BaseException) -> bool:
-    """A fault after which the same request may succeed: 5xx, 408, 429, or no answer at all."""
+    """A fault after which the same request may succeed: 5xx, 408, 429, or no answer at all.
+    A request the client could not even send (a header that is not valid HTTP, such as a token
+    with a line break) fails the same way every time."""
+    if isinstance(error, httpx2.LocalProtocolError):
+        return False
     if isinstance(error, httpx2.TransportError):
         return True
     status = status_of(error)
@@ -140,6 +144,11 @@ class HubSession:
             return HubAccessError(
                 f"{doing}: the Hub rejected the credentials (missing or invalid token)",
                 hint="pass --token, set HF_TOKEN, or run `hf auth login`",
+            )
+        if isinstance(error, httpx2.LocalProtocolError):  # its text would show the token
+            return HubAccessError(
+                f"{doing}: the request could not be sent: a header is not valid HTTP",
+                hint="check the token (--token, HF_TOKEN) for spaces or line breaks",
             )
         if isinstance(error, RevisionNotFoundError):
             return HubAccessError(

@@ -15,6 +15,8 @@ from hubserver import HubServer
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
 
 from bundler.collect import CollectOptions, collect
+from bundler.errors import HubAccessError
+from bundler.hub import HubSession
 from bundler.layout import LOCK_NAME, BundleId
 from bundler.rows import read_row
 
@@ -207,6 +209,41 @@ def test_bad_token_is_a_clear_error_and_never_echoed(
     result = run_cli("upload", bundles, "--repo", repo_id, "--debug", env={"HF_TOKEN": bad})
     assert result.returncode == 2
     assert bad not in result.stderr + result.stdout
+
+
+def test_a_token_with_a_line_break_works_as_it_does_for_hf(
+    hub: HubServer, repo_id: str, bundles: Path
+) -> None:
+    """A secret pasted from a CRLF file: huggingface_hub drops the line break from HF_TOKEN, so
+    `hf` works with it; the bundler did not, and retried a request that could never be sent
+    until it exited 75, which a nightly job reads as 'try tomorrow'."""
+    code, report, stderr = upload(bundles, "--repo", repo_id, token=f" {WRITE_TOKEN}\r\n")
+    assert code == 0, stderr
+    assert sorted(b["outcome"] for b in report["bundles"]) == ["published"] * 3
+
+
+def test_a_token_that_cannot_be_sent_is_a_credentials_error_never_echoed(
+    hub: HubServer, repo_id: str, bundles: Path
+) -> None:
+    broken = "hf_Broken\u20acToken0123456789abcdef"
+    for extra in ([], ["--debug"]):
+        result = run_cli("upload", bundles, "--repo", repo_id, *extra, env={"HF_TOKEN": broken})
+        assert result.returncode == 2, result.stderr
+        assert "the token (--token or HF_TOKEN) holds characters" in result.stderr
+        assert "Broken" not in result.stderr + result.stdout
+
+
+def test_a_header_the_client_cannot_send_is_not_retried_as_a_hub_outage(hub: HubServer) -> None:
+    """The library path, where no command line cleaned the token: the client refuses to send
+    the header (LocalProtocolError), which no retry can mend, and whose text holds the token."""
+    session = HubSession("owner/name", token=f"{WRITE_TOKEN}\r")
+    before = len(hub.request_log)
+    with pytest.raises(HubAccessError) as raised:
+        session.whoami()
+    assert raised.value.exit_code == 2
+    assert "header is not valid HTTP" in str(raised.value)
+    assert WRITE_TOKEN not in str(raised.value) + str(raised.value.hint)
+    assert len(hub.request_log) == before  # refused before sending, and not retried
 
 
 def test_read_only_token_suggests_create_pr(hub: HubServer, repo_id: str, bundles: Path) -> None:

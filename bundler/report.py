@@ -312,6 +312,8 @@ def render_upload(report: UploadReport, console: Console) -> None:
             console.print(f"your open pull request #{report.pull_request_num}: {url}")
     if report.error:
         console.print(f"[bold red]error[/]: {shown(report.error)}")
+        if report.hint:
+            console.print(f"  hint: {plain(report.hint)}", markup=False)
     published = sum(bundle.outcome == "published" for bundle in report.bundles)
     there = sum(bundle.outcome == "already-there" for bundle in report.bundles)
     held = sum(bundle.outcome == "held-back" for bundle in report.bundles)

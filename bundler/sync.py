@@ -169,7 +169,7 @@ def _summarise(report: SyncReport) -> None:
         report.commits = list(report.upload.commits)
         report.pull_request_url = report.upload.pull_request_url
         if report.upload.error and report.error is None:
-            report.error = report.upload.error
+            report.error, report.hint = report.upload.error, report.upload.hint
     report.bundles = sorted(bundles.values(), key=lambda bundle: bundle.bundle_id)
     outcomes = [bundle.outcome for bundle in report.bundles]
     counts.published = outcomes.count("published")

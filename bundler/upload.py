@@ -126,6 +126,9 @@ class UploadReport(Model):
     bundles: list[BundlePlan] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
     error: str | None = None
+    """The Hub error that ended the upload early, if one did."""
+    hint: str | None = None
+    """What to do about `error`."""
     error_temporary: bool = False
 
     @property
@@ -343,10 +346,14 @@ class Publisher:
         self.report.bundles.extend(set_aside)
         if not local:
             return self.report
-        repo_exists = self._prepare_repository()
-        if self.options.create_pr and repo_exists and self.user is not None:
-            self._find_open_pr()
-        plans = self._plan(local, repo_exists)
+        try:
+            repo_exists = self._prepare_repository()
+            if self.options.create_pr and repo_exists and self.user is not None:
+                self._find_open_pr()
+            plans = self._plan(local, repo_exists)
+        except BundlerError as error:
+            self._stopped_by(error)  # the bundles refused or held back above stay reported
+            return self.report
         if not self.options.dry_run:
             pending = [bundle for bundle in local if plans[bundle.bundle_id].action in _TO_PUBLISH]
             self._publish(pending, plans)
@@ -639,15 +646,23 @@ class Publisher:
             try:
                 self._publish_batch(batch, plans)
             except BundlerError as error:
-                if isinstance(error, HubAccessError):
-                    raise
-                temporary = isinstance(error, TemporaryError)
-                self.report.error, self.report.error_temporary = str(error), temporary
+                temporary = self._stopped_by(error)
                 for bundle in pending:
                     plan = plans[bundle.bundle_id]
                     if plan.outcome == "planned":
                         plan.outcome, plan.detail, plan.temporary = "failed", str(error), temporary
                 return
+
+    def _stopped_by(self, error: BundlerError) -> bool:
+        """Record in the report the Hub error that ended the upload, so what was refused or
+        published before it is still reported, and whether it was temporary. An error the
+        user must fix first (token, access, repository, revision) is raised instead."""
+        if isinstance(error, HubAccessError):
+            raise error
+        temporary = isinstance(error, TemporaryError)
+        self.report.error, self.report.hint = error.message, error.hint
+        self.report.error_temporary = temporary
+        return temporary
 
     def _publish_batch(self, batch: list[LocalBundle], plans: dict[str, BundlePlan]) -> None:
         committing: list[LocalBundle] = []

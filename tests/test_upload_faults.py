@@ -188,3 +188,26 @@ def test_rate_limited_on_everything_says_when_to_retry(
     assert result.returncode == 75  # temporary: retry later
     assert "rate limit" in result.stderr and "try again in 1 s" in result.stderr
     assert WRITE_TOKEN not in result.stderr
+
+
+def test_a_hub_outage_while_planning_keeps_the_refused_bundles_in_the_report(
+    hub: HubServer, repo_id: str, three: Path
+) -> None:
+    """A corrupt bundle is refused before the Hub is asked anything; the Hub then fails for
+    good while the upload reads what it holds. The refusal is what a person must see (exit 1
+    wins over 75), and the report still lists it beside the outage."""
+    hub.create_repo(repo_id)
+    victim = sorted(three.rglob("*.tar.zst"))[0]
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    victim.write_bytes(bytes(data))
+    hub.inject("POST", rf"{repo_id}/paths-info/", Fault.status(503), times=50)
+    code, report, stderr = upload(three, "--repo", repo_id)
+    assert code == 1, stderr
+    assert [(b["outcome"], b["detail"].split(":")[0]) for b in report["bundles"]] == [
+        ("refused", str(victim))
+    ]
+    assert "reading file information" in report["error"] and "503" in report["error"]
+    assert report["error_temporary"] is True and report["hint"]
+    assert "refused" in stderr and "503" in stderr and "hint:" in stderr
+    assert remote_bundle_files(hub, repo_id) == {}

@@ -36,7 +36,14 @@ from pydantic import ConfigDict, Field, SecretStr
 from bundler.card import RowReader, render_dataset_card
 from bundler.diff import claim_differences as bundle_claim_differences
 from bundler.download import fetch_bundle
-from bundler.errors import BundlerError, HubAccessError, HubError, RowError, TemporaryError
+from bundler.errors import (
+    BundlerError,
+    HubAccessError,
+    HubError,
+    RowError,
+    TemporaryError,
+    UsageError,
+)
 from bundler.fileio import CHUNK_SIZE
 from bundler.hub import (
     COMMIT_ATTEMPTS,
@@ -860,7 +867,16 @@ def upload(
     """Verify the bundles in `bundles_dir` and publish them; see UploadReport for the outcome.
     Raises HubAccessError for problems the user must fix first (token, access, repo, revision)
     and TemporaryError when the Hub could not be read (try again later), or when another run
-    holds the folder longer than options.lock_wait (BundlesLockedError)."""
+    holds the folder longer than options.lock_wait (BundlesLockedError). A pull request's ref
+    as the revision is a UsageError: commits to a branch carry the dataset card, which a pull
+    request never touches, and --create-pr already finds and extends the submitter's own."""
+    if options.revision.startswith("refs/pr/"):
+        raise UsageError(
+            f"--revision {options.revision}: bundles are published to a branch, or proposed "
+            "with --create-pr, never committed into a pull request's ref",
+            hint="pass --create-pr (with the branch the pull request targets as --revision): "
+            "it adds to your open bundler pull request",
+        )
     with bundles_lock(bundles_dir, operation="upload", wait=options.lock_wait, create=False):
         return Publisher(options, progress).run(bundles_dir)
 

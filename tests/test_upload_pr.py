@@ -222,3 +222,21 @@ def test_card_command_repairs_the_card_after_web_merges(
     assert result.returncode == 0, result.stderr
     assert b"**2** submission bundle(s)" in (hub.file_bytes(repo_id, README) or b"")
     assert "regenerated the dataset card" in result.stderr
+
+
+def test_a_pull_requests_ref_as_revision_is_refused_before_anything_is_sent(
+    hub: HubServer, repo_id: str, tmp_path: Path
+) -> None:
+    """A commit to a branch carries the dataset card; one into a pull request's ref would put
+    the card into the pull request, which review then refuses to merge."""
+    bundles = make_bundles(tmp_path, [RunSpec(rows=2)])
+    hub.create_repo(repo_id)
+    assert upload(bundles, "--repo", repo_id, "--create-pr")[0] == 0
+    bundles = make_bundles(tmp_path / "more", [RunSpec(task="maze", rows=2)])
+    before = len(hub.request_log)
+    code, payload, stderr = upload(bundles, "--repo", repo_id, "--revision", "refs/pr/1")
+    assert code == 2
+    assert "--revision refs/pr/1" in stderr and "--create-pr" in stderr
+    assert "--create-pr" in payload["hint"]
+    assert len(hub.request_log) == before
+    assert "README.md" not in hub.list_files(repo_id, revision="refs/pr/1")

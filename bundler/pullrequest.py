@@ -5,16 +5,21 @@ replacements alike."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections import Counter
 from collections.abc import Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, TypeAdapter, ValidationError
 
-from bundler.card import compiled_template
+from bundler.card import template_text
+from bundler.markdown import markdown_template, trusted
 from bundler.model import Model
+
+if TYPE_CHECKING:
+    import jinja2
 
 PR_TEMPLATE = "pull_request.md.j2"
 PR_MARKER = "[bundler"
@@ -85,10 +90,10 @@ def render_pr_description(
     ordered = sorted(proposed, key=lambda bundle: bundle.bundle_id)
     warnings = [f"{b.bundle_id}: {warning}" for b in ordered for warning in b.warnings]
     state = json.dumps([bundle.model_dump(mode="json") for bundle in ordered], sort_keys=True)
-    # "<" and ">" escaped inside the JSON so no value can close the HTML comment around it.
-    state = state.replace("<", "\\u003c").replace(">", "\\u003e")
-    # A pull-request description is no repository card (no YAML header), so plain Jinja.
-    text: str = compiled_template(PR_TEMPLATE).render(
+    # "<" and ">" escaped inside the JSON so no value can close the HTML comment around it,
+    # and "@" so that no @-mention hides in it either.
+    state = state.replace("<", "\\u003c").replace(">", "\\u003e").replace("@", "\\u0040")
+    text: str = _description_template().render(
         repo_id=repo_id,
         user=user,
         bundles=ordered,
@@ -97,9 +102,16 @@ def render_pr_description(
         replaced=sum(bundle.verb == "replaces" for bundle in ordered),
         warnings=warnings,
         bundler_version=bundler_version,
-        state=f"<!-- {PR_STATE_MARKER} {state} -->",
+        state=trusted(f"<!-- {PR_STATE_MARKER} {state} -->"),
     )
     return text.strip() + "\n"
+
+
+@functools.cache
+def _description_template() -> jinja2.Template:
+    """The description's template, compiled once per process (an upload renders it once per
+    commit), with every value from a bundle escaped (`bundler.markdown`)."""
+    return markdown_template(template_text(PR_TEMPLATE))
 
 
 def read_pr_state(description: str) -> list[ProposedBundle]:

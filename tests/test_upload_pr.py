@@ -16,6 +16,7 @@ from huggingface_hub import HfApi
 from test_upload import make_bundles, upload
 
 from bundler.layout import README, BundleId
+from bundler.pullrequest import read_pr_state
 
 ALICE = WRITE_TOKEN  # user "leaderboard-bot"
 BOB = OTHER_WRITE_TOKEN  # user "second-bot"
@@ -240,3 +241,30 @@ def test_a_pull_requests_ref_as_revision_is_refused_before_anything_is_sent(
     assert "--create-pr" in payload["hint"]
     assert len(hub.request_log) == before
     assert "README.md" not in hub.list_files(repo_id, revision="refs/pr/1")
+
+
+def test_a_strangers_text_in_the_pull_request_description_is_inert(
+    hub: HubServer, repo_id: str, tmp_path: Path
+) -> None:
+    """Submitter names, claim values and warnings come from bundles; in a description a
+    maintainer reads they must not become HTML, links, headings or @-mentions."""
+    hostile = "<b>Eve</b> [click](https://evil.example) @admin"
+    ada = make_bundles(tmp_path / "ada", [RunSpec(rows=3)], submitter={"name": "Ada"})
+    assert upload(ada, "--repo", repo_id)[0] == 0
+    eve = make_bundles(
+        tmp_path / "eve",
+        [RunSpec(rows=3, metrics={"exact": {"acc": 0.99}}, git_sha=f"{hostile} -dirty")],
+        submitter={"name": hostile},
+    )
+    code, _, stderr = upload(eve, "--repo", repo_id, "--create-pr", "--replace", token=BOB)
+    assert code == 0, stderr
+    (pr,) = hub.pull_requests(repo_id)
+    description = pr.description
+    assert description.count("&lt;b&gt;Eve&lt;/b&gt;") >= 3  # submitter, difference, warning
+    shown, _, _ = description.partition("<!-- bundler-pr-state")
+    assert "@admin" not in description
+    for live in ("<b>", "](https://"):
+        assert live not in shown
+    assert "\\[click\\]\\(https://evil\\.example\\) &#64;admin" in description
+    assert "| submitter | Ada |" in description
+    assert read_pr_state(description)[0].submitter == hostile  # the state keeps the raw text

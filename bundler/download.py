@@ -18,7 +18,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from bundler.errors import UsageError
+from bundler.errors import UsageError, WriteError
+from bundler.fileio import unusable_output_folder, write_error
 from bundler.hub import REPO_TYPE, HubSession
 from bundler.layout import (
     BUNDLES_DIR,
@@ -32,7 +33,8 @@ from bundler.model import Model
 from bundler.progress import NoProgress, ProgressSink
 from bundler.verify import BundleReading, read_bundle
 
-FetchOutcome = Literal["downloaded", "rejected", "missing"]
+FetchOutcome = Literal["downloaded", "rejected", "missing", "failed"]
+"""`failed`: fetched, but its files could not be saved in the output folder."""
 
 
 class FetchedBundle(Model):
@@ -87,14 +89,20 @@ def download(
             FetchedBundle(bundle_id=str(bundle), outcome="missing", detail="not in the repository")
             for bundle in sorted(asked - set(available))
         )
-    output_dir.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=output_dir, prefix=f"{TEMP_PREFIX}download-"))
+    try:  # a folder that cannot take the staging folder can take no bundle either
+        output_dir.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(dir=output_dir, prefix=f"{TEMP_PREFIX}download-"))
+    except OSError as error:
+        raise unusable_output_folder(output_dir, error) from None
     try:
         progress.begin(f"downloading from {repo_id}", len(wanted))
         for bundle in wanted:
-            fetched, _ = fetch_verified(
-                session, bundle, commit, set(listed), staging, output_dir, progress
-            )
+            try:
+                fetched, _ = fetch_verified(
+                    session, bundle, commit, set(listed), staging, output_dir, progress
+                )
+            except WriteError as error:  # this bundle's place alone: the others still go
+                fetched = FetchedBundle(bundle_id=str(bundle), outcome="failed", detail=str(error))
             report.bundles.append(fetched)
             progress.advance()
     finally:
@@ -113,7 +121,8 @@ def fetch_verified(
 ) -> tuple[FetchedBundle, BundleReading]:
     """Fetch one bundle's archive and sidecar (those of them `listed` at `commit`) into
     `staging`, verify them there, and move them into `output_dir`, or its `.rejected/` when
-    verification fails; also returns what the verifying read found."""
+    verification fails; also returns what the verifying read found. WriteError, with nothing
+    of the bundle left in `output_dir`, when its files cannot be put there."""
     player_dir = bundle.player_dir
     names = [bundle.archive_name, bundle.sidecar_name]
     staged = fetch_bundle(session, bundle, commit, listed, staging).parent
@@ -122,10 +131,21 @@ def fetch_verified(
     destination = (
         output_dir / player_dir if verification.ok else output_dir / REJECTED_DIR / player_dir
     )
-    destination.mkdir(parents=True, exist_ok=True)
-    for name in names:
-        if (staged / name).exists():
-            os.replace(staged / name, destination / name)
+    placed: list[Path] = []
+    target = destination
+    try:
+        destination.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            target = destination / name
+            if (staged / name).exists():
+                os.replace(staged / name, target)
+                placed.append(target)
+    except OSError as error:
+        for path in placed:  # an archive without its sidecar would pass for a bundle
+            path.unlink(missing_ok=True)
+        failure = write_error(target, error)
+        failure.hint = "clear that path and download again"
+        raise failure from None
     if verification.ok:
         fetched = FetchedBundle(
             bundle_id=str(bundle), outcome="downloaded", archive=str(destination / names[0])

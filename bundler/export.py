@@ -34,7 +34,7 @@ import yaml
 from pydantic import ConfigDict, Field, ValidationError
 
 from bundler.errors import BundlerError, InputError, UsageError, WriteError
-from bundler.fileio import describe_os_error, read_bounded, write_error
+from bundler.fileio import read_bounded, unusable_output_folder, write_error
 from bundler.layout import (
     GPTNT_METRICS_FILE,
     GPTNT_SUBMISSION_FILE,
@@ -171,10 +171,15 @@ def load_player_config(path: Path) -> PlayerConfig:
         raise UsageError(str(error)) from None
     try:
         raw = yaml.safe_load(data)
-    except yaml.YAMLError as error:
+    except RecursionError:  # PyYAML composes nested collections recursively
+        raise UsageError(f"{path}: nested too deeply to be a player config") from None
+    except (yaml.YAMLError, ValueError) as error:
+        # PyYAML's constructors raise a plain ValueError for a scalar its grammar accepts but
+        # Python cannot hold (the date 2026-13-45, `!!int x`): the message is the problem.
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise UsageError(f"{path}: not valid YAML{where}") from None
+        problem = "" if isinstance(error, yaml.YAMLError) else f": {error}"
+        raise UsageError(f"{path}: not valid YAML{where}{problem}") from None
     if not isinstance(raw, dict):
         raise UsageError(f"{path}: not a player config (expected a mapping)")
     capabilities = raw.get("capabilities")
@@ -431,10 +436,11 @@ def export_gptnt(
     overrides = submitter or SubmitterOverrides()
     config = load_player_config(player_config)
     archives = find_archives(paths)
-    try:
+    try:  # write_folder's first step, so a folder no bundle could be written to stops here
         out_dir.mkdir(parents=True, exist_ok=True)
+        os.rmdir(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=out_dir))
     except OSError as error:
-        raise UsageError(f"{out_dir}: cannot create it: {describe_os_error(error)}") from None
+        raise unusable_output_folder(out_dir, error) from None
     bundles = [
         _export_one(read_bundle(archive, progress), out_dir, config, overrides)
         for archive in archives
@@ -528,9 +534,13 @@ def write_folder(folder: Path, files: dict[str, bytes]) -> Literal["exported", "
 
 
 def _holds(folder: Path, files: dict[str, bytes]) -> bool:
+    """Whether `folder` is exactly `files`: any other entry in it is someone's content, which
+    `unchanged` would claim as ours and a later submission of the folder would carry along."""
     if folder.is_symlink() or not folder.is_dir():
         return False
     try:
+        if sorted(os.listdir(folder)) != sorted(files):
+            return False
         return all(read_bounded(folder / name, len(data)) == data for name, data in files.items())
-    except InputError:  # missing, a link, or larger than expected
+    except (OSError, InputError):  # unlistable; or a file missing, a link, larger than expected
         return False

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from bundler.errors import InputError, WriteError
+from bundler.errors import InputError, UsageError, WriteError
 from bundler.layout import TEMP_SUFFIX, is_temporary_name, temporary_prefix
 
 CHUNK_SIZE = 1 << 20
@@ -337,6 +337,14 @@ def printable_name(name: str) -> str:
 def write_error(path: Path, error: OSError) -> WriteError:
     """`path` could not be written: one line, with what to do when the disk is full."""
     return WriteError(f"{path}: cannot write: {describe_os_error(error)}", path=path)
+
+
+def unusable_output_folder(folder: Path, error: OSError) -> UsageError:
+    """The output folder a user named cannot be created or written to (download, export)."""
+    return UsageError(
+        f"{folder}: cannot be used as the output folder: {describe_os_error(error)}",
+        hint="choose another folder, or make this one writable",
+    )
 
 
 def describe_os_error(error: OSError) -> str:

@@ -12,6 +12,7 @@ from conftest import WRITE_TOKEN
 from factory import RunSpec, write_tree
 from helpers import one_line_error, run_cli
 from hubserver import Fault, HubServer
+from test_export import run_cli_as_any_user
 from test_upload import SECOND_SHA, local_files, make_bundles, upload
 
 
@@ -220,3 +221,62 @@ def test_download_into_a_file_is_a_usage_error_before_any_request(
     assert f"{taken}: exists and is not a directory" in result.stderr
     assert taken.read_text() == "mine"
     assert len(hub.request_log) == requests
+
+
+@pytest.mark.parametrize("kind", ["below a file", "read-only"])
+def test_download_into_an_unusable_folder_is_a_usage_error(
+    repo_id: str, published: Path, tmp_path: Path, kind: str
+) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("mine")
+    target = afile / "sub"
+    problem = "Not a directory"
+    if kind == "read-only":
+        target = tmp_path / "read-only"
+        target.mkdir()
+        target.chmod(0o555)
+        problem = "Permission denied"
+    try:
+        result = run_cli_as_any_user(
+            "download", "--repo", repo_id, "-o", target, env={"HF_TOKEN": WRITE_TOKEN}
+        )
+    finally:
+        if target.is_dir():
+            target.chmod(0o755)
+    assert result.returncode == 2, result.stderr
+    assert one_line_error(result.stderr) == (
+        f"error: {target}: cannot be used as the output folder: {problem}"
+    )
+    assert afile.read_text() == "mine"
+    assert not target.is_dir() or list(target.iterdir()) == []
+
+
+@pytest.mark.parametrize("blocked", ["player folder", "sidecar"])
+def test_a_bundle_that_cannot_be_saved_fails_alone(
+    repo_id: str, published: Path, tmp_path: Path, blocked: str
+) -> None:
+    victim = next(published.rglob("maze@*.tar.zst"))
+    player_dir = victim.parent.relative_to(published)
+    sidecar = player_dir / victim.name.replace(".tar.zst", ".json")
+    target = tmp_path / "downloaded"
+    in_the_way = target / (player_dir if blocked == "player folder" else sidecar)
+    if blocked == "player folder":
+        target.mkdir()
+        in_the_way.write_text("a file where the player folder goes")
+    else:
+        in_the_way.mkdir(parents=True)
+    code, report, stderr = download("--repo", repo_id, "-o", target)
+    assert code == 1, stderr
+    outcomes = {b["bundle_id"]: b["outcome"] for b in report["bundles"]}
+    failed_id = f"{player_dir}/{victim.name.removesuffix('.tar.zst')}"
+    assert outcomes.pop(failed_id) == "failed"
+    assert list(outcomes.values()) == ["downloaded", "downloaded"]
+    [failure] = [b["detail"] for b in report["bundles"] if b["outcome"] == "failed"]
+    assert failure.startswith(f"{target / player_dir}")
+    assert f"failed {failed_id}: {target / player_dir}" in " ".join(stderr.split())
+    saved = {path for path in local_files(target) if not path.startswith(str(player_dir))}
+    assert saved == {
+        path for path in local_files(published) if not path.startswith(str(player_dir))
+    }
+    assert not (target / player_dir / victim.name).exists()  # no archive without its sidecar
+    assert not list(target.glob(".bundler-download-*"))

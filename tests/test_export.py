@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -29,6 +32,31 @@ CONFIG = FIXTURES / "gpt-5-2.yaml"
 FOLDER = "20260615_gpt-5-2-high_d34f0ac3_expert-vqa_a1b2c3d4"
 """The folder the fixture describes, named by hand from gptnt-submission.md."""
 ADA = Submitter(name="Ada Lovelace", contact="@ada")
+PR_CAPBSET_DROP = 24
+ROOT_OVERRIDES = (1, 2)
+"""CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH: what lets root write into a read-only folder."""
+
+
+def _drop_root_overrides() -> None:
+    """A preexec_fn that drops ROOT_OVERRIDES from the command's bounding set (as `setpriv
+    --bounding-set` does), so the exec leaves root without them; for anyone else a no-op."""
+    if os.geteuid() != 0:
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    for capability in ROOT_OVERRIDES:
+        if libc.prctl(PR_CAPBSET_DROP, capability, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+
+def run_cli_as_any_user(
+    *args: object, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """run_cli where file permissions bind the command even when the tests run as root, so a
+    read-only folder really cannot be written; skips where root cannot shed that override."""
+    try:
+        return run_cli(*args, env=env, preexec_fn=_drop_root_overrides)
+    except subprocess.SubprocessError as error:
+        pytest.skip(f"cannot run the command without root's permission override: {error}")
 
 
 def gptnt_spec(**changes: object) -> RunSpec:
@@ -223,6 +251,20 @@ def test_a_folder_with_other_content_is_never_replaced(tmp_path: Path) -> None:
     assert not (folder / "metrics.json").exists()
 
 
+def test_a_folder_with_extra_files_is_refused_not_unchanged(tmp_path: Path) -> None:
+    archive = collect_one(tmp_path, gptnt_spec())
+    out = tmp_path / "o"
+    assert export_gptnt([archive], out, CONFIG).exit_code == 0
+    folder = out / FOLDER
+    (folder / "notes.txt").write_text("mine\n")
+    before = {path: path.read_bytes() for path in all_files(out)}
+    report = export_gptnt([archive], out, CONFIG)
+    [refused] = report.bundles
+    assert (refused.outcome, report.exit_code) == ("refused", 1)
+    assert [refusal.kind for refusal in refused.refusals] == ["exists"]
+    assert {path: path.read_bytes() for path in all_files(out)} == before
+
+
 @pytest.mark.parametrize(
     ("content", "problem"),
     [
@@ -245,6 +287,9 @@ def test_a_folder_with_other_content_is_never_replaced(tmp_path: Path) -> None:
         ("identity: {display_name: X\n", "not valid YAML"),
         ("- a list\n", "not a player config"),
         ("identity: {}\n", "no capabilities.player_name"),
+        # PyYAML's grammar takes these, but building the values fails (not a YAMLError)
+        ("capabilities: {player_name: gpt-5-2}\nx: 2026-13-45\n", "month must be in 1..12"),
+        ("x: " + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply"),
     ],
 )
 def test_unusable_player_configs(tmp_path: Path, content: str, problem: str) -> None:
@@ -297,6 +342,33 @@ def test_the_command_with_an_unusable_config_exits_2(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "has no identity block" in one_line_error(result.stderr)
     assert not (tmp_path / "o").exists()
+
+
+def test_an_invalid_date_in_the_config_is_one_line_naming_it(tmp_path: Path) -> None:
+    config = tmp_path / "player.yaml"
+    config.write_text(CONFIG.read_text() + "released: 2026-13-45\n")
+    archive = collect_one(tmp_path, gptnt_spec())
+    result = run_cli("export-gptnt", archive, "-o", tmp_path / "o", "--player-config", config)
+    assert result.returncode == 2, result.stderr
+    error = one_line_error(result.stderr)
+    assert f"{config}: not valid YAML" in error and "month must be in 1..12" in error
+    assert not (tmp_path / "o").exists()
+
+
+def test_an_out_dir_that_cannot_be_written_is_a_usage_error(tmp_path: Path) -> None:
+    archive = collect_one(tmp_path, gptnt_spec())
+    out = tmp_path / "read-only"
+    out.mkdir()
+    out.chmod(0o555)
+    try:
+        result = run_cli_as_any_user("export-gptnt", archive, "-o", out, "--player-config", CONFIG)
+    finally:
+        out.chmod(0o755)
+    assert result.returncode == 2, result.stderr
+    assert one_line_error(result.stderr) == (
+        f"error: {out}: cannot be used as the output folder: Permission denied"
+    )
+    assert list(out.iterdir()) == []
 
 
 def test_identity_values_are_read_as_gptnt_reads_them(tmp_path: Path) -> None:

@@ -752,7 +752,8 @@ def download_command(
 ) -> None:
     """Download bundles with their sidecars into the local layout and verify each one. A bundle
     that fails verification is kept apart in OUTPUT/.rejected/, never mixed with the good ones.
-    Exit 1 if any bundle was rejected or not found, 75 if the Hub stayed unavailable."""
+    Exit 1 if any bundle was rejected, not found or could not be saved, 75 if the Hub stayed
+    unavailable."""
     from bundler.download import download
     from bundler.report import render_download
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -673,6 +674,7 @@ class Publisher:
 
     def _publish_batch(self, batch: list[LocalBundle], plans: dict[str, BundlePlan]) -> None:
         committing: list[LocalBundle] = []
+        planned: list[PlannedCommit] = []
 
         def plan() -> PlannedCommit | None:
             destination = self.destination
@@ -699,15 +701,18 @@ class Publisher:
                 if held is None or held.blob_id != git_blob_id(card):
                     operations.append(CommitOperationAdd(README, card))
             summary, description = self._message(todo, plans)
-            return PlannedCommit(
-                revision=ref,
-                parent=head,
-                operations=operations,
-                summary=summary,
-                description=description,
-                doing="opening the pull request" if destination.opens_pr else "committing",
-                create_pr=destination.opens_pr,
-            )
+            planned[:] = [
+                PlannedCommit(
+                    revision=ref,
+                    parent=head,
+                    operations=operations,
+                    summary=summary,
+                    description=description,
+                    doing="opening the pull request" if destination.opens_pr else "committing",
+                    create_pr=destination.opens_pr,
+                )
+            ]
+            return planned[0]
 
         opening = self.destination.opens_pr
         info = commit_replanned(
@@ -723,8 +728,10 @@ class Publisher:
         destination = self.destination
         if info.pr_num is not None and destination.pr_num is None:
             destination.pr_num, destination.pr_url = info.pr_num, info.pr_url
-            summary, description = self._message(committing, plans)
-            destination.pr_title, destination.pr_description = summary, description
+            # The pull request opened with the title and description of the commit that
+            # opened it: what the rest of this upload compares with before rewriting them.
+            destination.pr_title = planned[0].summary
+            destination.pr_description = planned[0].description
             destination.pr_state = [self._proposals[b.bundle_id] for b in committing]
         for bundle in committing:
             self._landed(bundle, plans[bundle.bundle_id])
@@ -833,28 +840,54 @@ class Publisher:
         user = self.user or "unknown"
         title = pr_title(proposed, user, self.options.message)
         description = render_pr_description(self.options.repo_id, user, proposed, bundler_version())
-        try:
-            if description != destination.pr_description:
-                if destination.pr_comment_id is None:
-                    self._find_open_pr()
-                comment_id = destination.pr_comment_id
-                if comment_id is not None:
-                    session.call(
-                        "updating the pull request's description",
-                        lambda: session.api.edit_discussion_comment(
-                            session.repo_id, num, comment_id, description, repo_type=REPO_TYPE
-                        ),
-                    )
-            if title != destination.pr_title:
-                session.call(
+        # Each on its own: a submitter's read token may rename its pull request, where the
+        # Hub may refuse it the description's edit.
+        if title != destination.pr_title:
+            self._update_pr(
+                "its title",
+                partial(
+                    session.call,
                     "renaming the pull request",
-                    lambda: session.api.rename_discussion(
-                        session.repo_id, num, title, repo_type=REPO_TYPE
+                    partial(
+                        session.api.rename_discussion,
+                        session.repo_id,
+                        num,
+                        title,
+                        repo_type=REPO_TYPE,
                     ),
-                )
+                ),
+            )
+        if description != destination.pr_description:
+            self._update_pr("its description", partial(self._edit_description, description))
+
+    def _edit_description(self, description: str) -> None:
+        """The description is the pull request's first comment."""
+        destination, session = self.destination, self.session
+        if destination.pr_comment_id is None:
+            self._find_open_pr()
+        num, comment_id = destination.pr_num, destination.pr_comment_id
+        if num is not None and comment_id is not None:
+            session.call(
+                "updating the pull request's description",
+                partial(
+                    session.api.edit_discussion_comment,
+                    session.repo_id,
+                    num,
+                    comment_id,
+                    description,
+                    repo_type=REPO_TYPE,
+                ),
+            )
+
+    def _update_pr(self, what: str, change: Callable[[], object]) -> None:
+        """One change to the pull request; a failure leaves the bundles proposed, and is
+        reported as a warning that says what is now out of date."""
+        try:
+            change()
         except BundlerError as error:
             self.report.warnings.append(
-                f"pull request #{num}: its title or description could not be updated ({error})"
+                f"pull request #{self.destination.pr_num}: {what} could not be updated, so it "
+                f"does not say all the pull request proposes ({error.message})"
             )
 
 

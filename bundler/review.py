@@ -5,10 +5,11 @@ newest commit of its history that is also on the target branch, and only the bun
 files differ between that base and the PR's head are fetched, each into a temporary staging
 folder with download's containment and verified there. Each is then classified against the
 target branch's copy (new, replacement, unchanged) and held to the repository's policy, and the
-PR as a whole must touch nothing but the files its bundles own and must not conflict. A PR is
-clean when every check passed; only a clean PR is merged, and the dataset card is regenerated
-on the target branch afterwards (PRs never carry it). Submitters can push to their PR at any
-time, so the head is read again right before merging and a PR that moved is not merged.
+PR as a whole must touch nothing but the files of the bundles whose archive it adds or replaces
+and must not conflict. A PR is clean when every check passed; only a clean PR is merged, and
+the dataset card is regenerated on the target branch afterwards (PRs never carry it).
+Submitters can push to their PR at any time, so the head is read again right before merging
+and a PR that moved is not merged.
 """
 
 from __future__ import annotations
@@ -19,13 +20,14 @@ import json
 import re
 import shutil
 import tempfile
+from datetime import datetime, timedelta
 from functools import partial
 from importlib.resources import files
 from pathlib import Path
 from typing import Literal
 
 import jinja2
-from huggingface_hub import HfApi, get_token
+from huggingface_hub import GitCommitInfo, HfApi, get_token
 from huggingface_hub.community import DiscussionComment, DiscussionWithDetails
 from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
 from markupsafe import Markup
@@ -57,7 +59,7 @@ from bundler.manifest import BundleClaim
 from bundler.model import Model
 from bundler.progress import NoProgress, ProgressSink
 from bundler.rowcount import RowCountResolver
-from bundler.rows import BundleRow, build_row, read_row, row_files
+from bundler.rows import BundleRow, build_row, read_row, row_files, utc_timestamp
 from bundler.schema import Provenance
 from bundler.verify import BundleReading
 from bundler.version import bundler_version
@@ -67,6 +69,10 @@ MAX_EXCEPTION_RATE = 0.05
 REVIEW_TEMPLATE = "review.md.j2"
 MARKER = re.compile(r"<!-- bundler-review sha256:([0-9a-f]{64}) -->")
 OPEN_STATES = ("open", "draft")
+PUBLISHED_AT_SKEW = timedelta(minutes=5)
+"""How far a submitter's clock may be from the Hub's: `published_at` comes from the one, commit
+dates from the other. Clocks kept by NTP agree within a second; five minutes spare a machine
+that drifts, and bound what a forged date within them can gain."""
 
 Classification = Literal["new", "replacement", "unchanged"]
 CommentOutcome = Literal["not-asked", "posted", "already-posted"]
@@ -82,6 +88,24 @@ class ReviewOptions(Model):
     merge: bool = False
     max_exception_rate: float = Field(default=MAX_EXCEPTION_RATE, ge=0, le=1)
     token: SecretStr | None = None
+
+
+class PublicationWindow(Model):
+    """When the rows of a PR can honestly say their bundle was published. upload stamps
+    `published_at` (rows.utc_timestamp) as it starts, before it commits the rows, so no row is
+    dated after the PR's head commit. No commit is sure to come before the stamp, though:
+    upload reads the target branch only after stamping, then verifies, uploads the archives
+    and, when the branch moved (412), reads it again. A date before the PR's base commit is
+    therefore what a backdated row looks like (an earlier date ranks a bundle ahead of the
+    others on the card) but also what a long upload can give, so it is warned, not failed: the
+    PR is not clean, and a maintainer judges."""
+
+    model_config = ConfigDict(frozen=True)
+
+    earliest: datetime | None
+    """The date of the PR's base commit (None when the PR has no base on the target branch)."""
+    latest: datetime
+    """The date of the PR's head commit."""
 
 
 class BundleReview(Model):
@@ -293,7 +317,13 @@ class Reviewer:
         base_branch = _base_branch(details)
         head = session.head(f"refs/pr/{details.num}")
         tip = session.head(base_branch)
-        base = self._fork_point(head, tip)
+        pr_history = self._history(head)
+        on_target = {commit.commit_id for commit in self._history(tip)}
+        fork = next((commit for commit in pr_history if commit.commit_id in on_target), None)
+        base = fork.commit_id if fork else None
+        window = PublicationWindow(
+            earliest=fork.created_at if fork else None, latest=pr_history[0].created_at
+        )
         head_files = session.list_files("", head)
         main_files = session.list_files("", tip)
         base_files = session.list_files("", base) if base not in (None, tip) else main_files
@@ -306,24 +336,21 @@ class Reviewer:
         pr.checks.append(_conflict_check(details, changed & on_main, head_files, main_files))
         self.progress.begin(f"reviewing PR #{details.num}", len(touched))
         for bundle in touched:
-            pr.bundles.append(self._review_bundle(bundle, head, head_files, tip, main_files, work))
+            pr.bundles.append(
+                self._review_bundle(bundle, head, head_files, tip, main_files, window, work)
+            )
             self.progress.advance()
         return pr
 
-    def _fork_point(self, head: str, tip: str) -> str | None:
-        """The newest commit of the PR's history that the target branch also has."""
-
-        def history(revision: str) -> list[str]:
-            commits = self.session.call(
-                "reading the commit history",
-                lambda: self.api.list_repo_commits(
-                    self.options.repo_id, repo_type=REPO_TYPE, revision=revision
-                ),
-            )
-            return [commit.commit_id for commit in commits]
-
-        on_target = set(history(tip))
-        return next((oid for oid in history(head) if oid in on_target), None)
+    def _history(self, revision: str) -> list[GitCommitInfo]:
+        """The commits of `revision`, newest (the revision itself) first. The PR's base is the
+        newest commit of its history that the target branch also has."""
+        return self.session.call(
+            "reading the commit history",
+            lambda: self.api.list_repo_commits(
+                self.options.repo_id, repo_type=REPO_TYPE, revision=revision
+            ),
+        )
 
     # ------------------------------------------------------------------- one bundle
 
@@ -334,6 +361,7 @@ class Reviewer:
         head_files: dict[str, RemoteFile],
         tip: str,
         main_files: dict[str, RemoteFile],
+        window: PublicationWindow,
         work: Path,
     ) -> BundleReview:
         proposed = head_files[bundle.repo_archive]
@@ -363,7 +391,10 @@ class Reviewer:
         review.coverage = claim.coverage.status
         review.predictions = claim.predictions.count
         review.submitter = claim.submitter.name
-        review.checks.append(self._row_check(bundle, head, head_files, reading))
+        row_check, row = self._row_check(bundle, head, head_files, reading)
+        review.checks.append(row_check)
+        if row is not None:
+            review.checks.append(_published_at_check(row, window))
         review.checks.extend(self._policy_checks(claim))
         if classification == "replacement" and fetched.archive is not None:
             review.checks.append(
@@ -389,38 +420,39 @@ class Reviewer:
         head: str,
         head_files: dict[str, RemoteFile],
         reading: BundleReading,
-    ) -> CheckResult:
+    ) -> tuple[CheckResult, BundleRow | None]:
         """The viewer's rows must say what the verified bundle says: nothing else verifies
-        them, and they are what people read. Only `published_at` is the submitter's to set."""
+        them, and they are what people read. Only `published_at` is the submitter's to set
+        (the `published-at` check judges it), so the row is returned when it is the bundle's."""
         path = bundle.repo_row
         remote = head_files.get(path)
         if remote is None:
-            return failed("row", f"{path} is missing", hint="re-run bundler upload --create-pr")
+            missing = failed("row", f"{path} is missing", hint="re-run bundler upload --create-pr")
+            return missing, None
         if remote.size > MAX_SMALL_FILE_BYTES:
-            return failed("row", f"{path} is implausibly large ({remote.size} bytes)")
+            return failed("row", f"{path} is implausibly large ({remote.size} bytes)"), None
         data = self.session.read_small_file(path, head)
         assert reading.sidecar is not None and reading.metrics_text is not None
         try:
             row = read_row(data)
         except RowError as error:
-            return failed("row", f"{path}: {error.message}")
+            return failed("row", f"{path}: {error.message}"), None
         expected = build_row(reading.sidecar, reading.metrics_text, row.published_at)
         hint = "the viewer would show what the bundle does not back"
         differing = [
             name for name in BundleRow.model_fields if getattr(row, name) != getattr(expected, name)
         ]
         if differing:
-            return failed(
-                "row", f"{path} differs from the bundle on {', '.join(differing)}", hint=hint
-            )
+            detail = f"{path} differs from the bundle on {', '.join(differing)}"
+            return failed("row", detail, hint=hint), None
         wrong = [
             file_path
             for file_path, content in row_files(expected).items()
             if file_path not in head_files or head_files[file_path].blob_id != git_blob_id(content)
         ]
         if wrong:
-            return failed("row", f"not the bundle's row: {', '.join(wrong)}", hint=hint)
-        return passed("row", "the viewer's rows match the bundle")
+            return failed("row", f"not the bundle's row: {', '.join(wrong)}", hint=hint), None
+        return passed("row", "the viewer's rows match the bundle"), row
 
     def _policy_checks(self, claim: BundleClaim) -> list[CheckResult]:
         checks = [_coverage_check(claim), self._dataset_rows_check(claim), _pin_check(claim)]
@@ -584,24 +616,36 @@ def _state_check(status: str, base_branch: str, base_found: bool) -> CheckResult
 def _layout_check(
     changed: set[str], base_files: dict[str, RemoteFile], head_files: dict[str, RemoteFile]
 ) -> tuple[list[BundleId], CheckResult]:
-    """The bundles the PR adds or changes, and whether it changes anything else: a bundle PR
-    touches only the paths its bundles own, never README.md or another shared file."""
+    """The bundles whose archive the PR adds or changes, and whether it changes anything else:
+    a bundle PR touches only the paths those bundles own, never README.md or another shared
+    file, nor the sidecar or rows of a bundle whose archive it leaves as it is. Such a bundle is
+    not reviewed, so nothing else would check those files, and its rows' `published_at` ranks
+    it on the leaderboard."""
     in_head, _ = bundle_ids_in(head_files)
     in_base, _ = bundle_ids_in(base_files)
-    owned = {path for bundle in {*in_head, *in_base} for path in bundle.repo_paths}
-    touched = [b for b in in_head if any(path in changed for path in b.repo_paths)]
+    bundles = {*in_head, *in_base}
+    owned = {path for bundle in bundles for path in bundle.repo_paths}
+    proposed = {
+        path for bundle in bundles if bundle.repo_archive in changed for path in bundle.repo_paths
+    }
+    touched = [b for b in in_head if b.repo_archive in changed]
     outside = sorted(path for path in changed if path not in owned)
+    others = sorted(path for path in changed & owned if path not in proposed)
     removed = [str(b) for b in in_base if b.repo_archive in changed and b not in in_head]
     problems = []
     if outside:
         problems.append(f"changes files no bundle owns: {', '.join(outside)}")
+    if others:
+        problems.append(
+            f"changes the files of bundle(s) whose archive it does not change: {', '.join(others)}"
+        )
     if removed:
         problems.append(f"removes bundle(s): {', '.join(removed)}")
     if problems:
         return touched, failed(
             "layout",
             "; ".join(problems),
-            hint="a bundle PR changes only bundles/<id>.* and rows/<id>.*",
+            hint="a bundle PR changes only the files of the bundles it adds or replaces",
         )
     if not touched:
         return touched, warned("layout", "the PR adds or changes no bundle")
@@ -628,6 +672,25 @@ def _conflict_check(
     if hub is True:
         return failed("conflicts", "the Hub reports conflicting files")
     return passed("conflicts", "merges cleanly")
+
+
+def _published_at_check(row: BundleRow, window: PublicationWindow) -> CheckResult:
+    """The row's `published_at` against the window the PR's commits give (PublicationWindow
+    says why a date after it fails and a date before it is only warned)."""
+    published, shown = row.published, row.published_at
+    if published > window.latest + PUBLISHED_AT_SKEW:
+        return failed(
+            "published-at",
+            f"{shown} is after the PR's head commit ({utc_timestamp(window.latest)})",
+            hint="upload dates a row when it publishes it, never in the future",
+        )
+    if window.earliest is not None and published < window.earliest - PUBLISHED_AT_SKEW:
+        return warned(
+            "published-at",
+            f"{shown} is before the PR's base commit ({utc_timestamp(window.earliest)})",
+            hint="an earlier date ranks the bundle ahead of others; only a long upload explains it",
+        )
+    return passed("published-at", shown)
 
 
 def _coverage_check(claim: BundleClaim) -> CheckResult:

@@ -8,6 +8,7 @@ import json
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from huggingface_hub import CommitOperationAdd, HfApi
 from bundler.collect import CollectOptions, collect
 from bundler.progress import NoProgress
 from bundler.review import markdown_code, markdown_text
-from bundler.rows import build_row, row_files
+from bundler.rows import build_row, read_row, row_files, utc_timestamp
 from bundler.submitter import Submitter
 from bundler.upload import LocalBundle, gather_local
 
@@ -79,16 +80,13 @@ def world(hub: HubServer, repo_id: str, tmp_path: Path) -> World:
     return world
 
 
-PROPOSED_AT = "2026-01-02T03:04:05Z"
-
-
-def local(bundles: Path) -> list[LocalBundle]:
-    """The folder's bundles as upload gathers them, with the rows it would publish (dated
-    before any upload a test makes, so that a row proposed here never equals one on main)."""
+def local(bundles: Path, published_at: str | None = None) -> list[LocalBundle]:
+    """The folder's bundles as upload gathers them, with the rows it would publish: stamped
+    now, as upload stamps them, unless a test says otherwise."""
     found, refused = gather_local(bundles, allow_partial=True, progress=NoProgress())
     assert not refused, refused
     for bundle in found:
-        bundle.row = build_row(bundle.sidecar, bundle.metrics_text, PROPOSED_AT)
+        bundle.row = build_row(bundle.sidecar, bundle.metrics_text, published_at or utc_timestamp())
     return found
 
 
@@ -100,11 +98,12 @@ def propose(
     title: str = "Add my bundles",
     extra: dict[str, bytes] | None = None,
     tamper: Callable[[LocalBundle], dict[str, bytes]] | None = None,
+    published_at: str | None = None,
 ) -> int:
     """Open a PR with exactly the files each bundle owns (archive, sidecar, rows), as a
     submitter's upload does, plus `extra` files; `tamper` may replace some of a bundle's files."""
     operations = []
-    for bundle in local(bundles):
+    for bundle in local(bundles, published_at):
         files: dict[str, bytes | Path] = dict(bundle.repo_files())
         files.update(tamper(bundle) if tamper else {})
         operations += [CommitOperationAdd(path, data) for path, data in files.items()]
@@ -381,7 +380,10 @@ def test_conflicting_pr_is_refused_and_a_replacement_shows_its_diff(world: World
 
 def test_bundle_already_on_main_is_unchanged(world: World) -> None:
     bundles = world.bundles("same", [world.spec(model="both-ways")])
-    propose(world, READ_TOKEN, bundles)
+    # Dated a minute back (review allows that much clock skew), so that the PR's rows can never
+    # equal the ones main's upload stamps below, even within the same second.
+    a_minute_ago = utc_timestamp(datetime.now(UTC) - timedelta(minutes=1))
+    propose(world, READ_TOKEN, bundles, published_at=a_minute_ago)
     # The maintainer publishes the very same bundle to main meanwhile: the archive and sidecar
     # are the same, but main's rows carry another publication date, so the Hub could not merge
     # the PR; the review says the bundle is already there and the PR cannot be merged.
@@ -394,6 +396,66 @@ def test_bundle_already_on_main_is_unchanged(world: World) -> None:
     conflicts = checks(pr)["conflicts"]
     assert conflicts["status"] == "failed"
     assert "rows/both-ways_" in conflicts["detail"] and "bundles/" not in conflicts["detail"]
+
+
+def test_pr_rewriting_the_rows_of_a_bundle_it_does_not_change_is_refused(world: World) -> None:
+    hub, repo_id = world.hub, world.repo_id
+    (row_path,) = [path for path in hub.list_files(repo_id) if path.startswith("rows/")]
+    on_main = read_row(hub.file_bytes(repo_id, row_path) or b"")
+    mine = world.bundles("mallory", [world.spec(model="mallory")], submitter="Mallory")
+    assert propose(world, OTHER_READ_TOKEN, mine) == 1
+    # Mallory then pushes to her PR the rows of Ada's bundle on main, only dated later: the
+    # leaderboard ranks by publication date. Ada's archive is left as it is.
+    forged = on_main.model_copy(update={"published_at": "2099-12-31T00:00:00Z"})
+    rewritten = row_files(forged)
+    HfApi(token=OTHER_READ_TOKEN).create_commit(
+        repo_id,
+        [CommitOperationAdd(path, data) for path, data in rewritten.items()],
+        commit_message="tweak",
+        repo_type="dataset",
+        revision="refs/pr/1",
+    )
+    main_before = hub.commits(repo_id)[0].oid
+    code, report, stderr = review(world, "--merge", token=WRITE_TOKEN)
+    assert code == 1, stderr
+    (pr,) = report["pull_requests"]
+    layout = checks(pr)["layout"]
+    assert layout["status"] == "failed"
+    named = ", ".join(sorted(rewritten))
+    assert f"bundle(s) whose archive it does not change: {named}" in layout["detail"]
+    # Only Mallory's own bundle is reviewed, and it is clean: the PR is refused for Ada's rows.
+    assert [b["bundle_id"].split("_")[0] for b in pr["bundles"]] == ["mallory"]
+    assert pr["bundles"][0]["clean"] is True
+    assert pr["merge"] == "refused"
+    assert hub.commits(repo_id)[0].oid == main_before
+    assert read_row(hub.file_bytes(repo_id, row_path) or b"") == on_main
+
+
+@pytest.mark.parametrize(
+    ("published_at", "status", "words"),
+    [
+        ("2099-12-31T00:00:00Z", "failed", "2099-12-31T00:00:00Z is after the PR's head commit"),
+        ("2001-01-01T00:00:00Z", "warned", "2001-01-01T00:00:00Z is before the PR's base commit"),
+    ],
+    ids=["future", "backdated"],
+)
+def test_implausible_publication_date_is_flagged_and_never_merged(
+    world: World, published_at: str, status: str, words: str
+) -> None:
+    bundles = world.bundles("dated", [world.spec(model="time-traveller")])
+    propose(world, READ_TOKEN, bundles, published_at=published_at)
+    main_before = world.hub.commits(world.repo_id)[0].oid
+    code, report, stderr = review(world, "--merge", token=WRITE_TOKEN)
+    assert code == 1, stderr
+    (pr,) = report["pull_requests"]
+    (bundle,) = pr["bundles"]
+    found = checks(bundle)["published-at"]
+    assert found["status"] == status and words in found["detail"], found
+    assert checks(bundle)["row"]["status"] == "passed"  # the row says what the bundle says
+    assert pr["merge"] == "refused"
+    assert world.hub.commits(world.repo_id)[0].oid == main_before
+    markdown = run_cli("review", "--repo", world.repo_id, env={"HF_TOKEN": ""}).stdout
+    assert "| published\\-at |" in markdown  # shown among the bundle's checks
 
 
 def test_pr_that_moves_during_review_is_not_merged(world: World) -> None:

@@ -13,6 +13,8 @@ own verdict, so a reviewer sees at once that nothing measured changed.
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -27,25 +29,43 @@ from bundler.manifest import (
     prediction_index,
     prediction_path,
 )
-from bundler.metrics import MetricValue, flatten_metrics
+from bundler.metrics import MetricPath, MetricValue, flatten_metrics, metric_leaves, metric_name
 from bundler.model import Model
 from bundler.progress import ProgressSink
 from bundler.validation import parse_prediction
-from bundler.verify import BundleReading, manifest_digests, read_bundle, verified_members
+from bundler.verify import (
+    BundleReading,
+    bundle_file,
+    manifest_digests,
+    read_bundle,
+    verified_members,
+)
 
 FIRST_INDICES = 20
 """How many indices of added, removed and changed predictions a diff lists."""
 MAX_SAMPLE_CHARS = 4000
 """A prediction's answer is shown up to this many characters; answers can be whole essays."""
 RUN_DATE_FIELD = "run_date"
+CAPABILITIES_FIELD = "capabilities"
+RUN_META_FIELD = "run_meta"
+"""Names the run_meta.json fields that no claim carries, e.g. `run_meta.temperature`."""
 CLAIM_FIELDS = set(BundleClaim.model_fields)
 """Only the claim's own fields: a sidecar's archive digest differs whenever anything does."""
 CLAIM_FIELDS_EXCLUDED: dict[str, Any] = {"statics": {"target"}}
 """`statics.target` is the top-level `target` again; one line per fact is enough."""
+_ABSENT = object()
+"""A key missing on one side, which differs from a key holding null."""
+_PLAIN_KEY = re.compile(r'[^."]+')
+"""A metric key that reads the same in a flattened name and quoted (see `_metric_names`)."""
+
+FieldPath = tuple[str, ...]
 
 
 class FieldDifference(Model):
-    """One field that differs; `None` on a side where the field is absent."""
+    """One field that differs; `None` on a side where the field is absent. A value JSON cannot
+    hold (NaN, Infinity: Python's json reads them, and collect keeps run_meta.json byte for
+    byte) is null in the JSON output: pydantic's JSON mode writes an untyped NaN as null, as
+    it does for `inspect --json`'s capabilities."""
 
     field: str
     a: Any = None
@@ -56,13 +76,17 @@ MetricChange = Literal["changed", "added", "removed"]
 
 
 class MetricDifference(Model):
-    """One flattened metric that differs. `delta` is b - a when both values are numbers."""
+    """One metric that differs, named as flattened (`metric_name`) unless two metrics share
+    that name (see `_metric_names`)."""
 
     name: str
     change: MetricChange
     a: Any = None
     b: Any = None
     delta: float | None = None
+    """b - a when both values are numbers and the difference is finite; null otherwise. Two
+    numbers near the float64 limits (-1.7e308 and 1.7e308) differ by more than a float64
+    holds, and the infinity that gives is no JSON."""
 
 
 class PredictionChanges(Model):
@@ -103,7 +127,8 @@ class BundleDiff(Model):
     b: DiffSide
     claims: list[FieldDifference]
     """Differing claim fields (dotted paths into the manifest's claim), then differing
-    capabilities as `capabilities.<name>`."""
+    capabilities as `capabilities.<name>`, then every other field of run_meta.json that
+    differs and that no claim difference shows, as `run_meta.<path>`."""
     files: list[FieldDifference]
     """run_meta.json and metrics.json whose sha256 differ."""
     metrics: list[MetricDifference]
@@ -111,7 +136,8 @@ class BundleDiff(Model):
     samples: list[PredictionSample] = Field(default_factory=list)
     identical: bool
     only_run_date: bool
-    """Everything but `run_date` (and so run_meta.json's bytes) is the same: a re-stamped run."""
+    """Nothing but `run_date` differs, in run_meta.json (compared whole), the claims, the
+    metrics and the predictions (run_meta.json's bytes may differ too): a re-stamped run."""
     verdict: str
 
     @property
@@ -136,8 +162,8 @@ def diff_verified(
     claim_a, claim_b = _claim(reading_a), _claim(reading_b)
     listed_a, listed_b = manifest_digests(a), manifest_digests(b)
     claims = claim_differences(claim_a, claim_b)
-    claims += _dict_differences(
-        "capabilities", reading_a.raw_capabilities or {}, reading_b.raw_capabilities or {}
+    claims += _run_meta_differences(
+        reading_a.raw_run_meta or {}, reading_b.raw_run_meta or {}, claims
     )
     files_a, files_b = _file_digests(listed_a), _file_digests(listed_b)
     files = [
@@ -145,9 +171,7 @@ def diff_verified(
         for path in (RUN_META_PATH, METRICS_PATH)
         if files_a.get(path) != files_b.get(path)
     ]
-    metrics = metric_differences(
-        flatten_metrics(reading_a.metrics or {}), flatten_metrics(reading_b.metrics or {})
-    )
+    metrics = metric_differences(reading_a.metrics or {}, reading_b.metrics or {})
     changes, changed = _prediction_changes(listed_a, listed_b)
     samples = _samples(a, b, changed[:predictions]) if predictions > 0 else []
     identical = not (claims or files or metrics or changes.any)
@@ -176,21 +200,45 @@ def claim_differences(a: BundleClaim, b: BundleClaim) -> list[FieldDifference]:
     """Every claim field whose value differs, as dotted paths (`statics.resolved_revision`,
     `submitter.name`, `predictions.usage.input_tokens`), in the claim's own field order.
     Lists (warnings) are compared whole."""
-    return _dict_differences(
-        "",
-        a.model_dump(mode="json", include=CLAIM_FIELDS, exclude=CLAIM_FIELDS_EXCLUDED),
-        b.model_dump(mode="json", include=CLAIM_FIELDS, exclude=CLAIM_FIELDS_EXCLUDED),
-    )
+    return [
+        FieldDifference(field=".".join(path), a=left, b=right)
+        for path, left, right in _value_differences(
+            a.model_dump(mode="json", include=CLAIM_FIELDS, exclude=CLAIM_FIELDS_EXCLUDED),
+            b.model_dump(mode="json", include=CLAIM_FIELDS, exclude=CLAIM_FIELDS_EXCLUDED),
+        )
+    ]
 
 
-def metric_differences(a: list[MetricValue], b: list[MetricValue]) -> list[MetricDifference]:
-    """Metrics that changed, were added (only in B) or removed (only in A), in A's order then
-    B's. Numbers compare by value (1 equals 1.0); anything else by its JSON."""
-    by_name_a = {metric.name: metric for metric in a}
-    by_name_b = {metric.name: metric for metric in b}
+def _run_meta_differences(
+    a: Mapping[str, Any], b: Mapping[str, Any], claims: list[FieldDifference]
+) -> list[FieldDifference]:
+    """Every field of the two run_meta.json objects that differs, less those a claim
+    difference already shows (the same field with the same values). The claim carries only
+    part of run_meta.json: the harness may add top-level keys, and the schema drops unknown
+    keys inside `statics`, yet a run that differs there is not the same run. Capabilities are
+    named `capabilities.<name>`; any other field `run_meta.<path>`."""
+    shown = {(claim.field, _json_text(claim.a), _json_text(claim.b)) for claim in claims}
+    differences = []
+    for path, left, right in _value_differences(a, b):
+        if (".".join(path), _json_text(left), _json_text(right)) in shown:
+            continue
+        named = path if path[0] == CAPABILITIES_FIELD else (RUN_META_FIELD, *path)
+        differences.append(FieldDifference(field=".".join(named), a=left, b=right))
+    return differences
+
+
+def metric_differences(a: dict[str, Any], b: dict[str, Any]) -> list[MetricDifference]:
+    """Metrics of two parsed metrics.json that changed, were added (only in B) or removed (only
+    in A), in A's order then B's. They are matched by key path, not by flattened name: two
+    paths can flatten to one name (`{"a.b": 1}` and `{"a": {"b": 1}}`), and matching by
+    name would hide a change. Numbers compare by value (1 equals 1.0); anything else by its
+    JSON."""
+    by_path_a, by_path_b = _metrics_by_path(a), _metrics_by_path(b)
+    paths = [*by_path_a, *(path for path in by_path_b if path not in by_path_a)]
+    names = _metric_names(paths)
     differences: list[MetricDifference] = []
-    for name in [*by_name_a, *(name for name in by_name_b if name not in by_name_a)]:
-        left, right = by_name_a.get(name), by_name_b.get(name)
+    for path in paths:
+        left, right, name = by_path_a.get(path), by_path_b.get(path), names[path]
         if left is None and right is not None:
             differences.append(
                 MetricDifference(name=name, change="added", b=json.loads(right.json_value))
@@ -200,19 +248,38 @@ def metric_differences(a: list[MetricValue], b: list[MetricValue]) -> list[Metri
                 MetricDifference(name=name, change="removed", a=json.loads(left.json_value))
             )
         elif left is not None and right is not None and not _same_metric(left, right):
-            both_numbers = left.number is not None and right.number is not None
             differences.append(
                 MetricDifference(
                     name=name,
                     change="changed",
                     a=json.loads(left.json_value),
                     b=json.loads(right.json_value),
-                    delta=right.number - left.number  # type: ignore[operator]
-                    if both_numbers
-                    else None,
+                    delta=_delta(left, right),
                 )
             )
     return differences
+
+
+def _metrics_by_path(metrics: dict[str, Any]) -> dict[MetricPath, MetricValue]:
+    # flatten_metrics makes one value per leaf of metric_leaves, in the same order.
+    paths = [path for path, _ in metric_leaves(metrics)]
+    return dict(zip(paths, flatten_metrics(metrics), strict=True))
+
+
+def _metric_names(paths: list[MetricPath]) -> dict[MetricPath, str]:
+    """Each path's flattened name, unless two of the paths share one: then every key that is
+    empty or holds a `.` or a `"` is written as a JSON string (`s."a.b"` beside `s.a.b`),
+    which gives each path a name of its own."""
+    names = {path: metric_name(path) for path in paths}
+    if len(set(names.values())) == len(names):
+        return names
+    return {
+        path: ".".join(
+            key if _PLAIN_KEY.fullmatch(key) else json.dumps(key, ensure_ascii=False)
+            for key in path
+        )
+        for path in paths
+    }
 
 
 def _same_metric(left: MetricValue, right: MetricValue) -> bool:
@@ -221,10 +288,15 @@ def _same_metric(left: MetricValue, right: MetricValue) -> bool:
     return left.json_value == right.json_value
 
 
+def _delta(left: MetricValue, right: MetricValue) -> float | None:
+    if left.number is None or right.number is None:
+        return None
+    delta = right.number - left.number
+    return delta if math.isfinite(delta) else None
+
+
 def _verified(path: Path, progress: ProgressSink | None) -> BundleReading:
-    if not path.is_file():
-        raise UsageError(f"{path}: no such bundle archive")
-    reading = read_bundle(path, progress)
+    reading = read_bundle(bundle_file(path), progress)
     verification = reading.verification()
     if not verification.ok:
         raise UsageError(
@@ -248,18 +320,34 @@ def _side(path: Path, reading: BundleReading, claim: BundleClaim) -> DiffSide:
     )
 
 
-def _dict_differences(
-    prefix: str, a: Mapping[str, Any], b: Mapping[str, Any]
-) -> list[FieldDifference]:
-    differences: list[FieldDifference] = []
-    for key in [*a, *(key for key in b if key not in a)]:
-        name = f"{prefix}.{key}" if prefix else str(key)
-        left, right = a.get(key), b.get(key)
+def _value_differences(
+    a: Mapping[str, Any], b: Mapping[str, Any]
+) -> list[tuple[FieldPath, Any, Any]]:
+    """The key path and the two values of every field where two JSON objects differ, in A's
+    key order then B's; an object on both sides is descended into, with an explicit stack (a
+    nesting as deep as the parser allows meets no recursion limit). A missing value is None.
+
+    Values compare as their JSON, as the capability fingerprint sees them: 1, 1.0 and true
+    differ (inside a list too), while NaN equals NaN, so a bundle never differs from itself."""
+    differences: list[tuple[FieldPath, Any, Any]] = []
+    pending: list[tuple[FieldPath, Any, Any]] = [((), a, b)]
+    while pending:
+        path, left, right = pending.pop()
         if isinstance(left, dict) and isinstance(right, dict):
-            differences += _dict_differences(name, left, right)
-        elif left != right or (key in a) != (key in b) or type(left) is not type(right):
-            differences.append(FieldDifference(field=name, a=left, b=right))
+            keys = [*left, *(key for key in right if key not in left)]
+            pending.extend(
+                ((*path, str(key)), left.get(key, _ABSENT), right.get(key, _ABSENT))
+                for key in reversed(keys)
+            )
+        elif left is _ABSENT or right is _ABSENT or _json_text(left) != _json_text(right):
+            differences.append(
+                (path, None if left is _ABSENT else left, None if right is _ABSENT else right)
+            )
     return differences
+
+
+def _json_text(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
 
 
 def _file_digests(listed: dict[str, str]) -> dict[str, str]:

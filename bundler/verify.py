@@ -139,8 +139,17 @@ class BundleReading:
     run_meta: StaticsRunMetadata | None = None
     metrics_text: str | None = None
     """The original metrics.json text, for the Hub's table row."""
-    raw_capabilities: dict[str, Any] | None = None
-    """As read, because the fingerprint must be computed from the exact values in the file."""
+    raw_run_meta: dict[str, Any] | None = None
+    """run_meta.json as read: it may hold fields the validated `run_meta` drops (unknown keys
+    inside `statics`), and a diff must see every field that differs."""
+
+    @property
+    def raw_capabilities(self) -> dict[str, Any] | None:
+        """As read, because the fingerprint must be computed from the exact values in the file."""
+        if self.raw_run_meta is None:
+            return None
+        capabilities: dict[str, Any] = self.raw_run_meta["capabilities"]
+        return capabilities
 
     @property
     def metrics(self) -> dict[str, Any] | None:
@@ -495,8 +504,9 @@ def _read_members(
     """Read run_meta.json, metrics.json and the predictions, in collect's order, each matched
     against the manifest and parsed."""
     data = _next_member(body, manifest, RUN_META_PATH, MAX_RUN_META_BYTES)
-    reading.run_meta, raw = _parsed(RUN_META_PATH, parse_run_meta, data, RUN_META_PATH)
-    reading.raw_capabilities = raw["capabilities"]
+    reading.run_meta, reading.raw_run_meta = _parsed(
+        RUN_META_PATH, parse_run_meta, data, RUN_META_PATH
+    )
     data = _next_member(body, manifest, METRICS_PATH, MAX_METRICS_BYTES)
     _parsed(METRICS_PATH, check_metrics, data, METRICS_PATH)
     reading.metrics_text = _parsed(METRICS_PATH, data.decode, "utf-8")

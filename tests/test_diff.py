@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 import json
+import math
+import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
-from factory import RunSpec
+from factory import RunSpec, write_tree
 from helpers import build, forge, one_line_error, only_bundle, read_members, run_cli
 
 from bundler.collect import CollectOptions
 from bundler.diff import (
     BundleDiff,
     FieldDifference,
+    MetricDifference,
     claim_differences,
     diff_bundles,
+    metric_differences,
     read_archive_members,
 )
 from bundler.errors import UsageError
@@ -29,6 +35,28 @@ def bundle(tmp: Path, spec: RunSpec, options: CollectOptions | None = None) -> P
     """Collect one run into its own folder below `tmp` and return the archive."""
     report, _ = build(tmp, [spec], options)
     return Path(only_bundle(report).archive)
+
+
+def bundle_with_run_meta(
+    tmp: Path, spec: RunSpec, change: Callable[[dict[str, Any]], None]
+) -> Path:
+    """Collect one run whose run_meta.json `change` edited first, for fields that the harness
+    may write but RunSpec does not (extra keys, unknown keys inside `statics`)."""
+    (run_dir,) = write_tree(tmp / "out", [spec], how_do_you=False)
+    run_meta = run_dir / "run_meta.json"
+    edited = json.loads(run_meta.read_text())
+    change(edited)
+    run_meta.write_text(json.dumps(edited))
+    return bundle(tmp, spec)
+
+
+def strict_json(text: str) -> Any:
+    """`text` parsed as standard JSON: NaN and Infinity, which Python writes, are refused."""
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"{constant} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
 
 
 @pytest.fixture
@@ -205,3 +233,107 @@ def test_control_characters_from_a_bundle_are_shown_escaped(original: Path, tmp_
     assert "Mallory\\x1b[2J\\x1b]0;owned\\x07" in result.stderr
     assert "m@x\\u202egro" in result.stderr
     assert "submitter.name" in result.stderr
+
+
+def test_run_meta_fields_no_claim_carries_are_shown(tmp_path: Path) -> None:
+    def settings(temperature: float, subset: str) -> Callable[[dict[str, Any]], None]:
+        def change(run_meta: dict[str, Any]) -> None:
+            run_meta["temperature"] = temperature
+            run_meta["statics"]["subset"] = subset
+
+        return change
+
+    rerun = RunSpec(rows=5, run_date=LATER)
+    easy = bundle_with_run_meta(tmp_path / "easy", RunSpec(rows=5), settings(0.0, "easy"))
+    hard = bundle_with_run_meta(tmp_path / "hard", rerun, settings(1.0, "hard"))
+    diff = diff_bundles(easy, hard)
+    assert not diff.only_run_date and diff.exit_code == 1
+    assert diff.claims == [
+        FieldDifference(field="run_date", a=RunSpec().run_date, b=LATER),
+        FieldDifference(field="run_meta.statics.subset", a="easy", b="hard"),
+        FieldDifference(field="run_meta.temperature", a=0.0, b=1.0),
+    ]
+    assert diff.verdict.startswith("different: 3 claim field(s)"), diff.verdict
+
+    result = run_cli("diff", easy, hard)
+    assert result.returncode == 1, result.stderr
+    assert "run_meta.temperature" in result.stderr and "run_meta.statics.subset" in result.stderr
+    assert "only run_date" not in result.stderr
+
+    # the same extra fields on both sides are no difference: a re-stamp stays a re-stamp
+    easy_again = bundle_with_run_meta(tmp_path / "again", rerun, settings(0.0, "easy"))
+    assert diff_bundles(easy, easy_again).only_run_date
+
+
+def test_json_output_holds_no_nan_or_infinity(tmp_path: Path) -> None:
+    low = bundle(
+        tmp_path / "a",
+        RunSpec(rows=5, metrics={"s": {"v": -1.7e308}}, extra_capabilities={"t": math.nan}),
+    )
+    high = bundle(
+        tmp_path / "b",
+        RunSpec(rows=5, metrics={"s": {"v": 1.7e308}}, extra_capabilities={"t": math.inf}),
+    )
+    diff = diff_bundles(low, high)
+    assert diff.metrics == [
+        MetricDifference(name="s.v", change="changed", a=-1.7e308, b=1.7e308, delta=None)
+    ]
+
+    result = run_cli("diff", low, high, "--json")
+    assert result.returncode == 1, result.stderr
+    report = strict_json(result.stdout)
+    assert report["metrics"][0]["delta"] is None
+    # shown as `inspect --json` shows such a capability: null
+    assert {"field": "capabilities.t", "a": None, "b": None} in report["claims"]
+    assert strict_json(run_cli("inspect", low, "--json").stdout)["capabilities"]["t"] is None
+
+    shown = run_cli("diff", low, high).stderr
+    assert "NaN" in shown and "Infinity" in shown  # a person still sees the values
+
+
+def test_a_bundle_with_a_nan_capability_is_identical_to_itself(tmp_path: Path) -> None:
+    nan = bundle(tmp_path, RunSpec(rows=5, extra_capabilities={"t": math.nan}))
+    diff = diff_bundles(nan, nan)
+    assert diff.identical and diff.claims == [] and diff.exit_code == 0
+    assert run_cli("diff", nan, nan).returncode == 0
+
+
+def test_values_compare_as_their_json(original: Path) -> None:
+    """As the capability fingerprint sees them: 1, 1.0 and true differ, inside a list too."""
+    reading = read_bundle(original)
+    assert reading.claim is not None
+    claim = reading.claim
+
+    def with_provenance(value: object) -> Any:
+        return claim.model_copy(update={"provenance": {**claim.provenance, "x": value}})
+
+    for a, b in ((1, 1.0), (1, True), (None, 0), ([1], [1.0]), ([0], [False])):
+        assert claim_differences(with_provenance(a), with_provenance(b)) == [
+            FieldDifference(field="provenance.x", a=a, b=b)
+        ]
+    assert claim_differences(with_provenance([1, "1"]), with_provenance([1, "1"])) == []
+
+
+def test_metrics_whose_names_collide_are_told_apart(tmp_path: Path) -> None:
+    first = bundle(tmp_path / "a", RunSpec(rows=5, metrics={"s": {"a.b": 1, "a": {"b": 2}}}))
+    second = bundle(tmp_path / "b", RunSpec(rows=5, metrics={"s": {"a.b": 5, "a": {"b": 2}}}))
+    assert diff_bundles(first, second).metrics == [
+        MetricDifference(name='s."a.b"', change="changed", a=1, b=5, delta=4)
+    ]
+    # names shared across the two sides only are told apart too
+    assert metric_differences({"s": {"a.b": 1}}, {"s": {"a": {"b": 1}}}) == [
+        MetricDifference(name='s."a.b"', change="removed", a=1),
+        MetricDifference(name="s.a.b", change="added", b=1),
+    ]
+    assert [m.name for m in metric_differences({}, {"": {}})] == ["", '""']
+
+
+def test_a_folder_or_a_fifo_is_no_bundle_archive(original: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "folder.tar.zst"
+    folder.mkdir()
+    fifo = tmp_path / "pipe.tar.zst"
+    os.mkfifo(fifo)
+    for path, problem in ((folder, "bundle but a folder"), (fifo, "bundle")):
+        result = run_cli("diff", original, path)
+        assert result.returncode == 2
+        assert one_line_error(result.stderr).endswith(f"{path}: not a .tar.zst {problem}")

@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import ConfigDict, Field, SecretStr
 
+from bundler import exitcodes
 from bundler.discover import RunDirectory, Skipped, discover
 from bundler.errors import (
     BundlerError,
+    BundlesLockedError,
     InputError,
     NoRunSelectedError,
     UsageError,
@@ -90,10 +92,21 @@ class CollectReport(Model):
     removed_temporaries: list[str] = Field(
         default_factory=list, description="leftover temporary files of a killed run, removed"
     )
+    error: str | None = Field(
+        default=None,
+        description="why the runs that were not refused were not bundled: another run held the "
+        "bundles folder (they are under `skipped`; run again later)",
+    )
+    hint: str | None = None
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.refused else 0
+        """1 when an input was refused, else 75 when the bundles folder was in use, else 0: a
+        refusal asks more of a person than a retry does (bundler.exitcodes)."""
+        return exitcodes.combine(
+            exitcodes.LOOK if self.refused else exitcodes.OK,
+            exitcodes.TEMPORARY if self.error is not None else exitcodes.OK,
+        )
 
 
 def parse_expectations(pairs: list[str]) -> dict[str, int]:
@@ -119,7 +132,9 @@ def collect(
     """Bundle every run under `output_root` into `bundles_dir`; see CollectReport for what was
     written, refused and skipped. Raises UsageError when the output root cannot be used, and
     BundlesLockedError when another run holds `bundles_dir` for longer than
-    `options.lock_wait` seconds."""
+    `options.lock_wait` seconds and no input was refused. When some were, the report says so
+    instead (`error`, and the runs not bundled under `skipped`): a retry would not make a
+    refusal go away, so it must not be hidden behind one."""
     options = options or CollectOptions()
     progress = progress or NoProgress()
     if bundles_dir.exists() and not bundles_dir.is_dir():
@@ -168,9 +183,17 @@ def collect(
     if not runs:
         return report  # nothing to write: no lock taken, nothing created
     compressors = Compressors.of(options.level, options.threads)
-    with bundles_lock(bundles_dir, operation="collect", wait=options.lock_wait):
-        for header in runs:
-            _bundle_one(header, bundles_dir, options, compressors, resolver, progress, report)
+    try:
+        with bundles_lock(bundles_dir, operation="collect", wait=options.lock_wait):
+            for header in runs:
+                _bundle_one(header, bundles_dir, options, compressors, resolver, progress, report)
+    except BundlesLockedError as error:  # from the lock: _bundle_one reports its own errors
+        if not report.refused:
+            raise  # the lock is the whole story: its one line and exit 75, as for upload
+        report.error, report.hint = error.message, error.hint
+        report.skipped.extend(
+            Skipped(path=str(header.run.path), reason=f"not bundled: {error}") for header in runs
+        )
     return report
 
 

@@ -20,7 +20,9 @@ PREDICTIONS_SUFFIX = "_predictions"
 HOW_DO_YOU_DIR = "how_do_you"
 RUN_META_NAME = "run_meta.json"
 METRICS_NAME = "metrics.json"
-PREDICTION_FILE = re.compile(r"^prediction_(.*)\.json$")
+PREDICTION_FILE = re.compile(r"prediction_(.*)\.json")
+"""Always `fullmatch`ed: `$` would also match before a trailing newline, and a file named
+"prediction_2.json\n" would pass for row 2."""
 RUN_INFO_FILES = (RUN_META_NAME, METRICS_NAME)
 """The files of a run other than its predictions."""
 
@@ -37,6 +39,10 @@ class RunDirectory(Model):
     predictions: int = 0
     """How many prediction files the directory lists: the total a progress bar counts to,
     known before the run is read."""
+    left_out_folders: tuple[str, ...] = ()
+    """Its subfolders, by name, that are no run directory and lead to none: nothing below them
+    is bundled, so the run lists them among what it left out. The others are runs of their
+    own (a model name may contain "/")."""
 
 
 class Skipped(Model):
@@ -55,7 +61,7 @@ class Discovery(Model):
 
 
 def is_run_file(name: str) -> bool:
-    return name in RUN_INFO_FILES or PREDICTION_FILE.match(name) is not None
+    return name in RUN_INFO_FILES or PREDICTION_FILE.fullmatch(name) is not None
 
 
 def _sorted_entries(directory: Path) -> list[os.DirEntry[str]]:
@@ -104,7 +110,9 @@ def _walk(
     refused: list[Skipped],
 ) -> None:
     """Every run directory below `top`, depth first in name order, with an explicit stack: a
-    tree thousands of folders deep is walked like any other, never overflowing the call stack."""
+    tree thousands of folders deep is walked like any other, never overflowing the call stack.
+    Which subfolders of a run lead to no run is known once the whole tree has been walked."""
+    found: list[tuple[Path, int, list[str]]] = []
     pending = [top]
     while pending:
         directory = pending.pop()
@@ -132,14 +140,30 @@ def _walk(
             elif entry.is_dir(follow_symlinks=False):
                 subdirectories.append(entry.path)
         if holds_run_file:
-            relative = directory.relative_to(output_root).as_posix()
-            runs.append(
-                RunDirectory(
-                    path=directory, relative=relative, task_dir_name=task, predictions=predictions
-                )
-            )
+            found.append((directory, predictions, subdirectories))
         refused.extend(
             Skipped(path=path, reason="symbolic link; links are never followed")
             for path in sorted(linked_directories)
         )
         pending.extend(Path(path) for path in sorted(subdirectories, reverse=True))
+    leading_to_runs: set[Path] = set()
+    for directory, _, _ in found:
+        while directory != top and directory not in leading_to_runs:
+            leading_to_runs.add(directory)
+            directory = directory.parent
+    for directory, predictions, subdirectories in found:
+        runs.append(
+            RunDirectory(
+                path=directory,
+                relative=directory.relative_to(output_root).as_posix(),
+                task_dir_name=task,
+                predictions=predictions,
+                left_out_folders=tuple(
+                    sorted(
+                        Path(path).name
+                        for path in subdirectories
+                        if Path(path) not in leading_to_runs
+                    )
+                ),
+            )
+        )

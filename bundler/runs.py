@@ -57,7 +57,7 @@ from bundler.validation import (
 )
 
 PROGRESS_BATCH = 256
-_DECIMAL = re.compile(r"^[0-9]+$")
+_DECIMAL = re.compile(r"[0-9]+")  # fullmatch, as PREDICTION_FILE
 
 
 class ArchivedFile(NamedTuple):
@@ -131,6 +131,9 @@ class ValidatedRun:
     row_count_note: str | None
     coverage: Coverage
     warnings: list[str]
+    """The claim's warnings, then what only collect can tell: prediction files stored under
+    another name (the bundle keeps no record of the names it was given, so verify could not
+    derive such a warning again, and the claim does not carry it)."""
 
     @property
     def evidence(self) -> RunEvidence:
@@ -154,10 +157,13 @@ def read_header(run: RunDirectory) -> RunHeader:
     """Parse run_meta.json and derive the bundle id; raise InputError when it cannot be."""
     path = run.path / RUN_META_NAME
     if not os.path.lexists(path):
+        # The public release of late 2026 writes run_meta.json last (statics-outputs.md), so
+        # a run of it that crashed or was interrupted looks like this too.
         raise InputError(
             path,
-            "missing: a run without run_meta.json cannot be attributed to a model and dataset",
-            hint="re-run the task with a harness that writes run_meta.json",
+            "missing, so the run cannot be attributed to a model and dataset: unfinished run, "
+            "or a harness that does not write run_meta.json",
+            hint="finish or resume the run",
         )
     data = read_bounded(path, MAX_RUN_META_BYTES)
     meta, raw = parse_run_meta(data, str(path))
@@ -215,7 +221,7 @@ def validate_run(
     keep(METRICS_PATH, metrics_data)
     metrics_file = ArchivedFile(METRICS_PATH, len(metrics_data), _sha256(metrics_data))
 
-    indices, odd_names, left_out = _list_predictions(directory)
+    indices, odd_names, left_out = _list_predictions(header.run)
     check_prediction_count(directory, len(indices))
     predictions = PredictionFiles()
     tally = PredictionTally()
@@ -246,6 +252,7 @@ def validate_run(
         left_out=left_out,
         row_count_note=row_count_note,
     )
+    warnings += _renamed(odd_names)
     return ValidatedRun(
         header, metrics_file, predictions, summary, left_out, row_count_note, coverage, warnings
     )
@@ -275,24 +282,40 @@ def judge_run(
     coverage = assess_coverage(summary, expected_rows)
     warnings = [] if row_count_note is None else [row_count_note]
     if left_out.count:
-        more = left_out.count - len(left_out.shown)
-        suffix = f" and {more} more" if more > 0 else ""
-        warnings.append(
-            f"left out {left_out.count} unknown file(s): {', '.join(left_out.shown)}{suffix}"
-        )
+        shown = _first_names(left_out.shown, left_out.count)
+        warnings.append(f"left out {left_out.count} unknown file(s): {shown}")
     task = evidence.meta.statics.task_name
     warnings += _judge_coverage(where, task, summary, coverage, indices, allow_partial)
     warnings += _claim_warnings(evidence.meta, summary)
     return coverage, warnings
 
 
-def _list_predictions(directory: Path) -> tuple[array[int], dict[int, str], LeftOut]:
+def _first_names(shown: Sequence[str], count: int) -> str:
+    """`a, b and 3 more`: the names shown of `count`, for a warning of one line."""
+    more = count - len(shown)
+    return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
+
+
+def _renamed(odd_names: dict[int, str]) -> list[str]:
+    """A warning naming the prediction files whose name is not the one the bundle gives them
+    (`prediction_01.json` is row 1, stored as `prediction_1.json`), so no name the user gave
+    changes without a word."""
+    if not odd_names:
+        return []
+    renamed = [f"{odd_names[index]} to {canonical_name(index)}" for index in sorted(odd_names)]
+    shown = _first_names(renamed[:MAX_LEFT_OUT_SHOWN], len(renamed))
+    return [f"renamed {len(renamed)} prediction file(s) in the bundle: {shown}"]
+
+
+def _list_predictions(run: RunDirectory) -> tuple[array[int], dict[int, str], LeftOut]:
     """Prediction indices in order, plus the names that are not `prediction_<index>.json`;
-    other regular files are left out with a warning (their names go into the manifest, so a
-    name that is not UTF-8 is shown with its bytes escaped)."""
+    other files, and the subfolders that hold no run (shown as `name/`), are left out with a
+    warning (their names go into the manifest, so a name that is not UTF-8 is shown with its
+    bytes escaped)."""
+    directory = run.path
     indices: array[int] = array("q")
     odd_names: dict[int, list[str]] = {}
-    extras: list[str] = []
+    extras = [f"{printable_name(name)}/" for name in run.left_out_folders]
     try:
         with os.scandir(directory) as entries:
             for entry in entries:
@@ -319,14 +342,15 @@ def _list_entry(
     odd_names: dict[int, list[str]],
     extras: list[str],
 ) -> None:
-    match = PREDICTION_FILE.match(entry.name)
+    match = PREDICTION_FILE.fullmatch(entry.name)
     if entry.is_symlink() and is_run_file(entry.name):
         raise InputError(entry.path, "symbolic link; links are never followed")
     if match is None:
+        # Folders are the run's left_out_folders: only discovery knows which lead to runs.
         if entry.name not in RUN_INFO_FILES and not entry.is_dir(follow_symlinks=False):
             extras.append(printable_name(entry.name))
         return
-    if not _DECIMAL.match(match.group(1)):
+    if not _DECIMAL.fullmatch(match.group(1)):
         raise InputError(entry.path, "file name is not prediction_<index>.json")
     index = int(match.group(1))
     if index > INT64_MAX:

@@ -142,11 +142,32 @@ class Provenance(_Strict):
         return self.gptnt_version != UNKNOWN_HARNESS_VERSION
 
 
+_INSTANT = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
+    r"(?:T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])?)?"
+)
+"""The ISO-8601 instant the harness writes (`fullmatch`ed), the offset optional only so that
+a date-time without one is named for what it lacks. Python 3.11's `datetime.fromisoformat`
+alone is far more lenient: any character between date and time, the basic format, offsets
+with seconds. `[0-9]`, not `\\d`, which also takes other scripts' digits."""
+
+
 def parse_instant(value: str) -> datetime:
-    """Parse an ISO-8601 instant; a date-time without an offset is not an instant."""
-    parsed = datetime.fromisoformat(value)
-    if parsed.tzinfo is None:
+    """Parse an ISO-8601 instant, `YYYY-MM-DDTHH:MM:SS`, an optional fraction of any length
+    (nanoseconds occur), then `Z` or `+HH:MM`/`-HH:MM`; a date-time without an offset is not
+    an instant."""
+    shape = _INSTANT.fullmatch(value)
+    if shape is None:
+        raise ValueError(
+            f"run_date {value!r} is not an ISO-8601 instant "
+            "(YYYY-MM-DDTHH:MM:SS, an optional .fraction, then Z or +HH:MM)"
+        )
+    if shape.group(1) is None:
         raise ValueError(f"run_date {value!r} has no UTC offset, so it is not an instant")
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError as error:
+        raise ValueError(f"run_date {value!r} is not a calendar date and time ({error})") from None
     if not 0 <= parsed.timestamp() < TAR_NUMBER_LIMIT:
         raise ValueError(f"run_date {value!r} is not between 1970 and 2242")
     return parsed

@@ -6,7 +6,7 @@ which a collect with nothing to bundle never uses (start-up, tests/benchmark_col
 
 from __future__ import annotations
 
-from pydantic import ConfigDict
+from pydantic import ConfigDict, ValidationInfo, field_validator
 
 from bundler.model import Model
 
@@ -19,3 +19,22 @@ class Submitter(Model):
     name: str | None = None
     contact: str | None = None
     affiliation: str | None = None
+
+    @field_validator("name", "contact", "affiliation")
+    @classmethod
+    def _is_unicode_text(cls, value: str | None, info: ValidationInfo) -> str | None:
+        # A command line or environment byte that is not UTF-8 arrives as a lone surrogate
+        # (os decodes with surrogateescape), which no claim, sidecar or report JSON can hold:
+        # refused here, where every command that takes a submitter builds one, naming where
+        # such a value comes from.
+        if value is None:
+            return None
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            field = info.field_name or ""
+            raise ValueError(
+                f"not UTF-8 text; give --submitter-{field} or "
+                f"BUNDLER_SUBMITTER_{field.upper()} in UTF-8"
+            ) from None
+        return value

@@ -9,7 +9,15 @@ from pathlib import Path
 
 import pytest
 from factory import DEFAULT_SHA, RunSpec, write_run, write_tree
-from helpers import all_files, only_bundle, partial_files, read_manifest, read_members
+from helpers import (
+    all_files,
+    one_line_error,
+    only_bundle,
+    partial_files,
+    read_manifest,
+    read_members,
+    run_cli,
+)
 
 from bundler.collect import CollectOptions, CollectReport, collect, parse_expectations
 from bundler.errors import NoRunSelectedError, UsageError
@@ -119,6 +127,26 @@ def test_submitter_is_recorded(tmp_path: Path) -> None:
     assert read_manifest(Path(bundle.archive))["submitter"] == submitter.model_dump()
     sidecar = json.loads(Path(bundle.sidecar).read_text())
     assert sidecar["submitter"] == submitter.model_dump()
+
+
+@pytest.mark.parametrize("given_by", ["option", "environment"])
+def test_a_submitter_that_is_not_utf8_is_a_usage_error(tmp_path: Path, given_by: str) -> None:
+    """A byte that is not UTF-8 (os keeps it as a lone surrogate) could never be written into
+    the claim's JSON: one usage line naming where it came from, not an internal error."""
+    write_tree(tmp_path / "out", [GOOD])
+    name = "Ada \udcff"  # the byte 0xff, as os decodes the command line and the environment
+    given = ["--submitter-name", name] if given_by == "option" else []
+    environment = {"BUNDLER_SUBMITTER_NAME": name} if given_by == "environment" else {}
+    for json_flag in ([], ["--json"]):
+        result = run_cli(
+            "collect", tmp_path / "out", "-o", tmp_path / "b", *given, *json_flag, env=environment
+        )
+        assert result.returncode == 2, result.stderr
+        line = one_line_error(result.stderr)
+        assert "--submitter-name" in line and "BUNDLER_SUBMITTER_NAME" in line, line
+        assert "internal error" not in line
+    assert json.loads(result.stdout)["exit_code"] == 2
+    assert not (tmp_path / "b").exists()
 
 
 def test_two_runs_for_one_bundle_id_are_both_refused(tmp_path: Path) -> None:
@@ -320,7 +348,10 @@ def _gap(run_dir: Path) -> Path:
 
 
 BAD_INPUTS = {
-    "missing run_meta": (_remove("run_meta.json"), "missing: a run without run_meta.json"),
+    "missing run_meta": (
+        _remove("run_meta.json"),
+        "unfinished run, or a harness that does not write run_meta.json (finish or resume",
+    ),
     "run_meta bad JSON": (_rewrite("run_meta.json", b'{"model_name": '), "not valid JSON"),
     "run_meta missing field": (_meta_change("provenance", None), "provenance"),
     "run_meta wrong type": (_meta_change("model_name", 42), "model_name: Input should be"),
@@ -428,6 +459,42 @@ def test_unknown_extra_files_are_left_out_with_a_warning(tmp_path: Path) -> None
     manifest = read_manifest(Path(bundle.archive))
     assert "debug.log" not in [entry["path"] for entry in manifest["files"]]
     assert "left out 1 unknown file(s): debug.log" in manifest["warnings"]
+
+
+def test_a_folder_in_a_run_is_left_out_with_a_warning_and_verify_agrees(tmp_path: Path) -> None:
+    root = tmp_path / "out"
+    run_dir = write_run(root, GOOD)
+    write_run(root, RunSpec(model="gpt-5.2/mini", rows=4))  # a run below the run: bundled
+    (run_dir / "logs").mkdir()
+    (run_dir / "logs" / "trace.txt").write_text("important")
+    report = run_collect(root, tmp_path / "b", expected_rows={"expert-vqa": 4})
+    assert report.refused == [] and len(report.bundles) == 2
+    (outer,) = [bundle for bundle in report.bundles if bundle.run_directory == str(run_dir)]
+    assert "left out 1 unknown file(s): logs/" in outer.warnings
+    manifest = read_manifest(Path(outer.archive))
+    assert manifest["inputs"]["left_out"] == {"count": 1, "shown": ["logs/"]}
+    assert "left out 1 unknown file(s): logs/" in manifest["warnings"]
+    (inner,) = [bundle for bundle in report.bundles if bundle is not outer]
+    assert read_manifest(Path(inner.archive))["inputs"]["left_out"] == {"count": 0, "shown": []}
+    assert verify([tmp_path / "b"]).exit_code == 0
+
+
+def test_a_zero_padded_prediction_name_is_stored_canonically_and_said(tmp_path: Path) -> None:
+    """prediction_01.json is row 1 and goes into the bundle as predictions/prediction_1.json;
+    the user is told, since the bundle cannot record a name it does not keep."""
+    root = tmp_path / "out"
+    run_dir = write_run(root, GOOD)
+    (run_dir / "prediction_1.json").rename(run_dir / "prediction_01.json")
+    (run_dir / "prediction_3.json").rename(run_dir / "prediction_0003.json")
+    bundle = only_bundle(run_collect(root, tmp_path / "b", expected_rows={"expert-vqa": 4}))
+    assert bundle.coverage == "complete"
+    assert (
+        "renamed 2 prediction file(s) in the bundle: "
+        "prediction_01.json to prediction_1.json, prediction_0003.json to prediction_3.json"
+    ) in bundle.warnings
+    members = [member.name for member in read_members(Path(bundle.archive))]
+    assert members[3:] == [f"predictions/prediction_{index}.json" for index in range(4)]
+    assert verify([tmp_path / "b"]).exit_code == 0
 
 
 def test_rerun_is_unchanged_and_a_changed_run_is_replaced(tmp_path: Path) -> None:

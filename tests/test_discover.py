@@ -68,6 +68,42 @@ def test_directories_without_run_files_are_not_runs(tmp_path: Path) -> None:
     assert found.runs == [] and found.refused == []
 
 
+def test_a_run_names_its_subfolders_that_hold_no_run(tmp_path: Path) -> None:
+    """Model names hold "/", so a run directory may hold other runs below it: those folders
+    are walked as runs, and only the others are for the run to list as left out."""
+    write_tree(
+        tmp_path,
+        [
+            RunSpec(model="Qwen", rows=1),
+            RunSpec(model="Qwen/Qwen3.5-27B", rows=1),
+            RunSpec(model="Qwen/org/deep-model", rows=1),
+        ],
+    )
+    outer = tmp_path / "expert-vqa_predictions" / "Qwen"
+    (outer / "logs").mkdir()
+    (outer / "logs" / "trace.txt").write_text("important")
+    (outer / "empty" / "deeper").mkdir(parents=True)
+    (outer / "odd").mkdir()
+    (outer / "odd" / "prediction_0.json\n").write_text("{}")
+    (outer / "linked").symlink_to(outer / "logs", target_is_directory=True)
+    found = discover(tmp_path)
+    folders = {run.relative: run.left_out_folders for run in found.runs}
+    assert folders == {
+        "expert-vqa_predictions/Qwen": ("empty", "logs", "odd"),
+        "expert-vqa_predictions/Qwen/Qwen3.5-27B": (),
+        "expert-vqa_predictions/Qwen/org/deep-model": (),
+    }
+    assert [Path(item.path).name for item in found.refused] == ["linked"]
+
+
+def test_a_name_that_only_ends_like_a_run_file_makes_no_run(tmp_path: Path) -> None:
+    # "prediction_0.json\n" is not a prediction file (`$` would match before the newline).
+    folder = tmp_path / "expert-vqa_predictions" / "not-a-run"
+    folder.mkdir(parents=True)
+    (folder / "prediction_0.json\n").write_text("{}")
+    assert discover(tmp_path).runs == []
+
+
 def test_links_are_never_followed(tmp_path: Path) -> None:
     elsewhere = tmp_path / "elsewhere"
     real = write_run(elsewhere, RunSpec(model="secret", rows=1))

@@ -106,6 +106,32 @@ def test_collect_upload_and_sync_exit_75_naming_the_holder(
     assert holder.process.poll() is None  # and the holder was left alone
 
 
+def test_a_held_lock_hides_no_refusal_and_a_refusal_wins_over_75(
+    tmp_path: Path, holder: Holder
+) -> None:
+    """A run refused before the lock was tried is reported, and exit 1 (a person must look)
+    wins over 75 (README: 2, then 1, then 75); the good run is named as not bundled, and why."""
+    root = tmp_path / "out"
+    good, unfinished = write_tree(root, [RunSpec(rows=3), RunSpec(model="claude-opus", rows=2)])
+    (unfinished / "run_meta.json").unlink()
+    bundles = tmp_path / "bundles"
+    result = run_cli("collect", root, "-o", bundles, "--json")
+    assert result.returncode == 1, result.stderr
+    payload = json.loads(result.stdout)
+    assert payload["exit_code"] == 1
+    assert [item["path"] for item in payload["refused"]] == [str(unfinished)]
+    assert f"pid {holder.pid}" in payload["error"] and "--wait" in payload["hint"]
+    reasons = {item["path"]: item["reason"] for item in payload["skipped"]}
+    assert reasons[str(good)].startswith(f"not bundled: {bundles}: in use by pid {holder.pid}")
+    assert "Traceback" not in result.stderr
+    assert f"refused {unfinished / 'run_meta.json'}: missing" in result.stderr
+    assert f"skipped {good}: not bundled: {bundles}: in use by pid {holder.pid}" in " ".join(
+        result.stderr.split()
+    )
+    assert all_files(bundles) == []
+    assert holder.process.poll() is None
+
+
 def test_wait_waits_for_the_holder_then_proceeds(
     tree: Path, tmp_path: Path, holder: Holder
 ) -> None:

@@ -150,8 +150,32 @@ def test_unknown_files_are_left_out_and_listed(tmp_path: Path) -> None:
         (run_dir / name).write_text("x")
     (run_dir / "scratch").mkdir()
     run = validate_run(header_of(tmp_path), expected_rows=2, allow_partial=False)
-    assert "left out 3 unknown file(s): .DS_Store, notes.md, predictions.csv" in run.warnings
+    assert (
+        "left out 4 unknown file(s): .DS_Store, notes.md, predictions.csv, scratch/" in run.warnings
+    )
     assert all("notes" not in file.archive_path for file in run.files())
+
+
+def test_a_folder_in_a_run_directory_is_left_out_and_listed(tmp_path: Path) -> None:
+    """Nothing below a subfolder that holds no run is bundled, so the folder is named among
+    what was left out, never dropped without a word."""
+    run_dir = write_run(tmp_path, RunSpec(rows=2))
+    (run_dir / "logs").mkdir()
+    (run_dir / "logs" / "trace.txt").write_text("important")
+    (run_dir / "notes.txt").write_text("x")
+    run = validate_run(header_of(tmp_path), expected_rows=2, allow_partial=False)
+    assert (run.left_out.count, run.left_out.shown) == (2, ["logs/", "notes.txt"])
+    assert "left out 2 unknown file(s): logs/, notes.txt" in run.warnings
+
+
+def test_a_prediction_name_with_a_trailing_newline_is_an_unknown_file(tmp_path: Path) -> None:
+    # `$` matches before a trailing newline: "prediction_1.json\n" must not pass for row 1.
+    run_dir = write_run(tmp_path, RunSpec(rows=2))
+    (run_dir / "prediction_1.json").rename(run_dir / "prediction_1.json\n")
+    run = validate_run(header_of(tmp_path), expected_rows=None, allow_partial=False)
+    assert [file.archive_path for file in run.predictions] == ["predictions/prediction_0.json"]
+    assert (run.left_out.count, run.left_out.shown) == (1, ["prediction_1.json\n"])
+    assert "left out 1 unknown file(s): prediction_1.json\n" in run.warnings
 
 
 def test_many_unknown_files_are_summarised(tmp_path: Path) -> None:
@@ -179,8 +203,13 @@ def test_missing_run_meta(tmp_path: Path) -> None:
     run_dir = write_run(tmp_path, RunSpec(rows=1))
     (run_dir / "run_meta.json").unlink()
     (run,) = discover(tmp_path).runs
-    with pytest.raises(InputError, match=r"run_meta\.json: missing: a run without run_meta"):
+    with pytest.raises(InputError) as caught:
         read_header(run)
+    assert caught.value.path == str(run_dir / "run_meta.json")
+    # The wording statics-outputs.md asks for: a run of the public release that crashed or was
+    # interrupted has predictions but no run_meta.json yet, so a newer harness is not the fix.
+    assert "unfinished run, or a harness that does not write run_meta.json" in str(caught.value)
+    assert caught.value.hint == "finish or resume the run"
 
 
 def test_player_name_without_letters_is_refused(tmp_path: Path) -> None:

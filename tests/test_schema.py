@@ -83,6 +83,61 @@ def test_run_meta_is_strict(changes: dict[str, Any], problem: str) -> None:
 
 
 @pytest.mark.parametrize(
+    "run_date",
+    [
+        "2026-06-15X10:42:22Z",
+        "2026-06-15\u00e910:42:22Z",
+        "2026-06-15T10:42:22+05:30:15.5",
+        "2026-06-15 10:42:22Z",
+        "2026-06-15t10:42:22z",
+        "2026-06-15T10:42:22,5Z",
+        "2026-06-15T10:42:22.Z",
+        "2026-06-15T10:42Z",
+        "20260615T104222Z",
+        "2026-06-15T10:42:22+0530",
+        "2026-06-15T10:42:22+05",
+        "2026-06-15T10:42:22+24:00",
+        "2026-06-15T10:42:22.\u0665Z",
+    ],
+)
+def test_run_date_must_be_an_iso_8601_instant(run_date: str) -> None:
+    # datetime.fromisoformat takes any separator, basic format, offsets with seconds; the
+    # format is YYYY-MM-DDTHH:MM:SS, an optional fraction of any length, then Z or +-HH:MM.
+    with pytest.raises(InputError) as caught:
+        parse_run_meta(json.dumps(meta(run_date=run_date)).encode(), "out/run_meta.json")
+    message = str(caught.value)
+    assert message.startswith(f"out/run_meta.json: run_date: run_date {run_date!r} is not ")
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("run_date", "timestamp"),
+    [
+        ("2026-06-15T10:42:22.045588909Z", 1781520142),
+        ("2026-06-15T10:42:22Z", 1781520142),
+        ("2026-06-15T10:42:22.5Z", 1781520142),
+        ("2026-06-15T10:42:22.045588909123Z", 1781520142),
+        ("2026-06-15T12:42:22.250+02:00", 1781520142),
+        ("2026-06-15T05:12:22-05:30", 1781520142),
+        ("2026-06-15T10:42:22-00:00", 1781520142),
+    ],
+)
+def test_run_date_instants_are_accepted_and_kept_as_written(run_date: str, timestamp: int) -> None:
+    parsed = StaticsRunMetadata.model_validate(meta(run_date=run_date))
+    assert (parsed.run_date, parsed.run_timestamp) == (run_date, timestamp)
+
+
+@pytest.mark.parametrize(
+    ("run_date", "problem"),
+    [("2026-13-15T10:42:22Z", "month must be in 1..12"), ("2026-02-30T00:00:00Z", "day is")],
+)
+def test_run_date_that_is_no_calendar_date_is_refused(run_date: str, problem: str) -> None:
+    with pytest.raises(InputError) as caught:
+        parse_run_meta(json.dumps(meta(run_date=run_date)).encode(), "out/run_meta.json")
+    assert f"run_date {run_date!r}" in str(caught.value) and problem in str(caught.value)
+
+
+@pytest.mark.parametrize(
     ("data", "problem"),
     [
         (b"{not json", "not valid JSON"),

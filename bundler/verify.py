@@ -523,18 +523,24 @@ def _read_members(
                 "in increasing index order",
             )
         manifest.check(name, data)
-        tally.add(_parsed(name, parse_prediction, data, index, name))
+        # The tally refuses a usage total past int64, as collect does: a failed check.
+        _parsed(name, tally.add, _parsed(name, parse_prediction, data, index, name), name)
         indices.append(index)
         next_index = index + 1
         if len(indices) % PROGRESS_BATCH == 0:
             progress.advance(PROGRESS_BATCH)
-            try:
-                check_prediction_count(name, len(indices))
-            except InputError as error:
-                raise _Failed("members", error.problem) from None
+            _check_count(name, len(indices))  # as it grows, so a huge bundle stops early
     progress.advance(len(indices) % PROGRESS_BATCH)
+    _check_count(METRICS_PATH if not indices else prediction_path(indices[-1]), len(indices))
     manifest.finish()
     return _Files(len(indices) + 2, tally, indices)
+
+
+def _check_count(where: str, count: int) -> None:
+    try:
+        check_prediction_count(where, count)
+    except InputError as error:
+        raise _Failed("members", error.problem) from None
 
 
 def _next_member(body: TarReader, manifest: _Manifest, expected: str, limit: int) -> bytes:

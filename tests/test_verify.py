@@ -50,9 +50,11 @@ from helpers import (
 )
 
 from bundler import archive as archive_module
+from bundler import runs as runs_module
 from bundler.collect import CollectOptions
 from bundler.errors import UsageError
 from bundler.limits import MAX_METRICS_BYTES, MAX_PREDICTION_BYTES, MAX_RUN_META_BYTES
+from bundler.runs import PROGRESS_BATCH
 from bundler.verify import MAX_MANIFEST_BYTES, first_difference, read_bundle, verify
 
 ROWS = 6
@@ -986,3 +988,52 @@ def test_a_frame_of_empty_blocks_is_refused_quickly(archive: Path) -> None:
     started = time.monotonic()
     assert "zstd frame 2 has 2 blocks for 0 bytes" in failure(archive, "zstd")
     assert time.monotonic() - started < 5
+
+
+def test_usage_totals_past_int64_fail_a_check_and_the_other_bundles_are_still_read(
+    tmp_path: Path,
+) -> None:
+    """Collect refuses such a run; a forged bundle with every digest right must fail its own
+    check, not end the whole command (verify, upload, download and review read bundles so)."""
+    report, _ = build(
+        tmp_path,
+        [RunSpec(rows=ROWS), RunSpec(task="maze", rows=ROWS)],
+        CollectOptions(expected_rows={"expert-vqa": ROWS, "maze": ROWS}),
+    )
+    forged, good = (Path(bundle.archive) for bundle in report.bundles)
+
+    def huge_usage(members: list[Member]) -> list[Member]:
+        for number, member in enumerate(members):
+            if member.info.name.startswith("predictions/"):
+                record = json.loads(member.data)
+                record["usage"] = {"input_tokens": 2**63 - 1}
+                members[number] = with_data(member, json.dumps(record).encode())
+        return members
+
+    forge_consistently(forged, huge_usage)
+    assert "adds up to more than 9223372036854775807" in failure(forged, "contents")
+    result = run_cli("verify", forged, good, "--json")
+    assert result.returncode == 1, result.stderr
+    verdicts = {
+        Path(bundle["archive"]): {check["status"] for check in bundle["checks"]}
+        for bundle in json.loads(result.stdout)["bundles"]
+    }
+    assert verdicts == {forged: {"passed", "failed"}, good: {"passed"}}
+
+
+def test_a_bundle_never_holds_more_predictions_than_collect_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The count is checked as it grows (every PROGRESS_BATCH members) and once more at the
+    end: a count just past the limit between two batches must not slip through. The limit is
+    lowered here, the bundle made at the real one, to keep the bundle small."""
+    rows = PROGRESS_BATCH + 3
+    report, _ = build(
+        tmp_path, [RunSpec(rows=rows)], CollectOptions(expected_rows={"expert-vqa": rows})
+    )
+    archive = Path(only_bundle(report).archive)
+    assert read_bundle(archive).verification().ok
+    monkeypatch.setattr(runs_module, "MAX_PREDICTIONS", rows - 1)
+    assert f"{rows} predictions, more than the {rows - 1} of a bundle" in failure(
+        archive, "members"
+    )

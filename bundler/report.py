@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from bundler.errors import TemporaryError
+from bundler.jsontext import valid_unicode
 from bundler.progress import NoProgress, ProgressSink
 
 if TYPE_CHECKING:
@@ -77,10 +78,10 @@ def emit_text(text: str) -> None:
 
 def emit_json(value: BaseModel | dict[str, Any]) -> None:
     """One JSON document on stdout, nothing else there, so it can be piped into jq. It is
-    ASCII: every other character is a JSON escape, so a file name that is not UTF-8 (a lone
-    surrogate) cannot break the output and no control character reaches a terminal raw."""
+    ASCII: every other character is a JSON escape, so no control character reaches a terminal
+    raw; and valid Unicode (`valid_unicode`), so that no strict parser refuses it."""
     data = value if isinstance(value, dict) else value.model_dump(mode="json")
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=True) + "\n")
+    sys.stdout.write(json.dumps(valid_unicode(data), indent=2, ensure_ascii=True) + "\n")
     sys.stdout.flush()
 
 

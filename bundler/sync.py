@@ -19,6 +19,7 @@ from bundler import exitcodes
 from bundler.collect import BundleStatus, CollectOptions, CollectReport, collect
 from bundler.errors import BundlerError, UsageError
 from bundler.fileio import write_atomically
+from bundler.jsontext import valid_unicode
 from bundler.lock import bundles_lock
 from bundler.model import Model
 from bundler.progress import ProgressSink
@@ -138,7 +139,7 @@ def sync(
 def write_report(report: SyncReport, path: Path) -> None:
     """The report as --json prints it, written atomically: a reader (a CI artifact step)
     sees the previous report or this one, never half of one."""
-    data = report.model_dump(mode="json")
+    data = valid_unicode(report.model_dump(mode="json"))
     write_atomically(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode())
 
 

@@ -348,7 +348,9 @@ def test_file_names_that_are_not_utf8_keep_the_json_valid(root: Path, tmp_path: 
     report = json.loads(result.stdout)
     warnings = next(b["warnings"] for b in report["bundles"] if "gpt-5-2" in b["bundle_id"])
     assert "left out 1 unknown file(s): notes-\\xff.txt" in warnings
-    assert str(root / os.fsdecode(b"stray-\xfe")) in [item["path"] for item in report["skipped"]]
+    # The byte is shown as \xfe, as the manifest shows left-out names: a lone surrogate
+    # escape is valid JSON syntax but not Unicode, which strict parsers refuse.
+    assert f"{root}/stray-\\xfe" in [item["path"] for item in report["skipped"]]
     assert run_cli("verify", tmp_path / "b").returncode == 0
 
 

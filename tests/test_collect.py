@@ -18,6 +18,7 @@ from helpers import (
     read_members,
     run_cli,
 )
+from pydantic_core import from_json
 
 from bundler.collect import CollectOptions, CollectReport, collect, parse_expectations
 from bundler.errors import NoRunSelectedError, UsageError
@@ -710,3 +711,14 @@ def test_a_bad_run_meta_sorting_first_stops_no_other_run(tmp_path: Path) -> None
     assert [bundle.bundle_id.split("_")[0] for bundle in report.bundles] == ["zz-good"]
     assert len(report.refused) == len(faults)
     assert all(item.error.startswith(f"{item.path}/run_meta.json: ") for item in report.refused)
+
+
+def test_json_output_is_valid_unicode_when_a_file_name_is_not_utf8(tmp_path: Path) -> None:
+    """A refusal names a file whose name has a byte that is not UTF-8; `json` would write it
+    as a lone surrogate escape, which strict parsers (pydantic's, serde_json) refuse."""
+    [run_dir] = write_tree(tmp_path / "out", [RunSpec(rows=3)])
+    os.rename(run_dir / "prediction_1.json", os.fsencode(run_dir) + b"/prediction_1\xff.json")
+    result = run_cli("collect", tmp_path / "out", "-o", tmp_path / "b", "--json")
+    assert result.returncode == 1, result.stderr
+    report = from_json(result.stdout.encode())  # strict: no lone surrogate
+    assert any("prediction_1\\xff.json" in refused["error"] for refused in report["refused"])

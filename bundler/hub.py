@@ -47,6 +47,7 @@ from bundler.errors import (
     HubError,
     HubRateLimitError,
     HubUnavailableError,
+    TemporaryError,
     UsageError,
 )
 
@@ -347,12 +348,22 @@ def commit_replanned(
     commit, or the connection dropped, nothing is retried blindly: `plan` runs again on the new
     head, so what landed meanwhile (our own commit after a lost response too) is seen and not
     committed twice. `plan` returns None when there is nothing (left) to commit, and so does
-    this function. `on_transient` runs after a transient failure, before re-planning. When the
+    this function. `on_transient` runs after a transient failure, before re-planning. A Hub
+    that cannot be read while re-planning costs an attempt, like a failed commit. When the
     attempts run out, HubUnavailableError (exit 75) names the last problem.
     """
     last_problem = "no attempt made"
     for attempt in range(attempts):
-        planned = plan()
+        try:
+            planned = plan()
+        except TemporaryError as error:
+            if attempt == 0:
+                raise  # nothing was tried yet: the Hub's state is as it was read before
+            # After a failed commit, whose outcome may be unknown (a lost response): the
+            # Hub must be read again before anything is said about it, so wait and re-plan.
+            last_problem = error.message
+            time.sleep(min(retry_wait * 2**attempt, RETRY_MAX_SECONDS))
+            continue
         if planned is None:
             return None
         try:

@@ -14,6 +14,7 @@ from helpers import BUNDLER, cli_env, run_cli
 from hubserver import LOST_RESPONSE, RACE, Fault, HubServer
 from test_upload import commit_posts, local_files, make_bundles, upload
 
+from bundler import hub as hub_module
 from bundler.upload import UploadOptions
 from bundler.upload import upload as upload_library
 
@@ -211,3 +212,24 @@ def test_a_hub_outage_while_planning_keeps_the_refused_bundles_in_the_report(
     assert report["error_temporary"] is True and report["hint"]
     assert "refused" in stderr and "503" in stderr and "hint:" in stderr
     assert remote_bundle_files(hub, repo_id) == {}
+
+
+def test_a_lost_response_then_an_unreadable_hub_costs_attempts_not_the_upload(
+    hub: HubServer, repo_id: str, three: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The commit lands but its answer is lost; reading the branch to re-plan then fails
+    for a while. That must cost commit attempts, not end the upload with every bundle said
+    to have failed while they are all on the Hub."""
+    monkeypatch.setattr(hub_module, "READ_BACKOFF_SECONDS", 0.01)
+    hub.create_repo(repo_id)
+    hub.inject("POST", rf"{repo_id}/commit/main$", LOST_RESPONSE, times=1)
+    revision = rf"/api/datasets/{repo_id}/revision/main$"
+    hub.inject("GET", revision, Fault.status(503), times=6, after=1)  # after the first plan
+    options = UploadOptions(
+        repo_id=repo_id, token=WRITE_TOKEN, commit_attempts=4, retry_wait_seconds=0.01
+    )
+    report = upload_library(three, options)
+    assert report.exit_code == 0, report
+    assert [b.outcome for b in report.bundles] == ["published"] * 3
+    assert commit_posts(hub, repo_id) == 1
+    assert remote_bundle_files(hub, repo_id) == local_files(three)

@@ -15,26 +15,21 @@ and a PR that moved is not merged.
 from __future__ import annotations
 
 import hashlib
-import html
-import json
 import re
 import shutil
 import tempfile
 from datetime import datetime, timedelta
 from functools import partial
-from importlib.resources import files
 from pathlib import Path
 from typing import Literal
 
-import jinja2
 from huggingface_hub import GitCommitInfo, HfApi, get_token
 from huggingface_hub.community import DiscussionComment, DiscussionWithDetails
 from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
-from markupsafe import Markup
 from pydantic import ConfigDict, Field, SecretStr, computed_field
 
 from bundler import exitcodes
-from bundler.card import CardRefresh, refresh_card
+from bundler.card import CardRefresh, refresh_card, template_text
 from bundler.checks import CheckResult, failed, passed, warned
 from bundler.diff import BundleDiff, diff_verified
 from bundler.download import FetchedBundle, fetch_verified
@@ -56,6 +51,7 @@ from bundler.hub import (
 )
 from bundler.layout import TEMP_PREFIX, BundleId, bundle_ids_in
 from bundler.manifest import BundleClaim
+from bundler.markdown import markdown_template
 from bundler.model import Model
 from bundler.progress import NoProgress, ProgressSink
 from bundler.rowcount import RowCountResolver
@@ -743,59 +739,13 @@ def _submitter_check(claim: BundleClaim) -> CheckResult:
 
 # ---------------------------------------------------------------------------- Markdown
 
-_MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_{}\[\]()#+\-.!|~])")
-
-
-def _one_line(value: object) -> str:
-    """One line without control characters (the report is also printed to terminals)."""
-    shown = "".join(ch if ch.isprintable() else " " for ch in str(value))
-    return " ".join(shown.split())
-
-
-def markdown_text(value: str) -> str:
-    """A stranger's text as inert Markdown: one line, punctuation escaped, no HTML, no
-    @-mentions."""
-    text = _MARKDOWN_PUNCTUATION.sub(r"\\\1", _one_line(value))
-    return html.escape(text, quote=False).replace("@", "&#64;")
-
-
-def markdown_code(value: object) -> Markup:
-    """A code span holding any text literally (and safe in a table cell)."""
-    text = _one_line(value).replace("|", "\\|")
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    fence = "`" * (longest + 1)
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return Markup(f"{fence}{pad}{text}{pad}{fence}")
-
-
-def markdown_value(value: object) -> Markup:
-    """A compared value as JSON in a code span (`null` for a field that is null)."""
-    return markdown_code(json.dumps(value, ensure_ascii=False, sort_keys=True))
-
-
-def _finalize(value: object) -> object:
-    """Every `{{ }}` of the template goes through here: text is escaped unless it was made
-    safe on purpose (`code`)."""
-    if isinstance(value, Markup):
-        return value
-    if isinstance(value, str):
-        return markdown_text(value)
-    return "" if value is None else value
-
 
 def render_markdown(report: ReviewReport, pr: PullRequestReview) -> str:
     """The PR's report; deterministic, so an unchanged PR gives the same bytes (and digest)."""
-    environment = jinja2.Environment(
-        autoescape=False,
-        finalize=_finalize,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        undefined=jinja2.StrictUndefined,
+    template = markdown_template(
+        template_text(REVIEW_TEMPLATE), trim_blocks=True, lstrip_blocks=True
     )
-    environment.filters["code"] = markdown_code
-    environment.filters["value"] = markdown_value
-    source = files("bundler.templates").joinpath(REVIEW_TEMPLATE).read_text(encoding="utf-8")
-    text: str = environment.from_string(source).render(
+    text: str = template.render(
         pr=pr,
         repo_id=report.repo_id,
         max_exception_rate=report.max_exception_rate,

@@ -20,8 +20,8 @@ from hubserver import Fault, HubServer
 from huggingface_hub import CommitOperationAdd, HfApi
 
 from bundler.collect import CollectOptions, collect
+from bundler.markdown import markdown_code, markdown_text
 from bundler.progress import NoProgress
-from bundler.review import markdown_code, markdown_text
 from bundler.rows import build_row, read_row, row_files, utc_timestamp
 from bundler.submitter import Submitter
 from bundler.upload import LocalBundle, gather_local

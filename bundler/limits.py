@@ -14,8 +14,9 @@ MAX_LEVEL = 19
 MAX_RUN_META_BYTES = 256 << 10
 MAX_METRICS_BYTES = 1 << 20
 MAX_PREDICTION_BYTES = 2 << 20
-"""Each file is parsed whole, and parsed JSON can take 30 times its size in memory: these keep
-collect and verify under 150 MB on any input (real files are far smaller)."""
+"""Each file is parsed whole, and parsed JSON can take up to about 85 times its size in memory
+(small nested arrays; pydantic holds its own parse beside the Python objects): these keep
+collect and verify under about 220 MB on any input (real files are far smaller)."""
 MAX_PREDICTIONS = 1_000_000
 MAX_CLAIM_BYTES = 256 << 10
 """The manifest less its file list."""

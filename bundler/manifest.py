@@ -75,7 +75,8 @@ class FileEntry(_Model):
 
 
 class LeftOut(_Model):
-    """Regular files in the run directory that belong to no run, left out of the bundle."""
+    """Regular files and folders (shown as `name/`) in the run directory that belong to no
+    run, left out of the bundle."""
 
     count: int = Field(ge=0)
     shown: list[str] = Field(description=f"the first {MAX_LEFT_OUT_SHOWN} names, sorted")

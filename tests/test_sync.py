@@ -4,6 +4,7 @@ codes every command shares, 75 for a Hub that stays unavailable included."""
 from __future__ import annotations
 
 import json
+import os
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -219,3 +220,19 @@ def test_exit_codes_combine_by_what_they_ask_of_a_person(
     codes: tuple[int, ...], combined: int
 ) -> None:
     assert exitcodes.combine(*codes) == combined
+
+
+def test_the_report_file_is_written_when_a_file_name_is_not_utf8(
+    hub: HubServer, repo_id: str, tmp_path: Path
+) -> None:
+    """A name the report quotes has a byte that is not UTF-8 (a lone surrogate in Python),
+    which UTF-8 cannot encode: the report file must still be written, showing it as \\xNN."""
+    root = tmp_path / "output"
+    broken = write_run(root, RunSpec(rows=2))
+    os.rename(broken / "prediction_1.json", os.fsencode(broken) + b"/prediction_1\xff.json")
+    report_file = tmp_path / "reports" / "sync.json"
+    code, report, stderr = sync(root, tmp_path / "bundles", repo_id, "--report", report_file)
+    assert code == 1, stderr
+    written = json.loads(report_file.read_text(encoding="utf-8"))
+    assert written["collect"]["refused"] == report["collect"]["refused"]
+    assert "prediction_1\\xff.json" in written["collect"]["refused"][0]["error"]

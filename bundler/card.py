@@ -28,8 +28,6 @@ from pydantic import Field
 
 from bundler.errors import HubAccessError, HubError, RowError, TemporaryError, UsageError
 from bundler.hub import (
-    COMMIT_ATTEMPTS,
-    COMMIT_RETRY_SECONDS,
     HubSession,
     PlannedCommit,
     RemoteFile,
@@ -46,6 +44,7 @@ from bundler.layout import (
     task_rows_glob,
 )
 from bundler.model import Model
+from bundler.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
 from bundler.rows import (
     MAPPED_DIGEST_HEX,
     MAPPED_STEM_LENGTH,

@@ -64,10 +64,6 @@ MAX_SMALL_FILE_BYTES = 16 << 20
 """A row or sidecar is a few KB; anything near this is not one and is not read further."""
 MAX_RETRY_AFTER_SECONDS = 120.0
 RETRY_MAX_SECONDS = 30.0
-COMMIT_ATTEMPTS = 8
-"""How often `commit_replanned` plans and tries a commit before giving up (upload, card)."""
-COMMIT_RETRY_SECONDS = 0.5
-"""The first wait after a failed commit; it doubles, up to RETRY_MAX_SECONDS."""
 
 T = TypeVar("T")
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from conftest import READ_TOKEN, WRITE_TOKEN
 from factory import RunSpec, write_tree
-from helpers import run_cli
+from helpers import cli_env, run_cli
 from hubserver import HubServer
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
 
@@ -18,7 +20,9 @@ from bundler.collect import CollectOptions, collect
 from bundler.errors import HubAccessError
 from bundler.hub import HubSession
 from bundler.layout import LOCK_NAME, BundleId
+from bundler.progress import NoProgress
 from bundler.rows import read_row
+from bundler.upload import gather_local
 
 SECOND_SHA = "ffeeddccbbaa99887766554433221100ffeeddcc"
 
@@ -351,3 +355,64 @@ def test_a_bundle_whose_sidecar_went_missing_is_repaired_beside_an_unreadable_ro
     assert [(b["action"], b["outcome"]) for b in report["bundles"]] == [("repair", "published")]
     assert hub.file_bytes(repo_id, key.repo_sidecar) == key.local_sidecar(folder).read_bytes()
     assert read_row(hub.file_bytes(repo_id, key.repo_row) or b"").bundle_id == str(key)
+
+
+VERIFY_AHEAD = """
+import json, os, sys
+from pathlib import Path
+from bundler.progress import NoProgress
+from bundler.upload import verifying_ahead
+forks = []
+fork = os.fork
+def counted_fork():
+    pid = fork()
+    if pid:
+        forks.append(pid)
+    return pid
+os.fork = counted_fork
+try:
+    with verifying_ahead(Path(sys.argv[1]), allow_partial=False, progress=NoProgress()) as verified:
+        local, set_aside = verified()
+    print(json.dumps({"forks": len(forks), "local": sorted(b.bundle_id for b in local),
+                      "set_aside": [p.model_dump(mode="json") for p in set_aside]}))
+except Exception as error:
+    print(json.dumps({"forks": len(forks), "error": str(error)}))
+"""
+
+
+def test_the_console_script_verifies_in_a_forked_child_with_the_same_result(
+    bundles: Path, tmp_path: Path
+) -> None:
+    """One thread, as the console script is: the bundles are verified in a child while the
+    parent loads the Hub client, and the result is what verifying in line gives (a corrupt
+    bundle refused alike). A child that fails (no bundles folder) leaves the same work to the
+    parent, which then says why."""
+    victim = sorted(bundles.rglob("*.tar.zst"))[0]
+    victim.write_bytes(victim.read_bytes()[:-10])
+    local, set_aside = gather_local(bundles, allow_partial=False, progress=NoProgress())
+    result = subprocess.run(
+        [sys.executable, "-c", VERIFY_AHEAD, str(bundles)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=cli_env(),
+    )
+    forked = json.loads(result.stdout)
+    assert forked == {
+        "forks": 1,
+        "local": sorted(bundle.bundle_id for bundle in local),
+        "set_aside": [plan.model_dump(mode="json") for plan in set_aside],
+    }
+    assert [plan.action for plan in set_aside] == ["refused"]
+    missing = tmp_path / "no-such-folder"
+    result = subprocess.run(
+        [sys.executable, "-c", VERIFY_AHEAD, str(missing)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=cli_env(),
+    )
+    assert json.loads(result.stdout) == {
+        "forks": 1,
+        "error": f"{missing}: no such bundle archive or directory",
+    }

@@ -380,6 +380,14 @@ except Exception as error:
 """
 
 
+def verified_ahead(folder: Path) -> dict[str, object]:
+    """VERIFY_AHEAD's report, run in a process of one thread, as the console script is."""
+    command = [sys.executable, "-c", VERIFY_AHEAD, str(folder)]
+    result = subprocess.run(command, capture_output=True, text=True, check=True, env=cli_env())
+    report: dict[str, object] = json.loads(result.stdout)
+    return report
+
+
 def test_the_console_script_verifies_in_a_forked_child_with_the_same_result(
     bundles: Path, tmp_path: Path
 ) -> None:
@@ -390,29 +398,14 @@ def test_the_console_script_verifies_in_a_forked_child_with_the_same_result(
     victim = sorted(bundles.rglob("*.tar.zst"))[0]
     victim.write_bytes(victim.read_bytes()[:-10])
     local, set_aside = gather_local(bundles, allow_partial=False, progress=NoProgress())
-    result = subprocess.run(
-        [sys.executable, "-c", VERIFY_AHEAD, str(bundles)],
-        capture_output=True,
-        text=True,
-        check=True,
-        env=cli_env(),
-    )
-    forked = json.loads(result.stdout)
-    assert forked == {
+    assert verified_ahead(bundles) == {
         "forks": 1,
         "local": sorted(bundle.bundle_id for bundle in local),
         "set_aside": [plan.model_dump(mode="json") for plan in set_aside],
     }
     assert [plan.action for plan in set_aside] == ["refused"]
     missing = tmp_path / "no-such-folder"
-    result = subprocess.run(
-        [sys.executable, "-c", VERIFY_AHEAD, str(missing)],
-        capture_output=True,
-        text=True,
-        check=True,
-        env=cli_env(),
-    )
-    assert json.loads(result.stdout) == {
+    assert verified_ahead(missing) == {
         "forks": 1,
         "error": f"{missing}: no such bundle archive or directory",
     }

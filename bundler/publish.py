@@ -513,7 +513,7 @@ class Publisher:
                 paths = [path for bundle in batch for path in bundle.key.repo_paths]
                 remote = self.session.paths_info([*paths, README], head)
             self._planned = None
-            todo = self._still_to_publish(batch, remote, plans)
+            todo = self._still_to_publish(batch, head, remote, plans)
             committing[:] = todo
             if not todo:
                 return None
@@ -575,11 +575,13 @@ class Publisher:
     def _still_to_publish(
         self,
         batch: list[LocalBundle],
+        head: str,
         remote: dict[str, RemoteFile],
         plans: dict[str, BundlePlan],
     ) -> list[LocalBundle]:
-        """Re-plan a batch on the current head: what landed meanwhile (ours after a lost
-        response, or another uploader's identical bundle) is done; a bundle someone else
+        """Re-plan a batch on the current `head`: what landed meanwhile (ours after a lost
+        response, or another uploader's identical bundle) is done, and its detail says where
+        it was found, since no commit of this run is known to hold it; a bundle someone else
         changed meanwhile is refused unless --replace."""
         todo: list[LocalBundle] = []
         for bundle in batch:
@@ -591,6 +593,10 @@ class Publisher:
                 plan.action != "repair" or companions_present(bundle, remote)
             ):
                 self._landed(bundle, plan)
+                plan.detail = (
+                    f"found on the Hub at {head[:12]} when the commit was planned again "
+                    "(a commit whose answer was lost, or an identical upload)"
+                )
             elif _identity(held) != self._expected[bundle.bundle_id] and not self.options.replace:
                 plan.action, plan.outcome = "conflict", "refused"
                 plan.detail = (

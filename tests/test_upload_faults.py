@@ -142,6 +142,13 @@ def test_lost_commit_response_is_not_committed_twice(
     code, report, stderr = upload(three, "--repo", repo_id)
     assert code == 0, stderr
     assert all(b["outcome"] == "published" for b in report["bundles"])
+    # No commit of this run is known to hold them: the report says where they were found.
+    head = hub.commits(repo_id)[0].oid
+    assert report["commits"] == []
+    assert {b["detail"] for b in report["bundles"]} == {
+        f"found on the Hub at {head[:12]} when the commit was planned again "
+        "(a commit whose answer was lost, or an identical upload)"
+    }
     assert commit_posts(hub, repo_id) == 1
     assert len(hub.commits(repo_id)) == 2  # initial + exactly one bundle commit
     assert remote_bundle_files(hub, repo_id) == local_files(three)

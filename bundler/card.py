@@ -95,14 +95,30 @@ _MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_\[\]|~!#])")
 
 def md_cell(text: str) -> str:
     """Text from a bundle (from a stranger) as inert Markdown table-cell content: line breaks
-    and control characters become spaces, HTML is escaped to entities, and the punctuation
-    that Markdown gives a meaning to (a `|` ends the cell) is backslash-escaped."""
+    and control characters become spaces, HTML is escaped to entities, the punctuation that
+    Markdown gives a meaning to (a `|` ends the cell) is backslash-escaped, and what a
+    GitHub-flavoured renderer would turn into a link by itself (`https://`, `www.`, an e-mail
+    address) is broken by an entity that shows the same character."""
     text = _CONTROL.sub(" ", text).strip()
     if len(text) > CELL_MAX_LENGTH:
         text = text[: CELL_MAX_LENGTH - 1] + "…"
     # Markdown first, then HTML: escaping the other way round would escape the `#` of the
     # entities themselves, and an apostrophe would show as `&#x27;`.
-    return html.escape(_MARKDOWN_PUNCTUATION.sub(r"\\\1", text), quote=True)
+    escaped = html.escape(_MARKDOWN_PUNCTUATION.sub(r"\\\1", text), quote=True)
+    return _AUTOLINK.sub(_broken_link, escaped)
+
+
+_AUTOLINK = re.compile(r"@|://|www\.", re.IGNORECASE)
+
+
+def _broken_link(found: re.Match[str]) -> str:
+    """`@` and the `:` of `://` as entities, and the dot of `www.`, keeping its case."""
+    text = found.group()
+    if text == "@":
+        return "&#64;"
+    if text == "://":
+        return "&#58;//"
+    return text[:3] + "&#46;"
 
 
 def _code(text: str) -> str:

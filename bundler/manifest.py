@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
-from bundler.limits import MAX_LEFT_OUT_SHOWN, MAX_LEVEL
+from bundler.limits import INT64_MAX, MAX_LEFT_OUT_SHOWN, MAX_LEVEL
 from bundler.model import Model
 from bundler.schema import StaticsIdentity
 from bundler.submitter import Submitter
@@ -64,7 +64,8 @@ class Coverage(_Model):
     row count, so a run limited with --limit-instances can never pass as complete."""
 
     status: CoverageStatus
-    expected_rows: int | None
+    expected_rows: int | None = Field(le=INT64_MAX)
+    """At most what the viewer's int64 column holds (--expect and --resolve-rows keep to it)."""
     rows_present: int
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from bundler.errors import BundlerError
 from bundler.hub import HubSession
+from bundler.limits import INT64_MAX
 from bundler.schema import StaticsIdentity
 
 
@@ -70,4 +71,6 @@ def split_rows(dataset_info: Any, split: str | None) -> int | None:
     if len(matches) != 1:
         return None
     count = matches[0].get("num_examples")
-    return count if isinstance(count, int) and not isinstance(count, bool) and count >= 0 else None
+    # A count beyond int64 would make the whole viewer table unloadable (its column is int64).
+    plausible = isinstance(count, int) and not isinstance(count, bool) and 0 <= count <= INT64_MAX
+    return count if plausible else None

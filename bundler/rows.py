@@ -24,10 +24,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from bundler.errors import RowError
+from bundler.errors import InputError, RowError
 from bundler.layout import BundleId, LayoutError
+from bundler.limits import INT64_MAX
 from bundler.manifest import Sidecar
 from bundler.metrics import (
     MetricPath,
@@ -38,6 +39,7 @@ from bundler.metrics import (
     metric_number,
 )
 from bundler.model import Model
+from bundler.validation import check_metrics
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,6 @@ class Dtype:
     name: str
 
 
-PUBLISHED_AT_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 PublishedAt = Annotated[str, Dtype("timestamp[s, tz=UTC]")]
 """When the bundle was published, written as `YYYY-MM-DDTHH:MM:SSZ`. The viewer's JSON reader
 takes such text for a timestamp whatever the card declares (and a timestamp declared as text
@@ -55,11 +56,15 @@ comes out as `YYYY-MM-DD HH:MM:SS`), so the column is declared a UTC timestamp: 
 and sorts as a date."""
 
 
+Count = Annotated[int, Field(ge=0, le=INT64_MAX)]
+"""A count as the viewer's int64 columns hold it."""
+
+
 class UsageCount(Model):
     model_config = ConfigDict(frozen=True)
 
     key: str
-    count: int
+    count: Count
 
 
 class BundleRow(Model):
@@ -82,11 +87,11 @@ class BundleRow(Model):
     run_date: str
     published_at: PublishedAt
     coverage: str
-    expected_rows: int | None
-    rows_present: int
-    predictions: int
-    errors: int
-    exceptions: int
+    expected_rows: Count | None
+    rows_present: Count
+    predictions: Count
+    errors: Count
+    exceptions: Count
     usage: list[UsageCount]
     submitter_name: str | None
     submitter_affiliation: str | None
@@ -94,7 +99,7 @@ class BundleRow(Model):
     harness_git_sha: str | None
     bundler_version: str
     archive_sha256: str
-    archive_size: int
+    archive_size: Count
     metrics: list[MetricValue]
     metrics_json: str
     warnings: list[str]
@@ -127,8 +132,10 @@ def published_instant(value: str) -> datetime:
 
 
 def utc_timestamp(moment: datetime | None = None) -> str:
-    """`YYYY-MM-DDTHH:MM:SSZ`, the form `published_at` is written in; now when no moment."""
-    return (moment or datetime.now(UTC)).astimezone(UTC).strftime(PUBLISHED_AT_FORMAT)
+    """`YYYY-MM-DDTHH:MM:SSZ`, the form `published_at` is written in; now when no moment.
+    isoformat, not strftime: `%Y` writes the year 999 as `999`, which no parser reads back."""
+    utc = (moment or datetime.now(UTC)).astimezone(UTC)
+    return utc.replace(microsecond=0, tzinfo=None).isoformat() + "Z"
 
 
 def build_row(sidecar: Sidecar, metrics_json: str, published_at: str) -> BundleRow:
@@ -195,6 +202,19 @@ def read_row(data: bytes) -> BundleRow:
         raise RowError(str(error)) from None
     if (row.task_name, row.target, row.is_pinned) != (key.task, key.target, key.is_pinned):
         raise RowError(f"task_name, target or is_pinned disagree with bundle id {key}")
+    if BundleId.of(row.player_name, row.capability_fingerprint, row.target) != key:
+        raise RowError(f"player_name or capability_fingerprint disagree with bundle id {key}")
+    revision = row.resolved_revision
+    if row.is_pinned != (revision is not None) or (
+        revision is not None and not revision.startswith(key.revision_label)
+    ):
+        raise RowError(f"resolved_revision disagrees with bundle id {key}")
+    try:
+        metrics = check_metrics(row.metrics_json.encode("utf-8"), "metrics_json")
+    except (InputError, UnicodeEncodeError) as error:
+        raise RowError(f"metrics_json: {getattr(error, 'problem', error)}") from None
+    if flatten_metrics(metrics) != row.metrics:
+        raise RowError("metrics disagree with metrics_json")
     return row
 
 
@@ -340,6 +360,8 @@ def _feature(name: str, annotation: Any, metadata: list[Any]) -> dict[str, Any]:
         if isinstance(item, Dtype):
             return {"name": name, "dtype": item.name}
     annotation = _strip_optional(annotation)
+    if get_origin(annotation) is Annotated:  # bounds on an optional value (Count | None)
+        annotation = get_args(annotation)[0]
     if annotation in _DTYPES:
         return {"name": name, "dtype": _DTYPES[annotation]}
     if get_origin(annotation) is list:

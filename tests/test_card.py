@@ -3,6 +3,7 @@ per-task leaderboards in its body (order, marks, escaping)."""
 
 from __future__ import annotations
 
+import html
 import re
 
 import pytest
@@ -150,6 +151,15 @@ def test_values_from_bundles_cannot_break_or_inject_into_the_table() -> None:
     assert widths == [len(cells(header))] * 3
     assert "<script" not in html and "<em>" not in html and "<code>code</code>" not in board
     assert "<a " not in board and "&lt;script&gt;alert(1)&lt;/script&gt;" in board
+
+
+def test_md_cell_leaves_nothing_a_renderer_links_by_itself() -> None:
+    """GitHub-flavoured Markdown turns bare URLs, `www.` names and e-mail addresses into links:
+    a model or player name must not (the entities show the same characters)."""
+    cell = md_cell("https://evil.example/login WWW.phish.example admin@evil.example")
+    assert cell == "https&#58;//evil.example/login WWW&#46;phish.example admin&#64;evil.example"
+    assert html.unescape(cell) == "https://evil.example/login WWW.phish.example admin@evil.example"
+    assert md_cell("gpt-5.2 (high)") == "gpt-5.2 (high)"  # ordinary names keep their bytes
 
 
 def test_md_cell_escapes_markdown_and_html_and_cuts_long_text() -> None:

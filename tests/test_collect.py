@@ -23,6 +23,7 @@ from pydantic_core import from_json
 from bundler.collect import CollectOptions, CollectReport, collect, parse_expectations
 from bundler.errors import NoRunSelectedError, UsageError
 from bundler.layout import TEMP_PREFIX, TEMP_SUFFIX
+from bundler.rowcount import split_rows
 from bundler.submitter import Submitter
 from bundler.verify import verify
 
@@ -722,3 +723,13 @@ def test_json_output_is_valid_unicode_when_a_file_name_is_not_utf8(tmp_path: Pat
     assert result.returncode == 1, result.stderr
     report = from_json(result.stdout.encode())  # strict: no lone surrogate
     assert any("prediction_1\\xff.json" in refused["error"] for refused in report["refused"])
+
+
+def test_a_split_row_count_beyond_int64_is_no_row_count() -> None:
+    """--resolve-rows reads a dataset card a stranger wrote: a count the viewer's int64 column
+    cannot hold would make every bundle's table unloadable, so it counts as unresolved."""
+    card = {"splits": [{"name": "test", "num_examples": 2**63}]}
+    assert split_rows(card, "test") is None
+    assert (
+        split_rows({"splits": [{"name": "test", "num_examples": 2**63 - 1}]}, "test") == 2**63 - 1
+    )

@@ -21,6 +21,7 @@ from huggingface_hub import CommitOperationAdd, HfApi
 
 from bundler.collect import CollectOptions, collect
 from bundler.markdown import markdown_code, markdown_text
+from bundler.metrics import flatten_metrics
 from bundler.progress import NoProgress
 from bundler.rows import build_row, read_row, row_files, utc_timestamp
 from bundler.submitter import Submitter
@@ -292,7 +293,9 @@ def _corruption(bundle: LocalBundle) -> dict[str, bytes]:
 def _row_forgery(bundle: LocalBundle) -> dict[str, bytes]:
     assert bundle.row is not None
     row = json.loads(row_files(bundle.row)[bundle.key.repo_row])
-    row["metrics_json"] = json.dumps({"exact_match": {"accuracy": 1.0}})
+    forged = {"exact_match": {"accuracy": 1.0}}  # consistently: metrics_json and its columns
+    row["metrics_json"] = json.dumps(forged)
+    row["metrics"] = [metric.model_dump(mode="json") for metric in flatten_metrics(forged)]
     return {bundle.key.repo_row: json.dumps(row).encode() + b"\n"}
 
 
@@ -301,7 +304,7 @@ def _row_forgery(bundle: LocalBundle) -> dict[str, bytes]:
     [
         (_usage_forgery, "verification", "predictions"),
         (_corruption, "verification", "archive-digest"),
-        (_row_forgery, "row", "differs from the bundle on metrics_json"),
+        (_row_forgery, "row", "differs from the bundle on metrics, metrics_json"),
     ],
     ids=["re-hashed-sidecar", "corrupted-archive", "forged-row"],
 )

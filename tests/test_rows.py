@@ -143,7 +143,7 @@ def test_task_features_insert_float64_metric_columns() -> None:
 
 
 def test_a_row_file_reads_back_as_the_same_row() -> None:
-    row = make_row(label="unpinned", model_name="evil | <script>", metrics={"": 1, "a": {}})
+    row = make_row(label="unpinned", model_name="evil | <script>", metrics={"": {"": 1}, "a": {}})
     assert read_row(row_bytes(row)) == row
 
 
@@ -159,6 +159,17 @@ def test_a_row_file_reads_back_as_the_same_row() -> None:
         (lambda d: {**d, "bundle_id": "../x_1054f537/a@unpinned"}, "not <player-slug>_<fp8>"),
         (lambda d: {**d, "task_name": "maze"}, "disagree"),
         (lambda d: {**d, "is_pinned": False}, "disagree"),
+        # What a stranger's row (a pull request merged in the web interface) could also say:
+        (lambda d: {**d, "player_name": "claude-9"}, "player_name or capability_fingerprint"),
+        (lambda d: {**d, "capability_fingerprint": "f" * 32}, "capability_fingerprint"),
+        (lambda d: {**d, "resolved_revision": "ffffffff" + "0" * 32}, "resolved_revision"),
+        (lambda d: {**d, "predictions": -5}, "predictions"),
+        (lambda d: {**d, "archive_size": -1}, "archive_size"),
+        (lambda d: {**d, "expected_rows": 10**20}, "expected_rows"),
+        (lambda d: {**d, "usage": [{"key": "input_tokens", "count": -1}]}, "usage"),
+        (lambda d: {**d, "metrics_json": "not json"}, "metrics_json"),
+        (lambda d: {**d, "metrics_json": "[" * 100000}, "metrics_json"),
+        (lambda d: {**d, "metrics_json": '{"s": {"x": 0.25}}'}, "metrics disagree"),
     ],
 )
 def test_a_row_file_that_the_bundler_would_not_write_is_refused(
@@ -179,3 +190,12 @@ def test_published_at_is_written_in_one_utc_form() -> None:
         assert row.published_at == "2026-06-16T10:00:05Z"
         assert row.published == moment.replace(microsecond=0)
     assert task_row_bytes(make_row()) == task_row_bytes(make_row())
+
+
+def test_a_publication_before_the_year_1000_reads_back() -> None:
+    """`strftime("%Y")` writes the year 999 as `999`, which no parser reads back: a row so
+    dated stopped the card and every upload to its branch with an internal error."""
+    row = make_row(published_at="0999-01-01T00:00:00Z")
+    assert row.published_at == "0999-01-01T00:00:00Z"
+    assert read_row(row_bytes(row)) == row
+    assert utc_timestamp(row.published) == "0999-01-01T00:00:00Z"

@@ -433,6 +433,11 @@ def run_command(
             raise  # SystemExit and the like end the process as they meant to
         code, message, hint = _described(error, secrets)
         trace = traceback.format_exc()
+    finally:
+        # The work is done and said: a stop signal from now on ends the process as such a
+        # signal does (status 130 or 143), not as an exception raised while Python exits.
+        for number in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(number, signal.SIG_DFL)
     if debug:
         lines = (_scrub(trace, secrets) or "").splitlines()
         console.print("\n".join(plain(line) for line in lines), markup=False)

@@ -772,3 +772,23 @@ def test_sample_output_collects_and_verifies(tmp_path: Path) -> None:
     verified = run_cli("verify", bundles)
     assert verified.returncode == 0, verified.stderr
     assert not list(SAMPLE.rglob("*.partial")) and not (SAMPLE / "bundles").exists()
+
+
+STOP_AFTER_THE_WORK = """
+import os, signal, sys, time
+from bundler.cli import run_command
+run_command(lambda: 0, json_output=False, debug=False)
+os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+time.sleep(5)
+print("still running")
+"""
+
+
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGINT"])
+def test_a_stop_signal_after_the_work_ends_the_process_as_the_signal_does(name: str) -> None:
+    """A sync that has published and said so, then gets SIGTERM while Python exits, exited 1
+    with a traceback: a person was asked to look at a run that went well."""
+    command = [sys.executable, "-c", STOP_AFTER_THE_WORK, name]
+    result = subprocess.run(command, capture_output=True, text=True, env=cli_env(), check=False)
+    assert result.returncode == -getattr(signal, name)  # ended by the signal: 128 + N in a shell
+    assert result.stdout == "" and result.stderr == ""

@@ -103,8 +103,8 @@ def retry_after_of(error: BaseException) -> float | None:
 def is_transient(error: BaseException) -> bool:
     """A fault after which the same request may succeed: 5xx, 408, 429, or no answer at all.
     A request the client could not even send (a header that is not valid HTTP, such as a token
-    with a line break) fails the same way every time."""
-    if isinstance(error, httpx2.LocalProtocolError):
+    with a line break; an endpoint that is no http(s) URL) fails the same way every time."""
+    if isinstance(error, httpx2.LocalProtocolError | httpx2.UnsupportedProtocol):
         return False
     if isinstance(error, httpx2.TransportError):
         return True
@@ -141,6 +141,11 @@ class HubSession:
             return HubAccessError(
                 f"{doing}: the Hub rejected the credentials (missing or invalid token)",
                 hint="pass --token, set HF_TOKEN, or run `hf auth login`",
+            )
+        if isinstance(error, httpx2.UnsupportedProtocol):
+            return HubAccessError(
+                f"{doing}: the Hub's address is not an http(s) URL",
+                hint="check HF_ENDPOINT (for example https://huggingface.co), or unset it",
             )
         if isinstance(error, httpx2.LocalProtocolError):  # its text would show the token
             return HubAccessError(

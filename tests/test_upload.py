@@ -409,3 +409,17 @@ def test_the_console_script_verifies_in_a_forked_child_with_the_same_result(
         "forks": 1,
         "error": f"{missing}: no such bundle archive or directory",
     }
+
+
+def test_an_endpoint_that_is_no_url_is_unusable_not_a_hub_outage(bundles: Path) -> None:
+    """HF_ENDPOINT without its scheme fails the same way every time: exit 2 at once, naming
+    the variable, not retries and exit 75 ("try again later"), which a nightly job ignores."""
+    result = run_cli(
+        "upload",
+        bundles,
+        "--repo",
+        "owner/name",
+        env={"HF_TOKEN": WRITE_TOKEN, "HF_ENDPOINT": "hub.example.org"},
+    )
+    assert result.returncode == 2, result.stderr
+    assert "not an http(s) URL" in result.stderr and "HF_ENDPOINT" in result.stderr

@@ -30,7 +30,7 @@ from typer.core import TyperArgument, TyperGroup, TyperOption
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 from bundler import exitcodes
-from bundler.errors import BundlerError, NoRunSelectedError, UsageError
+from bundler.errors import BundlerError, NoRunSelectedError, Terminated, UsageError
 from bundler.limits import MAX_LEVEL
 from bundler.report import emit_json, plain, progress_on, shown, stderr_console
 from bundler.version import bundler_version
@@ -368,10 +368,6 @@ def _token(token: str | None) -> str | None:
 def _secrets(token: str | None) -> tuple[str, ...]:
     """What output must never show: the token as given and as sent."""
     return tuple({value for value in (token, _cleaned(token)) if value})
-
-
-class Terminated(BaseException):
-    """SIGTERM (a CI timeout, `kill`), raised like Ctrl-C so every atomic write cleans up."""
 
 
 _stop_signals: list[int] = []
@@ -846,12 +842,27 @@ def sync_command(
     (the Hub unavailable or rate limiting, or another run using BUNDLES_DIR): retry later.
     """
     from bundler.report import render_sync
-    from bundler.sync import SyncOptions, sync
+    from bundler.sync import SyncOptions, SyncReport, keep_report, sync
 
     console = stderr_console()
 
     def action() -> int:
-        options = SyncOptions(
+        try:
+            options = sync_options()
+        except BundlerError as error:  # unusable options: the report file still says so
+            if report is not None:
+                unusable = SyncReport.stopped_before_start(
+                    output_root, bundles_dir, repo, revision, dry_run, error
+                )
+                keep_report(unusable, report)
+            raise
+        _quiet_hub_client()
+        with progress_on(console) as progress:
+            result = sync(output_root, bundles_dir, options, progress)
+        return _finish(result, render_sync, console, json_output)
+
+    def sync_options() -> SyncOptions:
+        return SyncOptions(
             collect=_collect_options(
                 task=task,
                 model=model,
@@ -878,10 +889,6 @@ def sync_command(
             lock_wait=wait,
             report_path=report,
         )
-        _quiet_hub_client()
-        with progress_on(console) as progress:
-            result = sync(output_root, bundles_dir, options, progress)
-        return _finish(result, render_sync, console, json_output)
 
     raise typer.Exit(
         run_command(action, json_output=json_output, debug=debug, secrets=_secrets(token))

@@ -167,3 +167,8 @@ class NotCanonicalError(BundlerError):
         super().__init__(f"not a canonical bundle: {problem}")
         self.part = part
         self.problem = problem
+
+
+class Terminated(BaseException):
+    """SIGTERM (a CI timeout, `kill`), raised like Ctrl-C (KeyboardInterrupt) so every atomic
+    write cleans up, and a sync's report still says what happened."""

@@ -18,6 +18,11 @@ TEMPORARY = 75
 """A temporary failure (the Hub unavailable or rate limiting after retries, or the bundles
 folder locked by another run): retry later; nothing was half-published."""
 
+INTERRUPTED = 130
+"""Stopped by Ctrl-C (SIGINT, 128 + 2); nothing partial was left behind."""
+TERMINATED = 143
+"""Stopped by SIGTERM (128 + 15: a CI timeout, `kill`); nothing partial was left behind."""
+
 _PRECEDENCE = (UNUSABLE, LOOK, TEMPORARY)
 
 

@@ -471,6 +471,8 @@ def render_sync(report: SyncReport, console: Console) -> None:
         console.print(f"[bold red]error[/]: {shown(report.error)}")
         if report.hint:
             console.print(f"  hint: {plain(report.hint)}", markup=False)
+    if report.report_path_error:
+        console.print(f"[bold red]error[/]: {shown(report.report_path_error)}")
     counts = report.counts
     took = (report.finished_at or report.started_at) - report.started_at
     console.print(

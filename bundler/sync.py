@@ -17,7 +17,7 @@ from pydantic import ConfigDict, Field
 
 from bundler import exitcodes
 from bundler.collect import BundleStatus, CollectOptions, CollectReport, collect
-from bundler.errors import BundlerError, UsageError
+from bundler.errors import BundlerError, Terminated, UsageError, WriteError
 from bundler.fileio import write_atomically
 from bundler.jsontext import valid_unicode
 from bundler.lock import bundles_lock
@@ -88,11 +88,39 @@ class SyncReport(Model):
     upload_skipped: str | None = None
     """Why upload did not run although collect did (nothing in the folder to publish)."""
     error: str | None = None
-    """The error that stopped the sync early (lock held, Hub unavailable, bad token...)."""
+    """The error that stopped the sync early (lock held, Hub unavailable, bad token, a stop
+    signal...)."""
     hint: str | None = None
+    report_path_error: str | None = None
+    """Why the report file (`--report`) could not be written: this report is then the only one."""
     exit_code: int = exitcodes.OK
     collect: CollectReport | None = None
     upload: UploadReport | None = None
+
+    @classmethod
+    def stopped_before_start(
+        cls,
+        output_root: Path,
+        bundles_dir: Path,
+        repo_id: str,
+        revision: str,
+        dry_run: bool,
+        error: BundlerError,
+    ) -> SyncReport:
+        """The report of a sync whose options could not be used (a bad --expect or token)."""
+        now = _now()
+        return cls(
+            output_root=str(output_root),
+            bundles_dir=str(bundles_dir),
+            repo_id=repo_id,
+            revision=revision,
+            dry_run=dry_run,
+            started_at=now,
+            finished_at=now,
+            error=error.message,
+            hint=error.hint,
+            exit_code=error.exit_code,
+        )
 
 
 def sync(
@@ -105,7 +133,8 @@ def sync(
 
     Never raises a BundlerError: an error that stops the sync (the lock held, the Hub down,
     unusable input) is recorded in the report with its exit code, so the report, and the
-    file at `options.report_path`, always say what happened."""
+    file at `options.report_path`, always say what happened. A stop signal (SIGINT, SIGTERM)
+    or a bug is recorded and written too, then raised again."""
     report = SyncReport(
         output_root=str(output_root),
         bundles_dir=str(bundles_dir),
@@ -115,6 +144,7 @@ def sync(
         started_at=_now(),
     )
     error_code = exitcodes.OK
+    stopped: BaseException | None = None
     try:
         with bundles_lock(bundles_dir, operation="sync", wait=options.lock_wait):
             report.collect = collect(output_root, bundles_dir, options.collect, progress)
@@ -124,16 +154,45 @@ def sync(
                 report.upload = upload(bundles_dir, options.upload, progress)
     except BundlerError as error:
         report.error, report.hint, error_code = error.message, error.hint, error.exit_code
+    except BaseException as error:  # stopped, or a bug: said in the report, then raised
+        stopped = error
+        report.error, error_code = _stop_words(error)
     report.finished_at = _now()
     _summarise(report)
-    report.exit_code = exitcodes.combine(
-        report.collect.exit_code if report.collect else exitcodes.OK,
-        report.upload.exit_code if report.upload else exitcodes.OK,
-        error_code,
+    report.exit_code = (
+        error_code
+        if stopped is not None
+        else exitcodes.combine(
+            report.collect.exit_code if report.collect else exitcodes.OK,
+            report.upload.exit_code if report.upload else exitcodes.OK,
+            error_code,
+        )
     )
     if options.report_path is not None:
-        write_report(report, options.report_path)
+        keep_report(report, options.report_path)
+    if stopped is not None:
+        raise stopped
     return report
+
+
+def _stop_words(error: BaseException) -> tuple[str, int]:
+    """What ended a sync that raised other than a BundlerError, and its exit code."""
+    if isinstance(error, KeyboardInterrupt):
+        return "interrupted by SIGINT; nothing partial was left behind", exitcodes.INTERRUPTED
+    if isinstance(error, Terminated):
+        return "interrupted by SIGTERM; nothing partial was left behind", exitcodes.TERMINATED
+    return f"internal error: {type(error).__name__}: {error}", exitcodes.UNUSABLE
+
+
+def keep_report(report: SyncReport, path: Path) -> None:
+    """Write the report file; when it cannot be written, say so in the report itself (which
+    then goes only to stdout) and make the exit code ask for the --report path to be fixed."""
+    try:
+        write_report(report, path)
+    except WriteError as error:
+        report.report_path_error = str(error)
+        if report.exit_code in (exitcodes.OK, exitcodes.LOOK, exitcodes.TEMPORARY):
+            report.exit_code = exitcodes.combine(report.exit_code, exitcodes.UNUSABLE)
 
 
 def write_report(report: SyncReport, path: Path) -> None:

@@ -17,6 +17,12 @@ from hubserver import Fault, HubServer
 from test_upload import commit_posts, local_files
 
 from bundler import exitcodes
+from bundler.collect import CollectOptions
+from bundler.errors import Terminated
+from bundler.progress import NoProgress
+from bundler.sync import SyncOptions
+from bundler.sync import sync as sync_library
+from bundler.upload import UploadOptions
 
 SPECS = [
     RunSpec(task="expert-vqa", model="gpt-5.2", rows=4),
@@ -236,3 +242,71 @@ def test_the_report_file_is_written_when_a_file_name_is_not_utf8(
     written = json.loads(report_file.read_text(encoding="utf-8"))
     assert written["collect"]["refused"] == report["collect"]["refused"]
     assert "prediction_1\\xff.json" in written["collect"]["refused"][0]["error"]
+
+
+class StopOnFirstBundle(NoProgress):
+    """A progress sink that raises what a stop signal's handler raises, at the first bundle."""
+
+    def __init__(self, stop: BaseException) -> None:
+        self.stop = stop
+
+    def begin(self, label: str, total: int | None, *, unit: str = "items") -> None:
+        raise self.stop
+
+
+@pytest.mark.parametrize(
+    ("stop", "code", "name"), [(Terminated(), 143, "SIGTERM"), (KeyboardInterrupt(), 130, "SIGINT")]
+)
+def test_an_interrupted_sync_still_writes_its_report(
+    repo_id: str, tree: Path, tmp_path: Path, stop: BaseException, code: int, name: str
+) -> None:
+    """A CI timeout (SIGTERM) in the middle of a sync: the report file must say so, not keep
+    the previous night's."""
+    report_file = tmp_path / "reports" / "sync.json"
+    report_file.parent.mkdir()
+    report_file.write_text('{"exit_code": 0, "note": "last night"}')
+    options = SyncOptions(
+        collect=CollectOptions(expected_rows={"expert-vqa": 4, "maze": 3}),
+        upload=UploadOptions(repo_id=repo_id, token=WRITE_TOKEN),
+        report_path=report_file,
+    )
+    with pytest.raises(type(stop)):
+        sync_library(tree, tmp_path / "bundles", options, StopOnFirstBundle(stop))
+    written = json.loads(report_file.read_text())
+    assert written["exit_code"] == code
+    assert written["error"] == f"interrupted by {name}; nothing partial was left behind"
+
+
+def test_a_report_path_that_cannot_be_written_leaves_the_report_on_stdout(
+    hub: HubServer, repo_id: str, tree: Path, tmp_path: Path
+) -> None:
+    """The work still goes through and the report still reaches stdout; the exit code asks
+    for --report to be fixed (2), the same command failing the same way."""
+    code, report, stderr = sync(tree, tmp_path / "bundles", repo_id, "--report", tmp_path)
+    assert code == 2, stderr
+    assert report["counts"]["published"] == 2
+    assert f"{tmp_path}: cannot write" in report["report_path_error"]
+    assert "cannot write" in stderr
+
+
+def test_unusable_options_still_write_the_report(repo_id: str, tree: Path, tmp_path: Path) -> None:
+    """The README promises a report whatever the outcome: a bad --expect stops the sync before
+    it starts, and the report file says why."""
+    report_file = tmp_path / "sync.json"
+    result = run_cli(
+        "sync",
+        tree,
+        "-o",
+        tmp_path / "bundles",
+        "--repo",
+        repo_id,
+        "--expect",
+        "expert-vqa=four",
+        "--report",
+        report_file,
+        env={"HF_TOKEN": WRITE_TOKEN},
+    )
+    assert result.returncode == 2, result.stderr
+    written = json.loads(report_file.read_text())
+    assert written["exit_code"] == 2 and "--expect 'expert-vqa=four'" in written["error"]
+    assert written["repo_id"] == repo_id and written["collect"] is None

@@ -30,7 +30,7 @@ from bundler.layout import BundleId
 from bundler.lock import bundles_lock
 from bundler.manifest import Sidecar
 from bundler.model import Model
-from bundler.progress import NoProgress, ProgressSink
+from bundler.progress import NoProgress, ProgressSink, Unit
 from bundler.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
 from bundler.rows import BundleRow, row_files
 from bundler.verify import find_archives, read_bundle
@@ -209,6 +209,22 @@ def gather_local(
 Gathered = tuple[list[LocalBundle], list[BundlePlan]]
 
 
+class ParentWatch(NoProgress):
+    """The verifying child's progress sink: it shows nothing, and ends the child once its
+    parent is gone (killed with -9, which nothing else would tell it), rather than let it go
+    on reading a folder that the next run may be using."""
+
+    def __init__(self, parent: int) -> None:
+        self.parent = parent
+
+    def begin(self, label: str, total: int | None, *, unit: Unit = "items") -> None:
+        self.advance()
+
+    def advance(self, steps: int = 1) -> None:
+        if os.getppid() != self.parent:
+            os._exit(1)
+
+
 @contextmanager
 def verifying_ahead(
     bundles_dir: Path, *, allow_partial: bool, progress: ProgressSink
@@ -227,12 +243,14 @@ def verifying_ahead(
         yield in_line  # forking a process with threads can leave the child deadlocked
         return
     reading, writing = os.pipe()
+    parent = os.getpid()
     child = os.fork()
     if child == 0:
         code = 1
         try:
             os.close(reading)
-            gathered = gather_local(bundles_dir, allow_partial=allow_partial, progress=NoProgress())
+            watch = ParentWatch(parent)
+            gathered = gather_local(bundles_dir, allow_partial=allow_partial, progress=watch)
             with os.fdopen(writing, "wb") as pipe:
                 pickle.dump(gathered, pipe, protocol=pickle.HIGHEST_PROTOCOL)
             code = 0

@@ -423,3 +423,20 @@ def test_an_endpoint_that_is_no_url_is_unusable_not_a_hub_outage(bundles: Path) 
     )
     assert result.returncode == 2, result.stderr
     assert "not an http(s) URL" in result.stderr and "HF_ENDPOINT" in result.stderr
+
+
+def test_the_verifying_child_ends_when_its_parent_is_killed(tmp_path: Path) -> None:
+    """kill -9 of the parent tells the child nothing: it must notice on its own, at its next
+    step, rather than go on reading the bundles folder the next run may be using."""
+    probe = (
+        "import os, sys\n"
+        "from bundler.upload import ParentWatch\n"
+        "ParentWatch(os.getppid()).advance()\n"
+        "print('same parent: going on')\n"
+        "ParentWatch(os.getppid() + 1).advance()\n"
+        "print('never printed')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=cli_env(), check=False
+    )
+    assert (result.returncode, result.stdout) == (1, "same parent: going on\n")

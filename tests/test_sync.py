@@ -293,19 +293,10 @@ def test_unusable_options_still_write_the_report(repo_id: str, tree: Path, tmp_p
     """The README promises a report whatever the outcome: a bad --expect stops the sync before
     it starts, and the report file says why."""
     report_file = tmp_path / "sync.json"
-    result = run_cli(
-        "sync",
-        tree,
-        "-o",
-        tmp_path / "bundles",
-        "--repo",
-        repo_id,
-        "--expect",
-        "expert-vqa=four",
-        "--report",
-        report_file,
-        env={"HF_TOKEN": WRITE_TOKEN},
-    )
+    bad_expect = ["--expect", "expert-vqa=four", "--report", report_file]
+    bundles = tmp_path / "bundles"
+    env = {"HF_TOKEN": WRITE_TOKEN}
+    result = run_cli("sync", tree, "-o", bundles, "--repo", repo_id, *bad_expect, env=env)
     assert result.returncode == 2, result.stderr
     written = json.loads(report_file.read_text())
     assert written["exit_code"] == 2 and "--expect 'expert-vqa=four'" in written["error"]

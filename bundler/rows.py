@@ -213,6 +213,8 @@ def read_row(data: bytes) -> BundleRow:
         metrics = check_metrics(row.metrics_json.encode("utf-8"), "metrics_json")
     except (InputError, UnicodeEncodeError) as error:
         raise RowError(f"metrics_json: {getattr(error, 'problem', error)}") from None
+    # This ties the flattened metric names to the rows already published: a bundler that
+    # names metrics otherwise must still read the rows older versions wrote (bundler_version).
     if flatten_metrics(metrics) != row.metrics:
         raise RowError("metrics disagree with metrics_json")
     return row

@@ -683,7 +683,7 @@ def upload_command(
         )
         _quiet_hub_client()
         with progress_on(console) as progress:
-            report = upload(bundles_dir, options, progress)
+            report = upload(bundles_dir, options, progress, verify_in_child=True)
         return _finish(report, render_upload, console, json_output)
 
     raise typer.Exit(

@@ -5,10 +5,10 @@ bundle that fails is refused, and a partial one is held back unless --allow-part
 run may complete it), then plans and makes the commits (`bundler.publish`).
 
 Verifying and loading the Hub client each take about a fifth of a second for 50 bundles
-(tests/benchmark_upload.py). The console script is one thread, so there the bundles are
-verified in a forked child while this process loads the client; anywhere else (a library
-caller with threads of its own, a platform without fork, a child that failed) they are
-verified in line, with the same result.
+(tests/benchmark_upload.py). The console script asks for the bundles to be verified in a forked
+child while it loads the client (`verify_in_child`): it knows itself to be one thread, with no
+native threads either. A library caller gets them verified in line, as does the console script
+on a platform without fork or when the child fails; the result is the same.
 """
 
 from __future__ import annotations
@@ -227,19 +227,19 @@ class ParentWatch(NoProgress):
 
 @contextmanager
 def verifying_ahead(
-    bundles_dir: Path, *, allow_partial: bool, progress: ProgressSink
+    bundles_dir: Path, *, allow_partial: bool, progress: ProgressSink, in_child: bool = True
 ) -> Iterator[Callable[[], Gathered]]:
     """Start `gather_local` and give a function that waits for its result. In a forked child
-    when this process is one thread and can fork: the child shares nothing with this process
-    but the pipe it writes the result to, and leaves with os._exit (no buffer of ours flushed
-    twice, no lock or temporary file of ours touched); leaving the block without its result
-    (an error, Ctrl-C) stops it. When the child fails, for whatever reason, the same work is
-    done in line, which then says why."""
+    when asked (`in_child`), this process is one thread and it can fork: the child shares
+    nothing with this process but the pipe it writes the result to, and leaves with os._exit
+    (no buffer of ours flushed twice, no lock or temporary file of ours touched); leaving the
+    block without its result (an error, Ctrl-C) stops it. When the child fails, for whatever
+    reason, the same work is done in line, which then says why."""
 
     def in_line() -> Gathered:
         return gather_local(bundles_dir, allow_partial=allow_partial, progress=progress)
 
-    if not hasattr(os, "fork") or threading.active_count() > 1:
+    if not in_child or not hasattr(os, "fork") or threading.active_count() > 1:
         yield in_line  # forking a process with threads can leave the child deadlocked
         return
     reading, writing = os.pipe()
@@ -279,9 +279,16 @@ def verifying_ahead(
 
 
 def upload(
-    bundles_dir: Path, options: UploadOptions, progress: ProgressSink | None = None
+    bundles_dir: Path,
+    options: UploadOptions,
+    progress: ProgressSink | None = None,
+    *,
+    verify_in_child: bool = False,
 ) -> UploadReport:
     """Verify the bundles in `bundles_dir` and publish them; see UploadReport for the outcome.
+    `verify_in_child`: verify in a forked child while the Hub client loads, for a caller that
+    knows its process has no other thread, Python's or native (the console script); forking
+    such a process could leave the child deadlocked on a lock another thread held.
     Raises HubAccessError for problems the user must fix first (token, access, repo, revision)
     and TemporaryError when the Hub could not be read (try again later), or when another run
     holds the folder longer than options.lock_wait (BundlesLockedError). A pull request's ref
@@ -296,7 +303,10 @@ def upload(
         )
     with bundles_lock(bundles_dir, operation="upload", wait=options.lock_wait, create=False):
         with verifying_ahead(
-            bundles_dir, allow_partial=options.allow_partial, progress=progress or NoProgress()
+            bundles_dir,
+            allow_partial=options.allow_partial,
+            progress=progress or NoProgress(),
+            in_child=verify_in_child,
         ) as verified:
             from bundler.publish import Publisher  # the Hub client loads while bundles verify
 

@@ -113,16 +113,27 @@ def test_missing_output_root_exits_2_with_one_line(tmp_path: Path) -> None:
 
 
 PROBE = """
-import atexit, gc, json, sys
+import atexit, gc, json, os, sys
 from bundler.cli import main
 
 state_path = sys.argv[1]
+forks = []
+fork = os.fork
+
+def counted_fork() -> int:
+    pid = fork()
+    if pid:
+        forks.append(pid)
+    return pid
+
+os.fork = counted_fork
 
 def report() -> None:
     state = {
         "loaded": sorted(name for name in sys.modules if name.startswith(("bundler.", "jinja2"))),
         "young_threshold": gc.get_threshold()[0],
         "frozen": gc.get_freeze_count(),
+        "forks": len(forks),
     }
     with open(state_path, "w") as out:
         json.dump(state, out)
@@ -133,12 +144,14 @@ main()
 """
 
 
-def probe_console_script(tmp_path: Path, *args: object) -> tuple[int, dict[str, Any]]:
+def probe_console_script(
+    tmp_path: Path, *args: object, env: dict[str, str] | None = None
+) -> tuple[int, dict[str, Any]]:
     """Run the console script's `main` with `args`; its exit code and, as the process ends, the
-    bundler modules it loaded and the state of the garbage collector."""
+    bundler modules it loaded, the state of the garbage collector and how often it forked."""
     state = tmp_path / "probe.json"
     command = [sys.executable, "-c", PROBE, str(state), *(str(arg) for arg in args)]
-    result = subprocess.run(command, capture_output=True, text=True, env=cli_env(), check=False)
+    result = subprocess.run(command, capture_output=True, text=True, env=cli_env(env), check=False)
     return result.returncode, json.loads(state.read_text())
 
 

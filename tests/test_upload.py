@@ -15,6 +15,7 @@ from factory import RunSpec, write_tree
 from helpers import cli_env, run_cli
 from hubserver import HubServer
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
+from test_cli import probe_console_script
 
 from bundler.collect import CollectOptions, collect
 from bundler.errors import HubAccessError
@@ -371,7 +372,10 @@ def counted_fork():
     return pid
 os.fork = counted_fork
 try:
-    with verifying_ahead(Path(sys.argv[1]), allow_partial=False, progress=NoProgress()) as verified:
+    in_child = sys.argv[2] == "child"
+    with verifying_ahead(
+        Path(sys.argv[1]), allow_partial=False, progress=NoProgress(), in_child=in_child
+    ) as verified:
         local, set_aside = verified()
     print(json.dumps({"forks": len(forks), "local": sorted(b.bundle_id for b in local),
                       "set_aside": [p.model_dump(mode="json") for p in set_aside]}))
@@ -380,9 +384,9 @@ except Exception as error:
 """
 
 
-def verified_ahead(folder: Path) -> dict[str, object]:
+def verified_ahead(folder: Path, where: str = "child") -> dict[str, object]:
     """VERIFY_AHEAD's report, run in a process of one thread, as the console script is."""
-    command = [sys.executable, "-c", VERIFY_AHEAD, str(folder)]
+    command = [sys.executable, "-c", VERIFY_AHEAD, str(folder), where]
     result = subprocess.run(command, capture_output=True, text=True, check=True, env=cli_env())
     report: dict[str, object] = json.loads(result.stdout)
     return report
@@ -404,6 +408,7 @@ def test_the_console_script_verifies_in_a_forked_child_with_the_same_result(
         "set_aside": [plan.model_dump(mode="json") for plan in set_aside],
     }
     assert [plan.action for plan in set_aside] == ["refused"]
+    assert verified_ahead(bundles, "in line")["forks"] == 0  # what a library caller gets
     missing = tmp_path / "no-such-folder"
     assert verified_ahead(missing) == {
         "forks": 1,
@@ -440,3 +445,15 @@ def test_the_verifying_child_ends_when_its_parent_is_killed(tmp_path: Path) -> N
         [sys.executable, "-c", probe], capture_output=True, text=True, env=cli_env(), check=False
     )
     assert (result.returncode, result.stdout) == (1, "same parent: going on\n")
+
+
+def test_the_upload_command_verifies_in_a_forked_child(
+    hub: HubServer, repo_id: str, bundles: Path, tmp_path: Path
+) -> None:
+    """The console script asks for the child: it knows it has no other thread. (A library
+    caller, whose process may have threads of its own, verifies in line by default.)"""
+    code, state = probe_console_script(
+        tmp_path, "upload", bundles, "--repo", repo_id, env={"HF_TOKEN": WRITE_TOKEN}
+    )
+    assert code == 0
+    assert state["forks"] == 1

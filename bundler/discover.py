@@ -98,7 +98,7 @@ def discover(output_root: Path) -> Discovery:
             skipped.append(Skipped(path=shown, reason="not a <task>_predictions directory"))
         else:
             task = entry.name.removesuffix(PREDICTIONS_SUFFIX)
-            _walk(Path(entry.path), output_root, task, runs, refused)
+            _walk(Path(entry.path), output_root, task, runs, skipped, refused)
     return Discovery(runs=runs, skipped=skipped, refused=refused)
 
 
@@ -107,12 +107,17 @@ def _walk(
     output_root: Path,
     task: str,
     runs: list[RunDirectory],
+    skipped: list[Skipped],
     refused: list[Skipped],
 ) -> None:
     """Every run directory below `top`, depth first in name order, with an explicit stack: a
     tree thousands of folders deep is walked like any other, never overflowing the call stack.
-    Which subfolders of a run lead to no run is known once the whole tree has been walked."""
+    Which folders lead to no run is known once the whole tree has been walked: a run's own
+    such subfolders are left out with the run; outside a run, each file in a folder on the
+    way to a run, and each topmost folder that leads to none, is reported skipped."""
     found: list[tuple[Path, int, list[str]]] = []
+    elsewhere: list[tuple[Path, list[str]]] = []
+    """Folders that are no run: their regular files, by path."""
     pending = [top]
     while pending:
         directory = pending.pop()
@@ -128,6 +133,7 @@ def _walk(
         holds_run_file = False
         subdirectories: list[str] = []
         linked_directories: list[str] = []
+        files: list[str] = []
         for entry in entries:
             run_file = is_run_file(entry.name)
             holds_run_file = holds_run_file or run_file
@@ -137,20 +143,35 @@ def _walk(
                 # silently as "extra files", so a linked directory is called out here.
                 if not run_file and entry.is_dir():
                     linked_directories.append(entry.path)
+                elif not holds_run_file:
+                    files.append(entry.path)
             elif entry.is_dir(follow_symlinks=False):
                 subdirectories.append(entry.path)
+            elif not holds_run_file:
+                files.append(entry.path)  # only until a run file shows the folder is a run
         if holds_run_file:
             found.append((directory, predictions, subdirectories))
+        else:
+            elsewhere.append((directory, files))
         refused.extend(
             Skipped(path=path, reason="symbolic link; links are never followed")
             for path in sorted(linked_directories)
         )
         pending.extend(Path(path) for path in sorted(subdirectories, reverse=True))
-    leading_to_runs: set[Path] = set()
+    leading_to_runs: set[Path] = {top}
     for directory, _, _ in found:
         while directory != top and directory not in leading_to_runs:
             leading_to_runs.add(directory)
             directory = directory.parent
+    run_directories = {directory for directory, _, _ in found}
+    for directory, files in elsewhere:
+        if directory in leading_to_runs:
+            skipped.extend(
+                Skipped(path=path, reason="not in a run directory; never bundled")
+                for path in sorted(files)
+            )
+        elif directory.parent in leading_to_runs and directory.parent not in run_directories:
+            skipped.append(Skipped(path=str(directory), reason="holds no run; never bundled"))
     for directory, predictions, subdirectories in found:
         runs.append(
             RunDirectory(

@@ -164,3 +164,34 @@ def test_a_tree_deeper_than_the_recursion_limit_is_walked(tmp_path: Path) -> Non
     relatives = [item.relative for item in found.runs]
     assert relatives == [f"expert-vqa_predictions/{nested}", "expert-vqa_predictions/gpt-5.2"]
     assert found.refused == []
+
+
+def test_files_outside_every_run_are_reported_as_skipped(tmp_path: Path) -> None:
+    """Nothing a user gave is dropped without a word: a file in a folder on the way to a run
+    (`Qwen/` holds no run files, its `Qwen3.5-27B/` is a run) and a folder that leads to no
+    run are reported; a run's own extra files and folders are the run's to list as left out."""
+    write_tree(
+        tmp_path, [RunSpec(model="gpt-5.2", rows=1), RunSpec(model="Qwen/Qwen3.5-27B", rows=1)]
+    )
+    task = tmp_path / "expert-vqa_predictions"
+    (task / "README.md").write_text("notes")
+    (task / "Qwen" / "notes.txt").write_text("notes")
+    (task / "old" / "logs").mkdir(parents=True)
+    (task / "old" / "logs" / "trace.txt").write_text("trace")
+    (task / "gpt-5.2" / "logs").mkdir()
+    (task / "gpt-5.2" / "extra.txt").write_text("left out by the run")
+    found = discover(tmp_path)
+    reported = {
+        Path(item.path).relative_to(task).as_posix(): item.reason
+        for item in found.skipped
+        if Path(item.path).is_relative_to(task)
+    }
+    assert reported == {
+        "README.md": "not in a run directory; never bundled",
+        "Qwen/notes.txt": "not in a run directory; never bundled",
+        "old": "holds no run; never bundled",
+    }
+    assert [run.relative for run in found.runs] == [
+        "expert-vqa_predictions/Qwen/Qwen3.5-27B",
+        "expert-vqa_predictions/gpt-5.2",
+    ]

@@ -20,7 +20,6 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from importlib.resources import files
 from typing import TYPE_CHECKING, Any
 
 from huggingface_hub import CommitOperationAdd, DatasetCardData
@@ -43,6 +42,7 @@ from bundler.layout import (
     task_config_name,
     task_rows_glob,
 )
+from bundler.markdown import template_text
 from bundler.model import Model
 from bundler.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
 from bundler.rows import (
@@ -73,10 +73,6 @@ CELL_MAX_LENGTH = 80
 WARNING = "⚠"
 NO_VALUE = "-"
 LEFT, RIGHT = "---", "---:"
-
-
-def template_text(name: str) -> str:
-    return files("bundler.templates").joinpath(name).read_text(encoding="utf-8")
 
 
 @functools.cache

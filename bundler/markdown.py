@@ -9,10 +9,12 @@ never pays for them.
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import re
-from typing import TYPE_CHECKING, Any
+from importlib.resources import files
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import jinja2
@@ -61,17 +63,28 @@ def _finalize(value: object) -> object:
     return "" if value is None else value
 
 
-def markdown_template(source: str, **options: Any) -> jinja2.Template:
-    """`source` compiled with the escaping above, the `code` and `value` filters, and undefined
-    names refused; `options` are further jinja2 Environment settings (whitespace control)."""
+def template_text(name: str) -> str:
+    """A template shipped in `templates/` (the dataset card's, the pull request's, review's)."""
+    return files("bundler.templates").joinpath(name).read_text(encoding="utf-8")
+
+
+@functools.cache
+def markdown_template(name: str, *, trim_blocks: bool = False) -> jinja2.Template:
+    """The template `name` compiled once per process with the escaping above, the `code` and
+    `value` filters, and undefined names refused; `trim_blocks` also drops the line break
+    after a block tag and the spaces before one (jinja2's trim_blocks and lstrip_blocks)."""
     import jinja2
 
     environment = jinja2.Environment(
-        autoescape=False, finalize=_finalize, undefined=jinja2.StrictUndefined, **options
+        autoescape=False,
+        finalize=_finalize,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=trim_blocks,
+        lstrip_blocks=trim_blocks,
     )
     environment.filters["code"] = markdown_code
     environment.filters["value"] = markdown_value
-    return environment.from_string(source)
+    return environment.from_string(template_text(name))
 
 
 def trusted(text: str) -> Markup:

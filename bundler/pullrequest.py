@@ -5,7 +5,6 @@ replacements alike."""
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from collections import Counter
@@ -14,12 +13,11 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, TypeAdapter, ValidationError
 
-from bundler.card import template_text
 from bundler.markdown import markdown_template, trusted
 from bundler.model import Model
 
 if TYPE_CHECKING:
-    import jinja2
+    pass
 
 PR_TEMPLATE = "pull_request.md.j2"
 PR_MARKER = "[bundler"
@@ -93,7 +91,7 @@ def render_pr_description(
     # "<" and ">" escaped inside the JSON so no value can close the HTML comment around it,
     # and "@" so that no @-mention hides in it either.
     state = state.replace("<", "\\u003c").replace(">", "\\u003e").replace("@", "\\u0040")
-    text: str = _description_template().render(
+    text: str = markdown_template(PR_TEMPLATE).render(
         repo_id=repo_id,
         user=user,
         bundles=ordered,
@@ -105,13 +103,6 @@ def render_pr_description(
         state=trusted(f"<!-- {PR_STATE_MARKER} {state} -->"),
     )
     return text.strip() + "\n"
-
-
-@functools.cache
-def _description_template() -> jinja2.Template:
-    """The description's template, compiled once per process (an upload renders it once per
-    commit), with every value from a bundle escaped (`bundler.markdown`)."""
-    return markdown_template(template_text(PR_TEMPLATE))
 
 
 def read_pr_state(description: str) -> list[ProposedBundle]:

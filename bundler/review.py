@@ -29,7 +29,7 @@ from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
 from pydantic import ConfigDict, Field, SecretStr, computed_field
 
 from bundler import exitcodes
-from bundler.card import CardRefresh, refresh_card, template_text
+from bundler.card import CardRefresh, refresh_card
 from bundler.checks import CheckResult, failed, passed, warned
 from bundler.diff import BundleDiff, diff_verified
 from bundler.download import FetchedBundle, fetch_verified
@@ -742,10 +742,7 @@ def _submitter_check(claim: BundleClaim) -> CheckResult:
 
 def render_markdown(report: ReviewReport, pr: PullRequestReview) -> str:
     """The PR's report; deterministic, so an unchanged PR gives the same bytes (and digest)."""
-    template = markdown_template(
-        template_text(REVIEW_TEMPLATE), trim_blocks=True, lstrip_blocks=True
-    )
-    text: str = template.render(
+    text: str = markdown_template(REVIEW_TEMPLATE, trim_blocks=True).render(
         pr=pr,
         repo_id=report.repo_id,
         max_exception_rate=report.max_exception_rate,

@@ -115,7 +115,7 @@ def _walk(
     Which folders lead to no run is known once the whole tree has been walked: a run's own
     such subfolders are left out with the run; outside a run, each file in a folder on the
     way to a run, and each topmost folder that leads to none, is reported skipped."""
-    found: list[tuple[Path, int, list[str]]] = []
+    found: list[tuple[Path, int, list[Path]]] = []
     elsewhere: list[tuple[Path, list[str]]] = []
     """Folders that are no run: their regular files, by path."""
     pending = [top]
@@ -131,23 +131,26 @@ def _walk(
         # cost more than the pass); only what is reported or walked further is put in order.
         predictions = 0
         holds_run_file = False
-        subdirectories: list[str] = []
+        subdirectories: list[Path] = []
         linked_directories: list[str] = []
         files: list[str] = []
         for entry in entries:
-            run_file = is_run_file(entry.name)
+            name = entry.name
+            run_file = name in RUN_INFO_FILES
+            if not run_file and PREDICTION_FILE.fullmatch(name) is not None:
+                run_file = True
+                predictions += 1
             holds_run_file = holds_run_file or run_file
-            predictions += run_file and entry.name not in RUN_INFO_FILES
             if entry.is_symlink():
                 # Links to run files are refused with their run; other links would be skipped
                 # silently as "extra files", so a linked directory is called out here.
                 if not run_file and entry.is_dir():
                     linked_directories.append(entry.path)
-                elif not holds_run_file:
-                    files.append(entry.path)
+                    continue
             elif entry.is_dir(follow_symlinks=False):
-                subdirectories.append(entry.path)
-            elif not holds_run_file:
+                subdirectories.append(Path(entry.path))
+                continue
+            if not holds_run_file:
                 files.append(entry.path)  # only until a run file shows the folder is a run
         if holds_run_file:
             found.append((directory, predictions, subdirectories))
@@ -157,7 +160,7 @@ def _walk(
             Skipped(path=path, reason="symbolic link; links are never followed")
             for path in sorted(linked_directories)
         )
-        pending.extend(Path(path) for path in sorted(subdirectories, reverse=True))
+        pending.extend(sorted(subdirectories, reverse=True))
     leading_to_runs: set[Path] = {top}
     for directory, _, _ in found:
         while directory != top and directory not in leading_to_runs:
@@ -180,11 +183,7 @@ def _walk(
                 task_dir_name=task,
                 predictions=predictions,
                 left_out_folders=tuple(
-                    sorted(
-                        Path(path).name
-                        for path in subdirectories
-                        if Path(path) not in leading_to_runs
-                    )
+                    sorted(path.name for path in subdirectories if path not in leading_to_runs)
                 ),
             )
         )

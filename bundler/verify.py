@@ -523,15 +523,18 @@ def _read_members(
                 "in increasing index order",
             )
         manifest.check(name, data)
-        # The tally refuses a usage total past int64, as collect does: a failed check.
-        _parsed(name, tally.add, _parsed(name, parse_prediction, data, index, name), name)
+        try:  # no name for the record: a parsed prediction is freed before the next is parsed
+            tally.add(_parsed(name, parse_prediction, data, index, name), name)
+        except InputError as error:  # a usage total past int64, as collect refuses it
+            raise _Failed("contents", str(error)) from None
         indices.append(index)
         next_index = index + 1
         if len(indices) % PROGRESS_BATCH == 0:
             progress.advance(PROGRESS_BATCH)
             _check_count(name, len(indices))  # as it grows, so a huge bundle stops early
     progress.advance(len(indices) % PROGRESS_BATCH)
-    _check_count(METRICS_PATH if not indices else prediction_path(indices[-1]), len(indices))
+    if len(indices) % PROGRESS_BATCH:  # the count past the last batch; `name` is the last one
+        _check_count(name, len(indices))
     manifest.finish()
     return _Files(len(indices) + 2, tally, indices)
 

@@ -24,11 +24,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from bundler.errors import InputError, RowError
 from bundler.layout import BundleId, LayoutError
-from bundler.limits import INT64_MAX
 from bundler.manifest import Sidecar
 from bundler.metrics import (
     MetricPath,
@@ -39,6 +38,7 @@ from bundler.metrics import (
     metric_number,
 )
 from bundler.model import Model
+from bundler.schema import Count
 from bundler.validation import check_metrics
 
 
@@ -54,10 +54,6 @@ PublishedAt = Annotated[str, Dtype("timestamp[s, tz=UTC]")]
 takes such text for a timestamp whatever the card declares (and a timestamp declared as text
 comes out as `YYYY-MM-DD HH:MM:SS`), so the column is declared a UTC timestamp: it then shows
 and sorts as a date."""
-
-
-Count = Annotated[int, Field(ge=0, le=INT64_MAX)]
-"""A count as the viewer's int64 columns hold it."""
 
 
 class UsageCount(Model):

@@ -50,6 +50,7 @@ from bundler.errors import (
     TemporaryError,
     UsageError,
 )
+from bundler.retry import RETRY_MAX_SECONDS
 
 REPO_TYPE = "dataset"
 _NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}"
@@ -63,7 +64,6 @@ READ_BACKOFF_SECONDS = 0.5
 MAX_SMALL_FILE_BYTES = 16 << 20
 """A row or sidecar is a few KB; anything near this is not one and is not read further."""
 MAX_RETRY_AFTER_SECONDS = 120.0
-RETRY_MAX_SECONDS = 30.0
 
 T = TypeVar("T")
 
@@ -355,6 +355,7 @@ def commit_replanned(
     """
     last_problem = "no attempt made"
     for attempt in range(attempts):
+        backoff = min(retry_wait * 2**attempt, RETRY_MAX_SECONDS)
         try:
             planned = plan()
         except TemporaryError as error:
@@ -363,7 +364,7 @@ def commit_replanned(
             # After a failed commit, whose outcome may be unknown (a lost response): the
             # Hub must be read again before anything is said about it, so wait and re-plan.
             last_problem = error.message
-            time.sleep(min(retry_wait * 2**attempt, RETRY_MAX_SECONDS))
+            time.sleep(backoff)
             continue
         if planned is None:
             return None
@@ -396,7 +397,6 @@ def commit_replanned(
             last_problem = session.describe(error, doing=planned.doing).message
             if on_transient is not None:
                 on_transient()
-            backoff = min(retry_wait * 2**attempt, RETRY_MAX_SECONDS)
             time.sleep(retry_after_of(error) or backoff)
     raise HubUnavailableError(
         f"not committed after {attempts} attempts; last: {last_problem}",

@@ -642,7 +642,7 @@ class Publisher:
         lines = []
         for bundle in todo:
             plan = plans[bundle.bundle_id]
-            verb = _VERB.get(plan.action, plan.action)
+            verb = _VERB[plan.action]
             line = f"- {verb} {bundle.bundle_id} ({bundle.sidecar.coverage.status})"
             if plan.replaces_sha256:
                 line += f": archive {plan.replaces_sha256} -> {plan.sha256}"
@@ -724,4 +724,5 @@ class Publisher:
             )
 
 
-_TO_PUBLISH: tuple[Action, ...] = ("new", "extends", "replace", "repair")
+_TO_PUBLISH: tuple[Action, ...] = tuple(_VERB)
+"""The actions that commit something: those a commit message has a verb for."""

@@ -7,4 +7,6 @@ from __future__ import annotations
 COMMIT_ATTEMPTS = 8
 """How often `commit_replanned` plans and tries a commit before giving up (upload, card)."""
 COMMIT_RETRY_SECONDS = 0.5
-"""The first wait after a failed commit; it doubles, up to hub.RETRY_MAX_SECONDS."""
+"""The first wait after a failed commit; it doubles, up to RETRY_MAX_SECONDS."""
+RETRY_MAX_SECONDS = 30.0
+"""The longest wait between two attempts."""

@@ -98,6 +98,20 @@ class SyncReport(Model):
     upload: UploadReport | None = None
 
     @classmethod
+    def started(
+        cls, output_root: Path, bundles_dir: Path, repo_id: str, revision: str, dry_run: bool
+    ) -> SyncReport:
+        """The report of a sync starting now."""
+        return cls(
+            output_root=str(output_root),
+            bundles_dir=str(bundles_dir),
+            repo_id=repo_id,
+            revision=revision,
+            dry_run=dry_run,
+            started_at=_now(),
+        )
+
+    @classmethod
     def stopped_before_start(
         cls,
         output_root: Path,
@@ -108,19 +122,10 @@ class SyncReport(Model):
         error: BundlerError,
     ) -> SyncReport:
         """The report of a sync whose options could not be used (a bad --expect or token)."""
-        now = _now()
-        return cls(
-            output_root=str(output_root),
-            bundles_dir=str(bundles_dir),
-            repo_id=repo_id,
-            revision=revision,
-            dry_run=dry_run,
-            started_at=now,
-            finished_at=now,
-            error=error.message,
-            hint=error.hint,
-            exit_code=error.exit_code,
-        )
+        report = cls.started(output_root, bundles_dir, repo_id, revision, dry_run)
+        report.finished_at = report.started_at
+        report.error, report.hint, report.exit_code = error.message, error.hint, error.exit_code
+        return report
 
 
 def sync(
@@ -135,13 +140,13 @@ def sync(
     unusable input) is recorded in the report with its exit code, so the report, and the
     file at `options.report_path`, always say what happened. A stop signal (SIGINT, SIGTERM)
     or a bug is recorded and written too, then raised again."""
-    report = SyncReport(
-        output_root=str(output_root),
-        bundles_dir=str(bundles_dir),
-        repo_id=options.upload.repo_id,
-        revision=options.upload.revision,
-        dry_run=options.upload.dry_run,
-        started_at=_now(),
+    upload_options = options.upload
+    report = SyncReport.started(
+        output_root,
+        bundles_dir,
+        upload_options.repo_id,
+        upload_options.revision,
+        upload_options.dry_run,
     )
     error_code = exitcodes.OK
     stopped: BaseException | None = None
@@ -192,7 +197,7 @@ def keep_report(report: SyncReport, path: Path) -> None:
     except WriteError as error:
         report.report_path_error = str(error)
         if report.exit_code in (exitcodes.OK, exitcodes.LOOK, exitcodes.TEMPORARY):
-            report.exit_code = exitcodes.combine(report.exit_code, exitcodes.UNUSABLE)
+            report.exit_code = exitcodes.UNUSABLE  # what 2 > 1 > 75 makes of any of them
 
 
 def write_report(report: SyncReport, path: Path) -> None:

@@ -227,7 +227,7 @@ class ParentWatch(NoProgress):
 
 @contextmanager
 def verifying_ahead(
-    bundles_dir: Path, *, allow_partial: bool, progress: ProgressSink, in_child: bool = True
+    bundles_dir: Path, *, allow_partial: bool, progress: ProgressSink, in_child: bool
 ) -> Iterator[Callable[[], Gathered]]:
     """Start `gather_local` and give a function that waits for its result. In a forked child
     when asked (`in_child`), this process is one thread and it can fork: the child shares

@@ -68,6 +68,64 @@ def run_cli(
     )
 
 
+def run_python(
+    script: str, *args: object, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run `script` in a fresh interpreter of one thread, as the console script runs."""
+    command = [sys.executable, "-c", script, *(str(arg) for arg in args)]
+    return subprocess.run(command, capture_output=True, text=True, env=cli_env(env), check=False)
+
+
+FORK_COUNTER = """
+import os
+forks = []
+fork = os.fork
+
+def counted_fork() -> int:
+    pid = fork()
+    if pid:
+        forks.append(pid)
+    return pid
+
+os.fork = counted_fork
+"""
+"""A script's prelude that counts the children the process forks, in `forks`."""
+
+_PROBE = (
+    FORK_COUNTER
+    + """
+import atexit, gc, json, sys
+from bundler.cli import main
+
+state_path = sys.argv[1]
+
+def report() -> None:
+    state = {
+        "loaded": sorted(name for name in sys.modules if name.startswith(("bundler.", "jinja2"))),
+        "young_threshold": gc.get_threshold()[0],
+        "frozen": gc.get_freeze_count(),
+        "forks": len(forks),
+    }
+    with open(state_path, "w") as out:
+        json.dump(state, out)
+
+atexit.register(report)
+sys.argv = ["bundler", *sys.argv[2:]]
+main()
+"""
+)
+
+
+def probe_console_script(
+    tmp_path: Path, *args: object, env: dict[str, str] | None = None
+) -> tuple[int, dict[str, Any]]:
+    """Run the console script's `main` with `args`; its exit code and, as the process ends, the
+    bundler modules it loaded, the state of the garbage collector and how often it forked."""
+    state = tmp_path / "probe.json"
+    result = run_python(_PROBE, state, *args, env=env)
+    return result.returncode, json.loads(state.read_text())
+
+
 @dataclass
 class Measured:
     returncode: int

@@ -8,11 +8,9 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from factory import RunSpec, write_run, write_sample_output, write_tree
@@ -24,8 +22,10 @@ from helpers import (
     limit_file_size,
     one_line_error,
     partial_files,
+    probe_console_script,
     read_manifest,
     run_cli,
+    run_python,
 )
 
 SAMPLE = Path(__file__).parent / "sample_output"
@@ -110,49 +110,6 @@ def test_missing_output_root_exits_2_with_one_line(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert one_line_error(result.stderr) == f"error: {missing}: output root does not exist"
     assert not (tmp_path / "b").exists()
-
-
-PROBE = """
-import atexit, gc, json, os, sys
-from bundler.cli import main
-
-state_path = sys.argv[1]
-forks = []
-fork = os.fork
-
-def counted_fork() -> int:
-    pid = fork()
-    if pid:
-        forks.append(pid)
-    return pid
-
-os.fork = counted_fork
-
-def report() -> None:
-    state = {
-        "loaded": sorted(name for name in sys.modules if name.startswith(("bundler.", "jinja2"))),
-        "young_threshold": gc.get_threshold()[0],
-        "frozen": gc.get_freeze_count(),
-        "forks": len(forks),
-    }
-    with open(state_path, "w") as out:
-        json.dump(state, out)
-
-atexit.register(report)
-sys.argv = ["bundler", *sys.argv[2:]]
-main()
-"""
-
-
-def probe_console_script(
-    tmp_path: Path, *args: object, env: dict[str, str] | None = None
-) -> tuple[int, dict[str, Any]]:
-    """Run the console script's `main` with `args`; its exit code and, as the process ends, the
-    bundler modules it loaded, the state of the garbage collector and how often it forked."""
-    state = tmp_path / "probe.json"
-    command = [sys.executable, "-c", PROBE, str(state), *(str(arg) for arg in args)]
-    result = subprocess.run(command, capture_output=True, text=True, env=cli_env(env), check=False)
-    return result.returncode, json.loads(state.read_text())
 
 
 def test_collect_of_an_empty_folder_loads_no_stage_that_reads_or_writes_runs(
@@ -754,8 +711,7 @@ def test_a_stop_signal_that_a_library_wraps_still_reads_as_interrupted(
     """pydantic's serializer turns the exception a signal handler raised while it called back
     into Python into a PydanticSerializationError; collect writing a manifest when SIGTERM came
     once exited 2 as an "internal error" (seen in CI)."""
-    command = [sys.executable, "-c", STOP_INSIDE_PYDANTIC, name]
-    result = subprocess.run(command, capture_output=True, text=True, env=cli_env(), check=False)
+    result = run_python(STOP_INSIDE_PYDANTIC, name)
     assert result.returncode == code
     assert result.stderr == "interrupted; nothing partial was left behind\n"
 
@@ -801,7 +757,6 @@ print("still running")
 def test_a_stop_signal_after_the_work_ends_the_process_as_the_signal_does(name: str) -> None:
     """A sync that has published and said so, then gets SIGTERM while Python exits, exited 1
     with a traceback: a person was asked to look at a run that went well."""
-    command = [sys.executable, "-c", STOP_AFTER_THE_WORK, name]
-    result = subprocess.run(command, capture_output=True, text=True, env=cli_env(), check=False)
+    result = run_python(STOP_AFTER_THE_WORK, name)
     assert result.returncode == -getattr(signal, name)  # ended by the signal: 128 + N in a shell
     assert result.stdout == "" and result.stderr == ""

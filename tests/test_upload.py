@@ -5,17 +5,14 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import READ_TOKEN, WRITE_TOKEN
 from factory import RunSpec, write_tree
-from helpers import cli_env, run_cli
+from helpers import FORK_COUNTER, probe_console_script, run_cli, run_python
 from hubserver import HubServer
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
-from test_cli import probe_console_script
 
 from bundler.collect import CollectOptions, collect
 from bundler.errors import HubAccessError
@@ -358,19 +355,13 @@ def test_a_bundle_whose_sidecar_went_missing_is_repaired_beside_an_unreadable_ro
     assert read_row(hub.file_bytes(repo_id, key.repo_row) or b"").bundle_id == str(key)
 
 
-VERIFY_AHEAD = """
-import json, os, sys
+VERIFY_AHEAD = (
+    FORK_COUNTER
+    + """
+import json, sys
 from pathlib import Path
 from bundler.progress import NoProgress
 from bundler.upload import verifying_ahead
-forks = []
-fork = os.fork
-def counted_fork():
-    pid = fork()
-    if pid:
-        forks.append(pid)
-    return pid
-os.fork = counted_fork
 try:
     in_child = sys.argv[2] == "child"
     with verifying_ahead(
@@ -382,12 +373,13 @@ try:
 except Exception as error:
     print(json.dumps({"forks": len(forks), "error": str(error)}))
 """
+)
 
 
 def verified_ahead(folder: Path, where: str = "child") -> dict[str, object]:
     """VERIFY_AHEAD's report, run in a process of one thread, as the console script is."""
-    command = [sys.executable, "-c", VERIFY_AHEAD, str(folder), where]
-    result = subprocess.run(command, capture_output=True, text=True, check=True, env=cli_env())
+    result = run_python(VERIFY_AHEAD, folder, where)
+    assert result.returncode == 0, result.stderr
     report: dict[str, object] = json.loads(result.stdout)
     return report
 
@@ -430,9 +422,10 @@ def test_an_endpoint_that_is_no_url_is_unusable_not_a_hub_outage(bundles: Path) 
     assert "not an http(s) URL" in result.stderr and "HF_ENDPOINT" in result.stderr
 
 
-def test_the_verifying_child_ends_when_its_parent_is_killed(tmp_path: Path) -> None:
+def test_the_verifying_childs_watch_ends_it_once_its_parent_is_another() -> None:
     """kill -9 of the parent tells the child nothing: it must notice on its own, at its next
-    step, rather than go on reading the bundles folder the next run may be using."""
+    step (its parent is then another process), rather than go on reading the bundles folder
+    the next run may be using."""
     probe = (
         "import os, sys\n"
         "from bundler.upload import ParentWatch\n"
@@ -441,9 +434,7 @@ def test_the_verifying_child_ends_when_its_parent_is_killed(tmp_path: Path) -> N
         "ParentWatch(os.getppid() + 1).advance()\n"
         "print('never printed')\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, env=cli_env(), check=False
-    )
+    result = run_python(probe)
     assert (result.returncode, result.stdout) == (1, "same parent: going on\n")
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import ctypes
 import hashlib
 import io
 import json
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 import zstandard
 from factory import RunSpec, write_tree
 
@@ -124,6 +126,45 @@ def probe_console_script(
     state = tmp_path / "probe.json"
     result = run_python(_PROBE, state, *args, env=env)
     return result.returncode, json.loads(state.read_text())
+
+
+PR_CAPBSET_DROP = 24
+ROOT_OVERRIDES = (1, 2)
+"""CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH: what lets root write into a read-only folder."""
+
+
+def _drop_root_overrides() -> None:
+    """A preexec_fn that drops ROOT_OVERRIDES from the command's bounding set (as `setpriv
+    --bounding-set` does), so the exec leaves root without them; for anyone else a no-op."""
+    if os.geteuid() != 0:
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    for capability in ROOT_OVERRIDES:
+        if libc.prctl(PR_CAPBSET_DROP, capability, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+
+def run_cli_as_any_user(
+    *args: object, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """run_cli where file permissions bind the command even when the tests run as root, so a
+    read-only folder really cannot be written; skips where root cannot shed that override."""
+    try:
+        return run_cli(*args, env=env, preexec_fn=_drop_root_overrides)
+    except subprocess.SubprocessError as error:
+        pytest.skip(f"cannot run the command without root's permission override: {error}")
+
+
+@contextlib.contextmanager
+def read_only_folder(path: Path) -> Iterator[Path]:
+    """`path` made as a folder no one may write to (with run_cli_as_any_user, root neither),
+    made writable again afterwards so the test's temporary folder can be removed."""
+    path.mkdir()
+    path.chmod(0o555)
+    try:
+        yield path
+    finally:
+        path.chmod(0o755)
 
 
 @dataclass

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -10,9 +11,8 @@ import pytest
 import yaml
 from conftest import WRITE_TOKEN
 from factory import RunSpec, write_tree
-from helpers import one_line_error, run_cli
+from helpers import one_line_error, read_only_folder, run_cli, run_cli_as_any_user
 from hubserver import Fault, HubServer
-from test_export import run_cli_as_any_user
 from test_upload import SECOND_SHA, local_files, make_bundles, upload
 
 
@@ -225,24 +225,19 @@ def test_download_into_a_file_is_a_usage_error_before_any_request(
 
 @pytest.mark.parametrize("kind", ["below a file", "read-only"])
 def test_download_into_an_unusable_folder_is_a_usage_error(
-    repo_id: str, published: Path, tmp_path: Path, kind: str
+    hub: HubServer, repo_id: str, tmp_path: Path, kind: str
 ) -> None:
+    hub.create_repo(repo_id)  # the folder is made after the Hub is read, whatever it holds
     afile = tmp_path / "afile"
     afile.write_text("mine")
-    target = afile / "sub"
-    problem = "Not a directory"
-    if kind == "read-only":
-        target = tmp_path / "read-only"
-        target.mkdir()
-        target.chmod(0o555)
-        problem = "Permission denied"
-    try:
+    with contextlib.ExitStack() as stack:
+        target, problem = afile / "sub", "Not a directory"
+        if kind == "read-only":
+            target = stack.enter_context(read_only_folder(tmp_path / "read-only"))
+            problem = "Permission denied"
         result = run_cli_as_any_user(
             "download", "--repo", repo_id, "-o", target, env={"HF_TOKEN": WRITE_TOKEN}
         )
-    finally:
-        if target.is_dir():
-            target.chmod(0o755)
     assert result.returncode == 2, result.stderr
     assert one_line_error(result.stderr) == (
         f"error: {target}: cannot be used as the output folder: {problem}"

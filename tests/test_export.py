@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
-import ctypes
 import json
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 from factory import RunSpec, gptnt_capabilities
-from helpers import all_files, build, forge, one_line_error, only_bundle, run_cli
+from helpers import (
+    all_files,
+    build,
+    forge,
+    one_line_error,
+    only_bundle,
+    read_only_folder,
+    run_cli,
+    run_cli_as_any_user,
+)
 
 from bundler.collect import CollectOptions
 from bundler.errors import UsageError
@@ -32,31 +38,6 @@ CONFIG = FIXTURES / "gpt-5-2.yaml"
 FOLDER = "20260615_gpt-5-2-high_d34f0ac3_expert-vqa_a1b2c3d4"
 """The folder the fixture describes, named by hand from gptnt-submission.md."""
 ADA = Submitter(name="Ada Lovelace", contact="@ada")
-PR_CAPBSET_DROP = 24
-ROOT_OVERRIDES = (1, 2)
-"""CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH: what lets root write into a read-only folder."""
-
-
-def _drop_root_overrides() -> None:
-    """A preexec_fn that drops ROOT_OVERRIDES from the command's bounding set (as `setpriv
-    --bounding-set` does), so the exec leaves root without them; for anyone else a no-op."""
-    if os.geteuid() != 0:
-        return
-    libc = ctypes.CDLL(None, use_errno=True)
-    for capability in ROOT_OVERRIDES:
-        if libc.prctl(PR_CAPBSET_DROP, capability, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
-
-
-def run_cli_as_any_user(
-    *args: object, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    """run_cli where file permissions bind the command even when the tests run as root, so a
-    read-only folder really cannot be written; skips where root cannot shed that override."""
-    try:
-        return run_cli(*args, env=env, preexec_fn=_drop_root_overrides)
-    except subprocess.SubprocessError as error:
-        pytest.skip(f"cannot run the command without root's permission override: {error}")
 
 
 def gptnt_spec(**changes: object) -> RunSpec:
@@ -357,13 +338,8 @@ def test_an_invalid_date_in_the_config_is_one_line_naming_it(tmp_path: Path) -> 
 
 def test_an_out_dir_that_cannot_be_written_is_a_usage_error(tmp_path: Path) -> None:
     archive = collect_one(tmp_path, gptnt_spec())
-    out = tmp_path / "read-only"
-    out.mkdir()
-    out.chmod(0o555)
-    try:
+    with read_only_folder(tmp_path / "read-only") as out:
         result = run_cli_as_any_user("export-gptnt", archive, "-o", out, "--player-config", CONFIG)
-    finally:
-        out.chmod(0o755)
     assert result.returncode == 2, result.stderr
     assert one_line_error(result.stderr) == (
         f"error: {out}: cannot be used as the output folder: Permission denied"

@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 import zstandard
 from factory import RunSpec, write_tree
+from pydantic_core import from_json
 
 from bundler.collect import CollectedBundle, CollectOptions, CollectReport, collect
 from bundler.layout import LOCK_NAME
@@ -246,6 +247,12 @@ def nested_folders(parent: Path, depth: int) -> Iterator[Path]:
                 entry.unlink()
             folder.rmdir()
             folder = folder.parent
+
+
+def strict_json(text: str | bytes) -> Any:
+    """`text` parsed as RFC 8259 JSON, as strict parsers (serde_json, pydantic's) read it:
+    NaN and Infinity, which Python writes, and lone surrogate escapes are refused."""
+    return from_json(text, allow_inf_nan=False)
 
 
 def one_line_error(stderr: str) -> str:

@@ -17,8 +17,8 @@ from helpers import (
     read_manifest,
     read_members,
     run_cli,
+    strict_json,
 )
-from pydantic_core import from_json
 
 from bundler.collect import CollectOptions, CollectReport, collect, parse_expectations
 from bundler.errors import NoRunSelectedError, UsageError
@@ -721,7 +721,7 @@ def test_json_output_is_valid_unicode_when_a_file_name_is_not_utf8(tmp_path: Pat
     os.rename(run_dir / "prediction_1.json", os.fsencode(run_dir) + b"/prediction_1\xff.json")
     result = run_cli("collect", tmp_path / "out", "-o", tmp_path / "b", "--json")
     assert result.returncode == 1, result.stderr
-    report = from_json(result.stdout.encode())  # strict: no lone surrogate
+    report = strict_json(result.stdout)  # no lone surrogate
     assert any("prediction_1\\xff.json" in refused["error"] for refused in report["refused"])
 
 

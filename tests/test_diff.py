@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from factory import RunSpec, write_tree
-from helpers import build, forge, one_line_error, only_bundle, read_members, run_cli
+from helpers import build, forge, one_line_error, only_bundle, read_members, run_cli, strict_json
 
 from bundler.collect import CollectOptions
 from bundler.diff import (
@@ -48,15 +48,6 @@ def bundle_with_run_meta(
     change(edited)
     run_meta.write_text(json.dumps(edited))
     return bundle(tmp, spec)
-
-
-def strict_json(text: str) -> Any:
-    """`text` parsed as standard JSON: NaN and Infinity, which Python writes, are refused."""
-
-    def refuse(constant: str) -> None:
-        raise ValueError(f"{constant} is not JSON")
-
-    return json.loads(text, parse_constant=refuse)
 
 
 @pytest.fixture

@@ -61,12 +61,22 @@ ROWS = 6
 MAX_RSS_MIB = 150
 
 
-@pytest.fixture(autouse=True, params=["in line", "read ahead"])
+READINGS = ["in line", "read ahead"]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every test here that reads an archive in this process runs both ways verify reads one;
+    a test marked `read_elsewhere` (it verifies in a child process, or reads no archive) once:
+    the switch below reaches no other process."""
+    if not metafunc.definition.get_closest_marker("read_elsewhere"):
+        metafunc.parametrize("reading", READINGS, indirect=True)
+
+
+@pytest.fixture(autouse=True)
 def reading(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every test here runs both ways verify reads an archive: a small one in the reader's own
-    thread, a large one with a thread reading ahead (forced here, the test bundles are small),
-    so that both reach the same verdicts."""
-    if request.param == "read ahead":
+    """A small archive is read in the reader's own thread, a large one with a thread reading
+    ahead (forced here, the test bundles are small): both must reach the same verdicts."""
+    if getattr(request, "param", "in line") == "read ahead":
         monkeypatch.setattr(archive_module, "READ_AHEAD_MIN_BYTES", 0)
 
 
@@ -110,6 +120,7 @@ def test_a_good_bundle_passes_every_check(archive: Path) -> None:
     assert report.exit_code == 0 and report.bundles[0].bundle_id is not None
 
 
+@pytest.mark.read_elsewhere
 def test_the_forging_helpers_reproduce_collects_bytes(archive: Path) -> None:
     """Forging without a change gives back the very bytes collect wrote, so every forgery
     below differs from a real bundle only by what it means to test."""
@@ -266,6 +277,7 @@ def test_a_window_larger_than_any_level_uses_is_refused(archive: Path) -> None:
 # Tar headers -----------------------------------------------------------------------------------
 
 
+@pytest.mark.read_elsewhere
 def test_pax_comment_before_the_manifest_is_refused_at_once(archive: Path, tmp_path: Path) -> None:
     """tarfile parses a crafted PAX header in quadratic time; the canonical reader refuses
     the header's type before reading any of it."""
@@ -770,6 +782,7 @@ def test_archive_moved_to_another_player_directory(archive: Path) -> None:
     assert "its bundle id says" in failure(other / archive.name, "location")
 
 
+@pytest.mark.read_elsewhere
 def test_first_difference_names_the_path_and_respects_types() -> None:
     assert first_difference({"a": {"b": [1, 2]}}, {"a": {"b": [1, 3]}}).path == "a.b[1]"  # type: ignore[union-attr]
     assert first_difference({"n": 6}, {"n": 6.0}).path == "n"  # type: ignore[union-attr]
@@ -803,6 +816,7 @@ def spaces(total: int, start: bytes) -> Iterator[bytes]:
         left -= min(left, len(chunk))
 
 
+@pytest.mark.read_elsewhere
 def test_a_huge_declared_prediction_is_refused_at_its_header(archive: Path, tmp_path: Path) -> None:
     """A 1.5 GB prediction of spaces (valid JSON), consistently hashed, in a few hundred KB."""
     members = read_members(archive)
@@ -850,6 +864,7 @@ def test_a_metrics_member_over_its_limit_is_refused(archive: Path) -> None:
     )
 
 
+@pytest.mark.read_elsewhere
 def test_data_beyond_the_end_of_the_archive_stops_early(archive: Path, tmp_path: Path) -> None:
     members = read_members(archive)
     frames = bundle_frames(members)
@@ -864,6 +879,7 @@ def test_data_beyond_the_end_of_the_archive_stops_early(archive: Path, tmp_path:
     assert_fails_fast(archive, tmp_path, "more than the end-of-archive blocks in its zstd frame")
 
 
+@pytest.mark.read_elsewhere
 def test_implausibly_large_manifest_is_not_read(archive: Path, tmp_path: Path) -> None:
     info = tarfile.TarInfo("manifest.json")
     info.size = MAX_MANIFEST_BYTES + 1
@@ -908,6 +924,7 @@ def test_bundles_are_found_below_a_tree_deeper_than_the_recursion_limit(
     assert not report.bundles[0].ok and report.bundles[1].ok
 
 
+@pytest.mark.read_elsewhere
 def test_the_largest_bundle_collect_writes_verifies_within_the_memory_bound(tmp_path: Path) -> None:
     """Every file at its limit, in the JSON that takes the most memory once parsed (arrays of
     empty arrays): collect accepts it, so verify must pass it, and within the bound."""

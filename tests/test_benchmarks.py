@@ -54,7 +54,7 @@ def test_collect_benchmark_runs_every_row(tmp_path: Path) -> None:
     comparisons = figures["comparisons"]
     assert isinstance(comparisons, list)
     targets = {row["name"]: (row["target_ratio"], row["target_difference"]) for row in comparisons}
-    assert targets == {  # the goals, judged in each row's "met"
+    assert targets == {  # the goals, which each row's "met" is measured against
         "gen-statics-60": (2.0, None),
         "gen-statics-80": (1.5, None),
         "own-writer-60": (None, None),

@@ -29,7 +29,13 @@ from bundler.manifest import (
     prediction_index,
     prediction_path,
 )
-from bundler.metrics import MetricPath, MetricValue, flatten_metrics, metric_leaves, metric_name
+from bundler.metrics import (
+    MetricPath,
+    MetricValue,
+    metric_leaves,
+    metric_name,
+    metric_value,
+)
 from bundler.model import Model
 from bundler.progress import ProgressSink
 from bundler.validation import parse_prediction
@@ -261,9 +267,7 @@ def metric_differences(a: dict[str, Any], b: dict[str, Any]) -> list[MetricDiffe
 
 
 def _metrics_by_path(metrics: dict[str, Any]) -> dict[MetricPath, MetricValue]:
-    # flatten_metrics makes one value per leaf of metric_leaves, in the same order.
-    paths = [path for path, _ in metric_leaves(metrics)]
-    return dict(zip(paths, flatten_metrics(metrics), strict=True))
+    return {path: metric_value(path, value) for path, value in metric_leaves(metrics)}
 
 
 def _metric_names(paths: list[MetricPath]) -> dict[MetricPath, str]:

@@ -64,11 +64,13 @@ def metric_name(path: MetricPath) -> str:
 
 
 def flatten_metrics(metrics: Any) -> list[MetricValue]:
-    return [
-        MetricValue(
-            name=metric_name(path),
-            number=metric_number(value),
-            json_value=json.dumps(value, sort_keys=True),
-        )
-        for path, value in metric_leaves(metrics)
-    ]
+    return [metric_value(path, value) for path, value in metric_leaves(metrics)]
+
+
+def metric_value(path: MetricPath, value: Any) -> MetricValue:
+    """The leaf `value` at `path`, as flatten_metrics gives it."""
+    return MetricValue(
+        name=metric_name(path),
+        number=metric_number(value),
+        json_value=json.dumps(value, sort_keys=True),
+    )

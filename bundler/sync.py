@@ -15,16 +15,16 @@ from pathlib import Path
 
 from pydantic import ConfigDict, Field
 
-from bundler import exitcodes
-from bundler.collect import BundleStatus, CollectOptions, CollectReport, collect
-from bundler.errors import BundlerError, Terminated, UsageError, WriteError
-from bundler.fileio import write_atomically
-from bundler.jsontext import valid_unicode
-from bundler.lock import bundles_lock
-from bundler.model import Model
-from bundler.progress import ProgressSink
-from bundler.upload import Action, Outcome, UploadOptions, UploadReport, upload
-from bundler.verify import find_archives
+from bundler.core import exitcodes
+from bundler.core.errors import BundlerError, Terminated, UsageError, WriteError
+from bundler.core.jsontext import valid_unicode
+from bundler.core.model import Model
+from bundler.core.progress import ProgressSink
+from bundler.hub.upload import Action, Outcome, UploadOptions, UploadReport, upload
+from bundler.local.collect import BundleStatus, CollectOptions, CollectReport, collect
+from bundler.local.fileio import write_atomically
+from bundler.local.lock import bundles_lock
+from bundler.local.verify import find_archives
 
 
 class SyncOptions(Model):

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bundler.metrics import flatten_metrics
-from bundler.rows import BundleRow
+from bundler.hub.rows import BundleRow
+from bundler.local.metrics import flatten_metrics
 
 DEFAULT_SHA = "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678"
 

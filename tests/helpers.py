@@ -28,8 +28,8 @@ import zstandard
 from factory import RunSpec, write_tree
 from pydantic_core import from_json
 
-from bundler.collect import CollectedBundle, CollectOptions, CollectReport, collect
-from bundler.layout import LOCK_NAME
+from bundler.local.collect import CollectedBundle, CollectOptions, CollectReport, collect
+from bundler.local.layout import LOCK_NAME
 
 BUNDLER = Path(sys.executable).parent / "bundler"
 """The console script installed in the same environment as the interpreter running the tests."""
@@ -98,7 +98,7 @@ _PROBE = (
     FORK_COUNTER
     + """
 import atexit, gc, json, sys
-from bundler.cli import main
+from bundler.cli.app import main
 
 state_path = sys.argv[1]
 

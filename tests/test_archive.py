@@ -22,7 +22,8 @@ from helpers import build, decompress, only_bundle, read_members, sidecar_path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bundler.archive import (
+from bundler.core.errors import NotCanonicalError
+from bundler.local.archive import (
     BUNDLE_FRAMES,
     PREFETCH_SWITCH_INTERVAL,
     READ_AHEAD_MIN_BYTES,
@@ -35,10 +36,9 @@ from bundler.archive import (
     read_ahead,
     tar_header,
 )
-from bundler.collect import CollectOptions, collect
-from bundler.errors import NotCanonicalError
-from bundler.manifest import Manifest, Sidecar
-from bundler.schema import StaticsRunMetadata
+from bundler.local.collect import CollectOptions, collect
+from bundler.local.manifest import Manifest, Sidecar
+from bundler.local.schema import StaticsRunMetadata
 
 SPEC = RunSpec(model="Qwen/Qwen3.5-27B", rows=12)
 

@@ -12,7 +12,7 @@ from factory import make_row
 from huggingface_hub import DatasetCard
 from markdown_it import MarkdownIt
 
-from bundler.card import (
+from bundler.hub.card import (
     BOARD_ROWS,
     CELL_MAX_LENGTH,
     WARNING,
@@ -20,7 +20,7 @@ from bundler.card import (
     render_dataset_card,
     task_boards,
 )
-from bundler.rows import BundleRow, metric_column
+from bundler.hub.rows import BundleRow, metric_column
 
 REPO = "org/board"
 

@@ -14,10 +14,10 @@ from hubserver import RACE, HubServer
 from huggingface_hub import CommitOperationAdd, HfApi
 from test_upload import make_bundles, upload
 
-from bundler.card import refresh_card
-from bundler.hub import HubSession
-from bundler.layout import README
-from bundler.upload import FILES_PER_BUNDLE
+from bundler.hub.card import refresh_card
+from bundler.hub.session import HubSession
+from bundler.hub.upload import FILES_PER_BUNDLE
+from bundler.local.layout import README
 
 
 def card(

@@ -120,18 +120,20 @@ def test_collect_of_an_empty_folder_loads_no_stage_that_reads_or_writes_runs(
         tmp_path, "collect", tmp_path / "empty", "-o", tmp_path / "b"
     )
     assert code == 2
-    assert "bundler.collect" in state["loaded"] and "bundler.discover" in state["loaded"]
+    assert (
+        "bundler.local.collect" in state["loaded"] and "bundler.local.discover" in state["loaded"]
+    )
     stages = ("runs", "manifest", "schema", "archive", "fileio", "lock", "claim")
-    assert [name for name in stages if f"bundler.{name}" in state["loaded"]] == []
+    assert [name for name in stages if f"bundler.local.{name}" in state["loaded"]] == []
 
 
 def test_the_console_script_collects_cycles_rarely_and_not_at_exit(
     root: Path, tmp_path: Path
 ) -> None:
-    from bundler.cli import GC_YOUNG_THRESHOLD
+    from bundler.cli.app import GC_YOUNG_THRESHOLD
 
     code, state = probe_console_script(tmp_path, "collect", root, "-o", tmp_path / "b")
-    assert code == 0 and "bundler.runs" in state["loaded"]
+    assert code == 0 and "bundler.local.runs" in state["loaded"]
     assert state["young_threshold"] == GC_YOUNG_THRESHOLD > 700  # Python's default is 700
     assert state["frozen"] > 10_000  # every object alive at exit: no final collection walks them
 
@@ -294,8 +296,8 @@ def test_emoji_codes_in_inputs_read_as_written(tmp_path: Path) -> None:
 def test_progress_is_drawn_on_a_terminal_and_not_in_a_log() -> None:
     from rich.console import Console
 
-    from bundler.progress import NoProgress
-    from bundler.report import progress_on
+    from bundler.cli.render import progress_on
+    from bundler.core.progress import NoProgress
 
     with progress_on(Console(file=io.StringIO(), force_terminal=False)) as progress:
         assert isinstance(progress, NoProgress)
@@ -687,7 +689,7 @@ STOP_INSIDE_PYDANTIC = """
 import signal, sys
 import typer
 from pydantic import BaseModel, field_serializer
-from bundler.cli import run_command
+from bundler.cli.app import run_command
 
 class Claim(BaseModel):
     name: str
@@ -745,7 +747,7 @@ def test_sample_output_collects_and_verifies(tmp_path: Path) -> None:
 
 STOP_AFTER_THE_WORK = """
 import os, signal, sys, time
-from bundler.cli import run_command
+from bundler.cli.app import run_command
 run_command(lambda: 0, json_output=False, debug=False)
 os.kill(os.getpid(), getattr(signal, sys.argv[1]))
 time.sleep(5)

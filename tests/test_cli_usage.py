@@ -13,9 +13,9 @@ import typer
 from factory import RunSpec, write_tree
 from helpers import run_cli
 
-from bundler.cli import app
-from bundler.collect import CollectOptions, collect
-from bundler.version import VERSION
+from bundler.cli.app import app
+from bundler.core.version import VERSION
+from bundler.local.collect import CollectOptions, collect
 
 COMMANDS = sorted(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
 TYPE_PLACEHOLDER = re.compile(

@@ -20,12 +20,12 @@ from helpers import (
     strict_json,
 )
 
-from bundler.collect import CollectOptions, CollectReport, collect, parse_expectations
-from bundler.errors import NoRunSelectedError, UsageError
-from bundler.layout import TEMP_PREFIX, TEMP_SUFFIX
-from bundler.rowcount import split_rows
-from bundler.submitter import Submitter
-from bundler.verify import verify
+from bundler.core.errors import NoRunSelectedError, UsageError
+from bundler.hub.rowcount import split_rows
+from bundler.local.collect import CollectOptions, CollectReport, collect, parse_expectations
+from bundler.local.layout import TEMP_PREFIX, TEMP_SUFFIX
+from bundler.local.submitter import Submitter
+from bundler.local.verify import verify
 
 GOOD = RunSpec(model="gpt-5.2", rows=4)
 BAD = RunSpec(model="broken-model", rows=4)

@@ -14,8 +14,9 @@ import pytest
 from factory import RunSpec, write_tree
 from helpers import build, forge, one_line_error, only_bundle, read_members, run_cli, strict_json
 
-from bundler.collect import CollectOptions
-from bundler.diff import (
+from bundler.core.errors import UsageError
+from bundler.local.collect import CollectOptions
+from bundler.local.diff import (
     BundleDiff,
     FieldDifference,
     MetricDifference,
@@ -24,9 +25,8 @@ from bundler.diff import (
     metric_differences,
     read_archive_members,
 )
-from bundler.errors import UsageError
-from bundler.submitter import Submitter
-from bundler.verify import read_bundle
+from bundler.local.submitter import Submitter
+from bundler.local.verify import read_bundle
 
 LATER = "2026-06-16T08:00:01.5Z"
 

@@ -9,8 +9,8 @@ import pytest
 from factory import RunSpec, write_how_do_you, write_run, write_tree
 from helpers import nested_folders
 
-from bundler.discover import discover
-from bundler.errors import UsageError
+from bundler.core.errors import UsageError
+from bundler.local.discover import discover
 
 
 def test_runs_are_found_at_any_depth_in_name_order(tmp_path: Path) -> None:

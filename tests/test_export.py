@@ -19,9 +19,10 @@ from helpers import (
     run_cli_as_any_user,
 )
 
-from bundler.collect import CollectOptions
-from bundler.errors import UsageError
-from bundler.export import (
+from bundler.core.errors import UsageError
+from bundler.core.naming import capability_fingerprint
+from bundler.local.collect import CollectOptions
+from bundler.local.export import (
     GPTNT_CAPABILITY_FIELDS,
     ExportReport,
     SubmitterOverrides,
@@ -29,9 +30,8 @@ from bundler.export import (
     gptnt_instant,
     load_player_config,
 )
-from bundler.layout import TEMP_PREFIX
-from bundler.naming import capability_fingerprint
-from bundler.submitter import Submitter
+from bundler.local.layout import TEMP_PREFIX
+from bundler.local.submitter import Submitter
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gptnt"
 CONFIG = FIXTURES / "gpt-5-2.yaml"

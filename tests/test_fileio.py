@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from bundler.errors import WriteError
-from bundler.fileio import StagedFile, commit_pair, remove_leftovers, signals_held
-from bundler.layout import TEMP_PREFIX, TEMP_SUFFIX, is_temporary_name
+from bundler.core.errors import WriteError
+from bundler.local.fileio import StagedFile, commit_pair, remove_leftovers, signals_held
+from bundler.local.layout import TEMP_PREFIX, TEMP_SUFFIX, is_temporary_name
 
 
 def staged(final: Path, data: bytes) -> StagedFile:

@@ -9,11 +9,11 @@ import pytest
 from factory import RunSpec
 from helpers import build, forge, one_line_error, only_bundle, read_members, run_cli
 
-from bundler.collect import CollectOptions
-from bundler.errors import UsageError
-from bundler.inspection import inspect_bundle
-from bundler.manifest import Sidecar
-from bundler.rows import build_row, row_bytes
+from bundler.core.errors import UsageError
+from bundler.hub.rows import build_row, row_bytes
+from bundler.local.collect import CollectOptions
+from bundler.local.inspection import inspect_bundle
+from bundler.local.manifest import Sidecar
 
 ROWS = 22
 

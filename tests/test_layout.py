@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bundler.layout import (
+from bundler.local.layout import (
     ALL_TASKS_CONFIG,
     BundleId,
     LayoutError,

@@ -11,11 +11,11 @@ import pytest
 import yaml
 from factory import RunSpec, write_tree
 
-from bundler.card import render_dataset_card, task_boards
-from bundler.collect import CollectOptions, collect
-from bundler.layout import BUNDLES_DIR, README
-from bundler.rows import BundleRow, build_row, metric_column, row_files
-from bundler.verify import find_archives, read_bundle
+from bundler.hub.card import render_dataset_card, task_boards
+from bundler.hub.rows import BundleRow, build_row, metric_column, row_files
+from bundler.local.collect import CollectOptions, collect
+from bundler.local.layout import BUNDLES_DIR, README
+from bundler.local.verify import find_archives, read_bundle
 
 datasets = pytest.importorskip("datasets")
 

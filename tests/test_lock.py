@@ -18,13 +18,13 @@ from conftest import WRITE_TOKEN
 from factory import RunSpec, write_tree
 from helpers import BUNDLER, all_files, cli_env, one_line_error, run_cli
 
-from bundler.layout import LOCK_NAME, TEMP_PREFIX
-from bundler.lock import read_holder
+from bundler.local.layout import LOCK_NAME, TEMP_PREFIX
+from bundler.local.lock import read_holder
 
 HOLDER = """
 import sys
 from pathlib import Path
-from bundler.lock import bundles_lock
+from bundler.local.lock import bundles_lock
 with bundles_lock(Path(sys.argv[1]), operation="sync"):
     print("held", flush=True)
     sys.stdin.read()  # hold until the test closes stdin (or kills this process)

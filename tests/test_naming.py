@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bundler.layout import BundleId
-from bundler.naming import SAFE_TASK_NAME, capability_fingerprint, slugify
-from bundler.schema import StaticsIdentity
+from bundler.core.naming import SAFE_TASK_NAME, capability_fingerprint, slugify
+from bundler.local.layout import BundleId
+from bundler.local.schema import StaticsIdentity
 
 PUBLISHED = Path(__file__).resolve().parents[2] / "shared" / "data"
 PUBLISHED_CAPABILITIES = PUBLISHED / "gptnt-published-capabilities.json"

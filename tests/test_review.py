@@ -19,13 +19,13 @@ from helpers import forge, one_line_error, refresh_manifest, run_cli, sidecar_pa
 from hubserver import Fault, HubServer
 from huggingface_hub import CommitOperationAdd, HfApi
 
-from bundler.collect import CollectOptions, collect
-from bundler.markdown import markdown_code, markdown_text
-from bundler.metrics import flatten_metrics
-from bundler.progress import NoProgress
-from bundler.rows import build_row, read_row, row_files, utc_timestamp
-from bundler.submitter import Submitter
-from bundler.upload import LocalBundle, gather_local
+from bundler.core.progress import NoProgress
+from bundler.hub.markdown import markdown_code, markdown_text
+from bundler.hub.rows import build_row, read_row, row_files, utc_timestamp
+from bundler.hub.upload import LocalBundle, gather_local
+from bundler.local.collect import CollectOptions, collect
+from bundler.local.metrics import flatten_metrics
+from bundler.local.submitter import Submitter
 
 SPLIT_ROWS = {"test": 4, "validation": 6}
 

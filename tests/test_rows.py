@@ -14,10 +14,8 @@ from factory import make_row
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bundler.errors import RowError
-from bundler.layout import BundleId
-from bundler.metrics import flatten_metrics
-from bundler.rows import (
+from bundler.core.errors import RowError
+from bundler.hub.rows import (
     METRICS_AFTER,
     TaskRow,
     dataset_features,
@@ -30,6 +28,8 @@ from bundler.rows import (
     task_row_bytes,
     utc_timestamp,
 )
+from bundler.local.layout import BundleId
+from bundler.local.metrics import flatten_metrics
 
 COLUMN = re.compile(r"[A-Za-z0-9_.-]{1,74}")
 DIGEST = re.compile(r"__[0-9a-f]{32}$")

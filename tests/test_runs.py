@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from factory import RunSpec, write_run
 
-from bundler.discover import discover
-from bundler.errors import InputError
-from bundler.naming import capability_fingerprint
-from bundler.runs import RunHeader, ValidatedRun, read_header, validate_run
+from bundler.core.errors import InputError
+from bundler.core.naming import capability_fingerprint
+from bundler.local.discover import discover
+from bundler.local.runs import RunHeader, ValidatedRun, read_header, validate_run
 
 
 def header_of(root: Path) -> RunHeader:

@@ -11,9 +11,9 @@ import pytest
 from factory import RunSpec
 from pydantic import ValidationError
 
-from bundler.errors import InputError
-from bundler.schema import PredictionRecord, StaticsRunMetadata
-from bundler.validation import parse_prediction, parse_run_meta
+from bundler.core.errors import InputError
+from bundler.local.schema import PredictionRecord, StaticsRunMetadata
+from bundler.local.validation import parse_prediction, parse_run_meta
 
 
 def meta(**changes: Any) -> dict[str, Any]:

@@ -16,13 +16,13 @@ from helpers import one_line_error, run_cli
 from hubserver import Fault, HubServer
 from test_upload import commit_posts, local_files
 
-from bundler import exitcodes
-from bundler.collect import CollectOptions
-from bundler.errors import Terminated
-from bundler.progress import NoProgress
+from bundler.core import exitcodes
+from bundler.core.errors import Terminated
+from bundler.core.progress import NoProgress
+from bundler.hub.upload import UploadOptions
+from bundler.local.collect import CollectOptions
 from bundler.sync import SyncOptions
 from bundler.sync import sync as sync_library
-from bundler.upload import UploadOptions
 
 SPECS = [
     RunSpec(task="expert-vqa", model="gpt-5.2", rows=4),

@@ -14,13 +14,13 @@ from helpers import FORK_COUNTER, probe_console_script, run_cli, run_python
 from hubserver import HubServer
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
 
-from bundler.collect import CollectOptions, collect
-from bundler.errors import HubAccessError
-from bundler.hub import HubSession
-from bundler.layout import LOCK_NAME, BundleId
-from bundler.progress import NoProgress
-from bundler.rows import read_row
-from bundler.upload import gather_local
+from bundler.core.errors import HubAccessError
+from bundler.core.progress import NoProgress
+from bundler.hub.rows import read_row
+from bundler.hub.session import HubSession
+from bundler.hub.upload import gather_local
+from bundler.local.collect import CollectOptions, collect
+from bundler.local.layout import LOCK_NAME, BundleId
 
 SECOND_SHA = "ffeeddccbbaa99887766554433221100ffeeddcc"
 
@@ -360,8 +360,8 @@ VERIFY_AHEAD = (
     + """
 import json, sys
 from pathlib import Path
-from bundler.progress import NoProgress
-from bundler.upload import verifying_ahead
+from bundler.core.progress import NoProgress
+from bundler.hub.upload import verifying_ahead
 try:
     in_child = sys.argv[2] == "child"
     with verifying_ahead(
@@ -428,7 +428,7 @@ def test_the_verifying_childs_watch_ends_it_once_its_parent_is_another() -> None
     the next run may be using."""
     probe = (
         "import os, sys\n"
-        "from bundler.upload import ParentWatch\n"
+        "from bundler.hub.upload import ParentWatch\n"
         "ParentWatch(os.getppid()).advance()\n"
         "print('same parent: going on')\n"
         "ParentWatch(os.getppid() + 1).advance()\n"

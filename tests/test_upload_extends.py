@@ -15,9 +15,9 @@ from factory import RunSpec, write_tree
 from hubserver import Fault, HubServer
 from test_upload import make_bundles, upload
 
-from bundler.collect import CollectOptions, collect
-from bundler.upload import UploadOptions
-from bundler.upload import upload as upload_library
+from bundler.hub.upload import UploadOptions
+from bundler.hub.upload import upload as upload_library
+from bundler.local.collect import CollectOptions, collect
 
 LAST_NIGHT = RunSpec(rows=3)
 

@@ -15,9 +15,9 @@ from hubserver import HubServer
 from huggingface_hub import HfApi
 from test_upload import make_bundles, upload
 
-from bundler.layout import README, BundleId
-from bundler.pullrequest import read_pr_state
-from bundler.upload import BUNDLES_PER_COMMIT
+from bundler.hub.pullrequest import read_pr_state
+from bundler.hub.upload import BUNDLES_PER_COMMIT
+from bundler.local.layout import README, BundleId
 
 ALICE = WRITE_TOKEN  # user "leaderboard-bot"
 BOB = OTHER_WRITE_TOKEN  # user "second-bot"

@@ -51,11 +51,11 @@ from helpers import (
 
 from bundler import archive as archive_module
 from bundler import runs as runs_module
-from bundler.collect import CollectOptions
-from bundler.errors import UsageError
-from bundler.limits import MAX_METRICS_BYTES, MAX_PREDICTION_BYTES, MAX_RUN_META_BYTES
-from bundler.runs import PROGRESS_BATCH
-from bundler.verify import MAX_MANIFEST_BYTES, first_difference, read_bundle, verify
+from bundler.core.errors import UsageError
+from bundler.core.limits import MAX_METRICS_BYTES, MAX_PREDICTION_BYTES, MAX_RUN_META_BYTES
+from bundler.local.collect import CollectOptions
+from bundler.local.runs import PROGRESS_BATCH
+from bundler.local.verify import MAX_MANIFEST_BYTES, first_difference, read_bundle, verify
 
 ROWS = 6
 MAX_RSS_MIB = 150

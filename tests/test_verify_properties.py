@@ -33,9 +33,9 @@ from helpers import (
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from bundler.collect import CollectOptions, collect
-from bundler.submitter import Submitter
-from bundler.verify import read_bundle
+from bundler.local.collect import CollectOptions, collect
+from bundler.local.submitter import Submitter
+from bundler.local.verify import read_bundle
 
 TIME_BOUND_SECONDS = 10.0
 SETTINGS = settings(

@@ -17,7 +17,7 @@ from factory import RunSpec, write_run, write_tree
 from helpers import BUNDLER, cli_env
 from hubserver import Fault, HubServer
 
-from bundler.version import VERSION
+from bundler.core.version import VERSION
 
 WORKFLOW = Path(__file__).parent.parent / "templates" / "nightly-sync.yml"
 EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")

@@ -1,0 +1,524 @@
+"""Rendering results for people (rich, on stderr) and machines (JSON, on stdout).
+
+Nothing here decides anything: every function takes a result computed by the library and shows
+it, so the same result reads the same in a terminal, a CI log and a JSON consumer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections import Counter
+from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from bundler.core.errors import TemporaryError
+from bundler.core.jsontext import valid_unicode
+from bundler.core.progress import NoProgress, ProgressSink
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from bundler.core.checks import CheckResult
+    from bundler.hub.card import CardRefresh
+    from bundler.hub.download import DownloadReport
+    from bundler.hub.review import ReviewReport
+    from bundler.hub.upload import UploadReport
+    from bundler.local.collect import CollectReport
+    from bundler.local.diff import BundleDiff
+    from bundler.local.export import ExportReport
+    from bundler.local.inspection import BundleInspection
+    from bundler.local.verify import VerifyReport
+    from bundler.sync import SyncReport
+
+STATUS_STYLE = {"passed": "green", "warned": "yellow", "failed": "bold red"}
+
+
+def plain(text: str, *, keep_newlines: bool = False) -> str:
+    """`text` with every character Python deems unprintable (control characters such as ESC,
+    format characters such as bidi overrides, lone surrogates, line breaks unless kept) shown
+    as its escape, e.g. `\\x1b`: names, warnings and paths come from strangers, and a raw
+    escape sequence could rewrite what a reviewer sees on the terminal."""
+    if text.isprintable():
+        return text
+    return "".join(
+        char if char.isprintable() or (keep_newlines and char == "\n") else repr(char)[1:-1]
+        for char in text
+    )
+
+
+def shown(value: object, *, keep_newlines: bool = False) -> str:
+    """Any value from the inputs, ready for rich markup: unprintable characters escaped
+    (`plain`) and markup brackets escaped. Every renderer passes input text through this."""
+    return escape(plain(str(value), keep_newlines=keep_newlines))
+
+
+LOG_WIDTH = 160
+"""Width for tables when stderr is a log, not a terminal: rich would assume 80 columns and
+break bundle ids in the middle; a log line may be long."""
+
+
+def stderr_console() -> Console:
+    # emoji off: a name such as ":fire:" from the inputs must read as written, not as 🔥.
+    console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console.width = LOG_WIDTH
+    return console
+
+
+def emit_text(text: str) -> None:
+    """A document (Markdown) on stdout, for a person to read or a pipe to take."""
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def emit_json(value: BaseModel | dict[str, Any]) -> None:
+    """One JSON document on stdout, nothing else there, so it can be piped into jq. It is
+    ASCII: every other character is a JSON escape, so no control character reaches a terminal
+    raw; and valid Unicode (`valid_unicode`), so that no strict parser refuses it."""
+    data = value if isinstance(value, dict) else value.model_dump(mode="json")
+    sys.stdout.write(json.dumps(valid_unicode(data), indent=2, ensure_ascii=True) + "\n")
+    sys.stdout.flush()
+
+
+def progress_on(console: Console) -> AbstractContextManager[ProgressSink]:
+    """Where a long command reports its progress: a bar drawn on the console when it is a
+    terminal, nothing otherwise (a CI log), and then rich's progress machinery is not even
+    imported, which is a measurable part of a short command's start-up."""
+    if not console.is_terminal:
+        return nullcontext(NoProgress())
+    from bundler.cli.progressbar import ProgressBar
+
+    return ProgressBar(console)
+
+
+TABLE_MAX_BUNDLES = 40
+"""More bundles than this are summarised in counts rather than tabled: a table of hundreds of
+rows is no reading for a person (and took rich a second to lay out); --json lists them all."""
+
+
+def render_collect(report: CollectReport, console: Console) -> None:
+    from rich.table import Table  # imported by the renderers that draw tables, only
+
+    if len(report.bundles) > TABLE_MAX_BUNDLES:
+        _summarise_bundles(report, console)
+    elif report.bundles:
+        table = Table(title=f"Bundles in {shown(report.bundles_dir)}", title_justify="left")
+        for column in ("bundle", "status", "coverage", "predictions", "size"):
+            table.add_column(
+                column,
+                justify="right" if column in ("predictions", "size") else "left",
+                overflow="fold",
+            )
+        for bundle in report.bundles:
+            coverage_style = "green" if bundle.coverage == "complete" else "yellow"
+            table.add_row(
+                shown(bundle.bundle_id),
+                bundle.status,
+                f"[{coverage_style}]{bundle.coverage}[/]",
+                str(bundle.predictions),
+                human_size(bundle.size),
+            )
+        console.print(table)
+        for bundle in report.bundles:
+            for warning in bundle.warnings:
+                console.print(f"[yellow]warning[/] {shown(bundle.bundle_id)}: {shown(warning)}")
+    for item in report.skipped:
+        console.print(f"[dim]skipped {shown(item.path)}: {shown(item.reason)}[/]")
+    for path in report.removed_temporaries:
+        console.print(f"[dim]removed {shown(path)}: left by an interrupted collect[/]")
+    for refusal in report.refused:
+        console.print(f"[bold red]refused[/] {shown(refusal.error)}")
+    written = len(report.bundles)
+    console.print(
+        f"{written} bundle(s) ready, {len(report.refused)} input(s) refused, "
+        f"{len(report.skipped)} skipped"
+    )
+
+
+def _summarise_bundles(report: CollectReport, console: Console) -> None:
+    """Counts by status and coverage, and each distinct warning once with how many bundles
+    it concerns and the first of them."""
+    statuses = Counter(bundle.status for bundle in report.bundles)
+    coverages = Counter(bundle.coverage for bundle in report.bundles)
+    size = sum(bundle.size for bundle in report.bundles)
+    console.print(
+        f"{len(report.bundles)} bundles in {shown(report.bundles_dir)} ({human_size(size)}): "
+        + ", ".join(f"{count} {status}" for status, count in sorted(statuses.items()))
+        + "; coverage "
+        + ", ".join(f"{count} {coverage}" for coverage, count in sorted(coverages.items()))
+        + " (--json lists every bundle)"
+    )
+    concerned: dict[str, list[str]] = {}
+    for bundle in report.bundles:
+        for warning in bundle.warnings:
+            concerned.setdefault(warning, []).append(bundle.bundle_id)
+    for warning, bundle_ids in concerned.items():
+        more = f" and {len(bundle_ids) - 1} more" if len(bundle_ids) > 1 else ""
+        console.print(f"[yellow]warning[/] {shown(bundle_ids[0])}{more}: {shown(warning)}")
+
+
+def render_checks(checks: list[CheckResult], console: Console, indent: str = "  ") -> None:
+    for check in checks:
+        style = STATUS_STYLE[check.status]
+        hint = f" [dim]({shown(check.hint)})[/]" if check.hint else ""
+        console.print(
+            f"{indent}[{style}]{check.status:>6}[/] {check.name}: {shown(check.detail)}{hint}"
+        )
+
+
+def render_verify(report: VerifyReport, console: Console) -> None:
+    for bundle in report.bundles:
+        verdict = "[green]OK[/]" if bundle.ok else "[bold red]FAILED[/]"
+        console.print(f"{verdict} {shown(bundle.archive)}")
+        render_checks(
+            [check for check in bundle.checks if not bundle.ok or check.status != "passed"],
+            console,
+        )
+    bad = sum(not bundle.ok for bundle in report.bundles)
+    console.print(f"{len(report.bundles) - bad} of {len(report.bundles)} bundle(s) verified")
+
+
+def render_inspection(inspection: BundleInspection, console: Console) -> None:
+    from rich.table import Table  # imported by the renderers that draw tables, only
+
+    verification = inspection.verification
+    claim = inspection.claim
+    verdict = "[green]intact[/]" if verification.ok else "[bold red]FAILED verification[/]"
+    console.print(f"[bold]{shown(claim.bundle_id if claim else verification.archive)}[/] {verdict}")
+    if claim is None:
+        render_checks(verification.checks, console)
+        return
+    statics = claim.statics
+    pin = (
+        f"[green]pinned[/] {shown(str(statics.resolved_revision))}"
+        if statics.is_pinned
+        else "[bold yellow]UNPINNED[/] (the dataset rows cannot be pinned down)"
+    )
+    provenance = claim.provenance
+    git_sha = str(provenance.get("git_sha"))
+    dirty = " [bold yellow]DIRTY TREE[/]" if git_sha.endswith("-dirty") else ""
+    coverage = claim.coverage
+    expected = f" of {coverage.expected_rows}" if coverage.expected_rows is not None else ""
+    coverage_style = "green" if coverage.status == "complete" else "bold yellow"
+    counts = claim.predictions
+    usage = ", ".join(f"{key} {value:,}" for key, value in counts.usage.items()) or "none"
+    submitter = ", ".join(v for v in claim.submitter.model_dump().values() if v) or "none"
+    facts = Table.grid(padding=(0, 2))
+    facts.add_column(style="bold")
+    facts.add_column()
+    facts.add_row("target", shown(claim.target))
+    facts.add_row("dataset", shown(f"{statics.hf_repo_id} (split {statics.dataset_split})"))
+    facts.add_row("revision", f"requested {shown(str(statics.requested_revision))}, {pin}")
+    facts.add_row("model", shown(claim.model_name))
+    facts.add_row("player", shown(f"{claim.player_name} ({claim.player_type})"))
+    facts.add_row("fingerprint", shown(claim.capability_fingerprint))
+    facts.add_row("run date", shown(claim.run_date))
+    facts.add_row("harness", shown(f"gptnt {provenance.get('gptnt_version')} @ {git_sha}") + dirty)
+    facts.add_row(
+        "coverage",
+        f"[{coverage_style}]{coverage.status}[/]: {coverage.rows_present}{expected} rows",
+    )
+    facts.add_row(
+        "predictions",
+        f"{counts.count}, errors {counts.errors} ({_rate(inspection.error_rate)}), "
+        f"exceptions {counts.exceptions} ({_rate(inspection.exception_rate)})",
+    )
+    facts.add_row("usage", shown(usage))
+    facts.add_row("submitter", shown(submitter))
+    facts.add_row("bundler", shown(claim.bundler_version))
+    console.print(facts)
+    if inspection.metrics:
+        table = Table(title="metrics", title_justify="left")
+        table.add_column("name")
+        table.add_column("value", justify="right")
+        for metric in inspection.metrics:
+            table.add_row(shown(metric.name), shown(metric.json_value))
+        console.print(table)
+    for warning in claim.warnings:
+        console.print(f"[yellow]warning[/] {shown(warning)}")
+    if not verification.ok:
+        render_checks(verification.failures(), console)
+
+
+def _rate(rate: float | None) -> str:
+    return "n/a" if rate is None else f"{rate:.1%}"
+
+
+def human_size(size: int) -> str:
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{size} B"
+
+
+OUTCOME_STYLE = {
+    "published": "green",
+    "proposed": "green",
+    "held-back": "yellow",
+    "already-there": "dim",
+    "planned": "cyan",
+    "downloaded": "green",
+    "refused": "bold red",
+    "exported": "green",
+    "unchanged": "dim",
+    "failed": "bold red",
+    "rejected": "bold red",
+    "missing": "bold red",
+}
+
+
+def render_upload(report: UploadReport, console: Console) -> None:
+    from rich.table import Table  # imported by the renderers that draw tables, only
+
+    mode = " (dry run: nothing was changed)" if report.dry_run else ""
+    where = f"{shown(report.repo_id)} @ {shown(report.revision)}"
+    if report.pull_request_num is not None:
+        where = f"{shown(report.repo_id)}, pull request #{report.pull_request_num}"
+        where += f" on {shown(report.revision)}"
+    table = Table(title=f"{where}{mode}", title_justify="left")
+    for column in ("bundle", "plan", "outcome", "detail"):
+        table.add_column(column, overflow="fold")
+    for bundle in report.bundles:
+        style = OUTCOME_STYLE.get(bundle.outcome, "")
+        table.add_row(
+            shown(bundle.bundle_id),
+            bundle.action,
+            f"[{style}]{bundle.outcome}[/]",
+            shown(bundle.detail or ""),
+        )
+    console.print(table)
+    for bundle in report.bundles:
+        if bundle.outcome == "held-back":
+            detail = shown(bundle.detail or "")
+            console.print(f"[yellow]warning[/] held back {shown(bundle.bundle_id)}: {detail}")
+    for warning in report.warnings:
+        console.print(f"[yellow]warning[/] {shown(warning)}")
+    if report.repo_created:
+        console.print(f"created dataset repository {shown(report.repo_id)}")
+    for commit in report.commits:
+        console.print(f"commit {commit}")
+    proposed = sum(bundle.outcome == "proposed" for bundle in report.bundles)
+    if report.pull_request_url:
+        url = shown(report.pull_request_url)
+        if proposed:
+            console.print(f"proposed in PR #{report.pull_request_num}: {url}")
+        else:
+            console.print(f"your open pull request #{report.pull_request_num}: {url}")
+    if report.error:
+        console.print(f"[bold red]error[/]: {shown(report.error)}")
+        if report.hint:
+            console.print(f"  hint: {plain(report.hint)}", markup=False)
+    published = sum(bundle.outcome == "published" for bundle in report.bundles)
+    there = sum(bundle.outcome == "already-there" for bundle in report.bundles)
+    held = sum(bundle.outcome == "held-back" for bundle in report.bundles)
+    bad = sum(bundle.outcome in ("refused", "failed") for bundle in report.bundles)
+    done = (
+        f"{proposed} proposed in PR #{report.pull_request_num}"
+        if report.pull_request_num is not None
+        else f"{published} published to {shown(report.revision)}"
+    )
+    console.print(
+        f"{done}, {there} already there, {held} held back, {bad} refused or failed, "
+        f"{len(report.commits)} commit(s)"
+    )
+    if report.exit_code == TemporaryError.exit_code:
+        console.print("temporary failure: run the same command again later; it resumes")
+
+
+def render_card(refresh: CardRefresh, console: Console) -> None:
+    where = f"{shown(refresh.repo_id)} @ {shown(refresh.revision)}"
+    for path in refresh.unreadable_rows:
+        console.print(f"[yellow]warning[/] {shown(path)}: not a readable row; left out")
+    if not refresh.changed:
+        console.print(f"the dataset card of {where} is up to date ({refresh.bundle_count} bundles)")
+    elif refresh.commit is None:
+        console.print(
+            f"the dataset card of {where} is stale; it would be regenerated "
+            f"({refresh.bundle_count} bundles; dry run: nothing was changed)"
+        )
+    else:
+        console.print(
+            f"regenerated the dataset card of {where} ({refresh.bundle_count} bundles): "
+            f"commit {refresh.commit}"
+        )
+
+
+def render_download(report: DownloadReport, console: Console) -> None:
+    for warning in report.warnings:
+        console.print(f"[yellow]warning[/] {shown(warning)}")
+    for bundle in report.bundles:
+        style = OUTCOME_STYLE.get(bundle.outcome, "")
+        detail = f": {shown(bundle.detail)}" if bundle.detail else ""
+        console.print(f"[{style}]{bundle.outcome:>10}[/] {shown(bundle.bundle_id)}{detail}")
+    good = sum(bundle.outcome == "downloaded" for bundle in report.bundles)
+    console.print(
+        f"{good} of {len(report.bundles)} bundle(s) downloaded and verified into "
+        f"{shown(report.output_dir)} (commit {shown(report.commit[:12])})"
+    )
+
+
+def _shown_value(value: Any) -> str:
+    return shown(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
+
+
+def render_diff(diff: BundleDiff, console: Console) -> None:
+    from rich.table import Table  # imported by the renderers that draw tables, only
+
+    for label, side in (("A", diff.a), ("B", diff.b)):
+        console.print(
+            f"[bold]{label}[/] {shown(side.archive)}  {shown(side.bundle_id)}  "
+            f"sha256 {side.sha256[:12]}…"
+        )
+    if diff.claims or diff.files:
+        table = Table(title="claims", title_justify="left")
+        for column in ("field", "A", "B"):
+            table.add_column(column, overflow="fold")
+        for difference in [*diff.claims, *diff.files]:
+            table.add_row(
+                shown(difference.field), _shown_value(difference.a), _shown_value(difference.b)
+            )
+        console.print(table)
+    if diff.metrics:
+        table = Table(title="metrics", title_justify="left")
+        table.add_column("metric", overflow="fold")
+        for column in ("A", "B", "delta"):
+            table.add_column(column, justify="right", overflow="fold")
+        for metric in diff.metrics:
+            table.add_row(
+                shown(metric.name),
+                "[dim]absent[/]" if metric.change == "added" else _shown_value(metric.a),
+                "[dim]absent[/]" if metric.change == "removed" else _shown_value(metric.b),
+                f"{metric.delta:+.6g}" if metric.delta is not None else metric.change,
+            )
+        console.print(table)
+    changes = diff.predictions
+    console.print(
+        f"predictions: {changes.added} added, {changes.removed} removed, "
+        f"{changes.changed} changed, {changes.unchanged} unchanged"
+    )
+    for kind, indices, total in (
+        ("added", changes.first_added, changes.added),
+        ("removed", changes.first_removed, changes.removed),
+        ("changed", changes.first_changed, changes.changed),
+    ):
+        if indices:
+            more = f" … ({total} in all)" if total > len(indices) else ""
+            console.print(f"  {kind}: {', '.join(map(str, indices))}{more}")
+    if diff.samples:
+        table = Table(title="changed predictions", title_justify="left", show_lines=True)
+        table.add_column("index", justify="right")
+        table.add_column("field")
+        table.add_column("A", overflow="fold", ratio=1)
+        table.add_column("B", overflow="fold", ratio=1)
+        for sample in diff.samples:
+            cut = " [dim](cut)[/]" if sample.truncated else ""
+            table.add_row(
+                str(sample.index),
+                sample.field,
+                shown(sample.a, keep_newlines=True) + cut,
+                shown(sample.b, keep_newlines=True) + cut,
+            )
+        console.print(table)
+    style = "green" if diff.identical else ("yellow" if diff.only_run_date else "bold")
+    console.print(f"[{style}]{shown(diff.verdict)}[/]")
+
+
+def render_export(report: ExportReport, console: Console) -> None:
+    for bundle in report.bundles:
+        name = shown(bundle.bundle_id or bundle.archive)
+        style = OUTCOME_STYLE.get(bundle.outcome, "")
+        if bundle.outcome == "refused":
+            console.print(
+                f"[{style}]{bundle.outcome:>9}[/] {shown(bundle.archive)}: {shown(bundle.reason)}"
+            )
+            if any(refusal.kind == "submitter" for refusal in bundle.refusals):
+                console.print(
+                    "  hint: set the submitter when collecting, or give --submitter-name and "
+                    "--submitter-contact",
+                    markup=False,
+                )
+        else:
+            console.print(f"[{style}]{bundle.outcome:>9}[/] {name} -> {shown(bundle.folder or '')}")
+        for warning in bundle.warnings:
+            console.print(f"  [yellow]warning[/] {name}: {shown(warning)}")
+    counts = {
+        outcome: sum(bundle.outcome == outcome for bundle in report.bundles)
+        for outcome in ("exported", "unchanged", "refused")
+    }
+    console.print(
+        f"{counts['exported']} exported, {counts['unchanged']} unchanged, "
+        f"{counts['refused']} refused, into {shown(report.out_dir)} "
+        f"(player {shown(report.player_name)})"
+    )
+
+
+def render_sync(report: SyncReport, console: Console) -> None:
+    """Both steps as their own commands show them, then one summary line for the log."""
+    if report.collect is not None:
+        render_collect(report.collect, console)
+    if report.upload is not None:
+        render_upload(report.upload, console)
+    if report.upload_skipped:
+        console.print(f"upload skipped: {shown(report.upload_skipped)}")
+    if report.error and (report.upload is None or report.upload.error != report.error):
+        console.print(f"[bold red]error[/]: {shown(report.error)}")
+        if report.hint:
+            console.print(f"  hint: {plain(report.hint)}", markup=False)
+    if report.report_path_error:
+        console.print(f"[bold red]error[/]: {shown(report.report_path_error)}")
+    counts = report.counts
+    took = (report.finished_at or report.started_at) - report.started_at
+    console.print(
+        f"sync: {counts.runs_bundled} run(s) bundled, {counts.runs_refused} refused; "
+        f"{counts.published} bundle(s) published, {counts.proposed} proposed, "
+        f"{counts.already_there} already there, {counts.held_back} held back, "
+        f"{counts.refused + counts.failed} refused or failed; {counts.commits} commit(s); "
+        f"{took.total_seconds():.1f} s; exit code {report.exit_code}"
+    )
+
+
+MERGE_STYLE = {"merged": "green", "refused": "bold red", "failed": "bold red"}
+
+
+def render_review(report: ReviewReport, console: Console) -> None:
+    """A short summary; the full report is the Markdown (stdout, or the PR comment)."""
+    for pr in report.pull_requests:
+        verdict = "[green]clean[/]" if pr.clean else "[bold red]needs a maintainer[/]"
+        kinds = [bundle.classification for bundle in pr.bundles]
+        counted = ", ".join(
+            f"{kinds.count(kind)} {kind}"
+            for kind in ("new", "replacement", "unchanged")
+            if kind in kinds
+        )
+        console.print(
+            f"PR #{pr.num} '{shown(pr.title)}' by {shown(pr.author)}: {verdict}"
+            f" ({counted or 'no bundle'})"
+        )
+        render_checks([check for check in pr.checks if check.status != "passed"], console)
+        for bundle in pr.bundles:
+            problems = [check for check in bundle.checks if check.status != "passed"]
+            if problems:
+                console.print(f"  {shown(bundle.bundle_id)} ({bundle.classification}):")
+                render_checks(problems, console, indent="    ")
+        if pr.comment != "not-asked":
+            console.print(f"  comment: {pr.comment}")
+        if pr.merge != "not-asked":
+            detail = f": {shown(pr.merge_detail)}" if pr.merge_detail else ""
+            console.print(f"  merge: [{MERGE_STYLE[pr.merge]}]{pr.merge}[/]{detail}")
+    if report.card is not None:
+        card = report.card
+        state = f"regenerated (commit {card.commit[:12]})" if card.commit else "already true"
+        console.print(
+            f"dataset card on {shown(card.revision)}: {state}, {card.bundle_count} bundle(s)"
+        )
+    if report.card_error:
+        console.print(f"[bold red]dataset card not regenerated[/]: {shown(report.card_error)}")
+    clean = sum(pr.clean for pr in report.pull_requests)
+    console.print(f"{clean} of {len(report.pull_requests)} pull request(s) clean")

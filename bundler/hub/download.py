@@ -1,0 +1,187 @@
+"""Stage 6: download bundles from a dataset repository into a local bundles directory.
+
+Every bundle is fetched into a staging folder inside the output directory, verified there, and
+only then moved into place. A bundle that fails verification goes to `.rejected/` beside the
+good ones, never among them, so a downloaded directory can be trusted as a whole. All files come
+from one commit (the revision's head when the download starts), so a concurrent upload cannot
+mix two versions of a bundle.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from functools import partial
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+
+from bundler.core.errors import UsageError, WriteError
+from bundler.core.model import Model
+from bundler.core.progress import NoProgress, ProgressSink
+from bundler.hub.session import REPO_TYPE, HubSession
+from bundler.local.fileio import unusable_output_folder, write_error
+from bundler.local.layout import (
+    BUNDLES_DIR,
+    REJECTED_DIR,
+    TEMP_PREFIX,
+    BundleId,
+    LayoutError,
+    bundle_ids_in,
+)
+from bundler.local.verify import BundleReading, read_bundle
+
+FetchOutcome = Literal["downloaded", "rejected", "missing", "failed"]
+"""`failed`: fetched, but its files could not be saved in the output folder."""
+
+
+class FetchedBundle(Model):
+    bundle_id: str
+    outcome: FetchOutcome
+    archive: str | None = None
+    detail: str | None = None
+
+
+class DownloadReport(Model):
+    repo_id: str
+    revision: str
+    commit: str
+    output_dir: str
+    bundles: list[FetchedBundle] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    """Repository paths under bundles/ that are not a bundle layout: named, never fetched."""
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if all(bundle.outcome == "downloaded" for bundle in self.bundles) else 1
+
+
+def download(
+    repo_id: str,
+    output_dir: Path,
+    *,
+    revision: str = "main",
+    bundle_ids: list[str] | None = None,
+    token: str | None = None,
+    progress: ProgressSink | None = None,
+) -> DownloadReport:
+    progress = progress or NoProgress()
+    if output_dir.exists() and not output_dir.is_dir():
+        raise UsageError(f"{output_dir}: exists and is not a directory")
+    session = HubSession(repo_id, token=token)
+    commit = session.head(revision)
+    listed = session.list_files(BUNDLES_DIR, commit)
+    available, invalid = bundle_ids_in(listed)
+    report = DownloadReport(
+        repo_id=repo_id,
+        revision=revision,
+        commit=commit,
+        output_dir=str(output_dir),
+        warnings=[f"{path}: not a bundle layout, not downloaded" for path in invalid],
+    )
+    wanted = available
+    if bundle_ids:
+        asked = {_parse_requested(text) for text in bundle_ids}
+        wanted = [bundle for bundle in available if bundle in asked]
+        report.bundles.extend(
+            FetchedBundle(bundle_id=str(bundle), outcome="missing", detail="not in the repository")
+            for bundle in sorted(asked - set(available))
+        )
+    try:  # a folder that cannot take the staging folder can take no bundle either
+        output_dir.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(dir=output_dir, prefix=f"{TEMP_PREFIX}download-"))
+    except OSError as error:
+        raise unusable_output_folder(output_dir, error) from None
+    try:
+        progress.begin(f"downloading from {repo_id}", len(wanted))
+        for bundle in wanted:
+            try:
+                fetched, _ = fetch_verified(
+                    session, bundle, commit, set(listed), staging, output_dir, progress
+                )
+            except WriteError as error:  # this bundle's place alone: the others still go
+                fetched = FetchedBundle(bundle_id=str(bundle), outcome="failed", detail=str(error))
+            report.bundles.append(fetched)
+            progress.advance()
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return report
+
+
+def fetch_verified(
+    session: HubSession,
+    bundle: BundleId,
+    commit: str,
+    listed: set[str],
+    staging: Path,
+    output_dir: Path,
+    progress: ProgressSink,
+) -> tuple[FetchedBundle, BundleReading]:
+    """Fetch one bundle's archive and sidecar (those of them `listed` at `commit`) into
+    `staging`, verify them there, and move them into `output_dir`, or its `.rejected/` when
+    verification fails; also returns what the verifying read found. WriteError, with nothing
+    of the bundle left in `output_dir`, when its files cannot be put there."""
+    player_dir = bundle.player_dir
+    names = [bundle.archive_name, bundle.sidecar_name]
+    staged = fetch_bundle(session, bundle, commit, listed, staging).parent
+    reading = read_bundle(staged / names[0], progress)
+    verification = reading.verification()
+    destination = (
+        output_dir / player_dir if verification.ok else output_dir / REJECTED_DIR / player_dir
+    )
+    placed: list[Path] = []
+    target = destination
+    try:
+        destination.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            target = destination / name
+            if (staged / name).exists():
+                os.replace(staged / name, target)
+                placed.append(target)
+    except OSError as error:
+        for path in placed:  # an archive without its sidecar would pass for a bundle
+            path.unlink(missing_ok=True)
+        failure = write_error(target, error)
+        failure.hint = "clear that path and download again"
+        raise failure from None
+    if verification.ok:
+        fetched = FetchedBundle(
+            bundle_id=str(bundle), outcome="downloaded", archive=str(destination / names[0])
+        )
+    else:
+        fetched = FetchedBundle(
+            bundle_id=str(bundle),
+            outcome="rejected",
+            archive=str(destination / names[0]),
+            detail="failed verification, kept apart: " + verification.describe_failures(),
+        )
+    return fetched, reading
+
+
+def fetch_bundle(
+    session: HubSession, bundle: BundleId, commit: str, listed: set[str], staging: Path
+) -> Path:
+    """Download a bundle's archive and sidecar (those of them `listed`) into `staging`, in the
+    repository's layout, and return where the archive is: unverified, for the caller to read."""
+    for path in (bundle.repo_archive, bundle.repo_sidecar):
+        if path not in listed:
+            continue  # a missing sidecar is reported by verification, not silently skipped
+        fetch = partial(
+            session.api.hf_hub_download,
+            session.repo_id,
+            path,
+            repo_type=REPO_TYPE,
+            revision=commit,
+            local_dir=staging,
+        )
+        session.call(f"downloading {path}", fetch)
+    return staging / BUNDLES_DIR / bundle.player_dir / bundle.archive_name
+
+
+def _parse_requested(text: str) -> BundleId:
+    try:
+        return BundleId.parse(text)
+    except LayoutError as error:
+        raise UsageError(f"--bundle {text!r}: {error}") from None

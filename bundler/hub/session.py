@@ -1,0 +1,404 @@
+"""Talking to the Hugging Face Hub: one session object over the real `huggingface_hub` client,
+and the translation of its errors into ones a user can act on.
+
+The client retries some calls itself (preupload, LFS transfers) but not the commit, and not
+the small JSON calls. `call` therefore retries the idempotent reads that the bundler's
+decisions rest on, so one dropped connection does not abort a nightly upload; the commit's own
+faults are handled by `commit_replanned`, which re-plans on the current head before trying
+again, so a commit whose response was lost is found there instead of being made twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import TypeVar
+
+import httpx2  # the transport huggingface_hub itself uses; its errors are connection faults
+from huggingface_hub import (
+    CommitInfo,
+    CommitOperationAdd,
+    HfApi,
+    get_session,
+    hf_hub_url,
+    hf_raise_for_status,
+)
+from huggingface_hub.errors import (
+    GatedRepoError,
+    HfHubHTTPError,
+    LocalEntryNotFoundError,
+    LocalTokenNotFoundError,
+    RepositoryNotFoundError,
+    RevisionNotFoundError,
+)
+from huggingface_hub.hf_api import RepoFile, RepoFolder
+from huggingface_hub.utils import (  # type: ignore[attr-defined]  # a lazily exported name
+    build_hf_headers,
+)
+
+from bundler.core.errors import (
+    BundlerError,
+    HubAccessError,
+    HubError,
+    HubRateLimitError,
+    HubUnavailableError,
+    TemporaryError,
+    UsageError,
+)
+from bundler.hub.retry import RETRY_MAX_SECONDS
+
+REPO_TYPE = "dataset"
+_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}"
+REPO_ID = re.compile(f"{_NAME}/{_NAME}")
+"""A repository to publish to or download from: OWNER/NAME, checked before any request (a
+bare NAME would be looked up as a legacy canonical repository and end in a raw 404)."""
+DATASET_ID = re.compile(f"(?:{_NAME}/)?{_NAME}")
+"""A dataset id as run_meta.json names it: legacy canonical datasets have no owner."""
+READ_ATTEMPTS = 4
+READ_BACKOFF_SECONDS = 0.5
+MAX_SMALL_FILE_BYTES = 16 << 20
+"""A row or sidecar is a few KB; anything near this is not one and is not read further."""
+MAX_RETRY_AFTER_SECONDS = 120.0
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    """What the Hub holds at a path: its git blob id and, for LFS files, the sha256."""
+
+    path: str
+    size: int
+    blob_id: str
+    lfs_sha256: str | None
+
+
+def git_blob_id(data: bytes) -> str:
+    """The id git (and the Hub) gives a regular file's content."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
+
+
+def status_of(error: BaseException) -> int | None:
+    if isinstance(error, HfHubHTTPError) and error.response is not None:
+        return error.response.status_code
+    return None
+
+
+def retry_after_of(error: BaseException) -> float | None:
+    """Seconds the Hub asked us to wait (Retry-After header), if it said."""
+    if not isinstance(error, HfHubHTTPError) or error.response is None:
+        return None
+    value = error.response.headers.get("Retry-After")
+    try:
+        return min(float(value), MAX_RETRY_AFTER_SECONDS) if value is not None else None
+    except ValueError:
+        return None
+
+
+def is_transient(error: BaseException) -> bool:
+    """A fault after which the same request may succeed: 5xx, 408, 429, or no answer at all.
+    A request the client could not even send (a header that is not valid HTTP, such as a token
+    with a line break; an endpoint that is no http(s) URL) fails the same way every time."""
+    if isinstance(error, httpx2.LocalProtocolError | httpx2.UnsupportedProtocol):
+        return False
+    if isinstance(error, httpx2.TransportError):
+        return True
+    status = status_of(error)
+    return status is not None and (status >= 500 or status in (408, 429))
+
+
+class HubSession:
+    """One dataset repository on one Hub endpoint, with one token (never shown anywhere)."""
+
+    def __init__(self, repo_id: str, *, token: str | None = None, owned: bool = True) -> None:
+        """`owned`: the id must be OWNER/NAME (any repository the user names); else a bare
+        NAME is accepted too (a dataset a run was measured on)."""
+        if not (REPO_ID if owned else DATASET_ID).fullmatch(repo_id):
+            raise UsageError(
+                f"--repo {repo_id!r}: expected OWNER/NAME, e.g. my-org/gptnt-leaderboard"
+            )
+        self.repo_id = repo_id
+        self.api = HfApi(token=token)
+
+    def describe(
+        self,
+        error: BaseException,
+        *,
+        doing: str,
+        create_pr: bool = False,
+        write_hint: str | None = None,
+    ) -> HubError:
+        """Turn a client error into a HubError that says what to do next; `write_hint` is the
+        next step when the token may not write (else: propose a pull request instead)."""
+        repo = self.repo_id
+        status = status_of(error)
+        if isinstance(error, LocalTokenNotFoundError) or status == 401:
+            return HubAccessError(
+                f"{doing}: the Hub rejected the credentials (missing or invalid token)",
+                hint="pass --token, set HF_TOKEN, or run `hf auth login`",
+            )
+        if isinstance(error, httpx2.UnsupportedProtocol):
+            return HubAccessError(
+                f"{doing}: the Hub's address is not an http(s) URL",
+                hint="check HF_ENDPOINT (for example https://huggingface.co), or unset it",
+            )
+        if isinstance(error, httpx2.LocalProtocolError):  # its text would show the token
+            return HubAccessError(
+                f"{doing}: the request could not be sent: a header is not valid HTTP",
+                hint="check the token (--token, HF_TOKEN) for spaces or line breaks",
+            )
+        if isinstance(error, RevisionNotFoundError):
+            return HubAccessError(
+                f"{doing}: the revision does not exist in dataset {repo}",
+                hint="check --revision (a branch, a tag, refs/pr/N or a commit sha)",
+            )
+        if isinstance(error, GatedRepoError):
+            return HubAccessError(f"{doing}: dataset {repo} is gated; request access first")
+        if isinstance(error, RepositoryNotFoundError):
+            return HubAccessError(
+                f"{doing}: dataset {repo} was not found or is not visible with this token",
+                hint="check --repo, and that the token can see the repository",
+            )
+        if status == 403:
+            hint = write_hint or (
+                "ask the repository's owners for access"
+                if create_pr
+                else "pass --create-pr to propose the bundles as a pull request instead"
+            )
+            return HubAccessError(f"{doing}: this token has no write access to {repo}", hint=hint)
+        if status == 429:
+            wait = retry_after_of(error)
+            when = f"in {wait:.0f} s" if wait is not None else "in a few minutes"
+            return HubRateLimitError(
+                f"{doing}: the Hub is rate limiting requests to {repo}",
+                retry_after=wait,
+                hint=f"try again {when}",
+            )
+        if is_transient(error):
+            detail = f"HTTP {status}" if status else type(error).__name__
+            return HubUnavailableError(
+                f"{doing}: the Hub did not answer properly ({detail})",
+                hint="run the same command again; it resumes where it stopped",
+            )
+        detail = f"HTTP {status}" if status else type(error).__name__
+        return HubError(f"{doing}: the Hub refused the request ({detail}: {_first_line(error)})")
+
+    def call(self, doing: str, action: Callable[[], T]) -> T:
+        """Run an idempotent request, retrying transient faults a few times."""
+        for attempt in range(READ_ATTEMPTS):
+            try:
+                return action()
+            except Exception as raised:
+                error = _underlying(raised)
+                if not is_transient(error) or attempt == READ_ATTEMPTS - 1:
+                    if isinstance(
+                        error, HfHubHTTPError | httpx2.HTTPError | LocalTokenNotFoundError
+                    ):
+                        raise self.describe(error, doing=doing) from None
+                    raise
+                time.sleep(retry_after_of(error) or READ_BACKOFF_SECONDS * 2**attempt)
+        raise AssertionError("unreachable")
+
+    def whoami(self) -> str:
+        info = self.call("checking the token", self.api.whoami)
+        return str(info.get("name", "unknown"))
+
+    def head(self, revision: str) -> str:
+        """The commit sha a revision points at now."""
+        info = self.call(
+            f"reading revision {revision!r}",
+            lambda: self.api.repo_info(self.repo_id, repo_type=REPO_TYPE, revision=revision),
+        )
+        if info.sha is None:
+            raise HubError(f"reading revision {revision!r}: the Hub gave no commit sha")
+        return info.sha
+
+    def dataset_exists(self) -> bool:
+        return self.call(
+            "looking up the repository",
+            lambda: self.api.repo_exists(self.repo_id, repo_type=REPO_TYPE),
+        )
+
+    def other_type_exists(self) -> str | None:
+        """The repository type that does exist under this id, if it is not a dataset."""
+        for repo_type in ("model", "space"):
+            exists = partial(self.api.repo_exists, self.repo_id, repo_type=repo_type)
+            if self.call("looking up the repository", exists):
+                return repo_type
+        return None
+
+    def paths_info(self, paths: list[str], revision: str) -> dict[str, RemoteFile]:
+        found: dict[str, RemoteFile] = {}
+        for start in range(0, len(paths), 500):
+            lookup = partial(
+                self.api.get_paths_info,
+                self.repo_id,
+                paths[start : start + 500],
+                repo_type=REPO_TYPE,
+                revision=revision,
+            )
+            entries = self.call("reading file information", lookup)
+            found.update(_remote_files(entries))
+        return found
+
+    def list_files(self, folder: str, revision: str) -> dict[str, RemoteFile]:
+        def listing() -> list[RepoFile | RepoFolder]:
+            try:
+                return list(
+                    self.api.list_repo_tree(
+                        self.repo_id,
+                        folder,
+                        recursive=True,
+                        repo_type=REPO_TYPE,
+                        revision=revision,
+                    )
+                )
+            except HfHubHTTPError as error:
+                if status_of(error) == 404 and not isinstance(
+                    error, RepositoryNotFoundError | RevisionNotFoundError
+                ):
+                    return []  # the folder does not exist yet
+                raise
+
+        return _remote_files(self.call(f"listing {folder}/", listing))
+
+    def read_small_file(self, path: str, revision: str) -> bytes:
+        """A small file's bytes in one request (no HEAD, no cache), for rows and sidecars:
+        `hf_hub_download` would take two requests and a cache entry per file. A file over
+        MAX_SMALL_FILE_BYTES is refused with a HubError."""
+        url = hf_hub_url(
+            self.repo_id, path, repo_type=REPO_TYPE, revision=revision, endpoint=self.api.endpoint
+        )
+        headers = build_hf_headers(token=self.api.token, library_name="statics-bundler")
+
+        def fetch() -> bytes:
+            with get_session().stream("GET", url, headers=headers) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    hf_raise_for_status(response)
+                chunks: list[bytes] = []
+                size = 0
+                for chunk in response.iter_bytes():
+                    size += len(chunk)
+                    if size > MAX_SMALL_FILE_BYTES:
+                        raise HubError(f"{path}: larger than {MAX_SMALL_FILE_BYTES} bytes")
+                    chunks.append(chunk)
+                return b"".join(chunks)
+
+        return self.call(f"reading {path}", fetch)
+
+
+def _remote_files(entries: list[RepoFile | RepoFolder]) -> dict[str, RemoteFile]:
+    return {
+        entry.path: RemoteFile(
+            path=entry.path,
+            size=entry.size,
+            blob_id=entry.blob_id,
+            lfs_sha256=entry.lfs.sha256 if entry.lfs else None,
+        )
+        for entry in entries
+        if isinstance(entry, RepoFile)
+    }
+
+
+def _underlying(error: Exception) -> Exception:
+    """What really failed: a download whose metadata request failed is reported by the client
+    as a cache miss (LocalEntryNotFoundError) caused by the HTTP or connection error."""
+    cause = error.__cause__
+    if isinstance(error, LocalEntryNotFoundError) and isinstance(cause, Exception):
+        return cause
+    return error
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return text[0] if text else type(error).__name__
+
+
+@dataclass(frozen=True)
+class PlannedCommit:
+    """One commit, planned on `parent` (the head of `revision` when it was planned)."""
+
+    revision: str
+    parent: str
+    operations: list[CommitOperationAdd]
+    summary: str
+    description: str
+    doing: str
+    create_pr: bool = False
+    write_hint: str | None = None
+    """What to do when the token may not write here (see HubSession.describe)."""
+
+
+def commit_replanned(
+    session: HubSession,
+    plan: Callable[[], PlannedCommit | None],
+    *,
+    attempts: int,
+    retry_wait: float,
+    on_transient: Callable[[], None] | None = None,
+) -> CommitInfo | None:
+    """Plan a commit on the current head and make it, naming that head as its parent.
+
+    When another commit got there first (409, 412), or the Hub failed or rate-limited the
+    commit, or the connection dropped, nothing is retried blindly: `plan` runs again on the new
+    head, so what landed meanwhile (our own commit after a lost response too) is seen and not
+    committed twice. `plan` returns None when there is nothing (left) to commit, and so does
+    this function. `on_transient` runs after a transient failure, before re-planning. A Hub
+    that cannot be read while re-planning costs an attempt, like a failed commit. When the
+    attempts run out, HubUnavailableError (exit 75) names the last problem.
+    """
+    last_problem = "no attempt made"
+    for attempt in range(attempts):
+        backoff = min(retry_wait * 2**attempt, RETRY_MAX_SECONDS)
+        try:
+            planned = plan()
+        except TemporaryError as error:
+            if attempt == 0:
+                raise  # nothing was tried yet: the Hub's state is as it was read before
+            # After a failed commit, whose outcome may be unknown (a lost response): the
+            # Hub must be read again before anything is said about it, so wait and re-plan.
+            last_problem = error.message
+            time.sleep(backoff)
+            continue
+        if planned is None:
+            return None
+        try:
+            return session.api.create_commit(
+                session.repo_id,
+                planned.operations,
+                commit_message=planned.summary,
+                commit_description=planned.description,
+                repo_type=REPO_TYPE,
+                revision=planned.revision,
+                create_pr=planned.create_pr,
+                parent_commit=planned.parent,
+            )
+        except Exception as error:
+            if isinstance(error, BundlerError):
+                raise
+            status = status_of(error)
+            if status in (409, 412):  # someone else committed first: re-plan on their head
+                last_problem = f"HTTP {status} (a concurrent commit)"
+                time.sleep(random.uniform(0.05, 0.4))
+                continue
+            if not is_transient(error):
+                raise session.describe(
+                    error,
+                    doing=planned.doing,
+                    create_pr=planned.create_pr,
+                    write_hint=planned.write_hint,
+                ) from None
+            last_problem = session.describe(error, doing=planned.doing).message
+            if on_transient is not None:
+                on_transient()
+            time.sleep(retry_after_of(error) or backoff)
+    raise HubUnavailableError(
+        f"not committed after {attempts} attempts; last: {last_problem}",
+        hint="run the same command again later; it resumes where it stopped",
+    )

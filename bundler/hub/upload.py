@@ -1,0 +1,318 @@
+"""Stage 5: publish verified bundles to a Hugging Face dataset repository.
+
+`upload` takes the bundles folder's lock, verifies every local bundle once (`gather_local`: a
+bundle that fails is refused, and a partial one is held back unless --allow-partial: tonight's
+run may complete it), then plans and makes the commits (`bundler.hub.publish`).
+
+Verifying and loading the Hub client each take about a fifth of a second for 50 bundles
+(tests/benchmark_upload.py). The console script asks for the bundles to be verified in a forked
+child while it loads the client (`verify_in_child`): it knows itself to be one thread, with no
+native threads either. A library caller gets them verified in line, as does the console script
+on a platform without fork or when the child fails; the result is the same.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import ConfigDict, Field, SecretStr
+
+from bundler.core.errors import HubError, TemporaryError, UsageError
+from bundler.core.model import Model
+from bundler.core.progress import NoProgress, ProgressSink, Unit
+from bundler.hub.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
+from bundler.hub.rows import BundleRow, row_files
+from bundler.local.layout import BundleId
+from bundler.local.lock import bundles_lock
+from bundler.local.manifest import Sidecar
+from bundler.local.verify import find_archives, read_bundle
+
+MAX_FILES_PER_COMMIT = 100
+"""The Hub recommends about 100 files per commit at most."""
+FILES_PER_BUNDLE = len(BundleId("bundle_00000000", "task", "unpinned").repo_paths)
+BUNDLES_PER_COMMIT = (MAX_FILES_PER_COMMIT - 1) // FILES_PER_BUNDLE
+"""Every file a bundle owns, times this, plus the card, stays within MAX_FILES_PER_COMMIT."""
+
+Action = Literal[
+    "new", "extends", "replace", "repair", "unchanged", "conflict", "refused", "held-back"
+]
+Outcome = Literal[
+    "planned", "published", "proposed", "already-there", "held-back", "refused", "failed"
+]
+
+
+class UploadOptions(Model):
+    model_config = ConfigDict(frozen=True)
+
+    repo_id: str
+    revision: str = "main"
+    create_pr: bool = False
+    private: bool = False
+    replace: bool = False
+    allow_partial: bool = False
+    dry_run: bool = False
+    message: str | None = None
+    token: SecretStr | None = None
+    commit_attempts: int = Field(default=COMMIT_ATTEMPTS, ge=1)
+    retry_wait_seconds: float = Field(
+        default=COMMIT_RETRY_SECONDS, ge=0, description="first wait after a failed commit; doubles"
+    )
+    lock_wait: float = Field(
+        default=0, ge=0, description="seconds to wait for another run to release the folder"
+    )
+
+
+class BundlePlan(Model):
+    bundle_id: str
+    action: Action
+    outcome: Outcome = "planned"
+    detail: str | None = None
+    sha256: str | None = None
+    size: int | None = None
+    replaces_sha256: str | None = None
+    """The archive on the Hub that this bundle extends or replaces."""
+    temporary: bool = False
+    """Failed only for a reason that may pass (the Hub unavailable or rate limiting)."""
+
+
+class UploadReport(Model):
+    repo_id: str
+    revision: str
+    dry_run: bool
+    repo_created: bool = False
+    pull_request_num: int | None = None
+    pull_request_url: str | None = None
+    commits: list[str] = Field(default_factory=list)
+    bundles: list[BundlePlan] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    error: str | None = None
+    """The Hub error that ended the upload early, if one did."""
+    hint: str | None = None
+    """What to do about `error`."""
+    error_temporary: bool = False
+
+    @property
+    def exit_code(self) -> int:
+        """1 when a person must look (refused, failed checks, conflicts); else 75 when
+        something failed only for a temporary reason; else 0. Held-back bundles count as
+        neither: they wait for their run to complete."""
+        person = (self.error is not None and not self.error_temporary) or any(
+            bundle.outcome == "refused" or (bundle.outcome == "failed" and not bundle.temporary)
+            for bundle in self.bundles
+        )
+        if person:
+            return 1
+        if self.error is not None or any(b.outcome == "failed" for b in self.bundles):
+            return TemporaryError.exit_code
+        return 0
+
+
+@dataclass
+class LocalBundle:
+    """A verified local bundle; `row` is built once the plan knows its publication time."""
+
+    archive: Path
+    sidecar: Sidecar
+    sidecar_data: bytes
+    metrics_text: str
+    row: BundleRow | None = None
+
+    @property
+    def bundle_id(self) -> str:
+        return self.sidecar.bundle_id
+
+    @property
+    def key(self) -> BundleId:
+        """The verified bundle id, from which every repository path is derived."""
+        return BundleId.parse(self.sidecar.bundle_id)
+
+    @property
+    def size(self) -> int:
+        return self.sidecar.archive.size
+
+    def repo_files(self) -> dict[str, Path | bytes]:
+        """Every file the bundle owns in the repository, and nothing else."""
+        assert self.row is not None, "the plan builds the row before anything is committed"
+        key = self.key
+        owned: dict[str, Path | bytes] = {
+            key.repo_archive: self.archive,
+            key.repo_sidecar: self.sidecar_data,
+            **row_files(self.row),
+        }
+        assert set(owned) <= set(key.repo_paths), "a bundle commits only the paths it owns"
+        return owned
+
+
+def gather_local(
+    bundles_dir: Path, *, allow_partial: bool, progress: ProgressSink
+) -> tuple[list[LocalBundle], list[BundlePlan]]:
+    """Verify every local bundle, once; a bundle that fails is refused, and a partial one is
+    held back without --allow-partial: neither reaches the Hub."""
+    accepted: dict[str, LocalBundle] = {}
+    set_aside: list[BundlePlan] = []
+
+    def refuse(label: str, detail: str) -> None:
+        set_aside.append(
+            BundlePlan(bundle_id=label, action="refused", outcome="refused", detail=detail)
+        )
+
+    for archive in find_archives([bundles_dir]):
+        reading = read_bundle(archive, progress)
+        verification = reading.verification()
+        label = verification.bundle_id or str(archive)
+        if (
+            not verification.ok
+            or reading.sidecar is None
+            or reading.sidecar_data is None
+            or reading.metrics_text is None
+        ):
+            refuse(label, f"{archive}: failed verification ({verification.describe_failures()})")
+            continue
+        sidecar = reading.sidecar
+        if sidecar.coverage.status == "partial" and not allow_partial:
+            coverage = sidecar.coverage
+            set_aside.append(
+                BundlePlan(
+                    bundle_id=label,
+                    action="held-back",
+                    outcome="held-back",
+                    detail=f"partial coverage ({coverage.rows_present} of "
+                    f"{coverage.expected_rows} rows): held back until its run is complete; "
+                    "pass --allow-partial to publish it marked partial",
+                )
+            )
+            continue
+        twin = accepted.get(sidecar.bundle_id)
+        if twin is not None:
+            if twin.sidecar.archive.sha256 != sidecar.archive.sha256:
+                # Two different results under one name: neither may silently win.
+                del accepted[sidecar.bundle_id]
+                refuse(label, f"{twin.archive} and {archive} differ; publish one of them")
+            continue  # an identical copy elsewhere in the folder is the same bundle
+        accepted[sidecar.bundle_id] = LocalBundle(
+            archive=archive,
+            sidecar=sidecar,
+            sidecar_data=reading.sidecar_data,
+            metrics_text=reading.metrics_text,
+        )
+    return list(accepted.values()), set_aside
+
+
+Gathered = tuple[list[LocalBundle], list[BundlePlan]]
+
+
+class ParentWatch(NoProgress):
+    """The verifying child's progress sink: it shows nothing, and ends the child once its
+    parent is gone (killed with -9, which nothing else would tell it), rather than let it go
+    on reading a folder that the next run may be using."""
+
+    def __init__(self, parent: int) -> None:
+        self.parent = parent
+
+    def begin(self, label: str, total: int | None, *, unit: Unit = "items") -> None:
+        self.advance()
+
+    def advance(self, steps: int = 1) -> None:
+        if os.getppid() != self.parent:
+            os._exit(1)
+
+
+@contextmanager
+def verifying_ahead(
+    bundles_dir: Path, *, allow_partial: bool, progress: ProgressSink, in_child: bool
+) -> Iterator[Callable[[], Gathered]]:
+    """Start `gather_local` and give a function that waits for its result. In a forked child
+    when asked (`in_child`), this process is one thread and it can fork: the child shares
+    nothing with this process but the pipe it writes the result to, and leaves with os._exit
+    (no buffer of ours flushed twice, no lock or temporary file of ours touched); leaving the
+    block without its result (an error, Ctrl-C) stops it. When the child fails, for whatever
+    reason, the same work is done in line, which then says why."""
+
+    def in_line() -> Gathered:
+        return gather_local(bundles_dir, allow_partial=allow_partial, progress=progress)
+
+    if not in_child or not hasattr(os, "fork") or threading.active_count() > 1:
+        yield in_line  # forking a process with threads can leave the child deadlocked
+        return
+    reading, writing = os.pipe()
+    parent = os.getpid()
+    child = os.fork()
+    if child == 0:
+        code = 1
+        try:
+            os.close(reading)
+            watch = ParentWatch(parent)
+            gathered = gather_local(bundles_dir, allow_partial=allow_partial, progress=watch)
+            with os.fdopen(writing, "wb") as pipe:
+                pickle.dump(gathered, pipe, protocol=pickle.HIGHEST_PROTOCOL)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(writing)
+    running = True
+
+    def collected() -> Gathered:
+        nonlocal running
+        with os.fdopen(reading, "rb") as pipe:
+            data = pipe.read()
+        status = os.waitpid(child, 0)[1]
+        running = False
+        if os.waitstatus_to_exitcode(status) != 0:
+            return in_line()
+        verified: Gathered = pickle.loads(data)  # our own child's objects, not a stranger's
+        return verified
+
+    try:
+        yield collected
+    finally:
+        if running:  # its work is of no use any more
+            os.kill(child, signal.SIGKILL)
+            os.waitpid(child, 0)
+
+
+def upload(
+    bundles_dir: Path,
+    options: UploadOptions,
+    progress: ProgressSink | None = None,
+    *,
+    verify_in_child: bool = False,
+) -> UploadReport:
+    """Verify the bundles in `bundles_dir` and publish them; see UploadReport for the outcome.
+    `verify_in_child`: verify in a forked child while the Hub client loads, for a caller that
+    knows its process has no other thread, Python's or native (the console script); forking
+    such a process could leave the child deadlocked on a lock another thread held.
+    Raises HubAccessError for problems the user must fix first (token, access, repo, revision)
+    and TemporaryError when the Hub could not be read (try again later), or when another run
+    holds the folder longer than options.lock_wait (BundlesLockedError). A pull request's ref
+    as the revision is a UsageError: commits to a branch carry the dataset card, which a pull
+    request never touches, and --create-pr already finds and extends the submitter's own."""
+    if options.revision.startswith("refs/pr/"):
+        raise UsageError(
+            f"--revision {options.revision}: bundles are published to a branch, or proposed "
+            "with --create-pr, never committed into a pull request's ref",
+            hint="pass --create-pr (with the branch the pull request targets as --revision): "
+            "it adds to your open bundler pull request",
+        )
+    with bundles_lock(bundles_dir, operation="upload", wait=options.lock_wait, create=False):
+        with verifying_ahead(
+            bundles_dir,
+            allow_partial=options.allow_partial,
+            progress=progress or NoProgress(),
+            in_child=verify_in_child,
+        ) as verified:
+            from bundler.hub.publish import Publisher  # the Hub client loads while bundles verify
+
+            publisher = Publisher(options, progress)
+            local, set_aside = verified()
+        return publisher.run(local, set_aside)
+
+
+__all__ = ["HubError", "UploadOptions", "UploadReport", "upload"]

@@ -1,0 +1,79 @@
+"""The claim a bundle makes, derived in one place for collect (from a run directory) and verify
+(from a bundle's own files), so that verify can require exactly what collect would write."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bundler.core.errors import InputError
+from bundler.core.limits import MAX_CLAIM_BYTES
+from bundler.local.archive import manifest_head
+from bundler.local.manifest import ArchiveInfo, BundleClaim, CollectInputs, Sidecar
+from bundler.local.runs import RunEvidence, judge_run
+from bundler.local.submitter import Submitter
+
+
+def claim_for(
+    where: Path | str,
+    evidence: RunEvidence,
+    *,
+    submitter: Submitter,
+    expected_rows: int | None,
+    inputs: CollectInputs,
+    bundler_version: str,
+) -> BundleClaim:
+    """The claim collect writes for a run, derived from its files (`evidence`) and what collect
+    was told or found (the rest). This is the only place a claim is made: verify calls it with
+    a bundle's own files and the inputs its manifest records, and requires the very same claim,
+    byte for byte. Raises InputError, naming `where`, for a run collect refuses."""
+    coverage, warnings = judge_run(
+        where,
+        evidence,
+        expected_rows=expected_rows,
+        # A partial bundle exists only because --allow-partial was given; collect refused the
+        # run before this point otherwise.
+        allow_partial=True,
+        left_out=inputs.left_out,
+        row_count_note=inputs.row_count_note,
+    )
+    meta = evidence.meta
+    claim = BundleClaim(
+        bundle_id=str(evidence.bundle_id),
+        target=meta.statics.target,
+        statics=meta.statics,
+        model_name=meta.model_name,
+        run_date=meta.run_date,
+        player_name=meta.capabilities.player_name,
+        player_type=meta.capabilities.player_type,
+        capability_fingerprint=evidence.fingerprint,
+        provenance=meta.provenance.model_dump(),
+        submitter=submitter,
+        predictions=evidence.summary,
+        coverage=coverage,
+        warnings=warnings,
+        inputs=inputs,
+        bundler_version=bundler_version,
+    )
+    size = len(manifest_head(claim))
+    if size > MAX_CLAIM_BYTES:
+        raise InputError(
+            where,
+            f"the bundle's claim would be {size} bytes, more than {MAX_CLAIM_BYTES} "
+            "(an oversized provenance, model name or submitter?)",
+        )
+    return claim
+
+
+def sidecar_for(claim: BundleClaim, archive_name: str, sha256: str, size: int) -> Sidecar:
+    """The sidecar of an archive: its claim, less the file list, plus the archive's own file
+    name, size and sha256 (the file count is the manifest's: run_meta, metrics, predictions)."""
+    return Sidecar(
+        **claim.model_dump(),
+        archive=ArchiveInfo(name=archive_name, size=size, sha256=sha256),
+        files_count=claim.predictions.count + 2,
+    )
+
+
+def sidecar_bytes(sidecar: Sidecar) -> bytes:
+    """The sidecar as collect writes it, and as upload publishes it: verify requires these."""
+    return (sidecar.model_dump_json(indent=2) + "\n").encode("utf-8")

@@ -1,0 +1,367 @@
+"""The collect pipeline: discover runs, validate them, and write one bundle per run.
+
+Each run succeeds or is refused on its own: a bad run is reported with a one-line reason and
+never stops the valid ones, and nothing partial is left for it in the bundles directory.
+
+The stages that read and write runs (runs, archive, claim, fileio, lock) are imported in the
+functions that use them: a collect that finds nothing to bundle then starts about as fast as a
+bare typer command (tests/benchmark_collect.py).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import ConfigDict, Field, SecretStr
+
+from bundler.core import exitcodes
+from bundler.core.errors import (
+    BundlerError,
+    BundlesLockedError,
+    InputError,
+    NoRunSelectedError,
+    UsageError,
+    WriteError,
+)
+from bundler.core.limits import DEFAULT_LEVEL, INT64_MAX, MAX_LEVEL
+from bundler.core.model import Model
+from bundler.core.progress import NoProgress, ProgressSink
+from bundler.core.version import bundler_version
+from bundler.local.discover import RunDirectory, Skipped, discover
+from bundler.local.submitter import Submitter
+
+if TYPE_CHECKING:
+    from bundler.hub.rowcount import RowCountResolver
+    from bundler.local.archive import BodyWriter, Compressors
+    from bundler.local.layout import BundleId
+    from bundler.local.manifest import BundleClaim
+    from bundler.local.runs import RunHeader, ValidatedRun
+
+
+class CollectOptions(Model):
+    model_config = ConfigDict(frozen=True)
+
+    tasks: list[str] = Field(default_factory=list, description="keep only these task names")
+    models: list[str] = Field(
+        default_factory=list, description="keep only runs whose player_name or model_name is one"
+    )
+    submitter: Submitter = Field(default_factory=Submitter)
+    expected_rows: dict[str, int] = Field(default_factory=dict)
+    allow_partial: bool = False
+    resolve_rows: bool = Field(
+        default=False, description="look up each pinned dataset's row count on the Hub"
+    )
+    token: SecretStr | None = Field(default=None, description="Hub token for --resolve-rows")
+    level: int = Field(default=DEFAULT_LEVEL, ge=1, le=MAX_LEVEL)
+    threads: int | None = Field(default=None, ge=1)
+    lock_wait: float = Field(
+        default=0, ge=0, description="seconds to wait for another run to release the folder"
+    )
+
+
+BundleStatus = Literal["written", "unchanged", "replaced"]
+
+
+class CollectedBundle(Model):
+    bundle_id: str
+    run_directory: str
+    archive: str
+    sidecar: str
+    status: BundleStatus
+    sha256: str
+    size: int
+    coverage: str
+    predictions: int
+    warnings: list[str]
+
+
+class RefusedInput(Model):
+    path: str
+    error: str
+
+
+class CollectReport(Model):
+    output_root: str
+    bundles_dir: str
+    bundles: list[CollectedBundle] = Field(default_factory=list)
+    refused: list[RefusedInput] = Field(default_factory=list)
+    skipped: list[Skipped] = Field(default_factory=list)
+    removed_temporaries: list[str] = Field(
+        default_factory=list, description="leftover temporary files of a killed run, removed"
+    )
+    error: str | None = Field(
+        default=None,
+        description="why the runs that were not refused were not bundled: another run held the "
+        "bundles folder (they are under `skipped`; run again later)",
+    )
+    hint: str | None = None
+
+    @property
+    def exit_code(self) -> int:
+        """1 when an input was refused, else 75 when the bundles folder was in use, else 0: a
+        refusal asks more of a person than a retry does (bundler.core.exitcodes)."""
+        return exitcodes.combine(
+            exitcodes.LOOK if self.refused else exitcodes.OK,
+            exitcodes.TEMPORARY if self.error is not None else exitcodes.OK,
+        )
+
+
+def parse_expectations(pairs: list[str]) -> dict[str, int]:
+    """`TASK=ROWS` pairs from the command line into a mapping."""
+    expected: dict[str, int] = {}
+    for pair in pairs:
+        task, separator, rows = pair.partition("=")
+        digits = rows.isascii() and rows.isdigit()  # not "²", which isdigit() also accepts
+        if not separator or not task or not digits or not 1 <= int(rows) <= INT64_MAX:
+            raise UsageError(f"--expect {pair!r}: expected TASK=ROWS with ROWS a positive integer")
+        if expected.get(task, int(rows)) != int(rows):
+            raise UsageError(f"--expect gives two row counts for task {task!r}")
+        expected[task] = int(rows)
+    return expected
+
+
+def collect(
+    output_root: Path,
+    bundles_dir: Path,
+    options: CollectOptions | None = None,
+    progress: ProgressSink | None = None,
+) -> CollectReport:
+    """Bundle every run under `output_root` into `bundles_dir`; see CollectReport for what was
+    written, refused and skipped. Raises UsageError when the output root cannot be used, and
+    BundlesLockedError when another run holds `bundles_dir` for longer than
+    `options.lock_wait` seconds and no input was refused. When some were, the report says so
+    instead (`error`, and the runs not bundled under `skipped`): a retry would not make a
+    refusal go away, so it must not be hidden behind one."""
+    options = options or CollectOptions()
+    progress = progress or NoProgress()
+    if bundles_dir.exists() and not bundles_dir.is_dir():
+        raise UsageError(f"{bundles_dir}: exists and is not a directory")
+    found = discover(output_root)
+    if not found.runs and not found.refused:
+        raise UsageError(
+            f"{output_root}: no run directories found under <task>_predictions/",
+            hint="point collect at the harness's output root",
+        )
+    report = CollectReport(
+        output_root=str(output_root), bundles_dir=str(bundles_dir), skipped=list(found.skipped)
+    )
+    report.refused.extend(
+        RefusedInput(path=item.path, error=f"{item.path}: {item.reason}") for item in found.refused
+    )
+    from bundler.local.archive import Compressors
+    from bundler.local.fileio import remove_leftovers
+    from bundler.local.lock import bundles_lock
+    from bundler.local.runs import read_header
+
+    headers: list[RunHeader] = []
+    matches = _FilterMatches(options)
+    for run in found.runs:
+        try:
+            header = read_header(run)
+        except InputError as error:
+            if matches.selects(run.task_dir_name, {_model_path(run)}):
+                report.refused.append(RefusedInput(path=str(run.path), error=str(error)))
+            continue
+        meta = header.meta
+        names = {meta.model_name, meta.capabilities.player_name}
+        if matches.selects(meta.statics.task_name, names):
+            headers.append(header)
+        else:
+            report.skipped.append(Skipped(path=str(run.path), reason="not selected by filters"))
+    matches.check()
+    report.removed_temporaries = [str(path) for path in remove_leftovers(bundles_dir)]
+    resolver = None
+    if options.resolve_rows:
+        from bundler.hub.rowcount import RowCountResolver  # the Hub client only when asked for
+
+        token = options.token.get_secret_value() if options.token else None
+        resolver = RowCountResolver(token)
+    runs = _refuse_collisions(headers, report)
+    if not runs:
+        return report  # nothing to write: no lock taken, nothing created
+    compressors = Compressors.of(options.level, options.threads)
+    try:
+        with bundles_lock(bundles_dir, operation="collect", wait=options.lock_wait):
+            for header in runs:
+                _bundle_one(header, bundles_dir, options, compressors, resolver, progress, report)
+    except BundlesLockedError as error:  # from the lock: _bundle_one reports its own errors
+        if not report.refused:
+            raise  # the lock is the whole story: its one line and exit 75, as for upload
+        report.error, report.hint = error.message, error.hint
+        report.skipped.extend(
+            Skipped(path=str(header.run.path), reason=f"not bundled: {error}") for header in runs
+        )
+    return report
+
+
+class _FilterMatches:
+    """Applies the --task / --model filters and remembers which values matched a run, so a
+    filter that matches nothing (a typo) stops the collect instead of silently doing nothing."""
+
+    def __init__(self, options: CollectOptions) -> None:
+        self.tasks, self.models = options.tasks, options.models
+        self.seen_tasks: set[str] = set()
+        self.seen_models: set[str] = set()
+        self.selected = 0
+
+    def selects(self, task: str, models: set[str]) -> bool:
+        self.seen_tasks.add(task)
+        self.seen_models.update(models)
+        task_ok = not self.tasks or task in self.tasks
+        model_ok = not self.models or bool(models.intersection(self.models))
+        self.selected += task_ok and model_ok
+        return task_ok and model_ok
+
+    def check(self) -> None:
+        unmatched = {
+            field: [value for value in values if value not in seen]
+            for field, values, seen in (
+                ("tasks", self.tasks, self.seen_tasks),
+                ("models", self.models, self.seen_models),
+            )
+        }
+        unmatched = {field: values for field, values in unmatched.items() if values}
+        if not unmatched and not self.selected and (self.tasks or self.models):
+            unmatched = {
+                field: values
+                for field, values in (("tasks", self.tasks), ("models", self.models))
+                if values
+            }
+        if unmatched:
+            raise NoRunSelectedError(unmatched)
+
+
+def _model_path(run: RunDirectory) -> str:
+    """For a run whose run_meta.json is unreadable, the directory names stand in for it, so a
+    filtered collect still reports the broken runs that the filter would have taken."""
+    return run.relative.partition("/")[2]
+
+
+def _refuse_collisions(headers: list[RunHeader], report: CollectReport) -> list[RunHeader]:
+    """Two runs that map to one bundle id are both refused: neither may overwrite the other."""
+    by_id: dict[BundleId, list[RunHeader]] = defaultdict(list)
+    for header in headers:
+        by_id[header.bundle_id].append(header)
+    kept: list[RunHeader] = []
+    for bundle, claimants in by_id.items():
+        if len(claimants) == 1:
+            kept.append(claimants[0])
+            continue
+        directories = [str(header.run.path) for header in claimants]
+        for header in claimants:
+            others = ", ".join(path for path in directories if path != str(header.run.path))
+            report.refused.append(
+                RefusedInput(
+                    path=str(header.run.path),
+                    error=f"{header.run.path}: maps to the same bundle {bundle} as {others}; "
+                    "neither was bundled (remove or move one of them)",
+                )
+            )
+    return kept
+
+
+def _bundle_one(
+    header: RunHeader,
+    bundles_dir: Path,
+    options: CollectOptions,
+    compressors: Compressors,
+    resolver: RowCountResolver | None,
+    progress: ProgressSink,
+    report: CollectReport,
+) -> None:
+    from bundler.local.archive import BodyWriter
+    from bundler.local.runs import validate_run
+
+    statics = header.meta.statics
+    expected = options.expected_rows.get(statics.task_name)
+    note = None
+    if expected is None and resolver is not None:
+        expected, note = resolver.rows(statics)
+    try:
+        progress.begin(f"bundling {header.bundle_id}", header.run.predictions)
+        with BodyWriter(header.meta.run_timestamp, compressors, header.run.predictions) as body:
+            run = validate_run(
+                header,
+                expected_rows=expected,
+                allow_partial=options.allow_partial,
+                row_count_note=note,
+                on_prediction=progress.advance,
+                on_file=body.add,
+            )
+            report.bundles.append(_write_bundle(run, body, bundles_dir, options))
+    except BundlerError as error:
+        # Every refusal line names a path: the input's, or the file that could not be written.
+        named = isinstance(error, InputError) or (
+            isinstance(error, WriteError) and error.path is not None
+        )
+        shown = str(error) if named else f"{header.run.path}: {error}"
+        report.refused.append(RefusedInput(path=str(header.run.path), error=shown))
+
+
+def _claim_of(run: ValidatedRun, options: CollectOptions) -> BundleClaim:
+    from bundler.local.claim import claim_for
+    from bundler.local.manifest import CollectInputs
+
+    return claim_for(
+        run.header.run.path,
+        run.evidence,
+        submitter=options.submitter,
+        expected_rows=run.coverage.expected_rows,
+        inputs=CollectInputs(
+            level=options.level, left_out=run.left_out, row_count_note=run.row_count_note
+        ),
+        bundler_version=bundler_version(),
+    )
+
+
+def _write_bundle(
+    run: ValidatedRun, body: BodyWriter, bundles_dir: Path, options: CollectOptions
+) -> CollectedBundle:
+    """Write the archive and its sidecar as temporary files, then commit them as a pair (see
+    `commit_pair`): the archive is in place before its sidecar, so a sidecar always describes
+    the archive beside it, and a run killed at any moment leaves the previous bundle or none."""
+    from bundler.local.archive import write_archive
+    from bundler.local.claim import sidecar_bytes, sidecar_for
+    from bundler.local.fileio import StagedFile, commit_pair, sha256_file
+
+    claim = _claim_of(run, options)
+    archive_path = run.header.bundle_id.local_archive(bundles_dir)
+    sidecar_path = run.header.bundle_id.local_sidecar(bundles_dir)
+    previous = sha256_file(archive_path)[0] if os.path.isfile(archive_path) else None
+    with StagedFile(archive_path) as archive:
+        sha256, size = write_archive(claim, run.files(), body, archive.handle)
+        archive.finish()
+        data = sidecar_bytes(sidecar_for(claim, archive_path.name, sha256, size))
+        with StagedFile(sidecar_path) as sidecar:
+            sidecar.handle.write(data)
+            sidecar.finish()
+            if previous != sha256 or not _holds(sidecar_path, data):
+                commit_pair(archive, sidecar)
+    status: BundleStatus = (
+        "written" if previous is None else "unchanged" if previous == sha256 else "replaced"
+    )
+    return CollectedBundle(
+        bundle_id=claim.bundle_id,
+        run_directory=str(run.header.run.path),
+        archive=str(archive_path),
+        sidecar=str(sidecar_path),
+        status=status,
+        sha256=sha256,
+        size=size,
+        coverage=run.coverage.status,
+        predictions=run.summary.count,
+        warnings=run.warnings,
+    )
+
+
+def _holds(path: Path, data: bytes) -> bool:
+    """Whether the file at `path` already holds exactly `data` (then nothing is replaced)."""
+    from bundler.local.fileio import read_bounded
+
+    try:
+        return read_bounded(path, len(data)) == data
+    except InputError:
+        return False

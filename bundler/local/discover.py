@@ -1,0 +1,189 @@
+"""Stage 1: find run directories under an output root, without following any link.
+
+A model name may contain "/", so a run directory can sit at any depth below
+`<task>_predictions/`. Everything that is not a run is reported (skipped, or refused when it is
+a link), so the user sees what the bundler did not take and why.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from pydantic import ConfigDict
+
+from bundler.core.errors import UsageError
+from bundler.core.model import Model
+
+PREDICTIONS_SUFFIX = "_predictions"
+HOW_DO_YOU_DIR = "how_do_you"
+RUN_META_NAME = "run_meta.json"
+METRICS_NAME = "metrics.json"
+PREDICTION_FILE = re.compile(r"prediction_(.*)\.json")
+"""Always `fullmatch`ed: `$` would also match before a trailing newline, and a file named
+"prediction_2.json\n" would pass for row 2."""
+RUN_INFO_FILES = (RUN_META_NAME, METRICS_NAME)
+"""The files of a run other than its predictions."""
+
+
+class RunDirectory(Model):
+    """A directory that holds run_meta.json, metrics.json or prediction files."""
+
+    model_config = ConfigDict(frozen=True)
+
+    path: Path
+    relative: str
+    task_dir_name: str
+    """The task as the directory names it; only a fallback for filters, never the truth."""
+    predictions: int = 0
+    """How many prediction files the directory lists: the total a progress bar counts to,
+    known before the run is read."""
+    left_out_folders: tuple[str, ...] = ()
+    """Its subfolders, by name, that are no run directory and lead to none: nothing below them
+    is bundled, so the run lists them among what it left out. The others are runs of their
+    own (a model name may contain "/")."""
+
+
+class Skipped(Model):
+    model_config = ConfigDict(frozen=True)
+
+    path: str
+    reason: str
+
+
+class Discovery(Model):
+    model_config = ConfigDict(frozen=True)
+
+    runs: list[RunDirectory]
+    skipped: list[Skipped]
+    refused: list[Skipped]
+
+
+def is_run_file(name: str) -> bool:
+    return name in RUN_INFO_FILES or PREDICTION_FILE.fullmatch(name) is not None
+
+
+def _sorted_entries(directory: Path) -> list[os.DirEntry[str]]:
+    """Entries in name order, so nothing depends on the file system's listing order."""
+    with os.scandir(directory) as entries:
+        return sorted(entries, key=lambda entry: entry.name)
+
+
+def discover(output_root: Path) -> Discovery:
+    """List the run directories below `output_root`, plus what was skipped or refused."""
+    if not output_root.exists():
+        raise UsageError(
+            f"{output_root}: output root does not exist",
+            hint="pass the folder the harness wrote, e.g. `bundler collect ./output`",
+        )
+    if output_root.is_symlink() or not output_root.is_dir():
+        raise UsageError(f"{output_root}: output root is not a directory")
+    runs: list[RunDirectory] = []
+    skipped: list[Skipped] = []
+    refused: list[Skipped] = []
+    try:
+        top = _sorted_entries(output_root)
+    except OSError as error:
+        raise UsageError(f"{output_root}: cannot list: {error.strerror}") from None
+    for entry in top:
+        shown = str(Path(output_root, entry.name))
+        if entry.is_symlink():
+            refused.append(Skipped(path=shown, reason="symbolic link; links are never followed"))
+        elif not entry.is_dir(follow_symlinks=False):
+            skipped.append(Skipped(path=shown, reason="not a statics output directory"))
+        elif entry.name == HOW_DO_YOU_DIR:
+            skipped.append(Skipped(path=shown, reason="not a dataset-backed target"))
+        elif not entry.name.endswith(PREDICTIONS_SUFFIX):
+            skipped.append(Skipped(path=shown, reason="not a <task>_predictions directory"))
+        else:
+            task = entry.name.removesuffix(PREDICTIONS_SUFFIX)
+            _walk(Path(entry.path), output_root, task, runs, skipped, refused)
+    return Discovery(runs=runs, skipped=skipped, refused=refused)
+
+
+def _walk(
+    top: Path,
+    output_root: Path,
+    task: str,
+    runs: list[RunDirectory],
+    skipped: list[Skipped],
+    refused: list[Skipped],
+) -> None:
+    """Every run directory below `top`, depth first in name order, with an explicit stack: a
+    tree thousands of folders deep is walked like any other, never overflowing the call stack.
+    Which folders lead to no run is known once the whole tree has been walked: a run's own
+    such subfolders are left out with the run; outside a run, each file in a folder on the
+    way to a run, and each topmost folder that leads to none, is reported skipped."""
+    found: list[tuple[Path, int, list[Path]]] = []
+    elsewhere: list[tuple[Path, list[str]]] = []
+    """Folders that are no run: their regular files, by path."""
+    pending = [top]
+    while pending:
+        directory = pending.pop()
+        try:
+            with os.scandir(directory) as listing:
+                entries = list(listing)
+        except OSError as error:
+            refused.append(Skipped(path=str(directory), reason=f"cannot list: {error.strerror}"))
+            continue
+        # One pass in listing order (a run directory can hold 100,000 files; sorting them all
+        # cost more than the pass); only what is reported or walked further is put in order.
+        predictions = 0
+        holds_run_file = False
+        subdirectories: list[Path] = []
+        linked_directories: list[str] = []
+        files: list[str] = []
+        for entry in entries:
+            name = entry.name
+            run_file = name in RUN_INFO_FILES
+            if not run_file and PREDICTION_FILE.fullmatch(name) is not None:
+                run_file = True
+                predictions += 1
+            holds_run_file = holds_run_file or run_file
+            if entry.is_symlink():
+                # Links to run files are refused with their run; other links would be skipped
+                # silently as "extra files", so a linked directory is called out here.
+                if not run_file and entry.is_dir():
+                    linked_directories.append(entry.path)
+                    continue
+            elif entry.is_dir(follow_symlinks=False):
+                subdirectories.append(Path(entry.path))
+                continue
+            if not holds_run_file:
+                files.append(entry.path)  # only until a run file shows the folder is a run
+        if holds_run_file:
+            found.append((directory, predictions, subdirectories))
+        else:
+            elsewhere.append((directory, files))
+        refused.extend(
+            Skipped(path=path, reason="symbolic link; links are never followed")
+            for path in sorted(linked_directories)
+        )
+        pending.extend(sorted(subdirectories, reverse=True))
+    leading_to_runs: set[Path] = {top}
+    for directory, _, _ in found:
+        while directory != top and directory not in leading_to_runs:
+            leading_to_runs.add(directory)
+            directory = directory.parent
+    run_directories = {directory for directory, _, _ in found}
+    for directory, files in elsewhere:
+        if directory in leading_to_runs:
+            skipped.extend(
+                Skipped(path=path, reason="not in a run directory; never bundled")
+                for path in sorted(files)
+            )
+        elif directory.parent in leading_to_runs and directory.parent not in run_directories:
+            skipped.append(Skipped(path=str(directory), reason="holds no run; never bundled"))
+    for directory, predictions, subdirectories in found:
+        runs.append(
+            RunDirectory(
+                path=directory,
+                relative=directory.relative_to(output_root).as_posix(),
+                task_dir_name=task,
+                predictions=predictions,
+                left_out_folders=tuple(
+                    sorted(path.name for path in subdirectories if path not in leading_to_runs)
+                ),
+            )
+        )

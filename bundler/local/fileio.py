@@ -1,0 +1,355 @@
+"""Safe, streaming file I/O shared by every stage: no links followed, bounded reads, digests
+computed while bytes flow, and crash-safe writes that never leave a partial file in place."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import hashlib
+import os
+import signal
+import stat
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from bundler.core.errors import InputError, UsageError, WriteError
+from bundler.local.layout import TEMP_SUFFIX, is_temporary_name, temporary_prefix
+
+CHUNK_SIZE = 1 << 20
+
+
+def _open_descriptor(path: Path | str) -> tuple[int, int]:
+    """A descriptor on a regular file, refusing links: a link could pull any file on the
+    machine into a bundle that is about to be published. O_NONBLOCK keeps a FIFO from hanging
+    the open; its type is then refused."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise InputError(path, "symbolic link; links are never followed") from None
+        raise InputError(path, f"cannot read: {error.strerror}") from None
+    try:
+        status = os.fstat(descriptor)
+    except OSError as error:
+        os.close(descriptor)
+        raise InputError(path, f"cannot read: {error.strerror}") from None
+    if not stat.S_ISREG(status.st_mode):
+        os.close(descriptor)
+        raise InputError(path, "not a regular file")
+    return descriptor, status.st_size
+
+
+def open_no_follow(path: Path | str) -> BinaryIO:
+    """Open a regular file for buffered reading, refusing links and non-regular files."""
+    return os.fdopen(_open_descriptor(path)[0], "rb")
+
+
+def read_bounded(path: Path | str, limit: int) -> bytes:
+    """Read a whole small file, refusing one larger than `limit` so memory stays bounded.
+
+    Plain descriptor reads, no buffered file object: for tens of thousands of small prediction
+    files the per-file overhead of a file object costs more than the read itself.
+    """
+    descriptor, size = _open_descriptor(path)
+    chunks: list[bytes] = []
+    total = 0
+    try:
+        wanted = min(size, limit) + 1  # one more byte shows growth
+        while chunk := os.read(descriptor, wanted):
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > limit:
+                raise InputError(path, f"larger than {limit} bytes; refusing to load it")
+            if len(chunk) < wanted:
+                break  # a short read of a regular file is its end: spare the empty read
+            wanted = min(CHUNK_SIZE, limit + 1 - total)
+    except OSError as error:
+        raise InputError(path, f"cannot read: {error.strerror}") from None
+    finally:
+        os.close(descriptor)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def sha256_file(path: Path) -> tuple[str, int]:
+    """Streaming sha256 and size of a file."""
+    digest = hashlib.sha256()
+    size = 0
+    with open_no_follow(path) as handle:
+        while chunk := handle.read(CHUNK_SIZE):
+            digest.update(chunk)
+            size += len(chunk)
+    return digest.hexdigest(), size
+
+
+class HashingWriter:
+    """A write-only file object that hashes and counts every byte on its way to `target`."""
+
+    def __init__(self, target: BinaryIO) -> None:
+        self._target = target
+        self._digest = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        self._digest.update(data)
+        self.size += len(data)
+        return self._target.write(data)
+
+    def flush(self) -> None:
+        self._target.flush()
+
+    @property
+    def sha256(self) -> str:
+        return self._digest.hexdigest()
+
+
+class HashingReader:
+    """A read-only file object that hashes and counts every byte read through it."""
+
+    def __init__(self, source: BinaryIO) -> None:
+        self._source = source
+        self._digest = hashlib.sha256()
+        self.size = 0
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._source.read(size)
+        self._digest.update(data)
+        self.size += len(data)
+        return data
+
+    def drain(self) -> None:
+        """Read to the end, so the digest covers the whole source."""
+        while self.read(CHUNK_SIZE):
+            pass
+
+    @property
+    def sha256(self) -> str:
+        return self._digest.hexdigest()
+
+
+class StagedFile:
+    """A temporary file beside `final`, written in full, then put in place by `commit_pair`.
+
+    It is created under the bundler's temporary name pattern and holds an exclusive flock for
+    as long as this process may still use it, which is how `remove_leftovers` in a later (or
+    concurrent) run tells the leftover of a killed writer from a file being written right now.
+    Used as a context manager it removes itself on the way out unless it was committed.
+    """
+
+    def __init__(self, final: Path) -> None:
+        self.final = final
+        self.committed = False
+        self.path, self.handle = _create_locked(final)
+
+    def __enter__(self) -> StagedFile:
+        return self
+
+    def __exit__(self, kind: object, error: BaseException | None, trace: object) -> None:
+        if not self.committed:
+            self.path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # a write error is reported where it happened
+            self.handle.close()
+        if isinstance(error, OSError):
+            raise write_error(self.final, error) from None
+
+    def finish(self) -> None:
+        """Flush and fsync the content: after a crash it is either all there or not renamed."""
+        self.handle.flush()
+        os.fsync(self.handle.fileno())
+        os.fchmod(self.handle.fileno(), 0o644)
+
+    def commit(self) -> None:
+        """Finish this one file and rename it into place, then fsync its folder: a reader
+        sees the previous file or this one, never half of one."""
+        self.finish()
+        try:
+            with signals_held():
+                os.replace(self.path, self.final)
+                self.committed = True
+            folder = os.open(self.final.parent, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fsync(folder)
+            finally:
+                os.close(folder)
+        except OSError as error:
+            raise write_error(self.final, error) from None
+
+
+def write_atomically(final: Path, data: bytes) -> None:
+    """Write a small file (a report) in one piece: temporary file beside it, then rename."""
+    with StagedFile(final) as staged:
+        staged.handle.write(data)
+        staged.commit()
+
+
+def _create_locked(final: Path) -> tuple[Path, BinaryIO]:
+    """Create and flock a fresh temporary file beside `final`.
+
+    SIGINT and SIGTERM wait until the file exists with its name known, so an interruption
+    right after creation cannot leave it behind. A concurrent `remove_leftovers` may lock or
+    remove it in the moment between creation and lock; then another is made.
+    """
+    path: Path | None = None
+    handle: BinaryIO | None = None
+    try:
+        with signals_held():
+            final.parent.mkdir(parents=True, exist_ok=True)
+            while True:
+                descriptor, name = tempfile.mkstemp(
+                    dir=final.parent, prefix=temporary_prefix(final), suffix=TEMP_SUFFIX
+                )
+                path, handle = Path(name), os.fdopen(descriptor, "wb")
+                with contextlib.suppress(BlockingIOError):
+                    fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    if os.fstat(descriptor).st_nlink > 0:
+                        return path, handle
+                handle.close()
+    except BaseException as error:
+        if handle is not None:
+            handle.close()
+        if path is not None:
+            path.unlink(missing_ok=True)
+        if isinstance(error, OSError):
+            raise write_error(final, error) from None
+        raise
+
+
+def commit_pair(first: StagedFile, second: StagedFile) -> None:
+    """Put two finished files of one folder in place, `second` being the commit point.
+
+    A crash at any moment leaves the previous pair, or a `first` without its `second` (an
+    uncommitted leftover the next run overwrites), or the new pair; never a `second` without
+    its `first` or beside another one. Hence: remove the old `second`, rename `first`, rename
+    `second`, then fsync the folder. The three steps are a few microseconds apart, with SIGINT
+    and SIGTERM held until they are done, and the folder is locked so that two processes
+    cannot interleave their commits.
+    """
+    directory = first.final.parent
+    if second.final.parent != directory:
+        raise ValueError("a pair is committed within one folder")
+    try:
+        folder = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as error:
+        raise write_error(directory, error) from None
+    current = second.final
+    try:
+        fcntl.flock(folder, fcntl.LOCK_EX)
+        with signals_held():
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(second.final)
+            current = first.final
+            os.replace(first.path, first.final)
+            first.committed = True
+            current = second.final
+            os.replace(second.path, second.final)
+            second.committed = True
+        os.fsync(folder)
+    except OSError as error:
+        raise write_error(current, error) from None
+    finally:
+        os.close(folder)
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM until the block is done, then act on them as usual.
+
+    Only the main thread can change signal handlers; elsewhere the block runs unguarded.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[signal.Signals] = []
+    held = (signal.SIGINT, signal.SIGTERM)
+    previous = {
+        number: signal.signal(number, lambda n, _: received.append(signal.Signals(n)))
+        for number in held
+    }
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, signal.SIG_DFL if handler is None else handler)
+        for number in dict.fromkeys(received):
+            handler = previous[number]
+            if callable(handler):
+                handler(number, None)
+            elif handler != signal.SIG_IGN:
+                signal.raise_signal(number)
+
+
+def remove_leftovers(bundles_dir: Path) -> list[Path]:
+    """Remove the temporary files a killed run left in the player folders of `bundles_dir`,
+    and return them. Only regular files of the bundler's temporary name pattern that no live
+    process holds locked are removed; nothing else is touched, and no link is followed."""
+    removed: list[Path] = []
+    try:
+        folders = [
+            Path(entry.path)
+            for entry in os.scandir(bundles_dir)
+            if not entry.name.startswith(".") and entry.is_dir(follow_symlinks=False)
+        ]
+    except OSError:
+        return removed  # no folder yet, or one collect cannot list: nothing it left there
+    for folder in sorted(folders):
+        try:
+            names = sorted(entry.name for entry in os.scandir(folder))
+        except OSError:
+            continue
+        removed.extend(
+            folder / name
+            for name in names
+            if is_temporary_name(name) and _remove_if_abandoned(folder / name)
+        )
+    return removed
+
+
+def _remove_if_abandoned(path: Path) -> bool:
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        status = os.fstat(descriptor)
+        if not stat.S_ISREG(status.st_mode):
+            return False
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held: a live writer's file
+        now = os.stat(path, follow_symlinks=False)
+        if (now.st_dev, now.st_ino) != (status.st_dev, status.st_ino):
+            return False
+        path.unlink()
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(descriptor)
+
+
+def printable_name(name: str) -> str:
+    """A file name as text that JSON can carry: bytes that are not UTF-8 (which `os` keeps as
+    lone surrogates) are shown as `\\xNN`."""
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
+
+
+def write_error(path: Path, error: OSError) -> WriteError:
+    """`path` could not be written: one line, with what to do when the disk is full."""
+    return WriteError(f"{path}: cannot write: {describe_os_error(error)}", path=path)
+
+
+def unusable_output_folder(folder: Path, error: OSError) -> UsageError:
+    """The output folder a user named cannot be created or written to (download, export)."""
+    return UsageError(
+        f"{folder}: cannot be used as the output folder: {describe_os_error(error)}",
+        hint="choose another folder, or make this one writable",
+    )
+
+
+def describe_os_error(error: OSError) -> str:
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "the disk is full; free some space and run again"
+    if error.errno == errno.EFBIG:
+        return "file size limit exceeded"
+    return error.strerror or str(error)

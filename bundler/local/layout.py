@@ -1,0 +1,287 @@
+"""The one source of the bundle layout: the bundle id, and every local and repository path.
+
+A bundle id is `<player-slug>_<fp8>/<task>@<rev8>`. It is formatted and parsed here and nowhere
+else, and every path a bundle occupies (its archive and sidecar in a local bundles folder, its
+archive, sidecar and rows in the dataset repository) is derived from a `BundleId` value, never
+built from strings elsewhere. A value validates itself, so a path that reached this module from
+a stranger (a repository listing, a manifest, a command line) cannot escape its folder. The
+names and file globs of the dataset viewer's configs live here too: they select those paths.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from bundler.core.naming import SAFE_TASK_NAME, slugify
+from bundler.local.schema import UNPINNED_LABEL
+
+ARCHIVE_SUFFIX = ".tar.zst"
+SIDECAR_SUFFIX = ".json"
+ROW_SUFFIX = ".jsonl"
+BUNDLES_DIR = "bundles"
+"""The repository folder holding bundles: exactly a local bundles folder's layout."""
+ROWS_DIR = "rows"
+"""The repository folder holding one viewer row per bundle, mirroring `bundles/`."""
+TASKS_DIR = "tasks"
+"""The repository folder holding each bundle's row again, in its task's leaderboard table:
+`tasks/<task>/<player>_<fp8>/<task>@<rev8>.jsonl`. Nested like `bundles/`, so that no folder
+in it ever holds more entries than a folder of `bundles/` does (the Hub allows 10,000 a
+folder): `tasks/` one per task, `tasks/<task>/` one per player setup that ran the task, and a
+player folder one per dataset revision of the task."""
+ALL_TASKS_CONFIG = "default"
+"""The dataset viewer's config showing every bundle of every task as one table."""
+README = "README.md"
+REJECTED_DIR = ".rejected"
+"""Where download keeps bundles that failed verification, apart from the good ones."""
+TEMP_PREFIX = ".bundler-"
+"""Every temporary file or folder the bundler makes starts with this, so leftovers of a killed
+run are recognisable as its own and nothing else is ever removed."""
+TEMP_SUFFIX = ".partial"
+"""The end of a temporary file written beside its final path: `<TEMP_PREFIX><name>.<random>`
+then this, so `find`ing the leftovers of a bundler run is one pattern."""
+
+LOCK_NAME = ".bundler.local.lock"
+"""The lock file in a bundles folder that keeps two collects, uploads or syncs from working on
+it at once. Hidden, so it is never taken for a bundle, and deliberately outside the
+TEMP_PREFIX pattern: it is no leftover, and removing it while another run holds or waits on
+it would let a third run in beside the holder."""
+
+FINGERPRINT_PREFIX_LENGTH = 8
+_PLAYER_DIR = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*_[0-9a-f]{8}")
+_REVISION_LABEL = re.compile(rf"[0-9A-Fa-f]{{8}}|{UNPINNED_LABEL}")
+
+
+class LayoutError(ValueError):
+    """A string that claims to be a bundle id or a bundle path but is not one."""
+
+
+@dataclass(frozen=True, order=True)
+class BundleId:
+    """`<player-slug>_<fp8>/<task>@<rev8>`: one player setup's result on one dataset revision."""
+
+    player_dir: str
+    task: str
+    revision_label: str
+
+    def __post_init__(self) -> None:
+        if not _PLAYER_DIR.fullmatch(self.player_dir):
+            raise LayoutError(f"{self.player_dir!r} is not <player-slug>_<fp8>")
+        if not SAFE_TASK_NAME.fullmatch(self.task):
+            raise LayoutError(f"{self.task!r} is not a safe task name")
+        if not _REVISION_LABEL.fullmatch(self.revision_label):
+            raise LayoutError(f"{self.revision_label!r} is not a revision label")
+
+    @classmethod
+    def of(cls, player_name: str, fingerprint: str, target: str) -> BundleId:
+        """The id of a run, from its player name, capability fingerprint and target."""
+        player_dir = f"{slugify(player_name)}_{fingerprint[:FINGERPRINT_PREFIX_LENGTH]}"
+        task, _, label = target.rpartition("@")
+        return cls(player_dir, task, label)
+
+    @classmethod
+    def parse(cls, text: str) -> BundleId:
+        """Read `<player>_<fp8>/<task>@<rev8>`; raise LayoutError for anything else."""
+        player_dir, slash, target = text.partition("/")
+        task, at, label = target.rpartition("@")
+        if not slash or not at:
+            raise LayoutError(f"{text!r} is not a bundle id <player>_<fp8>/<task>@<rev8>")
+        return cls(player_dir, task, label)
+
+    @property
+    def target(self) -> str:
+        """`StaticsIdentity.target`, the bundle's leaf name."""
+        return f"{self.task}@{self.revision_label}"
+
+    @property
+    def is_pinned(self) -> bool:
+        return self.revision_label != UNPINNED_LABEL
+
+    def __str__(self) -> str:
+        return f"{self.player_dir}/{self.target}"
+
+    @property
+    def archive_name(self) -> str:
+        return self.target + ARCHIVE_SUFFIX
+
+    @property
+    def sidecar_name(self) -> str:
+        return self.target + SIDECAR_SUFFIX
+
+    def local_archive(self, bundles_dir: Path) -> Path:
+        return bundles_dir / self.player_dir / self.archive_name
+
+    def local_sidecar(self, bundles_dir: Path) -> Path:
+        return bundles_dir / self.player_dir / self.sidecar_name
+
+    @property
+    def repo_archive(self) -> str:
+        return f"{BUNDLES_DIR}/{self.player_dir}/{self.archive_name}"
+
+    @property
+    def repo_sidecar(self) -> str:
+        return f"{BUNDLES_DIR}/{self.player_dir}/{self.sidecar_name}"
+
+    @property
+    def repo_row(self) -> str:
+        return f"{ROWS_DIR}/{self.player_dir}/{self.target}{ROW_SUFFIX}"
+
+    @property
+    def repo_task_row(self) -> str:
+        """The bundle's row in its task's leaderboard table (see TASKS_DIR)."""
+        return f"{TASKS_DIR}/{self.task}/{self.player_dir}/{self.target}{ROW_SUFFIX}"
+
+    @property
+    def repo_paths(self) -> tuple[str, str, str, str]:
+        """Every repository path this bundle owns: archive, sidecar, row and task row. A commit
+        for a bundle touches these and nothing else, so commits for different bundles (two pull
+        requests, or a pull request and main) never change the same file."""
+        return (self.repo_archive, self.repo_sidecar, self.repo_row, self.repo_task_row)
+
+
+ALL_ROWS_GLOB = f"{ROWS_DIR}/**/*{ROW_SUFFIX}"
+"""The all-tasks config's data files: every bundle's row."""
+
+
+def task_rows_glob(task: str) -> str:
+    """The data files of `task`'s config: the task rows of its bundles, and nothing else (a
+    task name holds no glob characters, and the `/` after it stops `maze` matching `maze-2`)."""
+    return f"{TASKS_DIR}/{task}/*/*{ROW_SUFFIX}"
+
+
+def task_config_name(task: str) -> str:
+    """The dataset viewer's config name for `task`'s leaderboard table.
+
+    A task name is already a valid config name (`[A-Za-z0-9][A-Za-z0-9._-]*`), and it is kept
+    as it is, except that a task called `default` (in any letter case) would take the place of
+    the all-tasks config: it becomes `_default`. The leading `_` keeps the mapping one to one,
+    since no task name starts with `_`.
+    """
+    if not SAFE_TASK_NAME.fullmatch(task):
+        raise LayoutError(f"{task!r} is not a safe task name")
+    return f"_{task}" if task.lower() == ALL_TASKS_CONFIG else task
+
+
+def temporary_prefix(final: Path) -> str:
+    """The start of the name of a temporary file that will become `final`."""
+    return f"{TEMP_PREFIX}{final.name}."
+
+
+def is_temporary_name(name: str) -> bool:
+    """A name the bundler gives a temporary file (see `temporary_prefix`, TEMP_SUFFIX)."""
+    return name.startswith(TEMP_PREFIX) and name.endswith(TEMP_SUFFIX)
+
+
+def is_archive_path(path: Path | str) -> bool:
+    return str(path).endswith(ARCHIVE_SUFFIX)
+
+
+def sidecar_of(archive: Path) -> Path:
+    """The sidecar beside an archive: `<target>.json` for `<target>.tar.zst`."""
+    return archive.with_name(archive.name.removesuffix(ARCHIVE_SUFFIX) + SIDECAR_SUFFIX)
+
+
+def id_of_local_archive(archive: Path) -> BundleId:
+    """The bundle id an archive's place in a bundles folder names; LayoutError if none."""
+    if not is_archive_path(archive):
+        raise LayoutError(f"{archive.name!r} is not a {ARCHIVE_SUFFIX} file")
+    return BundleId.parse(f"{archive.parent.name}/{archive.name.removesuffix(ARCHIVE_SUFFIX)}")
+
+
+def bundle_ids_in(repo_paths: Iterable[str]) -> tuple[list[BundleId], list[str]]:
+    """The bundles a repository listing holds, from its archives under `bundles/`, in order,
+    and the archive-like paths under `bundles/` that are not a valid bundle layout."""
+    prefix = f"{BUNDLES_DIR}/"
+    found: set[BundleId] = set()
+    invalid: list[str] = []
+    for path in repo_paths:
+        if not (path.startswith(prefix) and path.endswith(ARCHIVE_SUFFIX)):
+            continue
+        try:
+            found.add(BundleId.parse(path.removeprefix(prefix).removesuffix(ARCHIVE_SUFFIX)))
+        except LayoutError:
+            invalid.append(path)
+    return sorted(found), sorted(invalid)
+
+
+GPTNT_SUBMISSION_FILE = "submission.yaml"
+"""The manifest of a GPTNT submission folder, as `gptnt submission new` names it."""
+GPTNT_METRICS_FILE = "metrics.json"
+"""The payload of a GPTNT statics submission folder: the run's metrics.json, byte for byte."""
+_GPTNT_INSTANT = re.compile(r"(\d{4})-(\d{2})-(\d{2})T\d{2}:\d{2}:\d{2}(?:\.\d*[1-9])?Z")
+_FINGERPRINT = re.compile(r"[0-9a-f]{32}")
+
+
+@dataclass(frozen=True)
+class GptntSubmissionName:
+    """GPTNT's naming of a statics submission: its `submission_id` and its folder.
+
+    `gptnt submission validate` derives both again from submission.yaml and fails a folder whose
+    name or id differ, so they are built here exactly as GPTNT builds them: the date is the UTC
+    date of the run's instant, the id names the player by its slugged `player_name`, the folder
+    by its slugged leaderboard `display_name`. Every part of the folder name is a slug, hex or
+    digits, so it is always one safe path component.
+    """
+
+    player_name: str
+    display_name: str
+    fingerprint: str
+    task: str
+    revision_label: str
+    run_instant: str
+    """The run date as GPTNT writes it: a UTC instant ending in `Z`."""
+
+    def __post_init__(self) -> None:
+        if not _FINGERPRINT.fullmatch(self.fingerprint):
+            raise LayoutError(f"{self.fingerprint!r} is not a 32-hex capability fingerprint")
+        if not _GPTNT_INSTANT.fullmatch(self.run_instant):
+            raise LayoutError(f"{self.run_instant!r} is not a UTC instant as GPTNT writes it")
+        if not SAFE_TASK_NAME.fullmatch(self.task):
+            raise LayoutError(f"{self.task!r} is not a safe task name")
+        if not _REVISION_LABEL.fullmatch(self.revision_label):
+            raise LayoutError(f"{self.revision_label!r} is not a revision label")
+
+    @property
+    def _short_fingerprint(self) -> str:
+        return self.fingerprint[:FINGERPRINT_PREFIX_LENGTH]
+
+    @property
+    def submission_id(self) -> str:
+        """`<YYYY-MM-DD>_<slug(player_name)>_<fp8>_<task>@<rev8>`."""
+        target = f"{self.task}@{self.revision_label}"
+        player = slugify(self.player_name)
+        return f"{self.run_instant[:10]}_{player}_{self._short_fingerprint}_{target}"
+
+    @property
+    def folder_name(self) -> str:
+        """`YYYYMMDD_<slug(display_name)>_<fp8>_<slug(task)>_<slug(rev8)>`."""
+        parts = (
+            self.run_instant[:10].replace("-", ""),
+            slugify(self.display_name),
+            self._short_fingerprint,
+            slugify(self.task),
+            slugify(self.revision_label),
+        )
+        return "_".join(parts)
+
+    def folder(self, out_dir: Path) -> Path:
+        return out_dir / self.folder_name
+
+
+def row_ids_in(repo_paths: Iterable[str]) -> list[BundleId]:
+    """The bundles whose own row file (`BundleId.repo_row`) a repository listing holds, in order;
+    every other path, under `rows/` or not, is ignored."""
+    prefix = f"{ROWS_DIR}/"
+    found: set[BundleId] = set()
+    for path in repo_paths:
+        if not (path.startswith(prefix) and path.endswith(ROW_SUFFIX)):
+            continue
+        try:
+            bundle = BundleId.parse(path.removeprefix(prefix).removesuffix(ROW_SUFFIX))
+        except LayoutError:
+            continue
+        if bundle.repo_row == path:
+            found.add(bundle)
+    return sorted(found)

@@ -1,0 +1,40 @@
+"""Who submits a bundle: given to collect (options, environment) and written into its claim.
+
+A module of its own so that collect's options can name it without loading the manifest's models,
+which a collect with nothing to bundle never uses (start-up, tests/benchmark_collect.py).
+"""
+
+from __future__ import annotations
+
+from pydantic import ConfigDict, ValidationInfo, field_validator
+
+from bundler.core.model import Model
+
+
+class Submitter(Model):
+    """Who submits the bundle; optional, but a leaderboard needs someone to ask."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str | None = None
+    contact: str | None = None
+    affiliation: str | None = None
+
+    @field_validator("name", "contact", "affiliation")
+    @classmethod
+    def _is_unicode_text(cls, value: str | None, info: ValidationInfo) -> str | None:
+        # A command line or environment byte that is not UTF-8 arrives as a lone surrogate
+        # (os decodes with surrogateescape), which no claim, sidecar or report JSON can hold:
+        # refused here, where every command that takes a submitter builds one, naming where
+        # such a value comes from.
+        if value is None:
+            return None
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            field = info.field_name or ""
+            raise ValueError(
+                f"not UTF-8 text; give --submitter-{field} or "
+                f"BUNDLER_SUBMITTER_{field.upper()} in UTF-8"
+            ) from None
+        return value

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import ConfigDict, Field
 
@@ -26,11 +27,17 @@ from bundler.local.fileio import write_atomically
 from bundler.local.lock import bundles_lock
 from bundler.local.verify import find_archives
 
+if TYPE_CHECKING:
+    from bundler.hub.rowcount import RowCountResolver
+
 
 class SyncOptions(Model):
     model_config = ConfigDict(frozen=True)
 
     collect: CollectOptions = Field(default_factory=CollectOptions)
+    resolve_rows: bool = Field(
+        default=False, description="look up each pinned dataset's row count on the Hub"
+    )
     upload: UploadOptions
     lock_wait: float = Field(
         default=0, ge=0, description="seconds to wait for another run to release the folder"
@@ -152,7 +159,9 @@ def sync(
     stopped: BaseException | None = None
     try:
         with bundles_lock(bundles_dir, operation="sync", wait=options.lock_wait):
-            report.collect = collect(output_root, bundles_dir, options.collect, progress)
+            report.collect = collect(
+                output_root, bundles_dir, options.collect, progress, _row_counts(options)
+            )
             if report.collect.refused and not _holds_bundles(bundles_dir):
                 report.upload_skipped = "no bundle to publish: every selected run was refused"
             else:
@@ -249,3 +258,13 @@ def _summarise(report: SyncReport) -> None:
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+def _row_counts(options: SyncOptions) -> RowCountResolver | None:
+    """The Hub's row counts for `--resolve-rows`, asked with the upload's token."""
+    if not options.resolve_rows:
+        return None
+    from bundler.hub.rowcount import RowCountResolver  # the Hub client only when asked for
+
+    token = options.upload.token
+    return RowCountResolver(token.get_secret_value() if token else None)

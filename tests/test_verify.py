@@ -49,10 +49,10 @@ from helpers import (
     with_data,
 )
 
-from bundler import archive as archive_module
-from bundler import runs as runs_module
 from bundler.core.errors import UsageError
 from bundler.core.limits import MAX_METRICS_BYTES, MAX_PREDICTION_BYTES, MAX_RUN_META_BYTES
+from bundler.local import archive as archive_module
+from bundler.local import runs as runs_module
 from bundler.local.collect import CollectOptions
 from bundler.local.runs import PROGRESS_BATCH
 from bundler.local.verify import MAX_MANIFEST_BYTES, first_difference, read_bundle, verify

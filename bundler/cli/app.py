@@ -511,13 +511,16 @@ def collect_command(
             submitter=(submitter_name, submitter_contact, submitter_affiliation),
             expect=expect,
             allow_partial=allow_partial,
-            resolve_rows=resolve_rows,
-            token=token,
             level=level,
             wait=wait,
         )
+        row_counts = None
+        if resolve_rows:
+            from bundler.hub.rowcount import RowCountResolver  # the Hub client only when asked
+
+            row_counts = RowCountResolver(_token(token))
         with progress_on(console) as progress:
-            report = collect(output_root, bundles_dir, options, progress)
+            report = collect(output_root, bundles_dir, options, progress, row_counts)
         return _finish(report, render_collect, console, json_output)
 
     raise typer.Exit(
@@ -532,8 +535,6 @@ def _collect_options(
     submitter: tuple[str | None, str | None, str | None],
     expect: list[str] | None,
     allow_partial: bool,
-    resolve_rows: bool,
-    token: str | None,
     level: int,
     wait: float,
 ) -> CollectOptions:
@@ -548,8 +549,6 @@ def _collect_options(
         submitter=Submitter(name=name, contact=contact, affiliation=affiliation),
         expected_rows=parse_expectations(expect or []),
         allow_partial=allow_partial,
-        resolve_rows=resolve_rows,
-        token=_token(token),
         level=level,
         lock_wait=wait,
     )
@@ -681,7 +680,9 @@ def upload_command(
             token=token,
             wait=wait,
         )
-        _quiet_hub_client()
+        from bundler.hub.session import quiet_hub_client
+
+        quiet_hub_client()
         with progress_on(console) as progress:
             report = upload(bundles_dir, options, progress, verify_in_child=True)
         return _finish(report, render_upload, console, json_output)
@@ -715,7 +716,9 @@ def card_command(
     console = stderr_console()
 
     def action() -> int:
-        _quiet_hub_client()
+        from bundler.hub.session import quiet_hub_client
+
+        quiet_hub_client()
         session = HubSession(repo, token=_token(token))
         refresh = refresh_card(session, revision, dry_run=dry_run)
         return _finish(refresh, render_card, console, json_output)
@@ -761,7 +764,9 @@ def download_command(
     console = stderr_console()
 
     def action() -> int:
-        _quiet_hub_client()
+        from bundler.hub.session import quiet_hub_client
+
+        quiet_hub_client()
         with progress_on(console) as progress:
             report = download(
                 repo,
@@ -776,15 +781,6 @@ def download_command(
     raise typer.Exit(
         run_command(action, json_output=json_output, debug=debug, secrets=_secrets(token))
     )
-
-
-def _quiet_hub_client() -> None:
-    """The client's own tqdm bars and warnings would interleave with ours on stderr."""
-    from huggingface_hub.utils import logging
-    from huggingface_hub.utils.tqdm import disable_progress_bars
-
-    disable_progress_bars()
-    logging.set_verbosity_error()  # type: ignore[no-untyped-call]
 
 
 @app.command("sync")
@@ -856,7 +852,9 @@ def sync_command(
                 )
                 keep_report(unusable, report)
             raise
-        _quiet_hub_client()
+        from bundler.hub.session import quiet_hub_client
+
+        quiet_hub_client()
         with progress_on(console) as progress:
             result = sync(output_root, bundles_dir, options, progress)
         return _finish(result, render_sync, console, json_output)
@@ -869,11 +867,10 @@ def sync_command(
                 submitter=(submitter_name, submitter_contact, submitter_affiliation),
                 expect=expect,
                 allow_partial=allow_partial,
-                resolve_rows=resolve_rows,
-                token=token,
                 level=level,
                 wait=wait,
             ),
+            resolve_rows=resolve_rows,
             upload=_upload_options(
                 repo=repo,
                 revision=revision,
@@ -1056,7 +1053,9 @@ def review_command(
             max_exception_rate=max_exception_rate,
             token=_token(token),
         )
-        _quiet_hub_client()
+        from bundler.hub.session import quiet_hub_client
+
+        quiet_hub_client()
         with progress_on(console) as progress:
             report = review(options, progress)
         if not json_output:

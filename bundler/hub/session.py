@@ -68,6 +68,16 @@ MAX_RETRY_AFTER_SECONDS = 120.0
 T = TypeVar("T")
 
 
+def quiet_hub_client() -> None:
+    """Silence the client's own tqdm bars and warnings: a command that draws its own progress
+    on stderr would otherwise interleave the two."""
+    from huggingface_hub.utils import logging
+    from huggingface_hub.utils.tqdm import disable_progress_bars
+
+    disable_progress_bars()
+    logging.set_verbosity_error()  # type: ignore[no-untyped-call]
+
+
 @dataclass(frozen=True)
 class RemoteFile:
     """What the Hub holds at a path: its git blob id and, for LFS files, the sha256."""

@@ -13,9 +13,9 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
-from pydantic import ConfigDict, Field, SecretStr
+from pydantic import ConfigDict, Field
 
 from bundler.core import exitcodes
 from bundler.core.errors import (
@@ -34,11 +34,20 @@ from bundler.local.discover import RunDirectory, Skipped, discover
 from bundler.local.submitter import Submitter
 
 if TYPE_CHECKING:
-    from bundler.hub.rowcount import RowCountResolver
     from bundler.local.archive import BodyWriter, Compressors
     from bundler.local.layout import BundleId
     from bundler.local.manifest import BundleClaim
     from bundler.local.runs import RunHeader, ValidatedRun
+    from bundler.local.schema import StaticsIdentity
+
+
+class RowCountLookup(Protocol):
+    """Where `collect` learns a dataset split's row count when `--expect` does not give it
+    (`bundler.hub.rowcount.RowCountResolver` asks the Hub). A parameter rather than an import,
+    so the local format never reaches the network itself."""
+
+    def rows(self, identity: StaticsIdentity) -> tuple[int | None, str | None]:
+        """The row count, or None with the reason as a warning."""
 
 
 class CollectOptions(Model):
@@ -51,10 +60,6 @@ class CollectOptions(Model):
     submitter: Submitter = Field(default_factory=Submitter)
     expected_rows: dict[str, int] = Field(default_factory=dict)
     allow_partial: bool = False
-    resolve_rows: bool = Field(
-        default=False, description="look up each pinned dataset's row count on the Hub"
-    )
-    token: SecretStr | None = Field(default=None, description="Hub token for --resolve-rows")
     level: int = Field(default=DEFAULT_LEVEL, ge=1, le=MAX_LEVEL)
     threads: int | None = Field(default=None, ge=1)
     lock_wait: float = Field(
@@ -128,9 +133,11 @@ def collect(
     bundles_dir: Path,
     options: CollectOptions | None = None,
     progress: ProgressSink | None = None,
+    row_counts: RowCountLookup | None = None,
 ) -> CollectReport:
     """Bundle every run under `output_root` into `bundles_dir`; see CollectReport for what was
-    written, refused and skipped. Raises UsageError when the output root cannot be used, and
+    written, refused and skipped. `row_counts` gives the row count of a task `expected_rows`
+    does not name (`--resolve-rows`). Raises UsageError when the output root cannot be used, and
     BundlesLockedError when another run holds `bundles_dir` for longer than
     `options.lock_wait` seconds and no input was refused. When some were, the report says so
     instead (`error`, and the runs not bundled under `skipped`): a retry would not make a
@@ -173,12 +180,6 @@ def collect(
             report.skipped.append(Skipped(path=str(run.path), reason="not selected by filters"))
     matches.check()
     report.removed_temporaries = [str(path) for path in remove_leftovers(bundles_dir)]
-    resolver = None
-    if options.resolve_rows:
-        from bundler.hub.rowcount import RowCountResolver  # the Hub client only when asked for
-
-        token = options.token.get_secret_value() if options.token else None
-        resolver = RowCountResolver(token)
     runs = _refuse_collisions(headers, report)
     if not runs:
         return report  # nothing to write: no lock taken, nothing created
@@ -186,7 +187,7 @@ def collect(
     try:
         with bundles_lock(bundles_dir, operation="collect", wait=options.lock_wait):
             for header in runs:
-                _bundle_one(header, bundles_dir, options, compressors, resolver, progress, report)
+                _bundle_one(header, bundles_dir, options, compressors, row_counts, progress, report)
     except BundlesLockedError as error:  # from the lock: _bundle_one reports its own errors
         if not report.refused:
             raise  # the lock is the whole story: its one line and exit 75, as for upload
@@ -268,7 +269,7 @@ def _bundle_one(
     bundles_dir: Path,
     options: CollectOptions,
     compressors: Compressors,
-    resolver: RowCountResolver | None,
+    row_counts: RowCountLookup | None,
     progress: ProgressSink,
     report: CollectReport,
 ) -> None:
@@ -278,8 +279,8 @@ def _bundle_one(
     statics = header.meta.statics
     expected = options.expected_rows.get(statics.task_name)
     note = None
-    if expected is None and resolver is not None:
-        expected, note = resolver.rows(statics)
+    if expected is None and row_counts is not None:
+        expected, note = row_counts.rows(statics)
     try:
         progress.begin(f"bundling {header.bundle_id}", header.run.predictions)
         with BodyWriter(header.meta.run_timestamp, compressors, header.run.predictions) as body:

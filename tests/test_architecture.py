@@ -1,0 +1,159 @@
+"""The package's shape: wings whose imports run one way, and no circles.
+
+Command line, then the modules that join wings (`sync`), then the Hub, then the local bundle
+format, then the core. Every import counts, the ones inside functions too: a lazy import is
+still an arrow a newcomer has to know about. Read from the source with `ast`, so nothing of the
+package is run.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "bundler"
+
+RANKS = {"core": 0, "local": 1, "hub": 2, "cli": 4}
+"""A module may import only from its own rank or below; a top-level module (`bundler.sync`,
+the package itself) stands at 3, between the Hub and the command line."""
+TOP_LEVEL_RANK = 3
+
+THIRD_PARTY_HOMES = {
+    "huggingface_hub": {"hub"},
+    "typer": {"cli"},
+    "rich": {"cli"},
+}
+"""Which wings may import which outside libraries at all."""
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def imported_names(path: Path, name: str) -> Iterator[str]:
+    """Every module `path` imports, absolute, at any depth of its code."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            yield base
+            yield from (f"{base}.{alias.name}" for alias in node.names)
+
+
+def bundler_imports(known: dict[str, Path]) -> dict[str, set[str]]:
+    """Each module's arrows to other modules of the package."""
+    return {
+        name: {target for target in imported_names(path, name) if target in known} - {name}
+        for name, path in known.items()
+    }
+
+
+def wing(name: str) -> str | None:
+    parts = name.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in RANKS) else None
+
+
+def rank(name: str) -> int:
+    home = wing(name)
+    return TOP_LEVEL_RANK if home is None else RANKS[home]
+
+
+def test_every_module_stands_in_a_wing_or_joins_them() -> None:
+    loose = [n for n in modules() if wing(n) is None and n not in ("bundler", "bundler.sync")]
+    assert loose == [], "a module beside the wings: put it in core, local, hub or cli"
+
+
+def test_imports_run_from_the_command_line_down_to_the_core() -> None:
+    graph = bundler_imports(modules())
+    against = sorted(
+        f"{importer} -> {target}"
+        for importer, targets in graph.items()
+        for target in targets
+        if rank(target) > rank(importer) and target != "bundler"
+    )
+    assert against == []
+
+
+def test_no_module_imports_the_package_facade() -> None:
+    """`bundler/__init__.py` is for library users; a module inside it importing it would make
+    the facade an arrow back up."""
+    graph = bundler_imports(modules())
+    assert sorted(n for n, targets in graph.items() if "bundler" in targets) == []
+
+
+@pytest.mark.parametrize("library", sorted(THIRD_PARTY_HOMES))
+def test_outside_libraries_stay_in_their_wing(library: str) -> None:
+    allowed = THIRD_PARTY_HOMES[library]
+    offenders = sorted(
+        name
+        for name, path in modules().items()
+        if wing(name) not in allowed
+        and any(
+            target == library or target.startswith(f"{library}.")
+            for target in imported_names(path, name)
+        )
+    )
+    assert offenders == []
+
+
+def test_there_are_no_circles() -> None:
+    graph = bundler_imports(modules())
+    circles = [sorted(component) for component in strongly_connected(graph) if len(component) > 1]
+    assert circles == []
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[set[str]]:
+    """Tarjan's algorithm: the sets of modules that import each other, directly or round."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[set[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component: set[str] = set()
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.add(member)
+                if member == node:
+                    break
+            found.append(component)
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_check_sees_an_arrow_against_the_order(tmp_path: Path) -> None:
+    """The walk itself: an import from the local wing into the Hub wing is an arrow it finds."""
+    source = tmp_path / "bundler" / "local" / "stray.py"
+    source.parent.mkdir(parents=True)
+    source.write_text("def f():\n    from bundler.hub.session import HubSession\n")
+    targets = set(imported_names(source, "bundler.local.stray"))
+    assert "bundler.hub.session" in targets
+    assert rank("bundler.hub.session") > rank("bundler.local.stray")

@@ -15,9 +15,9 @@ from huggingface_hub import CommitOperationAdd, HfApi
 from test_upload import make_bundles, upload
 
 from bundler.hub.card import refresh_card
+from bundler.hub.layout import README
 from bundler.hub.session import HubSession
 from bundler.hub.upload import FILES_PER_BUNDLE
-from bundler.local.layout import README
 
 
 def card(

@@ -6,16 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from bundler.local.layout import (
+from bundler.hub.layout import (
     ALL_TASKS_CONFIG,
-    BundleId,
-    LayoutError,
     bundle_ids_in,
-    id_of_local_archive,
-    sidecar_of,
+    repo_paths,
+    repo_task_row,
     task_config_name,
     task_rows_glob,
 )
+from bundler.local.layout import BundleId, LayoutError, id_of_local_archive, sidecar_of
 
 ID = "gpt-5-2_1054f537/expert-vqa@a1b2c3d4"
 
@@ -30,7 +29,7 @@ def test_a_bundle_id_round_trips_and_names_every_path() -> None:
     assert str(bundle) == ID and bundle.target == "expert-vqa@a1b2c3d4"
     assert bundle.local_archive(Path("b")) == Path("b/gpt-5-2_1054f537/expert-vqa@a1b2c3d4.tar.zst")
     assert bundle.local_sidecar(Path("b")) == Path("b/gpt-5-2_1054f537/expert-vqa@a1b2c3d4.json")
-    assert bundle.repo_paths == (
+    assert repo_paths(bundle) == (
         "bundles/gpt-5-2_1054f537/expert-vqa@a1b2c3d4.tar.zst",
         "bundles/gpt-5-2_1054f537/expert-vqa@a1b2c3d4.json",
         "rows/gpt-5-2_1054f537/expert-vqa@a1b2c3d4.jsonl",
@@ -79,7 +78,7 @@ def test_a_repository_listing_separates_bundles_from_stray_paths() -> None:
 def test_a_task_row_is_selected_by_its_own_task_config_only() -> None:
     from fnmatch import fnmatchcase
 
-    rows = [BundleId.parse(text).repo_task_row for text in (ID, "x_00000000/expert-vqa2@unpinned")]
+    rows = [repo_task_row(BundleId.parse(text)) for text in (ID, "x_00000000/expert-vqa2@unpinned")]
     assert [fnmatchcase(row, task_rows_glob("expert-vqa")) for row in rows] == [True, False]
     assert fnmatchcase(rows[1], task_rows_glob("expert-vqa2"))
 

@@ -12,9 +12,9 @@ import yaml
 from factory import RunSpec, write_tree
 
 from bundler.hub.card import render_dataset_card, task_boards
+from bundler.hub.layout import BUNDLES_DIR, README
 from bundler.hub.rows import BundleRow, build_row, metric_column, row_files
 from bundler.local.collect import CollectOptions, collect
-from bundler.local.layout import BUNDLES_DIR, README
 from bundler.local.verify import find_archives, read_bundle
 
 datasets = pytest.importorskip("datasets")

@@ -20,6 +20,7 @@ from hubserver import Fault, HubServer
 from huggingface_hub import CommitOperationAdd, HfApi
 
 from bundler.core.progress import NoProgress
+from bundler.hub.layout import repo_archive, repo_row, repo_sidecar
 from bundler.hub.markdown import markdown_code, markdown_text
 from bundler.hub.rows import build_row, read_row, row_files, utc_timestamp
 from bundler.hub.upload import LocalBundle, gather_local
@@ -281,22 +282,22 @@ def _usage_forgery(bundle: LocalBundle) -> dict[str, bytes]:
         return refresh_manifest(members)
 
     forge(bundle.archive, change)
-    return {bundle.key.repo_sidecar: sidecar_path(bundle.archive).read_bytes()}
+    return {repo_sidecar(bundle.key): sidecar_path(bundle.archive).read_bytes()}
 
 
 def _corruption(bundle: LocalBundle) -> dict[str, bytes]:
     data = bytearray(bundle.archive.read_bytes())
     data[len(data) // 2] ^= 0xFF
-    return {bundle.key.repo_archive: bytes(data)}
+    return {repo_archive(bundle.key): bytes(data)}
 
 
 def _row_forgery(bundle: LocalBundle) -> dict[str, bytes]:
     assert bundle.row is not None
-    row = json.loads(row_files(bundle.row)[bundle.key.repo_row])
+    row = json.loads(row_files(bundle.row)[repo_row(bundle.key)])
     forged = {"exact_match": {"accuracy": 1.0}}  # consistently: metrics_json and its columns
     row["metrics_json"] = json.dumps(forged)
     row["metrics"] = [metric.model_dump(mode="json") for metric in flatten_metrics(forged)]
-    return {bundle.key.repo_row: json.dumps(row).encode() + b"\n"}
+    return {repo_row(bundle.key): json.dumps(row).encode() + b"\n"}
 
 
 @pytest.mark.parametrize(
@@ -374,7 +375,7 @@ def test_conflicting_pr_is_refused_and_a_replacement_shows_its_diff(world: World
     assert delta["delta"] == pytest.approx(0.9 - 0.62)
     assert prs[2]["merge"] == "refused"
     assert hub.pull_requests(repo_id)[1].status == "open"
-    on_main = hub.file_bytes(repo_id, local(mine)[0].key.repo_archive)
+    on_main = hub.file_bytes(repo_id, repo_archive(local(mine)[0].key))
     assert on_main == local(mine)[0].archive.read_bytes()
     markdown = run_cli("review", "--repo", repo_id, "--pr", "2", env={"HF_TOKEN": ""}).stdout
     assert "Compared with the copy on `main`" in markdown

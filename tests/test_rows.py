@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bundler.core.errors import RowError
+from bundler.hub.layout import repo_paths, repo_row, repo_task_row
 from bundler.hub.rows import (
     METRICS_AFTER,
     TaskRow,
@@ -115,12 +116,12 @@ def test_row_files_are_the_bundle_own_paths_with_deterministic_bytes() -> None:
     row = make_row(metrics={"exact_match": {"accuracy": 0.62, "n": 4}, "acc@0.5": 1})
     files = row_files(row)
     key = BundleId.parse(row.bundle_id)
-    assert list(files) == [key.repo_row, key.repo_task_row]
-    assert set(files) <= set(key.repo_paths)
-    assert files[key.repo_row] == row_bytes(row)
+    assert list(files) == [repo_row(key), repo_task_row(key)]
+    assert set(files) <= set(repo_paths(key))
+    assert files[repo_row(key)] == row_bytes(row)
     assert row_files(make_row(metrics=json.loads(row.metrics_json))) == files
     assert all(data.endswith(b"\n") and data.count(b"\n") == 1 for data in files.values())
-    task_row = json.loads(files[key.repo_task_row])
+    task_row = json.loads(files[repo_task_row(key)])
     names = list(task_row)
     start = names.index(METRICS_AFTER) + 1
     mapped = metric_column(("acc@0.5",))

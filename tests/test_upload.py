@@ -16,6 +16,7 @@ from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
 
 from bundler.core.errors import HubAccessError
 from bundler.core.progress import NoProgress
+from bundler.hub.layout import repo_row, repo_sidecar
 from bundler.hub.rows import read_row
 from bundler.hub.session import HubSession
 from bundler.hub.upload import gather_local
@@ -344,15 +345,15 @@ def test_a_bundle_whose_sidecar_went_missing_is_repaired_beside_an_unreadable_ro
     key = BundleId.parse(report["bundles"][0]["bundle_id"])
     HfApi(token=WRITE_TOKEN).create_commit(
         repo_id,
-        [CommitOperationDelete(key.repo_sidecar), CommitOperationAdd(key.repo_row, b"junk\n")],
+        [CommitOperationDelete(repo_sidecar(key)), CommitOperationAdd(repo_row(key), b"junk\n")],
         commit_message="hand edit",
         repo_type="dataset",
     )
     code, report, stderr = upload(folder, "--repo", repo_id)
     assert code == 0, stderr
     assert [(b["action"], b["outcome"]) for b in report["bundles"]] == [("repair", "published")]
-    assert hub.file_bytes(repo_id, key.repo_sidecar) == key.local_sidecar(folder).read_bytes()
-    assert read_row(hub.file_bytes(repo_id, key.repo_row) or b"").bundle_id == str(key)
+    assert hub.file_bytes(repo_id, repo_sidecar(key)) == key.local_sidecar(folder).read_bytes()
+    assert read_row(hub.file_bytes(repo_id, repo_row(key)) or b"").bundle_id == str(key)
 
 
 VERIFY_AHEAD = (

@@ -15,9 +15,10 @@ from hubserver import HubServer
 from huggingface_hub import HfApi
 from test_upload import make_bundles, upload
 
+from bundler.hub.layout import README, repo_paths
 from bundler.hub.pullrequest import read_pr_state
 from bundler.hub.upload import BUNDLES_PER_COMMIT
-from bundler.local.layout import README, BundleId
+from bundler.local.layout import BundleId
 
 ALICE = WRITE_TOKEN  # user "leaderboard-bot"
 BOB = OTHER_WRITE_TOKEN  # user "second-bot"
@@ -28,9 +29,9 @@ def bundle_paths(bundles: Path) -> set[str]:
     return {
         path
         for archive in bundles.rglob("*.tar.zst")
-        for path in BundleId.parse(
-            f"{archive.parent.name}/{archive.name.removesuffix('.tar.zst')}"
-        ).repo_paths
+        for path in repo_paths(
+            BundleId.parse(f"{archive.parent.name}/{archive.name.removesuffix('.tar.zst')}")
+        )
     }
 
 

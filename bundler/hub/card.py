@@ -27,6 +27,16 @@ from pydantic import Field
 
 from bundler.core.errors import HubAccessError, HubError, RowError, TemporaryError, UsageError
 from bundler.core.model import Model
+from bundler.hub.layout import (
+    ALL_ROWS_GLOB,
+    ALL_TASKS_CONFIG,
+    README,
+    ROWS_DIR,
+    repo_row,
+    row_ids_in,
+    task_config_name,
+    task_rows_glob,
+)
 from bundler.hub.markdown import template_text
 from bundler.hub.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
 from bundler.hub.rows import (
@@ -45,15 +55,6 @@ from bundler.hub.session import (
     RemoteFile,
     commit_replanned,
     git_blob_id,
-)
-from bundler.local.layout import (
-    ALL_ROWS_GLOB,
-    ALL_TASKS_CONFIG,
-    README,
-    ROWS_DIR,
-    row_ids_in,
-    task_config_name,
-    task_rows_glob,
 )
 
 if TYPE_CHECKING:
@@ -325,7 +326,7 @@ class RowReader:
         rows: dict[str, BundleRow] = {}
         unreadable: list[str] = []
         for bundle in row_ids_in([*listed, *overriding]):
-            path = bundle.repo_row
+            path = repo_row(bundle)
             if path in overriding:
                 rows[path] = overriding[path]
                 continue

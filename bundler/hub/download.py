@@ -21,16 +21,10 @@ from pydantic import Field
 from bundler.core.errors import UsageError, WriteError
 from bundler.core.model import Model
 from bundler.core.progress import NoProgress, ProgressSink
+from bundler.hub.layout import BUNDLES_DIR, bundle_ids_in, repo_archive, repo_sidecar
 from bundler.hub.session import REPO_TYPE, HubSession
 from bundler.local.fileio import unusable_output_folder, write_error
-from bundler.local.layout import (
-    BUNDLES_DIR,
-    REJECTED_DIR,
-    TEMP_PREFIX,
-    BundleId,
-    LayoutError,
-    bundle_ids_in,
-)
+from bundler.local.layout import REJECTED_DIR, TEMP_PREFIX, BundleId, LayoutError
 from bundler.local.verify import BundleReading, read_bundle
 
 FetchOutcome = Literal["downloaded", "rejected", "missing", "failed"]
@@ -165,7 +159,7 @@ def fetch_bundle(
 ) -> Path:
     """Download a bundle's archive and sidecar (those of them `listed`) into `staging`, in the
     repository's layout, and return where the archive is: unverified, for the caller to read."""
-    for path in (bundle.repo_archive, bundle.repo_sidecar):
+    for path in (repo_archive(bundle), repo_sidecar(bundle)):
         if path not in listed:
             continue  # a missing sidecar is reported by verification, not silently skipped
         fetch = partial(

@@ -39,6 +39,7 @@ from bundler.core.progress import NoProgress, ProgressSink
 from bundler.core.version import bundler_version
 from bundler.hub.card import RowReader, render_dataset_card
 from bundler.hub.download import fetch_bundle
+from bundler.hub.layout import README, repo_archive, repo_paths, repo_row, repo_sidecar
 from bundler.hub.pullrequest import (
     PR_MARKER,
     ClaimDifference,
@@ -66,7 +67,7 @@ from bundler.hub.upload import (
 )
 from bundler.local.diff import claim_differences as bundle_claim_differences
 from bundler.local.fileio import CHUNK_SIZE
-from bundler.local.layout import README, TEMP_PREFIX, BundleId
+from bundler.local.layout import TEMP_PREFIX, BundleId
 from bundler.local.manifest import PREDICTIONS_DIR, Sidecar
 from bundler.local.verify import manifest_digests, read_bundle
 
@@ -103,10 +104,10 @@ def companions_present(bundle: LocalBundle, remote: dict[str, RemoteFile]) -> bo
     """The sidecar as published and every row file the bundle owns are there. Rows are not
     compared byte for byte: they carry the first publication time, which the Hub's copy keeps."""
     key = bundle.key
-    sidecar = remote.get(key.repo_sidecar)
+    sidecar = remote.get(repo_sidecar(key))
     if sidecar is None or sidecar.blob_id != git_blob_id(bundle.sidecar_data):
         return False
-    return all(path in remote for path in key.repo_paths if path != key.repo_archive)
+    return all(path in remote for path in repo_paths(key) if path != repo_archive(key))
 
 
 def claim_differences(old: Sidecar, new: Sidecar) -> list[ClaimDifference]:
@@ -292,20 +293,22 @@ class Publisher:
         if repo_exists:
             session = self.session
             base_head = session.head(self.destination.base)
-            paths = [path for bundle in local for path in bundle.key.repo_paths]
+            paths = [path for bundle in local for path in repo_paths(bundle.key)]
             base_remote = session.paths_info([*paths, README], base_head)
             target_remote = base_remote
             self._planned = (self.destination.base, base_head, base_remote)
             if self.destination.pr_num is not None:
                 ref = self.destination.ref
                 pr_head = session.head(ref)
-                archives = [bundle.key.repo_archive for bundle in local]
+                archives = [repo_archive(bundle.key) for bundle in local]
                 target_remote = session.paths_info(archives, pr_head)
                 self._planned = (ref, pr_head, target_remote)
         plans: dict[str, BundlePlan] = {}
         for bundle in local:
             plan = self._classify(bundle, base_remote, target_remote, base_head)
-            self._expected[bundle.bundle_id] = _identity(target_remote.get(bundle.key.repo_archive))
+            self._expected[bundle.bundle_id] = _identity(
+                target_remote.get(repo_archive(bundle.key))
+            )
             plans[bundle.bundle_id] = plan
             self.report.bundles.append(plan)
         return plans
@@ -324,7 +327,7 @@ class Publisher:
             sha256=bundle.sidecar.archive.sha256,
             size=bundle.size,
         )
-        on_base = base_remote.get(key.repo_archive)
+        on_base = base_remote.get(repo_archive(key))
         if holds(on_base, bundle):
             if self.options.create_pr or companions_present(bundle, base_remote):
                 plan.action, plan.outcome = "unchanged", "already-there"
@@ -335,7 +338,7 @@ class Publisher:
             bundle.row = self._row(bundle, self._first_published(bundle, base_head))
             return plan
         if self.destination.pr_num is not None and holds(
-            target_remote.get(key.repo_archive), bundle
+            target_remote.get(repo_archive(key)), bundle
         ):
             plan.action, plan.outcome = "unchanged", "already-there"
             plan.detail = f"already proposed in pull request #{self.destination.pr_num}"
@@ -379,7 +382,7 @@ class Publisher:
     def _old_sidecar(self, key: BundleId, commit: str) -> tuple[Sidecar, bytes] | None:
         """The Hub's sidecar for `key` at `commit`, parsed, with its bytes; None if unreadable."""
         try:
-            data = self.session.read_small_file(key.repo_sidecar, commit)
+            data = self.session.read_small_file(repo_sidecar(key), commit)
             return Sidecar.model_validate_json(data), data
         except (TemporaryError, HubAccessError):
             raise
@@ -404,10 +407,10 @@ class Publisher:
             return f"it has {after} rows, the Hub's copy {before}"
         key = bundle.key
         with tempfile.TemporaryDirectory(prefix=TEMP_PREFIX) as staging:
-            sidecar = Path(staging) / key.repo_sidecar  # the bytes read for `old`, not again
+            sidecar = Path(staging) / repo_sidecar(key)  # the bytes read for `old`, not again
             sidecar.parent.mkdir(parents=True)
             sidecar.write_bytes(old_data)
-            archive = fetch_bundle(self.session, key, commit, {key.repo_archive}, Path(staging))
+            archive = fetch_bundle(self.session, key, commit, {repo_archive(key)}, Path(staging))
             reading = read_bundle(archive, self.progress)
             verification = reading.verification()
             if not verification.ok:
@@ -432,7 +435,7 @@ class Publisher:
     def _first_published(self, bundle: LocalBundle, commit: str) -> str:
         """When the Hub's row says this very archive was first published; else now."""
         try:
-            row = read_row(self.session.read_small_file(bundle.key.repo_row, commit))
+            row = read_row(self.session.read_small_file(repo_row(bundle.key), commit))
         except (TemporaryError, HubAccessError):
             raise
         except (HubError, RowError, ValueError):  # no row there, or not one the bundler wrote
@@ -510,7 +513,7 @@ class Publisher:
                 _, head, remote = self._planned
             else:
                 head = self.session.head(ref)
-                paths = [path for bundle in batch for path in bundle.key.repo_paths]
+                paths = [path for bundle in batch for path in repo_paths(bundle.key)]
                 remote = self.session.paths_info([*paths, README], head)
             self._planned = None
             todo = self._still_to_publish(batch, head, remote, plans)
@@ -568,7 +571,7 @@ class Publisher:
         if self.options.create_pr and self.destination.pr_num is not None:
             plan.detail = f"proposed in pull request #{self.destination.pr_num}"
         if bundle.row is not None:
-            path = bundle.key.repo_row
+            path = repo_row(bundle.key)
             self.rows.remember(path, row_bytes(bundle.row), bundle.row)
         self.progress.advance(bundle.size)
 
@@ -588,7 +591,7 @@ class Publisher:
             plan = plans[bundle.bundle_id]
             if plan.outcome != "planned":
                 continue
-            held = remote.get(bundle.key.repo_archive)
+            held = remote.get(repo_archive(bundle.key))
             if holds(held, bundle) and (
                 plan.action != "repair" or companions_present(bundle, remote)
             ):
@@ -609,7 +612,7 @@ class Publisher:
 
     def _card(self, head: str, todo: list[LocalBundle]) -> bytes:
         """The card for the branch as it will be: its rows at `head` plus this commit's."""
-        overriding = {b.key.repo_row: b.row for b in todo if b.row is not None}
+        overriding = {repo_row(b.key): b.row for b in todo if b.row is not None}
         rows, unreadable = self.rows.rows_at(head, overriding)
         for path in unreadable:
             warning = f"{path}: not a readable row; left out of the dataset card"

@@ -43,6 +43,7 @@ from bundler.core.progress import NoProgress, ProgressSink
 from bundler.core.version import bundler_version
 from bundler.hub.card import CardRefresh, refresh_card
 from bundler.hub.download import FetchedBundle, fetch_verified
+from bundler.hub.layout import bundle_ids_in, repo_archive, repo_paths, repo_row
 from bundler.hub.markdown import markdown_template
 from bundler.hub.rowcount import RowCountResolver
 from bundler.hub.rows import BundleRow, build_row, read_row, row_files, utc_timestamp
@@ -55,7 +56,7 @@ from bundler.hub.session import (
     status_of,
 )
 from bundler.local.diff import BundleDiff, diff_verified
-from bundler.local.layout import TEMP_PREFIX, BundleId, bundle_ids_in
+from bundler.local.layout import TEMP_PREFIX, BundleId
 from bundler.local.manifest import BundleClaim
 from bundler.local.schema import Provenance
 from bundler.local.verify import BundleReading
@@ -360,8 +361,8 @@ class Reviewer:
         window: PublicationWindow,
         work: Path,
     ) -> BundleReview:
-        proposed = head_files[bundle.repo_archive]
-        current = main_files.get(bundle.repo_archive)
+        proposed = head_files[repo_archive(bundle)]
+        current = main_files.get(repo_archive(bundle))
         classification: Classification = (
             "new" if current is None else "unchanged" if _same(proposed, current) else "replacement"
         )
@@ -420,7 +421,7 @@ class Reviewer:
         """The viewer's rows must say what the verified bundle says: nothing else verifies
         them, and they are what people read. Only `published_at` is the submitter's to set
         (the `published-at` check judges it), so the row is returned when it is the bundle's."""
-        path = bundle.repo_row
+        path = repo_row(bundle)
         remote = head_files.get(path)
         if remote is None:
             missing = failed("row", f"{path} is missing", hint="re-run bundler upload --create-pr")
@@ -620,14 +621,14 @@ def _layout_check(
     in_head, _ = bundle_ids_in(head_files)
     in_base, _ = bundle_ids_in(base_files)
     bundles = {*in_head, *in_base}
-    owned = {path for bundle in bundles for path in bundle.repo_paths}
+    owned = {path for bundle in bundles for path in repo_paths(bundle)}
     proposed = {
-        path for bundle in bundles if bundle.repo_archive in changed for path in bundle.repo_paths
+        path for bundle in bundles if repo_archive(bundle) in changed for path in repo_paths(bundle)
     }
-    touched = [b for b in in_head if b.repo_archive in changed]
+    touched = [b for b in in_head if repo_archive(b) in changed]
     outside = sorted(path for path in changed if path not in owned)
     others = sorted(path for path in changed & owned if path not in proposed)
-    removed = [str(b) for b in in_base if b.repo_archive in changed and b not in in_head]
+    removed = [str(b) for b in in_base if repo_archive(b) in changed and b not in in_head]
     problems = []
     if outside:
         problems.append(f"changes files no bundle owns: {', '.join(outside)}")

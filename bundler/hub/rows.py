@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from bundler.core.errors import InputError, RowError
 from bundler.core.model import Model
+from bundler.hub.layout import repo_row, repo_task_row
 from bundler.local.layout import BundleId, LayoutError
 from bundler.local.manifest import Sidecar
 from bundler.local.metrics import (
@@ -220,7 +221,7 @@ def row_files(row: BundleRow) -> dict[str, bytes]:
     """Every row file the bundle owns in the repository, by path: its all-tasks row and its
     task row. Both depend on the bundle alone, never on other bundles."""
     key = row.key
-    return {key.repo_row: row_bytes(row), key.repo_task_row: task_row_bytes(row)}
+    return {repo_row(key): row_bytes(row), repo_task_row(key): task_row_bytes(row)}
 
 
 class TaskRow(Model):

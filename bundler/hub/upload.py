@@ -28,6 +28,7 @@ from pydantic import ConfigDict, Field, SecretStr
 from bundler.core.errors import HubError, TemporaryError, UsageError
 from bundler.core.model import Model
 from bundler.core.progress import NoProgress, ProgressSink, Unit
+from bundler.hub.layout import repo_archive, repo_paths, repo_sidecar
 from bundler.hub.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
 from bundler.hub.rows import BundleRow, row_files
 from bundler.local.layout import BundleId
@@ -37,7 +38,7 @@ from bundler.local.verify import find_archives, read_bundle
 
 MAX_FILES_PER_COMMIT = 100
 """The Hub recommends about 100 files per commit at most."""
-FILES_PER_BUNDLE = len(BundleId("bundle_00000000", "task", "unpinned").repo_paths)
+FILES_PER_BUNDLE = len(repo_paths(BundleId("bundle_00000000", "task", "unpinned")))
 BUNDLES_PER_COMMIT = (MAX_FILES_PER_COMMIT - 1) // FILES_PER_BUNDLE
 """Every file a bundle owns, times this, plus the card, stays within MAX_FILES_PER_COMMIT."""
 
@@ -143,11 +144,11 @@ class LocalBundle:
         assert self.row is not None, "the plan builds the row before anything is committed"
         key = self.key
         owned: dict[str, Path | bytes] = {
-            key.repo_archive: self.archive,
-            key.repo_sidecar: self.sidecar_data,
+            repo_archive(key): self.archive,
+            repo_sidecar(key): self.sidecar_data,
             **row_files(self.row),
         }
-        assert set(owned) <= set(key.repo_paths), "a bundle commits only the paths it owns"
+        assert set(owned) <= set(repo_paths(key)), "a bundle commits only the paths it owns"
         return owned
 
 

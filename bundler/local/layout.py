@@ -1,17 +1,16 @@
-"""The one source of the bundle layout: the bundle id, and every local and repository path.
+"""The one source of the local bundle layout: the bundle id, and every local path.
 
 A bundle id is `<player-slug>_<fp8>/<task>@<rev8>`. It is formatted and parsed here and nowhere
-else, and every path a bundle occupies (its archive and sidecar in a local bundles folder, its
-archive, sidecar and rows in the dataset repository) is derived from a `BundleId` value, never
-built from strings elsewhere. A value validates itself, so a path that reached this module from
-a stranger (a repository listing, a manifest, a command line) cannot escape its folder. The
-names and file globs of the dataset viewer's configs live here too: they select those paths.
+else, and every path a bundle occupies in a local bundles folder (its archive and sidecar) is
+derived from a `BundleId` value, never built from strings elsewhere. A value validates itself,
+so a path that reached this module from a stranger (a repository listing, a manifest, a command
+line) cannot escape its folder. The repository's paths, which the Hub wing owns, are derived
+from the same value in `bundler.hub.layout`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,20 +19,6 @@ from bundler.local.schema import UNPINNED_LABEL
 
 ARCHIVE_SUFFIX = ".tar.zst"
 SIDECAR_SUFFIX = ".json"
-ROW_SUFFIX = ".jsonl"
-BUNDLES_DIR = "bundles"
-"""The repository folder holding bundles: exactly a local bundles folder's layout."""
-ROWS_DIR = "rows"
-"""The repository folder holding one viewer row per bundle, mirroring `bundles/`."""
-TASKS_DIR = "tasks"
-"""The repository folder holding each bundle's row again, in its task's leaderboard table:
-`tasks/<task>/<player>_<fp8>/<task>@<rev8>.jsonl`. Nested like `bundles/`, so that no folder
-in it ever holds more entries than a folder of `bundles/` does (the Hub allows 10,000 a
-folder): `tasks/` one per task, `tasks/<task>/` one per player setup that ran the task, and a
-player folder one per dataset revision of the task."""
-ALL_TASKS_CONFIG = "default"
-"""The dataset viewer's config showing every bundle of every task as one table."""
-README = "README.md"
 REJECTED_DIR = ".rejected"
 """Where download keeps bundles that failed verification, apart from the good ones."""
 TEMP_PREFIX = ".bundler-"
@@ -116,53 +101,6 @@ class BundleId:
     def local_sidecar(self, bundles_dir: Path) -> Path:
         return bundles_dir / self.player_dir / self.sidecar_name
 
-    @property
-    def repo_archive(self) -> str:
-        return f"{BUNDLES_DIR}/{self.player_dir}/{self.archive_name}"
-
-    @property
-    def repo_sidecar(self) -> str:
-        return f"{BUNDLES_DIR}/{self.player_dir}/{self.sidecar_name}"
-
-    @property
-    def repo_row(self) -> str:
-        return f"{ROWS_DIR}/{self.player_dir}/{self.target}{ROW_SUFFIX}"
-
-    @property
-    def repo_task_row(self) -> str:
-        """The bundle's row in its task's leaderboard table (see TASKS_DIR)."""
-        return f"{TASKS_DIR}/{self.task}/{self.player_dir}/{self.target}{ROW_SUFFIX}"
-
-    @property
-    def repo_paths(self) -> tuple[str, str, str, str]:
-        """Every repository path this bundle owns: archive, sidecar, row and task row. A commit
-        for a bundle touches these and nothing else, so commits for different bundles (two pull
-        requests, or a pull request and main) never change the same file."""
-        return (self.repo_archive, self.repo_sidecar, self.repo_row, self.repo_task_row)
-
-
-ALL_ROWS_GLOB = f"{ROWS_DIR}/**/*{ROW_SUFFIX}"
-"""The all-tasks config's data files: every bundle's row."""
-
-
-def task_rows_glob(task: str) -> str:
-    """The data files of `task`'s config: the task rows of its bundles, and nothing else (a
-    task name holds no glob characters, and the `/` after it stops `maze` matching `maze-2`)."""
-    return f"{TASKS_DIR}/{task}/*/*{ROW_SUFFIX}"
-
-
-def task_config_name(task: str) -> str:
-    """The dataset viewer's config name for `task`'s leaderboard table.
-
-    A task name is already a valid config name (`[A-Za-z0-9][A-Za-z0-9._-]*`), and it is kept
-    as it is, except that a task called `default` (in any letter case) would take the place of
-    the all-tasks config: it becomes `_default`. The leading `_` keeps the mapping one to one,
-    since no task name starts with `_`.
-    """
-    if not SAFE_TASK_NAME.fullmatch(task):
-        raise LayoutError(f"{task!r} is not a safe task name")
-    return f"_{task}" if task.lower() == ALL_TASKS_CONFIG else task
-
 
 def temporary_prefix(final: Path) -> str:
     """The start of the name of a temporary file that will become `final`."""
@@ -188,22 +126,6 @@ def id_of_local_archive(archive: Path) -> BundleId:
     if not is_archive_path(archive):
         raise LayoutError(f"{archive.name!r} is not a {ARCHIVE_SUFFIX} file")
     return BundleId.parse(f"{archive.parent.name}/{archive.name.removesuffix(ARCHIVE_SUFFIX)}")
-
-
-def bundle_ids_in(repo_paths: Iterable[str]) -> tuple[list[BundleId], list[str]]:
-    """The bundles a repository listing holds, from its archives under `bundles/`, in order,
-    and the archive-like paths under `bundles/` that are not a valid bundle layout."""
-    prefix = f"{BUNDLES_DIR}/"
-    found: set[BundleId] = set()
-    invalid: list[str] = []
-    for path in repo_paths:
-        if not (path.startswith(prefix) and path.endswith(ARCHIVE_SUFFIX)):
-            continue
-        try:
-            found.add(BundleId.parse(path.removeprefix(prefix).removesuffix(ARCHIVE_SUFFIX)))
-        except LayoutError:
-            invalid.append(path)
-    return sorted(found), sorted(invalid)
 
 
 GPTNT_SUBMISSION_FILE = "submission.yaml"
@@ -268,20 +190,3 @@ class GptntSubmissionName:
 
     def folder(self, out_dir: Path) -> Path:
         return out_dir / self.folder_name
-
-
-def row_ids_in(repo_paths: Iterable[str]) -> list[BundleId]:
-    """The bundles whose own row file (`BundleId.repo_row`) a repository listing holds, in order;
-    every other path, under `rows/` or not, is ignored."""
-    prefix = f"{ROWS_DIR}/"
-    found: set[BundleId] = set()
-    for path in repo_paths:
-        if not (path.startswith(prefix) and path.endswith(ROW_SUFFIX)):
-            continue
-        try:
-            bundle = BundleId.parse(path.removeprefix(prefix).removesuffix(ROW_SUFFIX))
-        except LayoutError:
-            continue
-        if bundle.repo_row == path:
-            found.add(bundle)
-    return sorted(found)

@@ -21,7 +21,8 @@ from bundler.core.errors import BundlerError, Terminated, UsageError, WriteError
 from bundler.core.jsontext import valid_unicode
 from bundler.core.model import Model
 from bundler.core.progress import ProgressSink
-from bundler.hub.upload import Action, Outcome, UploadOptions, UploadReport, upload
+from bundler.hub.plan import Action, Outcome
+from bundler.hub.upload import UploadOptions, UploadReport, upload
 from bundler.local.collect import BundleStatus, CollectOptions, CollectReport, collect
 from bundler.local.fileio import write_atomically
 from bundler.local.lock import bundles_lock

@@ -16,8 +16,8 @@ from test_upload import make_bundles, upload
 
 from bundler.hub.card import refresh_card
 from bundler.hub.layout import README
+from bundler.hub.plan import FILES_PER_BUNDLE
 from bundler.hub.session import HubSession
-from bundler.hub.upload import FILES_PER_BUNDLE
 
 
 def card(

@@ -22,8 +22,9 @@ from huggingface_hub import CommitOperationAdd, HfApi
 from bundler.core.progress import NoProgress
 from bundler.hub.layout import repo_archive, repo_row, repo_sidecar
 from bundler.hub.markdown import markdown_code, markdown_text
+from bundler.hub.plan import LocalBundle
 from bundler.hub.rows import build_row, read_row, row_files, utc_timestamp
-from bundler.hub.upload import LocalBundle, gather_local
+from bundler.hub.upload import gather_local
 from bundler.local.collect import CollectOptions, collect
 from bundler.local.metrics import flatten_metrics
 from bundler.local.submitter import Submitter

@@ -16,8 +16,8 @@ from huggingface_hub import HfApi
 from test_upload import make_bundles, upload
 
 from bundler.hub.layout import README, repo_paths
+from bundler.hub.plan import BUNDLES_PER_COMMIT
 from bundler.hub.pullrequest import read_pr_state
-from bundler.hub.upload import BUNDLES_PER_COMMIT
 from bundler.local.layout import BundleId
 
 ALICE = WRITE_TOKEN  # user "leaderboard-bot"

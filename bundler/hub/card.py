@@ -38,6 +38,7 @@ from bundler.hub.layout import (
     task_rows_glob,
 )
 from bundler.hub.markdown import template_text
+from bundler.hub.remote import RemoteFile, git_blob_id
 from bundler.hub.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
 from bundler.hub.rows import (
     MAPPED_DIGEST_HEX,
@@ -49,13 +50,7 @@ from bundler.hub.rows import (
     read_row,
     task_features,
 )
-from bundler.hub.session import (
-    HubSession,
-    PlannedCommit,
-    RemoteFile,
-    commit_replanned,
-    git_blob_id,
-)
+from bundler.hub.session import HubSession, PlannedCommit, commit_replanned
 
 if TYPE_CHECKING:
     import jinja2

@@ -45,16 +45,10 @@ from bundler.hub.card import CardRefresh, refresh_card
 from bundler.hub.download import FetchedBundle, fetch_verified
 from bundler.hub.layout import bundle_ids_in, repo_archive, repo_paths, repo_row
 from bundler.hub.markdown import markdown_template
+from bundler.hub.remote import RemoteFile, git_blob_id
 from bundler.hub.rowcount import RowCountResolver
 from bundler.hub.rows import BundleRow, build_row, read_row, row_files, utc_timestamp
-from bundler.hub.session import (
-    MAX_SMALL_FILE_BYTES,
-    REPO_TYPE,
-    HubSession,
-    RemoteFile,
-    git_blob_id,
-    status_of,
-)
+from bundler.hub.session import MAX_SMALL_FILE_BYTES, REPO_TYPE, HubSession, status_of
 from bundler.local.diff import BundleDiff, diff_verified
 from bundler.local.layout import TEMP_PREFIX, BundleId
 from bundler.local.manifest import BundleClaim

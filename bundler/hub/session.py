@@ -10,7 +10,6 @@ again, so a commit whose response was lost is found there instead of being made 
 
 from __future__ import annotations
 
-import hashlib
 import random
 import re
 import time
@@ -50,6 +49,7 @@ from bundler.core.errors import (
     TemporaryError,
     UsageError,
 )
+from bundler.hub.remote import RemoteFile
 from bundler.hub.retry import RETRY_MAX_SECONDS
 
 REPO_TYPE = "dataset"
@@ -76,21 +76,6 @@ def quiet_hub_client() -> None:
 
     disable_progress_bars()
     logging.set_verbosity_error()  # type: ignore[no-untyped-call]
-
-
-@dataclass(frozen=True)
-class RemoteFile:
-    """What the Hub holds at a path: its git blob id and, for LFS files, the sha256."""
-
-    path: str
-    size: int
-    blob_id: str
-    lfs_sha256: str | None
-
-
-def git_blob_id(data: bytes) -> str:
-    """The id git (and the Hub) gives a regular file's content."""
-    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
 
 
 def status_of(error: BaseException) -> int | None:

@@ -2,7 +2,8 @@
 
 `upload` takes the bundles folder's lock, verifies every local bundle once (`gather_local`: a
 bundle that fails is refused, and a partial one is held back unless --allow-partial: tonight's
-run may complete it), then plans and makes the commits (`bundler.hub.publish`).
+run may complete it), then plans (`bundler.hub.plan`) and makes the commits
+(`bundler.hub.publish`).
 
 Verifying and loading the Hub client each take about a fifth of a second for 50 bundles
 (tests/benchmark_upload.py). The console script asks for the bundles to be verified in a forked
@@ -19,137 +20,13 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
-from pydantic import ConfigDict, Field, SecretStr
-
-from bundler.core.errors import HubError, TemporaryError, UsageError
-from bundler.core.model import Model
+from bundler.core.errors import HubError, UsageError
 from bundler.core.progress import NoProgress, ProgressSink, Unit
-from bundler.hub.layout import repo_archive, repo_paths, repo_sidecar
-from bundler.hub.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
-from bundler.hub.rows import BundleRow, row_files
-from bundler.local.layout import BundleId
+from bundler.hub.plan import BundlePlan, LocalBundle, UploadOptions, UploadReport
 from bundler.local.lock import bundles_lock
-from bundler.local.manifest import Sidecar
 from bundler.local.verify import find_archives, read_bundle
-
-MAX_FILES_PER_COMMIT = 100
-"""The Hub recommends about 100 files per commit at most."""
-FILES_PER_BUNDLE = len(repo_paths(BundleId("bundle_00000000", "task", "unpinned")))
-BUNDLES_PER_COMMIT = (MAX_FILES_PER_COMMIT - 1) // FILES_PER_BUNDLE
-"""Every file a bundle owns, times this, plus the card, stays within MAX_FILES_PER_COMMIT."""
-
-Action = Literal[
-    "new", "extends", "replace", "repair", "unchanged", "conflict", "refused", "held-back"
-]
-Outcome = Literal[
-    "planned", "published", "proposed", "already-there", "held-back", "refused", "failed"
-]
-
-
-class UploadOptions(Model):
-    model_config = ConfigDict(frozen=True)
-
-    repo_id: str
-    revision: str = "main"
-    create_pr: bool = False
-    private: bool = False
-    replace: bool = False
-    allow_partial: bool = False
-    dry_run: bool = False
-    message: str | None = None
-    token: SecretStr | None = None
-    commit_attempts: int = Field(default=COMMIT_ATTEMPTS, ge=1)
-    retry_wait_seconds: float = Field(
-        default=COMMIT_RETRY_SECONDS, ge=0, description="first wait after a failed commit; doubles"
-    )
-    lock_wait: float = Field(
-        default=0, ge=0, description="seconds to wait for another run to release the folder"
-    )
-
-
-class BundlePlan(Model):
-    bundle_id: str
-    action: Action
-    outcome: Outcome = "planned"
-    detail: str | None = None
-    sha256: str | None = None
-    size: int | None = None
-    replaces_sha256: str | None = None
-    """The archive on the Hub that this bundle extends or replaces."""
-    temporary: bool = False
-    """Failed only for a reason that may pass (the Hub unavailable or rate limiting)."""
-
-
-class UploadReport(Model):
-    repo_id: str
-    revision: str
-    dry_run: bool
-    repo_created: bool = False
-    pull_request_num: int | None = None
-    pull_request_url: str | None = None
-    commits: list[str] = Field(default_factory=list)
-    bundles: list[BundlePlan] = Field(default_factory=list)
-    warnings: list[str] = Field(default_factory=list)
-    error: str | None = None
-    """The Hub error that ended the upload early, if one did."""
-    hint: str | None = None
-    """What to do about `error`."""
-    error_temporary: bool = False
-
-    @property
-    def exit_code(self) -> int:
-        """1 when a person must look (refused, failed checks, conflicts); else 75 when
-        something failed only for a temporary reason; else 0. Held-back bundles count as
-        neither: they wait for their run to complete."""
-        person = (self.error is not None and not self.error_temporary) or any(
-            bundle.outcome == "refused" or (bundle.outcome == "failed" and not bundle.temporary)
-            for bundle in self.bundles
-        )
-        if person:
-            return 1
-        if self.error is not None or any(b.outcome == "failed" for b in self.bundles):
-            return TemporaryError.exit_code
-        return 0
-
-
-@dataclass
-class LocalBundle:
-    """A verified local bundle; `row` is built once the plan knows its publication time."""
-
-    archive: Path
-    sidecar: Sidecar
-    sidecar_data: bytes
-    metrics_text: str
-    row: BundleRow | None = None
-
-    @property
-    def bundle_id(self) -> str:
-        return self.sidecar.bundle_id
-
-    @property
-    def key(self) -> BundleId:
-        """The verified bundle id, from which every repository path is derived."""
-        return BundleId.parse(self.sidecar.bundle_id)
-
-    @property
-    def size(self) -> int:
-        return self.sidecar.archive.size
-
-    def repo_files(self) -> dict[str, Path | bytes]:
-        """Every file the bundle owns in the repository, and nothing else."""
-        assert self.row is not None, "the plan builds the row before anything is committed"
-        key = self.key
-        owned: dict[str, Path | bytes] = {
-            repo_archive(key): self.archive,
-            repo_sidecar(key): self.sidecar_data,
-            **row_files(self.row),
-        }
-        assert set(owned) <= set(repo_paths(key)), "a bundle commits only the paths it owns"
-        return owned
 
 
 def gather_local(

@@ -1,0 +1,481 @@
+"""Stage 5, planned: what an upload commits, decided from values alone.
+
+The plan compares every verified local bundle with what the repository holds on the target
+branch (and, with --create-pr, in the submitter's open pull request): a bundle whose archive is
+there with the same sha256 is unchanged; one that is not there is new; one there with other
+content EXTENDS it when it is a resumed run of the same setup (same claims but for counts and
+coverage, every old prediction present with the same sha256, more rows), and is otherwise a
+conflict, refused unless --replace.
+
+Nothing here reads the network. `triage` says, from the repository's file listing alone, what
+more must be read about a bundle (the Hub's sidecar of a changed bundle, the row of one to
+repair, the Hub's predictions of one that may extend it); `bundler.hub.publish` reads exactly
+that into `HubEvidence`, and `decide` then plans the bundle. `batches` cuts the plan into
+commits, `commit_message` words them, and `replan` judges a batch again on a head that moved.
+So the whole plan can be shown (--dry-run) and tested without a server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from pydantic import ConfigDict, Field, SecretStr
+
+from bundler.core.errors import TemporaryError
+from bundler.core.model import Model
+from bundler.hub.layout import repo_archive, repo_paths, repo_sidecar
+from bundler.hub.pullrequest import ClaimDifference, ProposedBundle
+from bundler.hub.remote import RemoteFile, git_blob_id
+from bundler.hub.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
+from bundler.hub.rows import BundleRow, build_row, row_files
+from bundler.local.diff import claim_differences as bundle_claim_differences
+from bundler.local.fileio import CHUNK_SIZE
+from bundler.local.layout import BundleId
+from bundler.local.manifest import PREDICTIONS_DIR, Sidecar
+
+MAX_FILES_PER_COMMIT = 100
+"""The Hub recommends about 100 files per commit at most."""
+FILES_PER_BUNDLE = len(repo_paths(BundleId("bundle_00000000", "task", "unpinned")))
+BUNDLES_PER_COMMIT = (MAX_FILES_PER_COMMIT - 1) // FILES_PER_BUNDLE
+"""Every file a bundle owns, times this, plus the card, stays within MAX_FILES_PER_COMMIT."""
+EXTENSIBLE_CLAIMS = frozenset({"predictions", "coverage", "warnings", "bundler_version"})
+"""The claims a resumed run may change; any other difference makes it a different result."""
+
+Action = Literal[
+    "new", "extends", "replace", "repair", "unchanged", "conflict", "refused", "held-back"
+]
+Outcome = Literal[
+    "planned", "published", "proposed", "already-there", "held-back", "refused", "failed"
+]
+VERB: dict[Action, str] = {
+    "new": "adds",
+    "extends": "extends",
+    "replace": "replaces",
+    "repair": "repairs",
+}
+"""What a commit does to a bundle, by the bundle's planned action; the actions to publish are
+exactly these."""
+
+
+class UploadOptions(Model):
+    model_config = ConfigDict(frozen=True)
+
+    repo_id: str
+    revision: str = "main"
+    create_pr: bool = False
+    private: bool = False
+    replace: bool = False
+    allow_partial: bool = False
+    dry_run: bool = False
+    message: str | None = None
+    token: SecretStr | None = None
+    commit_attempts: int = Field(default=COMMIT_ATTEMPTS, ge=1)
+    retry_wait_seconds: float = Field(
+        default=COMMIT_RETRY_SECONDS, ge=0, description="first wait after a failed commit; doubles"
+    )
+    lock_wait: float = Field(
+        default=0, ge=0, description="seconds to wait for another run to release the folder"
+    )
+
+
+class BundlePlan(Model):
+    bundle_id: str
+    action: Action
+    outcome: Outcome = "planned"
+    detail: str | None = None
+    sha256: str | None = None
+    size: int | None = None
+    replaces_sha256: str | None = None
+    """The archive on the Hub that this bundle extends or replaces."""
+    temporary: bool = False
+    """Failed only for a reason that may pass (the Hub unavailable or rate limiting)."""
+
+    @property
+    def to_publish(self) -> bool:
+        return self.action in VERB and self.outcome == "planned"
+
+
+class UploadReport(Model):
+    repo_id: str
+    revision: str
+    dry_run: bool
+    repo_created: bool = False
+    pull_request_num: int | None = None
+    pull_request_url: str | None = None
+    commits: list[str] = Field(default_factory=list)
+    bundles: list[BundlePlan] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    error: str | None = None
+    """The Hub error that ended the upload early, if one did."""
+    hint: str | None = None
+    """What to do about `error`."""
+    error_temporary: bool = False
+
+    @property
+    def exit_code(self) -> int:
+        """1 when a person must look (refused, failed checks, conflicts); else 75 when
+        something failed only for a temporary reason; else 0. Held-back bundles count as
+        neither: they wait for their run to complete."""
+        person = (self.error is not None and not self.error_temporary) or any(
+            bundle.outcome == "refused" or (bundle.outcome == "failed" and not bundle.temporary)
+            for bundle in self.bundles
+        )
+        if person:
+            return 1
+        if self.error is not None or any(b.outcome == "failed" for b in self.bundles):
+            return TemporaryError.exit_code
+        return 0
+
+
+@dataclass
+class LocalBundle:
+    """A verified local bundle; `row` is set from the plan once it knows the publication time."""
+
+    archive: Path
+    sidecar: Sidecar
+    sidecar_data: bytes
+    metrics_text: str
+    row: BundleRow | None = None
+
+    @property
+    def bundle_id(self) -> str:
+        return self.sidecar.bundle_id
+
+    @property
+    def key(self) -> BundleId:
+        """The verified bundle id, from which every repository path is derived."""
+        return BundleId.parse(self.sidecar.bundle_id)
+
+    @property
+    def size(self) -> int:
+        return self.sidecar.archive.size
+
+    def archive_blob_id(self) -> str:
+        """The archive's git blob id, for a Hub that stored it as a regular file."""
+        digest = hashlib.sha1(b"blob %d\0" % self.size, usedforsecurity=False)
+        with self.archive.open("rb") as handle:
+            while chunk := handle.read(CHUNK_SIZE):
+                digest.update(chunk)
+        return digest.hexdigest()
+
+    def repo_files(self) -> dict[str, Path | bytes]:
+        """Every file the bundle owns in the repository, and nothing else."""
+        assert self.row is not None, "the plan builds the row before anything is committed"
+        key = self.key
+        owned: dict[str, Path | bytes] = {
+            repo_archive(key): self.archive,
+            repo_sidecar(key): self.sidecar_data,
+            **row_files(self.row),
+        }
+        assert set(owned) <= set(repo_paths(key)), "a bundle commits only the paths it owns"
+        return owned
+
+
+@dataclass(frozen=True)
+class RepositoryView:
+    """What the repository holds of the bundles being planned: the files at the head of the
+    base branch and, when the submitter's pull request is open, at its head."""
+
+    base: str
+    base_head: str = ""
+    base_files: dict[str, RemoteFile] = field(default_factory=dict)
+    pr_num: int | None = None
+    pr_files: dict[str, RemoteFile] | None = None
+
+    @property
+    def target_files(self) -> dict[str, RemoteFile]:
+        """The files where the commits go: the pull request's, or the branch's."""
+        return self.base_files if self.pr_files is None else self.pr_files
+
+
+Triage = Literal["on-base", "repair", "in-pr", "fresh", "changed"]
+"""What the listing alone says of a bundle: its archive is on the base branch (with its
+companions, or anyway for a pull request), or there without them (to repair), or already in
+the pull request, or nowhere (fresh), or the base holds other content under its id."""
+
+
+@dataclass(frozen=True)
+class HubEvidence:
+    """What was read from the Hub about one bundle, as `triage` asked for it."""
+
+    old_sidecar: Sidecar | None = None
+    """The base branch's sidecar of a changed bundle; None when it could not be read."""
+    extension_problem: str | None = None
+    """Why the bundle does not extend the Hub's copy; None when it does (or was not asked)."""
+    first_published: str | None = None
+    """For a bundle to repair: when the Hub's row says this archive was first published."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One bundle's plan, and what publishing it needs: its row, and its entry in the pull
+    request's description."""
+
+    plan: BundlePlan
+    row: BundleRow | None = None
+    proposal: ProposedBundle | None = None
+    expected: str | None = None
+    """The archive the commit target held when planned (its sha256 or blob id; None: none)."""
+
+
+def identity(remote: RemoteFile | None) -> str | None:
+    """What a remote archive is: its sha256 (LFS) or its git blob id (a regular file)."""
+    if remote is None:
+        return None
+    return remote.lfs_sha256 or remote.blob_id
+
+
+def holds(remote: RemoteFile | None, bundle: LocalBundle) -> bool:
+    """Whether the Hub's archive is this bundle's: by sha256 (its LFS oid), or by git blob id
+    when the Hub stored it as a regular file."""
+    if remote is None:
+        return False
+    if remote.lfs_sha256 is not None:
+        return remote.lfs_sha256 == bundle.sidecar.archive.sha256
+    return remote.blob_id == bundle.archive_blob_id()
+
+
+def companions_present(bundle: LocalBundle, remote: dict[str, RemoteFile]) -> bool:
+    """The sidecar as published and every row file the bundle owns are there. Rows are not
+    compared byte for byte: they carry the first publication time, which the Hub's copy keeps."""
+    key = bundle.key
+    sidecar = remote.get(repo_sidecar(key))
+    if sidecar is None or sidecar.blob_id != git_blob_id(bundle.sidecar_data):
+        return False
+    return all(path in remote for path in repo_paths(key) if path != repo_archive(key))
+
+
+def triage(bundle: LocalBundle, view: RepositoryView, *, create_pr: bool) -> Triage:
+    on_base = view.base_files.get(repo_archive(bundle.key))
+    if holds(on_base, bundle):
+        return "on-base" if create_pr or companions_present(bundle, view.base_files) else "repair"
+    if view.pr_num is not None and holds(view.target_files.get(repo_archive(bundle.key)), bundle):
+        return "in-pr"
+    return "fresh" if on_base is None else "changed"
+
+
+def claim_differences(old: Sidecar, new: Sidecar) -> list[ClaimDifference]:
+    """The claims of two sidecars that differ, field by field, as `bundler diff` finds them,
+    worded for a pull request's description."""
+
+    def show(value: object) -> str:
+        return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+    return [
+        ClaimDifference(field=found.field, old=show(found.a), new=show(found.b))
+        for found in bundle_claim_differences(old, new)
+    ]
+
+
+def extension_claims_problem(old: Sidecar, new: Sidecar) -> str | None:
+    """Why `new` cannot extend `old` from their claims alone, or None when it may: the same
+    claims but for counts and coverage, and more rows. Only then are the Hub's predictions
+    read (`extension_predictions_problem`)."""
+    differing = [
+        difference.field
+        for difference in claim_differences(old, new)
+        if difference.field.split(".")[0] not in EXTENSIBLE_CLAIMS
+    ]
+    if differing:
+        return "it differs in " + ", ".join(differing)
+    before, after = old.coverage.rows_present, new.coverage.rows_present
+    if after <= before:
+        return f"it has {after} rows, the Hub's copy {before}"
+    return None
+
+
+def extension_predictions_problem(
+    old_files: dict[str, str], new_files: dict[str, str]
+) -> str | None:
+    """Why a bundle whose manifest lists `new_files` (name to sha256) does not hold every
+    prediction of the Hub's verified copy, which lists `old_files`; None when it does."""
+    prefix = f"{PREDICTIONS_DIR}/"
+    changed = sorted(
+        path
+        for path, sha in old_files.items()
+        if path.startswith(prefix) and new_files.get(path) != sha
+    )
+    if changed:
+        return (
+            f"{len(changed)} prediction(s) of the Hub's copy are missing or different in it, "
+            f"first {changed[0]}"
+        )
+    return None
+
+
+def decide(
+    bundle: LocalBundle,
+    view: RepositoryView,
+    evidence: HubEvidence,
+    options: UploadOptions,
+    published_at: str,
+) -> Decision:
+    """Plan one bundle from the listing and what was read about it; `published_at` stamps the
+    rows of what this upload publishes."""
+    key, base = bundle.key, view.base
+    plan = BundlePlan(
+        bundle_id=bundle.bundle_id,
+        action="new",
+        sha256=bundle.sidecar.archive.sha256,
+        size=bundle.size,
+    )
+    expected = identity(view.target_files.get(repo_archive(key)))
+    seen = triage(bundle, view, create_pr=options.create_pr)
+    if seen == "on-base":
+        plan.action, plan.outcome = "unchanged", "already-there"
+        plan.detail = f"already on {base}" if options.create_pr else None
+        return Decision(plan, expected=expected)
+    if seen == "repair":
+        plan.action = "repair"
+        plan.detail = "the archive is there; its sidecar or rows are not"
+        row = _row(bundle, evidence.first_published or published_at)
+        return Decision(plan, row=row, expected=expected)
+    if seen == "in-pr":
+        plan.action, plan.outcome = "unchanged", "already-there"
+        plan.detail = f"already proposed in pull request #{view.pr_num}"
+        return Decision(plan, expected=expected)
+    old = None
+    if seen == "changed":
+        on_base = view.base_files[repo_archive(key)]
+        old = evidence.old_sidecar
+        _judge_change(plan, on_base, old, evidence.extension_problem, options, base)
+        if plan.action == "extends" and old is not None:
+            rows = (old.coverage.rows_present, bundle.sidecar.coverage.rows_present)
+            plan.detail = f"extends the bundle on {base} ({rows[0]} -> {rows[1]} rows)"
+    if plan.action not in VERB:
+        return Decision(plan, expected=expected)
+    return Decision(
+        plan,
+        row=_row(bundle, published_at),
+        proposal=_proposal(bundle, plan, old),
+        expected=expected,
+    )
+
+
+def _judge_change(
+    plan: BundlePlan,
+    on_base: RemoteFile,
+    old: Sidecar | None,
+    extension_problem: str | None,
+    options: UploadOptions,
+    base: str,
+) -> None:
+    """The Hub holds other content under this id: does this bundle extend it (a resumed run),
+    or is it a conflict (a replacement with --replace)?"""
+    plan.replaces_sha256 = on_base.lfs_sha256 or (old.archive.sha256 if old else None)
+    problem = "its sidecar on the Hub is unreadable"
+    if old is not None:
+        if extension_problem is None:
+            plan.action = "extends"
+            return
+        problem = extension_problem
+    if options.replace:
+        plan.action = "replace"
+        plan.detail = f"replaces different content on {base}: {problem}"
+    else:
+        plan.action, plan.outcome = "conflict", "refused"
+        plan.detail = (
+            f"the repository holds different content for this bundle ({problem}); "
+            "pass --replace to overwrite it"
+        )
+
+
+def _row(bundle: LocalBundle, published_at: str) -> BundleRow:
+    return build_row(bundle.sidecar, bundle.metrics_text, published_at)
+
+
+def _proposal(bundle: LocalBundle, plan: BundlePlan, old: Sidecar | None) -> ProposedBundle:
+    sidecar = bundle.sidecar
+    changed = plan.action in ("extends", "replace")
+    return ProposedBundle(
+        bundle_id=bundle.bundle_id,
+        verb="extends" if plan.action == "extends" else "replaces" if changed else "adds",
+        coverage=sidecar.coverage.status,
+        predictions=sidecar.predictions.count,
+        errors=sidecar.predictions.errors,
+        exceptions=sidecar.predictions.exceptions,
+        is_pinned=sidecar.statics.is_pinned,
+        sha256=sidecar.archive.sha256,
+        submitter=sidecar.submitter.name,
+        old_sha256=plan.replaces_sha256 if changed else None,
+        old_submitter=old.submitter.name if changed and old else None,
+        old_predictions=old.predictions.count if changed and old else None,
+        differences=claim_differences(old, sidecar) if changed and old else [],
+        warnings=sidecar.warnings,
+    )
+
+
+def batches(pending: list[LocalBundle]) -> list[list[LocalBundle]]:
+    """The commits that publish `pending`: at most BUNDLES_PER_COMMIT bundles each."""
+    return [
+        pending[start : start + BUNDLES_PER_COMMIT]
+        for start in range(0, len(pending), BUNDLES_PER_COMMIT)
+    ]
+
+
+def commit_message(
+    todo: list[LocalBundle], plans: dict[str, BundlePlan], message: str | None
+) -> tuple[str, str]:
+    """The summary and description of a commit to a branch that publishes `todo`."""
+    actions = [plans[bundle.bundle_id].action for bundle in todo]
+    counts = [
+        f"{VERB[action].removesuffix('s')} {actions.count(action)}"
+        for action in VERB
+        if action in actions
+    ]
+    listed = ", ".join(bundle.bundle_id for bundle in todo)
+    summary = message or f"{', '.join(counts).capitalize()} statics bundle(s): {listed}"
+    if len(summary) > 200:
+        summary = summary[:197] + "..."
+    lines = []
+    for bundle in todo:
+        plan = plans[bundle.bundle_id]
+        line = f"- {VERB[plan.action]} {bundle.bundle_id} ({bundle.sidecar.coverage.status})"
+        if plan.replaces_sha256:
+            line += f": archive {plan.replaces_sha256} -> {plan.sha256}"
+        lines.append(line)
+    return summary, "Bundles in this commit:\n\n" + "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class Replanned:
+    """A batch judged again on a head that moved (see `replan`)."""
+
+    todo: list[LocalBundle]
+    found: list[LocalBundle]
+    """Already on the Hub as planned: a commit whose answer was lost, or an identical upload."""
+
+
+def replan(
+    batch: list[LocalBundle],
+    remote: dict[str, RemoteFile],
+    plans: dict[str, BundlePlan],
+    expected: dict[str, str | None],
+    *,
+    replace: bool,
+) -> Replanned:
+    """Judge a batch again on the current head's files `remote`: what landed meanwhile is
+    found, a bundle someone else changed meanwhile becomes a conflict (unless --replace), and
+    the rest is still to commit. Marks the conflicts in `plans`."""
+    todo: list[LocalBundle] = []
+    found: list[LocalBundle] = []
+    for bundle in batch:
+        plan = plans[bundle.bundle_id]
+        if plan.outcome != "planned":
+            continue
+        held = remote.get(repo_archive(bundle.key))
+        if holds(held, bundle) and (plan.action != "repair" or companions_present(bundle, remote)):
+            found.append(bundle)
+        elif identity(held) != expected[bundle.bundle_id] and not replace:
+            plan.action, plan.outcome = "conflict", "refused"
+            plan.detail = (
+                "another upload changed this bundle on the Hub meanwhile; "
+                "pass --replace to overwrite it"
+            )
+        else:
+            todo.append(bundle)
+    return Replanned(todo=todo, found=found)

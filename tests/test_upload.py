@@ -7,17 +7,18 @@ import json
 import shutil
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from conftest import READ_TOKEN, WRITE_TOKEN
 from factory import RunSpec, write_tree
 from helpers import FORK_COUNTER, probe_console_script, run_cli, run_python
 from hubserver import HubServer
-from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
+from huggingface_hub import CommitOperationDelete, HfApi
 
 from bundler.core.errors import HubAccessError
 from bundler.core.progress import NoProgress
-from bundler.hub.layout import repo_row, repo_sidecar
-from bundler.hub.rows import read_row
+from bundler.hub.layout import ALL_TABLE, repo_sidecar
 from bundler.hub.session import HubSession
 from bundler.hub.upload import gather_local
 from bundler.local.collect import CollectOptions, collect
@@ -67,6 +68,14 @@ def lfs_puts(hub: HubServer) -> int:
     return sum(1 for r in hub.request_log if r.method == "PUT")
 
 
+def table_rows(hub: HubServer, repo_id: str, path: str = ALL_TABLE) -> list[dict[str, object]]:
+    """The rows of one of the repository's tables, read as any Parquet reader reads them."""
+    data = hub.file_bytes(repo_id, path)
+    assert data is not None, f"{path} is missing"
+    rows: list[dict[str, object]] = pq.read_table(pa.BufferReader(data)).to_pylist()
+    return rows
+
+
 def local_files(bundles: Path) -> dict[str, bytes]:
     return {
         path.relative_to(bundles).as_posix(): path.read_bytes()
@@ -86,9 +95,14 @@ def test_upload_publishes_every_bundle_in_one_commit(
     files = hub.list_files(repo_id)
     for relative, data in local_files(bundles).items():
         assert hub.file_bytes(repo_id, f"bundles/{relative}") == data
-    rows = [path for path in files if path.startswith("rows/")]
-    assert len(rows) == 3
-    assert len([path for path in files if path.startswith("tasks/")]) == 3  # per-task rows
+    tables = sorted(path for path in files if path.startswith("leaderboard/"))
+    assert tables == [
+        "leaderboard/bundles.parquet",
+        "leaderboard/tasks/expert-vqa.parquet",
+        "leaderboard/tasks/maze.parquet",
+        "leaderboard/tasks/wires.parquet",
+    ]
+    assert not [path for path in files if path.startswith(("rows/", "tasks/"))]
     card = hub.file_bytes(repo_id, "README.md")
     assert card is not None and b"configs:" in card and b"**3** submission bundle(s)" in card
     summary = hub.commits(repo_id)[0].summary
@@ -328,24 +342,23 @@ def test_metrics_beyond_float64_publish_a_null_number(
     bundles = make_bundles(tmp_path, [RunSpec(rows=2, metrics={"s": {"huge": huge, "n": 2}})])
     code, _, stderr = upload(bundles, "--repo", repo_id)
     assert code == 0, stderr
-    (row_path,) = [path for path in hub.list_files(repo_id) if path.startswith("rows/")]
-    row = json.loads(hub.file_bytes(repo_id, row_path) or b"")
+    (row,) = table_rows(hub, repo_id)
     assert row["metrics"][0] == {"name": "s.huge", "number": None, "json_value": str(huge)}
     assert json.loads(row["metrics_json"])["s"]["huge"] == huge
 
 
-def test_a_bundle_whose_sidecar_went_missing_is_repaired_beside_an_unreadable_row(
+def test_a_bundle_whose_sidecar_went_missing_is_repaired(
     hub: HubServer, repo_id: str, tmp_path: Path
 ) -> None:
-    """The archive is on the Hub, its sidecar is gone and its row was overwritten with junk (a
-    hand edit): the upload repairs the bundle, publishing its files again with a fresh row."""
+    """The archive is on the Hub and its sidecar is gone (a hand edit, which leaves the tables
+    stale): the upload repairs the bundle, publishing its sidecar again and its row."""
     folder = make_bundles(tmp_path, [RunSpec(task="alpha", rows=2)])
     code, report, _ = upload(folder, "--repo", repo_id)
     assert code == 0
     key = BundleId.parse(report["bundles"][0]["bundle_id"])
     HfApi(token=WRITE_TOKEN).create_commit(
         repo_id,
-        [CommitOperationDelete(repo_sidecar(key)), CommitOperationAdd(repo_row(key), b"junk\n")],
+        [CommitOperationDelete(repo_sidecar(key))],
         commit_message="hand edit",
         repo_type="dataset",
     )
@@ -353,7 +366,7 @@ def test_a_bundle_whose_sidecar_went_missing_is_repaired_beside_an_unreadable_ro
     assert code == 0, stderr
     assert [(b["action"], b["outcome"]) for b in report["bundles"]] == [("repair", "published")]
     assert hub.file_bytes(repo_id, repo_sidecar(key)) == key.local_sidecar(folder).read_bytes()
-    assert read_row(hub.file_bytes(repo_id, repo_row(key)) or b"").bundle_id == str(key)
+    assert [row["bundle_id"] for row in table_rows(hub, repo_id)] == [str(key)]
 
 
 VERIFY_AHEAD = (

@@ -710,7 +710,7 @@ def card_command(
     after pull requests were merged in the web interface. Needs write access (not for
     --dry-run). Exit 1 if some row file could not be read."""
     from bundler.cli.render import render_card
-    from bundler.hub.card import refresh_card
+    from bundler.hub.refresh import refresh_card
     from bundler.hub.session import HubSession
 
     console = stderr_console()

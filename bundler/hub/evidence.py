@@ -1,7 +1,6 @@
 """What an upload reads from the Hub beyond the listing, for the plan to decide on.
 
-`bundler.hub.plan.triage` says what the listing alone cannot settle: for a bundle whose archive
-is there without its companions, when its row says it was first published; for one the Hub holds
+`bundler.hub.plan.triage` says what the listing alone cannot settle: for a bundle the Hub holds
 other content under, the Hub's sidecar and, when the claims allow an extension, which of the
 Hub's predictions the local bundle holds (the Hub's copy is downloaded and verified for that).
 Nothing else is read.
@@ -12,10 +11,10 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from bundler.core.errors import HubAccessError, HubError, RowError, TemporaryError
+from bundler.core.errors import HubAccessError, HubError, TemporaryError
 from bundler.core.progress import ProgressSink
 from bundler.hub.download import fetch_bundle
-from bundler.hub.layout import repo_archive, repo_row, repo_sidecar
+from bundler.hub.layout import repo_archive, repo_sidecar
 from bundler.hub.plan import (
     HubEvidence,
     LocalBundle,
@@ -24,7 +23,6 @@ from bundler.hub.plan import (
     extension_predictions_problem,
     triage,
 )
-from bundler.hub.rows import read_row
 from bundler.hub.session import HubSession
 from bundler.local.layout import TEMP_PREFIX, BundleId
 from bundler.local.manifest import Sidecar
@@ -41,10 +39,7 @@ class EvidenceReader:
 
     def about(self, bundle: LocalBundle, view: RepositoryView) -> HubEvidence:
         """Read what the plan needs to know beyond the listing, and nothing more."""
-        seen = triage(bundle, view, create_pr=self.create_pr)
-        if seen == "repair":
-            return HubEvidence(first_published=self._first_published(bundle, view.base_head))
-        if seen != "changed":
+        if triage(bundle, view, create_pr=self.create_pr) != "changed":
             return HubEvidence()
         old = self._old_sidecar(bundle.key, view.base_head)
         if old is None:
@@ -79,13 +74,3 @@ class EvidenceReader:
                 return f"the Hub's copy fails verification ({verification.describe_failures()})"
             old_files = manifest_digests(archive)
         return extension_predictions_problem(old_files, manifest_digests(bundle.archive))
-
-    def _first_published(self, bundle: LocalBundle, commit: str) -> str | None:
-        """When the Hub's row says this very archive was first published; None if it does not."""
-        try:
-            row = read_row(self.session.read_small_file(repo_row(bundle.key), commit))
-        except (TemporaryError, HubAccessError):
-            raise
-        except (HubError, RowError, ValueError):  # no row there, or not one the bundler wrote
-            return None
-        return row.published_at if row.archive_sha256 == bundle.sidecar.archive.sha256 else None

@@ -1,9 +1,19 @@
-"""The dataset repository's layout: where each bundle's files go, and the viewer's configs.
+"""The dataset repository's layout (version 2): where each bundle's files go, where the
+leaderboard's tables are, and the viewer's configs.
 
-Every repository path is derived from a `BundleId` (`bundler.local.layout`), never built from
-strings elsewhere, and every file belongs to one bundle, so commits for different bundles never
-change the same file; only the card is shared. The names and file globs of the dataset viewer's
-configs live here too: they select those paths.
+```
+README.md                                      the dataset card
+bundles/<player>_<fp8>/<task>@<rev8>.tar.zst   a bundle: exactly a local bundles folder's layout
+bundles/<player>_<fp8>/<task>@<rev8>.json      its sidecar
+leaderboard/bundles.parquet                    every bundle's row (the `default` config)
+leaderboard/tasks/<task>.parquet               each task's ranked table (one config per task)
+```
+
+Every bundle path is derived from a `BundleId` (`bundler.local.layout`), never built from
+strings elsewhere. A bundle owns its archive and sidecar and nothing else, so pull requests for
+different bundles never change the same file; the tables and the card are shared, and only the
+bundler's commits to a branch write them. Layout 1 also held a row file per bundle under `rows/`
+and `tasks/`; those are read once, to upgrade a repository, and then removed.
 """
 
 from __future__ import annotations
@@ -13,20 +23,23 @@ from collections.abc import Iterable
 from bundler.core.naming import SAFE_TASK_NAME
 from bundler.local.layout import ARCHIVE_SUFFIX, BundleId, LayoutError
 
-ROW_SUFFIX = ".jsonl"
 BUNDLES_DIR = "bundles"
 """The repository folder holding bundles: exactly a local bundles folder's layout."""
-ROWS_DIR = "rows"
-"""The repository folder holding one viewer row per bundle, mirroring `bundles/`."""
-TASKS_DIR = "tasks"
-"""The repository folder holding each bundle's row again, in its task's leaderboard table:
-`tasks/<task>/<player>_<fp8>/<task>@<rev8>.jsonl`. Nested like `bundles/`, so that no folder
-in it ever holds more entries than a folder of `bundles/` does (the Hub allows 10,000 a
-folder): `tasks/` one per task, `tasks/<task>/` one per player setup that ran the task, and a
-player folder one per dataset revision of the task."""
+TABLES_DIR = "leaderboard"
+ALL_TABLE = f"{TABLES_DIR}/bundles.parquet"
+"""The all-tasks table: one row per bundle, the same columns for every task."""
+TASK_TABLES_DIR = f"{TABLES_DIR}/tasks"
+"""One table per task, so `leaderboard/tasks/` holds one entry per task (the Hub allows 10,000
+a folder)."""
+TABLE_SUFFIX = ".parquet"
 ALL_TASKS_CONFIG = "default"
 """The dataset viewer's config showing every bundle of every task as one table."""
 README = "README.md"
+ROWS_DIR = "rows"
+"""Layout 1: one row file per bundle, `rows/<player>_<fp8>/<task>@<rev8>.jsonl`."""
+LEGACY_DIRS = (ROWS_DIR, "tasks")
+"""Layout 1's folders of row files, removed when a repository is upgraded."""
+ROW_SUFFIX = ".jsonl"
 
 
 def repo_archive(bundle: BundleId) -> str:
@@ -38,29 +51,21 @@ def repo_sidecar(bundle: BundleId) -> str:
 
 
 def repo_row(bundle: BundleId) -> str:
+    """Layout 1's row file of a bundle (read only, to upgrade a repository)."""
     return f"{ROWS_DIR}/{bundle.player_dir}/{bundle.target}{ROW_SUFFIX}"
 
 
-def repo_task_row(bundle: BundleId) -> str:
-    """The bundle's row in its task's leaderboard table (see TASKS_DIR)."""
-    return f"{TASKS_DIR}/{bundle.task}/{bundle.player_dir}/{bundle.target}{ROW_SUFFIX}"
+def repo_paths(bundle: BundleId) -> tuple[str, str]:
+    """Every repository path this bundle owns: its archive and its sidecar. A pull request
+    for a bundle touches these and nothing else."""
+    return (repo_archive(bundle), repo_sidecar(bundle))
 
 
-def repo_paths(bundle: BundleId) -> tuple[str, str, str, str]:
-    """Every repository path this bundle owns: archive, sidecar, row and task row. A commit
-    for a bundle touches these and nothing else, so commits for different bundles (two pull
-    requests, or a pull request and main) never change the same file."""
-    return (repo_archive(bundle), repo_sidecar(bundle), repo_row(bundle), repo_task_row(bundle))
-
-
-ALL_ROWS_GLOB = f"{ROWS_DIR}/**/*{ROW_SUFFIX}"
-"""The all-tasks config's data files: every bundle's row."""
-
-
-def task_rows_glob(task: str) -> str:
-    """The data files of `task`'s config: the task rows of its bundles, and nothing else (a
-    task name holds no glob characters, and the `/` after it stops `maze` matching `maze-2`)."""
-    return f"{TASKS_DIR}/{task}/*/*{ROW_SUFFIX}"
+def task_table(task: str) -> str:
+    """The table of `task`'s leaderboard (a task name is a safe file name)."""
+    if not SAFE_TASK_NAME.fullmatch(task):
+        raise LayoutError(f"{task!r} is not a safe task name")
+    return f"{TASK_TABLES_DIR}/{task}{TABLE_SUFFIX}"
 
 
 def task_config_name(task: str) -> str:

@@ -8,8 +8,8 @@ coverage, every old prediction present with the same sha256, more rows), and is 
 conflict, refused unless --replace.
 
 Nothing here reads the network. `triage` says, from the repository's file listing alone, what
-more must be read about a bundle (the Hub's sidecar of a changed bundle, the row of one to
-repair, the Hub's predictions of one that may extend it); `bundler.hub.publish` reads exactly
+more must be read about a bundle (the Hub's sidecar of a changed bundle, the Hub's predictions
+of one that may extend it); `bundler.hub.publish` reads exactly
 that into `HubEvidence`, and `decide` then plans the bundle. `batches` cuts the plan into
 commits, `commit_message` words them, and `replan` judges a batch again on a head that moved.
 So the whole plan can be shown (--dry-run) and tested without a server.
@@ -31,7 +31,7 @@ from bundler.hub.layout import repo_archive, repo_paths, repo_sidecar
 from bundler.hub.pullrequest import ClaimDifference, ProposedBundle
 from bundler.hub.remote import RemoteFile, git_blob_id
 from bundler.hub.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
-from bundler.hub.rows import BundleRow, build_row, row_files
+from bundler.hub.rows import TableRow, build_row
 from bundler.local.diff import claim_differences as bundle_claim_differences
 from bundler.local.fileio import CHUNK_SIZE
 from bundler.local.layout import BundleId
@@ -40,8 +40,9 @@ from bundler.local.manifest import PREDICTIONS_DIR, Sidecar
 MAX_FILES_PER_COMMIT = 100
 """The Hub recommends about 100 files per commit at most."""
 FILES_PER_BUNDLE = len(repo_paths(BundleId("bundle_00000000", "task", "unpinned")))
-BUNDLES_PER_COMMIT = (MAX_FILES_PER_COMMIT - 1) // FILES_PER_BUNDLE
-"""Every file a bundle owns, times this, plus the card, stays within MAX_FILES_PER_COMMIT."""
+SHARED_FILES = 2
+"""What every commit to a branch writes beside the bundles: the all-tasks table and the card
+(plus one table per task it touches)."""
 EXTENSIBLE_CLAIMS = frozenset({"predictions", "coverage", "warnings", "bundler_version"})
 """The claims a resumed run may change; any other difference makes it a different result."""
 
@@ -139,7 +140,7 @@ class LocalBundle:
     sidecar: Sidecar
     sidecar_data: bytes
     metrics_text: str
-    row: BundleRow | None = None
+    row: TableRow | None = None
 
     @property
     def bundle_id(self) -> str:
@@ -163,16 +164,9 @@ class LocalBundle:
         return digest.hexdigest()
 
     def repo_files(self) -> dict[str, Path | bytes]:
-        """Every file the bundle owns in the repository, and nothing else."""
-        assert self.row is not None, "the plan builds the row before anything is committed"
+        """Every file the bundle owns in the repository: its archive and its sidecar."""
         key = self.key
-        owned: dict[str, Path | bytes] = {
-            repo_archive(key): self.archive,
-            repo_sidecar(key): self.sidecar_data,
-            **row_files(self.row),
-        }
-        assert set(owned) <= set(repo_paths(key)), "a bundle commits only the paths it owns"
-        return owned
+        return {repo_archive(key): self.archive, repo_sidecar(key): self.sidecar_data}
 
 
 @dataclass(frozen=True)
@@ -185,6 +179,8 @@ class RepositoryView:
     base_files: dict[str, RemoteFile] = field(default_factory=dict)
     pr_num: int | None = None
     pr_files: dict[str, RemoteFile] | None = None
+    published: dict[str, str] = field(default_factory=dict)
+    """When the branch's table says each bundle's very archive was first published."""
 
     @property
     def target_files(self) -> dict[str, RemoteFile]:
@@ -206,8 +202,6 @@ class HubEvidence:
     """The base branch's sidecar of a changed bundle; None when it could not be read."""
     extension_problem: str | None = None
     """Why the bundle does not extend the Hub's copy; None when it does (or was not asked)."""
-    first_published: str | None = None
-    """For a bundle to repair: when the Hub's row says this archive was first published."""
 
 
 @dataclass(frozen=True)
@@ -216,17 +210,10 @@ class Decision:
     request's description."""
 
     plan: BundlePlan
-    row: BundleRow | None = None
+    row: TableRow | None = None
     proposal: ProposedBundle | None = None
     expected: str | None = None
     """The archive the commit target held when planned (its sha256 or blob id; None: none)."""
-
-
-def identity(remote: RemoteFile | None) -> str | None:
-    """What a remote archive is: its sha256 (LFS) or its git blob id (a regular file)."""
-    if remote is None:
-        return None
-    return remote.lfs_sha256 or remote.blob_id
 
 
 def holds(remote: RemoteFile | None, bundle: LocalBundle) -> bool:
@@ -323,7 +310,8 @@ def decide(
         sha256=bundle.sidecar.archive.sha256,
         size=bundle.size,
     )
-    expected = identity(view.target_files.get(repo_archive(key)))
+    on_target = view.target_files.get(repo_archive(key))
+    expected = on_target.identity if on_target else None
     seen = triage(bundle, view, create_pr=options.create_pr)
     if seen == "on-base":
         plan.action, plan.outcome = "unchanged", "already-there"
@@ -332,7 +320,7 @@ def decide(
     if seen == "repair":
         plan.action = "repair"
         plan.detail = "the archive is there; its sidecar or rows are not"
-        row = _row(bundle, evidence.first_published or published_at)
+        row = _row(bundle, view.published.get(bundle.bundle_id, published_at))
         return Decision(plan, row=row, expected=expected)
     if seen == "in-pr":
         plan.action, plan.outcome = "unchanged", "already-there"
@@ -384,8 +372,9 @@ def _judge_change(
         )
 
 
-def _row(bundle: LocalBundle, published_at: str) -> BundleRow:
-    return build_row(bundle.sidecar, bundle.metrics_text, published_at)
+def _row(bundle: LocalBundle, published_at: str) -> TableRow:
+    row = build_row(bundle.sidecar, bundle.metrics_text, published_at)
+    return TableRow(**row.model_dump(), sidecar_blob_id=git_blob_id(bundle.sidecar_data))
 
 
 def _proposal(bundle: LocalBundle, plan: BundlePlan, old: Sidecar | None) -> ProposedBundle:
@@ -409,12 +398,23 @@ def _proposal(bundle: LocalBundle, plan: BundlePlan, old: Sidecar | None) -> Pro
     )
 
 
-def batches(pending: list[LocalBundle]) -> list[list[LocalBundle]]:
-    """The commits that publish `pending`: at most BUNDLES_PER_COMMIT bundles each."""
-    return [
-        pending[start : start + BUNDLES_PER_COMMIT]
-        for start in range(0, len(pending), BUNDLES_PER_COMMIT)
-    ]
+def batches(pending: list[LocalBundle], *, to_branch: bool) -> list[list[LocalBundle]]:
+    """The commits that publish `pending`, each within MAX_FILES_PER_COMMIT files: the bundles'
+    own files and, on a branch, the shared tables and card and one table per task touched."""
+    cut: list[list[LocalBundle]] = []
+    files = 0
+    tasks: set[str] = set()
+    for bundle in pending:
+        task = bundle.key.task
+        cost = FILES_PER_BUNDLE + (1 if to_branch and task not in tasks else 0)
+        if not cut or files + cost > MAX_FILES_PER_COMMIT:
+            cut.append([])
+            files, tasks = (SHARED_FILES if to_branch else 0), set()
+            cost = FILES_PER_BUNDLE + (1 if to_branch else 0)
+        cut[-1].append(bundle)
+        files += cost
+        tasks.add(task)
+    return cut
 
 
 def commit_message(
@@ -470,7 +470,7 @@ def replan(
         held = remote.get(repo_archive(bundle.key))
         if holds(held, bundle) and (plan.action != "repair" or companions_present(bundle, remote)):
             found.append(bundle)
-        elif identity(held) != expected[bundle.bundle_id] and not replace:
+        elif (held.identity if held else None) != expected[bundle.bundle_id] and not replace:
             plan.action, plan.outcome = "conflict", "refused"
             plan.detail = (
                 "another upload changed this bundle on the Hub meanwhile; "

@@ -6,10 +6,10 @@ the files of the bundles being planned, reads only what `plan.triage` asks for (
 and commits the plan's batches. Each commit is made against the head it was planned on
 (`parent_commit`), so a concurrent upload makes the Hub answer 412 instead of being clobbered;
 the batch is then judged again on the new head (`plan.replan`, through
-`session.commit_replanned`). A commit to a branch also carries the dataset card, rendered from
-every row the branch will hold. A pull request commit touches only the paths its bundles own,
-never the card or any other shared file, so two open pull requests and the branch never
-conflict on merge.
+`session.commit_replanned`). A commit to a branch also carries the leaderboard's tables and the
+card as they will be with its bundles (`bundler.hub.leaderboard`), so the branch is always
+true. A pull request commit touches only the paths its bundles own, never the tables, the card
+or any other shared file, so two open pull requests and the branch never conflict on merge.
 
 This module loads the Hub client; `bundler.hub.upload` imports it only once the local bundles
 are being verified, so that loading and verifying overlap.
@@ -17,15 +17,17 @@ are being verified, so that loading and verifying overlap.
 
 from __future__ import annotations
 
-from huggingface_hub import CommitOperationAdd
+from dataclasses import replace
+
+from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 
 from bundler.core.errors import BundlerError, HubAccessError, TemporaryError
 from bundler.core.progress import NoProgress, ProgressSink
 from bundler.core.version import bundler_version
-from bundler.hub.card import RowReader, render_dataset_card
 from bundler.hub.destination import Destination
 from bundler.hub.evidence import EvidenceReader
-from bundler.hub.layout import README, repo_archive, repo_paths, repo_row
+from bundler.hub.layout import repo_archive, repo_paths
+from bundler.hub.leaderboard import BranchTables, read_branch
 from bundler.hub.plan import (
     BundlePlan,
     Decision,
@@ -39,9 +41,11 @@ from bundler.hub.plan import (
     replan,
 )
 from bundler.hub.pullrequest import ProposedBundle, pr_title, render_pr_description
-from bundler.hub.remote import RemoteFile, git_blob_id
-from bundler.hub.rows import row_bytes, utc_timestamp
+from bundler.hub.refresh import table_operations
+from bundler.hub.remote import RemoteFile
+from bundler.hub.rows import utc_timestamp
 from bundler.hub.session import REPO_TYPE, HubSession, PlannedCommit, commit_replanned
+from bundler.hub.tables import Leaderboard
 
 
 class Publisher:
@@ -57,10 +61,13 @@ class Publisher:
         )
         self.destination = Destination(base=options.revision, create_pr=options.create_pr)
         self.user: str | None = None
-        self.rows = RowReader(self.session)
+        self.tables: BranchTables | None = None
+        """The base branch's leaderboard, when the commits go to the branch itself."""
         self.evidence = EvidenceReader(self.session, self.progress, create_pr=options.create_pr)
         self.published_at = utc_timestamp()
         self._decisions: dict[str, Decision] = {}
+        self._written: tuple[Leaderboard, dict[str, bytes]] | None = None
+        """The leaderboard and files the commit being made writes, kept once it lands."""
         self._planned: tuple[str, str, dict[str, RemoteFile]] | None = None
         """(ref, head, remote files) from planning, reused by the first commit's plan."""
 
@@ -121,19 +128,37 @@ class Publisher:
         return True
 
     def _view(self, local: list[LocalBundle], repo_exists: bool) -> RepositoryView:
-        """The files of these bundles on the base branch and in the pull request."""
+        """What the base branch and the pull request hold of these bundles. A branch's holdings
+        come from its leaderboard table (brought up to date first: its next commit rewrites
+        it); a pull request's base is asked about these bundles' files alone."""
         destination = self.destination
         if not repo_exists:
             return RepositoryView(base=destination.base)
         session = self.session
+        keys = [bundle.key for bundle in local]
+        if not destination.create_pr:
+            self.tables = read_branch(session, destination.base, self.progress)
+            self.report.warnings += self.tables.problems
+            base_head = self.tables.head
+            base_files = self.tables.remote_files(session, keys)
+            index = self.tables.leaderboard.index()
+            published = {
+                bundle.bundle_id: row.published_at
+                for bundle in local
+                if (row := index.get(bundle.bundle_id)) is not None
+                and row.archive_sha256 == bundle.sidecar.archive.sha256
+            }
+            self._planned = (destination.base, base_head, base_files)
+            return RepositoryView(destination.base, base_head, base_files, published=published)
         base_head = session.head(destination.base)
-        paths = [path for bundle in local for path in repo_paths(bundle.key)]
-        base_files = session.paths_info([*paths, README], base_head)
+        base_files = session.paths_info(
+            [path for key in keys for path in repo_paths(key)], base_head
+        )
         self._planned = (destination.base, base_head, base_files)
         if destination.pr_num is None:
             return RepositoryView(destination.base, base_head, base_files)
         pr_head = session.head(destination.ref)
-        pr_files = session.paths_info([repo_archive(bundle.key) for bundle in local], pr_head)
+        pr_files = session.paths_info([repo_archive(key) for key in keys], pr_head)
         self._planned = (destination.ref, pr_head, pr_files)
         return RepositoryView(destination.base, base_head, base_files, destination.pr_num, pr_files)
 
@@ -159,7 +184,7 @@ class Publisher:
             sum(bundle.size for bundle in pending),
             unit="bytes",
         )
-        for batch in batches(pending):
+        for batch in batches(pending, to_branch=not self.options.create_pr):
             try:
                 self._publish_batch(batch, plans)
             except BundlerError as error:
@@ -189,10 +214,14 @@ class Publisher:
             ref = self.destination.ref
             if self._planned is not None and self._planned[0] == ref:
                 _, head, remote = self._planned
+            elif self.tables is not None:  # the branch moved: read its leaderboard again
+                self.tables = read_branch(self.session, ref, self.progress)
+                head = self.tables.head
+                remote = self.tables.remote_files(self.session, [b.key for b in batch])
             else:
                 head = self.session.head(ref)
                 paths = [path for bundle in batch for path in repo_paths(bundle.key)]
-                remote = self.session.paths_info([*paths, README], head)
+                remote = self.session.paths_info(paths, head)
             self._planned = None
             expected = {b.bundle_id: self._decisions[b.bundle_id].expected for b in batch}
             judged = replan(batch, remote, plans, expected, replace=self.options.replace)
@@ -218,6 +247,10 @@ class Publisher:
         if info is None:
             return
         self.report.commits.append(info.oid)
+        if self.tables is not None and self._written is not None:
+            leaderboard, written = self._written
+            self.tables.committed(info.oid, leaderboard, written)
+            self._planned = (self.destination.ref, info.oid, {})
         if info.pr_num is not None and self.destination.pr_num is None:
             self.destination.opened(
                 info.pr_num,
@@ -237,16 +270,13 @@ class Publisher:
         plans: dict[str, BundlePlan],
     ) -> PlannedCommit:
         """The commit of `todo` on `head`: their files, and the card on a branch."""
-        operations = [
+        operations: list[CommitOperationAdd | CommitOperationDelete] = [
             CommitOperationAdd(path, content)
             for bundle in todo
             for path, content in bundle.repo_files().items()
         ]
-        if not self.options.create_pr:
-            card = self._card(head, todo)
-            held = remote.get(README)
-            if held is None or held.blob_id != git_blob_id(card):
-                operations.append(CommitOperationAdd(README, card))
+        if self.tables is not None:
+            operations += self._table_operations(todo)
         opens_pr = self.destination.opens_pr
         if opens_pr:
             proposed = self.destination.proposals(
@@ -282,19 +312,30 @@ class Publisher:
         plan.outcome = "proposed" if self.options.create_pr else "published"
         if self.options.create_pr and self.destination.pr_num is not None:
             plan.detail = f"proposed in pull request #{self.destination.pr_num}"
-        if bundle.row is not None:
-            self.rows.remember(repo_row(bundle.key), row_bytes(bundle.row), bundle.row)
         self.progress.advance(bundle.size)
 
-    def _card(self, head: str, todo: list[LocalBundle]) -> bytes:
-        """The card for the branch as it will be: its rows at `head` plus this commit's."""
-        overriding = {repo_row(b.key): b.row for b in todo if b.row is not None}
-        rows, unreadable = self.rows.rows_at(head, overriding)
-        for path in unreadable:
-            warning = f"{path}: not a readable row; left out of the dataset card"
-            if warning not in self.report.warnings:
-                self.report.warnings.append(warning)
-        return render_dataset_card(self.options.repo_id, rows).encode("utf-8")
+    def _table_operations(
+        self, todo: list[LocalBundle]
+    ) -> list[CommitOperationAdd | CommitOperationDelete]:
+        """The tables and card as the branch will be with `todo`: the all-tasks table, the
+        tables of the tasks `todo` touches, and the card, those of them that change."""
+        tables = self.tables
+        assert tables is not None
+        tables.list_task_tables(self.session)
+        rows = [bundle.row for bundle in todo if bundle.row is not None]
+        after = replace(tables, leaderboard=tables.leaderboard.updated(rows))
+        touched = None if tables.legacy else {bundle.key.task for bundle in todo}
+        operations = table_operations(after, self.options.repo_id, touched)
+        written = {
+            op.path_in_repo: op.path_or_fileobj
+            for op in operations
+            if isinstance(op, CommitOperationAdd)
+        }
+        self._written = (
+            after.leaderboard,
+            {p: d for p, d in written.items() if isinstance(d, bytes)},
+        )
+        return operations
 
     def _describe_pr(self, plans: dict[str, BundlePlan]) -> None:
         """Rewrite the pull request's title and description to say what it now proposes; a

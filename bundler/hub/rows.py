@@ -1,16 +1,11 @@
-"""The rows the dataset viewer shows: each bundle's row in the all-tasks table, and again in its
-task's leaderboard table.
+"""The rows of the leaderboard's tables: each bundle's row in the all-tasks table, and its
+columns in its task's table.
 
-The Hub's dataset viewer shows a config as one table only if every data file of the config has
-the same schema. In the all-tasks table (`rows/`), task-dependent metrics therefore become a
-list of (name, number, json) entries under flattened `scorer.key` names, with the original
-metrics.json text beside them, and usage becomes a list of (key, count) pairs: no column depends
-on which task or model a bundle holds.
-
-A task's leaderboard table (`tasks/<task>/`) gives each numeric metric a float64 column of its
-own, so the viewer can sort by it. Its row file holds only the bundle's own metrics and is never
-rewritten when other bundles arrive; the dataset card declares, per task, the union of its
-bundles' metric columns, and a column a row file lacks is read as null.
+In the all-tasks table task-dependent metrics are a list of (name, number, json) entries under
+flattened `scorer.key` names, with the original metrics.json text beside them, and usage is a
+list of (key, count) pairs: no column depends on which task or model a bundle holds. A task's
+table gives each numeric metric a float64 column of its own (`metric_column`), so the viewer
+can sort by it. `bundler.hub.tables` writes both as Parquet.
 """
 
 from __future__ import annotations
@@ -18,17 +13,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import types
-import typing
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any, get_args, get_origin
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import ConfigDict, ValidationError, field_validator
 
 from bundler.core.errors import InputError, RowError
 from bundler.core.model import Model
-from bundler.hub.layout import repo_row, repo_task_row
 from bundler.local.layout import BundleId, LayoutError
 from bundler.local.manifest import Sidecar
 from bundler.local.metrics import (
@@ -51,10 +43,8 @@ class Dtype:
 
 
 PublishedAt = Annotated[str, Dtype("timestamp[s, tz=UTC]")]
-"""When the bundle was published, written as `YYYY-MM-DDTHH:MM:SSZ`. The viewer's JSON reader
-takes such text for a timestamp whatever the card declares (and a timestamp declared as text
-comes out as `YYYY-MM-DD HH:MM:SS`), so the column is declared a UTC timestamp: it then shows
-and sorts as a date."""
+"""When the bundle was first published, as `YYYY-MM-DDTHH:MM:SSZ`; a UTC timestamp column in
+the tables, so that it shows and sorts as a date."""
 
 
 class UsageCount(Model):
@@ -115,6 +105,16 @@ class BundleRow(Model):
     @property
     def published(self) -> datetime:
         return published_instant(self.published_at)
+
+
+class TableRow(BundleRow):
+    """A bundle's row in the all-tasks table: its BundleRow, and the sidecar it came from."""
+
+    model_config = ConfigDict(frozen=True)
+
+    sidecar_blob_id: str
+    """The git blob id of the sidecar the row was derived from: a sidecar with another id on
+    the branch means the row is stale."""
 
 
 def published_instant(value: str) -> datetime:
@@ -178,15 +178,10 @@ def _optional_str(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-def row_bytes(row: BundleRow) -> bytes:
-    """One JSON line; deterministic, so an unchanged bundle gives an unchanged row file."""
-    return (row.model_dump_json() + "\n").encode("utf-8")
-
-
 def read_row(data: bytes) -> BundleRow:
-    """Parse an all-tasks row file back. The repository is written to by strangers too (pull
-    requests), so the row must be one the bundler could have written: every field of the right
-    type, and an identity that agrees with its bundle id, from which its paths are derived."""
+    """Parse a layout-1 row file back (to upgrade a repository). The repository was written to
+    by strangers too (pull requests), so the row must be one the bundler could have written:
+    every field of the right type, and an identity that agrees with its bundle id."""
     try:
         row = BundleRow.model_validate_json(data, strict=True)
     except ValidationError as error:
@@ -217,13 +212,6 @@ def read_row(data: bytes) -> BundleRow:
     return row
 
 
-def row_files(row: BundleRow) -> dict[str, bytes]:
-    """Every row file the bundle owns in the repository, by path: its all-tasks row and its
-    task row. Both depend on the bundle alone, never on other bundles."""
-    key = row.key
-    return {repo_row(key): row_bytes(row), repo_task_row(key): task_row_bytes(row)}
-
-
 class TaskRow(Model):
     """The fixed columns of a task's leaderboard table; the metric columns go in after
     METRICS_AFTER, so that model, player and scores are the first thing the viewer shows."""
@@ -252,6 +240,8 @@ class TaskRow(Model):
     resolved_revision: str | None
     submitter_name: str | None
     metrics_json: str
+    rank: int | None = None
+    """Its competition rank by the task's ranking metric (1, 1, 3); None: unranked."""
 
     @classmethod
     def of(cls, row: BundleRow) -> TaskRow:
@@ -318,62 +308,3 @@ def metric_columns(row: BundleRow) -> list[MetricColumn]:
             column = metric_column(path)
             columns.append(MetricColumn(column=column, name=metric_name(path), value=number))
     return columns
-
-
-def task_row_bytes(row: BundleRow) -> bytes:
-    """The bundle's row in its task table: one JSON line, keys in column order."""
-    cells: dict[str, Any] = {}
-    for name, value in TaskRow.of(row).model_dump().items():
-        cells[name] = value
-        if name == METRICS_AFTER:
-            cells.update((metric.column, metric.value) for metric in metric_columns(row))
-    text = json.dumps(cells, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    return (text + "\n").encode("utf-8")
-
-
-def task_features(metric_column_names: list[str]) -> list[dict[str, Any]]:
-    """A task table's `dataset_info.features`: the fixed columns, with one float64 column per
-    metric column inserted as in `task_row_bytes`."""
-    features: list[dict[str, Any]] = []
-    for feature in dataset_features(TaskRow):
-        features.append(feature)
-        if feature["name"] == METRICS_AFTER:
-            features += [{"name": name, "dtype": "float64"} for name in metric_column_names]
-    return features
-
-
-_DTYPES: dict[Any, str] = {str: "string", int: "int64", float: "float64", bool: "bool"}
-
-
-def dataset_features(model: type[BaseModel] = BundleRow) -> list[dict[str, Any]]:
-    """The `dataset_info.features` YAML for a row model, derived from the model itself so the
-    declared schema can never drift from the rows actually written."""
-    return [
-        _feature(name, field.annotation, field.metadata)
-        for name, field in model.model_fields.items()
-    ]
-
-
-def _feature(name: str, annotation: Any, metadata: list[Any]) -> dict[str, Any]:
-    for item in metadata:
-        if isinstance(item, Dtype):
-            return {"name": name, "dtype": item.name}
-    annotation = _strip_optional(annotation)
-    if get_origin(annotation) is Annotated:  # bounds on an optional value (Count | None)
-        annotation = get_args(annotation)[0]
-    if annotation in _DTYPES:
-        return {"name": name, "dtype": _DTYPES[annotation]}
-    if get_origin(annotation) is list:
-        (item,) = get_args(annotation)
-        if isinstance(item, type) and issubclass(item, BaseModel):
-            return {"name": name, "list": dataset_features(item)}
-        return {"name": name, "list": _DTYPES[item]}
-    raise TypeError(f"no dataset dtype for {name}: {annotation!r}")
-
-
-def _strip_optional(annotation: Any) -> Any:
-    if get_origin(annotation) in (typing.Union, types.UnionType):
-        kept = [arg for arg in get_args(annotation) if arg is not type(None)]
-        if len(kept) == 1:
-            return kept[0]
-    return annotation

@@ -22,6 +22,7 @@ import httpx2  # the transport huggingface_hub itself uses; its errors are conne
 from huggingface_hub import (
     CommitInfo,
     CommitOperationAdd,
+    CommitOperationDelete,
     HfApi,
     get_session,
     hf_hub_url,
@@ -49,7 +50,7 @@ from bundler.core.errors import (
     TemporaryError,
     UsageError,
 )
-from bundler.hub.remote import RemoteFile
+from bundler.hub.remote import LastCommit, RemoteEntry, RemoteFile, RemoteFolder
 from bundler.hub.retry import RETRY_MAX_SECONDS
 
 REPO_TYPE = "dataset"
@@ -263,9 +264,13 @@ class HubSession:
         return _remote_files(self.call(f"listing {folder}/", listing))
 
     def read_small_file(self, path: str, revision: str) -> bytes:
-        """A small file's bytes in one request (no HEAD, no cache), for rows and sidecars:
+        """A small file's bytes in one request (no HEAD, no cache), for sidecars:
         `hf_hub_download` would take two requests and a cache entry per file. A file over
         MAX_SMALL_FILE_BYTES is refused with a HubError."""
+        return self.read_file(path, revision, MAX_SMALL_FILE_BYTES)
+
+    def read_file(self, path: str, revision: str, limit: int) -> bytes:
+        """A file's bytes in one GET, refused (HubError) past `limit` bytes."""
         url = hf_hub_url(
             self.repo_id, path, repo_type=REPO_TYPE, revision=revision, endpoint=self.api.endpoint
         )
@@ -280,25 +285,76 @@ class HubSession:
                 size = 0
                 for chunk in response.iter_bytes():
                     size += len(chunk)
-                    if size > MAX_SMALL_FILE_BYTES:
-                        raise HubError(f"{path}: larger than {MAX_SMALL_FILE_BYTES} bytes")
+                    if size > limit:
+                        raise HubError(f"{path}: larger than {limit} bytes")
                     chunks.append(chunk)
                 return b"".join(chunks)
 
         return self.call(f"reading {path}", fetch)
 
+    def entries(self, paths: list[str], revision: str) -> dict[str, RemoteEntry]:
+        """Files and folders at `paths`, with the last commit that changed each: one request
+        per 500 paths, whatever the repository holds."""
+        found: dict[str, RemoteEntry] = {}
+        for start in range(0, len(paths), 500):
+            lookup = partial(
+                self.api.get_paths_info,
+                self.repo_id,
+                paths[start : start + 500],
+                expand=True,
+                repo_type=REPO_TYPE,
+                revision=revision,
+            )
+            found.update(_remote_entries(self.call("reading file information", lookup)))
+        return found
+
+    def list_folder(
+        self, folder: str, revision: str, *, expand: bool = False
+    ) -> dict[str, RemoteEntry]:
+        """A folder's own entries (not recursive), in pages of 1,000 (50 when expanded), as
+        the Hub pages them; an empty dict for a folder that does not exist."""
+
+        def listing() -> list[RepoFile | RepoFolder]:
+            try:
+                return list(
+                    self.api.list_repo_tree(
+                        self.repo_id, folder, expand=expand, repo_type=REPO_TYPE, revision=revision
+                    )
+                )
+            except HfHubHTTPError as error:
+                if status_of(error) == 404 and not isinstance(
+                    error, RepositoryNotFoundError | RevisionNotFoundError
+                ):
+                    return []
+                raise
+
+        return _remote_entries(self.call(f"listing {folder}/", listing))
+
 
 def _remote_files(entries: list[RepoFile | RepoFolder]) -> dict[str, RemoteFile]:
     return {
-        entry.path: RemoteFile(
-            path=entry.path,
-            size=entry.size,
-            blob_id=entry.blob_id,
-            lfs_sha256=entry.lfs.sha256 if entry.lfs else None,
-        )
-        for entry in entries
-        if isinstance(entry, RepoFile)
+        path: entry
+        for path, entry in _remote_entries(entries).items()
+        if isinstance(entry, RemoteFile)
     }
+
+
+def _remote_entries(entries: list[RepoFile | RepoFolder]) -> dict[str, RemoteEntry]:
+    found: dict[str, RemoteEntry] = {}
+    for entry in entries:
+        last = entry.last_commit
+        last_commit = None if last is None else LastCommit(oid=last.oid, date=last.date)
+        if isinstance(entry, RepoFile):
+            found[entry.path] = RemoteFile(
+                path=entry.path,
+                size=entry.size,
+                blob_id=entry.blob_id,
+                lfs_sha256=entry.lfs.sha256 if entry.lfs else None,
+                last_commit=last_commit,
+            )
+        else:
+            found[entry.path] = RemoteFolder(entry.path, entry.tree_id, last_commit)
+    return found
 
 
 def _underlying(error: Exception) -> Exception:
@@ -321,7 +377,7 @@ class PlannedCommit:
 
     revision: str
     parent: str
-    operations: list[CommitOperationAdd]
+    operations: list[CommitOperationAdd | CommitOperationDelete]
     summary: str
     description: str
     doing: str

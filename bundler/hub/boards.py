@@ -1,0 +1,86 @@
+"""A task's leaderboard as values: its bundles ranked, and its metric columns.
+
+Both the task's table (`bundler.hub.tables`) and the card's board (`bundler.hub.card`) are drawn
+from the one `TaskBoard`, so the viewer and the card always rank alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from bundler.hub.layout import task_config_name
+from bundler.hub.rows import BundleRow, metric_columns
+
+
+@dataclass(frozen=True)
+class TaskBoard:
+    """One task's leaderboard: its bundles best first, and its metric columns.
+
+    `columns` is the union of the bundles' metric columns, in the order they first appear
+    when the bundles are taken earliest published first, each in its metrics.json order. The
+    ranking column is the first of them: the first numeric metric of the earliest-published
+    bundle that has one. Rows are ordered by it, descending, bundles without it last, then by
+    publication date and bundle id.
+    """
+
+    task: str
+    rows: list[BundleRow]
+    columns: list[str]
+    names: dict[str, str]
+    values: dict[str, dict[str, float]]
+
+    @classmethod
+    def of(cls, task: str, rows: Sequence[BundleRow]) -> TaskBoard:
+        by_date = sorted(rows, key=lambda row: (row.published, row.bundle_id))
+        names: dict[str, str] = {}
+        values: dict[str, dict[str, float]] = {}
+        for row in by_date:
+            metrics = metric_columns(row)
+            values[row.bundle_id] = {metric.column: metric.value for metric in metrics}
+            for metric in metrics:
+                names.setdefault(metric.column, metric.name)
+        ranking = next(iter(names), None)
+
+        def rank_key(row: BundleRow) -> tuple[bool, float, datetime, str]:
+            score = values[row.bundle_id].get(ranking) if ranking is not None else None
+            return (score is None, -(score or 0.0), row.published, row.bundle_id)
+
+        ranked = sorted(by_date, key=rank_key)
+        return cls(task=task, rows=ranked, columns=list(names), names=names, values=values)
+
+    @property
+    def config(self) -> str:
+        return task_config_name(self.task)
+
+    @property
+    def sort_column(self) -> str | None:
+        return self.columns[0] if self.columns else None
+
+    @property
+    def complete(self) -> int:
+        """Bundles of the task whose coverage is complete."""
+        return sum(row.coverage == "complete" for row in self.rows)
+
+    def mapped(self, columns: Sequence[str]) -> list[tuple[str, str]]:
+        """(column, metric name) for those of `columns` that are not the metric's name."""
+        return [(column, self.names[column]) for column in columns if column != self.names[column]]
+
+    def value(self, row: BundleRow, column: str | None) -> float | None:
+        return None if column is None else self.values[row.bundle_id].get(column)
+
+    def ranks(self) -> list[int | None]:
+        """Competition ranks (1, 1, 3) by the ranking column; rows without it get none."""
+        ranks: list[int | None] = []
+        previous: float | None = None
+        for position, row in enumerate(self.rows, start=1):
+            score = self.value(row, self.sort_column)
+            if score is None:
+                ranks.append(None)
+            elif score == previous:
+                ranks.append(ranks[-1])
+            else:
+                ranks.append(position)
+            previous = score
+        return ranks

@@ -1,0 +1,107 @@
+"""`bundler card`: make a branch's tables and card true again, in one commit, or none.
+
+After pull requests merged in the Hub's web interface, or on a repository still in layout 1,
+the tables are stale; `read_branch` catches up at the cost of what changed (or upgrades), and
+the tables and card whose bytes differ are committed together, naming the head they were
+derived from (a concurrent commit makes the Hub answer 412, and all is read again on the new
+head). Nothing differs: no commit.
+"""
+
+from __future__ import annotations
+
+from huggingface_hub import CommitOperationAdd, CommitOperationDelete
+from pydantic import Field
+
+from bundler.core.errors import UsageError
+from bundler.core.model import Model
+from bundler.core.progress import ProgressSink
+from bundler.hub.leaderboard import BranchTables, read_branch
+from bundler.hub.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
+from bundler.hub.session import HubSession, PlannedCommit, commit_replanned
+
+
+class CardRefresh(Model):
+    """What `refresh_card` found and did."""
+
+    repo_id: str
+    revision: str
+    dry_run: bool
+    parent_commit: str | None = None
+    """The head the tables and card were derived from."""
+    changed: bool = False
+    """The tables or card differed from what the branch holds (and, unless dry_run, were
+    committed)."""
+    upgraded: bool = False
+    """The repository was in layout 1: its row files are (or, in a dry run, would be) removed."""
+    commit: str | None = None
+    bundle_count: int = 0
+    changed_files: list[str] = Field(default_factory=list)
+    unreadable_rows: list[str] = Field(default_factory=list)
+    """Bundles left out of the tables, each with why: a sidecar or row that could not be read,
+    or a bundle that failed verification."""
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.unreadable_rows else 0
+
+
+def table_operations(
+    state: BranchTables, repo_id: str, tasks: set[str] | None = None
+) -> list[CommitOperationAdd | CommitOperationDelete]:
+    """What a commit to the branch writes to keep its tables and card true: the files whose
+    bytes changed (the task tables of `tasks`, or of every task), the task tables of tasks
+    left without bundles removed, and layout 1's folders removed."""
+    operations: list[CommitOperationAdd | CommitOperationDelete] = [
+        CommitOperationAdd(path, data) for path, data in state.files(repo_id, tasks).items()
+    ]
+    operations += [CommitOperationDelete(path) for path in state.stale_task_tables()]
+    operations += [CommitOperationDelete(folder, is_folder=True) for folder in state.legacy]
+    return operations
+
+
+def refresh_card(
+    session: HubSession,
+    revision: str = "main",
+    *,
+    dry_run: bool = False,
+    progress: ProgressSink | None = None,
+) -> CardRefresh:
+    """Bring `revision`'s tables and card up to date with its bundles; see the module
+    docstring. Needs write access (not for a dry run). A pull request's ref is refused: pull
+    requests never touch the tables or the card, so they merge without conflicts."""
+    if revision.startswith("refs/pr/"):
+        raise UsageError(
+            f"--revision {revision}: the card lives on a branch, never in a pull request",
+            hint="regenerate the card of the branch the pull request merges into",
+        )
+    result = CardRefresh(repo_id=session.repo_id, revision=revision, dry_run=dry_run)
+
+    def plan() -> PlannedCommit | None:
+        state = read_branch(session, revision, progress)
+        operations = table_operations(state, session.repo_id)
+        result.parent_commit = state.head
+        result.bundle_count = len(state.leaderboard)
+        result.unreadable_rows = state.problems
+        result.upgraded = bool(state.legacy)
+        result.changed_files = sorted(operation.path_in_repo for operation in operations)
+        result.changed = bool(operations)
+        if not result.changed or dry_run:
+            return None
+        what = "Upgrade the repository to layout 2" if state.legacy else "Regenerate"
+        return PlannedCommit(
+            revision=revision,
+            parent=state.head,
+            operations=operations,
+            summary=f"{what}: the leaderboard tables and card ({result.bundle_count} bundle(s))",
+            description="The tables and the card are derived from every bundle's sidecar at "
+            "the parent commit.",
+            doing="committing the leaderboard tables and card",
+            write_hint="regenerating the card needs a token with write access to the repository",
+        )
+
+    info = commit_replanned(
+        session, plan, attempts=COMMIT_ATTEMPTS, retry_wait=COMMIT_RETRY_SECONDS
+    )
+    if info is not None:
+        result.commit = info.oid
+    return result

@@ -1,23 +1,29 @@
-"""The dataset card on main is always true: rendered from every row file the branch holds, on
-every commit the bundler makes there, and repaired by `bundler card` when it went stale."""
+"""The tables and card on main are always true: written with the bundles on every commit the
+bundler makes there, caught up by `bundler card` after merges in the web interface at the cost
+of what changed, and a layout-1 repository upgraded in one commit."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from urllib.parse import unquote
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from conftest import READ_TOKEN, WRITE_TOKEN
 from factory import RunSpec
 from helpers import run_cli
 from hubserver import RACE, HubServer
 from huggingface_hub import CommitOperationAdd, HfApi
-from test_upload import make_bundles, upload
+from test_upload import make_bundles, table_rows, upload
 
-from bundler.hub.card import refresh_card
-from bundler.hub.layout import README
-from bundler.hub.plan import FILES_PER_BUNDLE
+from bundler.hub.layout import ALL_TABLE, README, task_table
+from bundler.hub.refresh import refresh_card
 from bundler.hub.session import HubSession
+
+LAYOUT_1 = Path(__file__).parent / "fixtures" / "layout-v1"
+"""A repository exactly as the previous release wrote it: rows/, tasks/, features in the card."""
 
 
 def card(
@@ -34,12 +40,26 @@ def card_text(hub: HubServer, repo_id: str) -> str:
 
 def make_stale(repo_id: str) -> None:
     """Overwrite the card as a web-interface edit (or an old bundler version) would."""
+    commit_by_hand(repo_id, {README: b"---\npretty_name: old\n---\n\n**0** bundles\n"})
+
+
+def commit_by_hand(repo_id: str, files: dict[str, bytes]) -> None:
+    """A commit made in the Hub's web interface: a merged pull request, a hand edit."""
     HfApi(token=WRITE_TOKEN).create_commit(
         repo_id,
-        [CommitOperationAdd(README, b"---\npretty_name: old\n---\n\n**0** bundles\n")],
+        [CommitOperationAdd(path, data) for path, data in files.items()],
         commit_message="hand edit",
         repo_type="dataset",
     )
+
+
+def bundle_files(folder: Path) -> dict[str, bytes]:
+    """A local bundles folder's files, at their repository paths."""
+    return {
+        f"bundles/{path.relative_to(folder).as_posix()}": path.read_bytes()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and not path.name.startswith(".")
+    }
 
 
 @pytest.fixture
@@ -51,29 +71,42 @@ def published(hub: HubServer, repo_id: str, tmp_path: Path) -> Path:
     return bundles
 
 
-def test_upload_commits_the_card_with_the_bundles(
+def test_upload_commits_the_tables_and_card_with_the_bundles(
     hub: HubServer, repo_id: str, published: Path, tmp_path: Path
 ) -> None:
     (commit,) = [c for c in hub.commits(repo_id) if README in c.files_changed]
     assert "**3** submission bundle(s)" in card_text(hub, repo_id)
-    assert len(commit.files_changed) == 3 * FILES_PER_BUNDLE + 1  # bundles and card, together
+    tables = [ALL_TABLE, *(task_table(task) for task in ("alpha", "beta", "gamma"))]
+    assert set(commit.files_changed) == {*bundle_files(published), *tables, README}
     more = make_bundles(tmp_path / "more", [RunSpec(task="delta", rows=2)])
     assert upload(more, "--repo", repo_id)[0] == 0
+    latest = hub.commits(repo_id)[0]
+    # the new bundle, the all-tasks table, its task's new table and the card: nothing else
+    assert set(latest.files_changed) == {
+        *bundle_files(more),
+        ALL_TABLE,
+        task_table("delta"),
+        README,
+    }
     assert "**4** submission bundle(s)" in card_text(hub, repo_id)
-    assert "\n### delta\n" in card_text(hub, repo_id)  # the new task's leaderboard
+    assert "\n### delta\n" in card_text(hub, repo_id)  # the new task's board
+    assert len(table_rows(hub, repo_id)) == 4
 
 
-def test_card_up_to_date_is_not_committed(hub: HubServer, repo_id: str, published: Path) -> None:
+def test_tables_up_to_date_are_not_committed(hub: HubServer, repo_id: str, published: Path) -> None:
     commits = len(hub.commits(repo_id))
+    log = len(hub.request_log)
     code, result, stderr = card(repo_id)
     assert code == 0, stderr
     assert result["changed"] is False and result["commit"] is None
     assert result["bundle_count"] == 3
     assert len(hub.commits(repo_id)) == commits
     assert "up to date" in stderr
+    requests = [r for r in hub.request_log[log:] if repo_id in r.path]
+    assert len(requests) <= 6, [f"{r.method} {r.path}" for r in requests]
 
 
-def test_stale_card_is_repaired_reading_rows_only(
+def test_a_stale_card_is_repaired_from_the_tables_alone(
     hub: HubServer, repo_id: str, published: Path
 ) -> None:
     make_stale(repo_id)
@@ -92,14 +125,48 @@ def test_stale_card_is_repaired_reading_rows_only(
     assert latest.oid == result["commit"] and latest.parents == (head,)
     assert latest.files_changed == (README,)
     assert "**3** submission bundle(s)" in card_text(hub, repo_id)
-    requests = hub.request_log[log:]
-    downloads = [r.path for r in requests if r.method == "GET" and "/resolve/" in r.path]
-    assert len(downloads) == 3 and all("/rows/" in path for path in downloads)
-    assert sum("/tree/" in r.path for r in requests) == 1
-    assert not any(".tar.zst" in r.path for r in requests)
+    downloads = [r.path for r in hub.request_log[log:] if "/resolve/" in r.path]
+    assert downloads and all(path.endswith(ALL_TABLE) for path in downloads)
 
     code, result, _ = card(repo_id)  # now true: nothing to commit
     assert code == 0 and result["changed"] is False
+
+
+def test_a_merge_in_the_web_interface_is_caught_up_reading_only_what_changed(
+    hub: HubServer, repo_id: str, published: Path, tmp_path: Path
+) -> None:
+    merged = make_bundles(tmp_path / "merged", [RunSpec(task="delta", model="claude", rows=2)])
+    commit_by_hand(repo_id, bundle_files(merged))
+    log = len(hub.request_log)
+    code, result, stderr = card(repo_id)
+    assert code == 0, stderr
+    assert result["bundle_count"] == 4
+    downloads = {
+        unquote(r.path).rsplit("/", 1)[-1] for r in hub.request_log[log:] if "/resolve/" in r.path
+    }
+    # the table, and the one bundle that came in: no other bundle is read
+    assert downloads == {"bundles.parquet", *(Path(p).name for p in bundle_files(merged))}
+    latest = hub.commits(repo_id)[0]
+    assert set(latest.files_changed) == {ALL_TABLE, task_table("delta"), README}
+    assert "delta" in {row["task_name"] for row in table_rows(hub, repo_id)}
+    assert card(repo_id)[1]["changed"] is False
+
+
+def test_a_merged_bundle_that_fails_verification_is_named_and_left_out(
+    hub: HubServer, repo_id: str, published: Path, tmp_path: Path
+) -> None:
+    merged = make_bundles(tmp_path / "merged", [RunSpec(task="delta", rows=2)])
+    files = bundle_files(merged)
+    archive = next(path for path in files if path.endswith(".tar.zst"))
+    forged = bytearray(files[archive])
+    forged[len(forged) // 2] ^= 0xFF
+    commit_by_hand(repo_id, {**files, archive: bytes(forged)})
+    code, result, stderr = card(repo_id)
+    assert code == 1
+    (problem,) = result["unreadable_rows"]
+    assert problem.startswith(archive.removesuffix(".tar.zst")) and "failed verification" in problem
+    assert result["bundle_count"] == 3 and "left out of the tables" in stderr
+    assert "delta" not in {row["task_name"] for row in table_rows(hub, repo_id)}
 
 
 def test_race_on_the_card_commit_is_replanned(
@@ -115,21 +182,6 @@ def test_race_on_the_card_commit_is_replanned(
     assert latest.oid == result["commit"] and latest.files_changed == (README,)
     assert latest.parents[0] == hub.commits(repo_id)[1].oid  # planned on the racer's head
     assert "**3** submission bundle(s)" in card_text(hub, repo_id)
-
-
-def test_unreadable_row_is_named_and_left_out(
-    hub: HubServer, repo_id: str, published: Path
-) -> None:
-    HfApi(token=WRITE_TOKEN).create_commit(
-        repo_id,
-        [CommitOperationAdd("rows/junk_0123abcd/task@unpinned.jsonl", b"not a row\n")],
-        commit_message="junk",
-        repo_type="dataset",
-    )
-    code, result, stderr = card(repo_id)
-    assert code == 1
-    assert result["unreadable_rows"] == ["rows/junk_0123abcd/task@unpinned.jsonl"]
-    assert result["bundle_count"] == 3 and "not a readable row" in stderr
 
 
 def test_card_needs_write_access(hub: HubServer, repo_id: str, published: Path) -> None:
@@ -159,10 +211,73 @@ def test_refresh_card_library(hub: HubServer, repo_id: str, published: Path) -> 
 def test_the_card_of_a_pull_request_is_refused(
     hub: HubServer, repo_id: str, published: Path
 ) -> None:
-    """Pull requests never touch README.md, so that they merge cleanly: `bundler card` will not
-    put one there either."""
+    """Pull requests never touch the tables or README.md, so that they merge cleanly: `bundler
+    card` will not put them there either."""
     before = hub.commits(repo_id)[0].oid
     code, _, stderr = card(repo_id, "--revision", "refs/pr/1")
     assert code == 2
     assert "the card lives on a branch, never in a pull request" in stderr
     assert hub.commits(repo_id)[0].oid == before
+
+
+def layout_1_files() -> dict[str, bytes]:
+    return {
+        path.relative_to(LAYOUT_1).as_posix(): path.read_bytes()
+        for path in sorted(LAYOUT_1.rglob("*"))
+        if path.is_file()
+    }
+
+
+def test_a_layout_1_repository_is_upgraded_in_one_commit(hub: HubServer, repo_id: str) -> None:
+    hub.create_repo(repo_id, files=layout_1_files())
+    code, result, stderr = card(repo_id)
+    assert code == 0, stderr
+    assert result["upgraded"] is True and result["bundle_count"] == 3
+    (upgrade,) = [c for c in hub.commits(repo_id) if c.oid == result["commit"]]
+    files = hub.list_files(repo_id)
+    assert not [path for path in files if path.startswith(("rows/", "tasks/"))]
+    assert {ALL_TABLE, task_table("expert-vqa"), task_table("maze")} <= set(files)
+    assert {path for path in upgrade.deleted if path.startswith("rows/")} == {
+        path for path in layout_1_files() if path.startswith("rows/")
+    }
+    rows = table_rows(hub, repo_id)
+    # the first publication of each bundle, as its layout-1 row recorded it, is kept
+    assert sorted(str(row["published_at"])[:10] for row in rows) == [
+        "2026-11-01",
+        "2026-11-02",
+        "2026-11-03",
+    ]
+    header = card_text(hub, repo_id).split("---\n", 2)[1]
+    assert "dataset_info" not in header and "leaderboard/bundles.parquet" in header
+    assert card(repo_id)[1]["changed"] is False
+
+
+def test_an_upload_into_a_layout_1_repository_upgrades_it_with_its_commit(
+    hub: HubServer, repo_id: str, tmp_path: Path
+) -> None:
+    hub.create_repo(repo_id, files=layout_1_files())
+    bundles = make_bundles(tmp_path, [RunSpec(task="wires", rows=2)])
+    code, report, stderr = upload(bundles, "--repo", repo_id)
+    assert code == 0, stderr
+    assert len(report["commits"]) == 1
+    assert not [p for p in hub.list_files(repo_id) if p.startswith(("rows/", "tasks/"))]
+    assert len(table_rows(hub, repo_id)) == 4
+
+
+def test_the_task_tables_are_ranked_and_typed_for_any_parquet_reader(
+    hub: HubServer, repo_id: str, tmp_path: Path
+) -> None:
+    bundles = make_bundles(
+        tmp_path,
+        [
+            RunSpec(task="maze", model=model, rows=2, metrics={"m": {"solved": score}})
+            for model, score in (("a", 0.2), ("b", 0.9), ("c", 0.5))
+        ],
+    )
+    assert upload(bundles, "--repo", repo_id)[0] == 0
+    data = hub.file_bytes(repo_id, task_table("maze"))
+    assert data is not None
+    table = pq.read_table(pa.BufferReader(data))
+    assert table.schema.field("m.solved").type == pa.float64()
+    assert table.column("m.solved").to_pylist() == [0.9, 0.5, 0.2]
+    assert table.column("rank").to_pylist() == [1, 2, 3]

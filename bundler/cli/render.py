@@ -334,19 +334,23 @@ def render_upload(report: UploadReport, console: Console) -> None:
 
 def render_card(refresh: CardRefresh, console: Console) -> None:
     where = f"{shown(refresh.repo_id)} @ {shown(refresh.revision)}"
-    for path in refresh.unreadable_rows:
-        console.print(f"[yellow]warning[/] {shown(path)}: not a readable row; left out")
+    for problem in refresh.unreadable_rows:
+        console.print(f"[yellow]warning[/] {shown(problem)}")
+    what = "upgraded to layout 2: " if refresh.upgraded else ""
     if not refresh.changed:
-        console.print(f"the dataset card of {where} is up to date ({refresh.bundle_count} bundles)")
+        console.print(
+            f"the tables and card of {where} are up to date ({refresh.bundle_count} bundles)"
+        )
     elif refresh.commit is None:
         console.print(
-            f"the dataset card of {where} is stale; it would be regenerated "
-            f"({refresh.bundle_count} bundles; dry run: nothing was changed)"
+            f"the tables or card of {where} are stale; {what}{len(refresh.changed_files)} "
+            f"file(s) would be written ({refresh.bundle_count} bundles; dry run: nothing was "
+            "changed)"
         )
     else:
         console.print(
-            f"regenerated the dataset card of {where} ({refresh.bundle_count} bundles): "
-            f"commit {refresh.commit}"
+            f"{what}regenerated the tables and card of {where} ({refresh.bundle_count} "
+            f"bundles, {len(refresh.changed_files)} file(s)): commit {refresh.commit}"
         )
 
 

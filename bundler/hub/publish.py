@@ -321,11 +321,10 @@ class Publisher:
         tables of the tasks `todo` touches, and the card, those of them that change."""
         tables = self.tables
         assert tables is not None
-        tables.list_task_tables(self.session)
         rows = [bundle.row for bundle in todo if bundle.row is not None]
         after = replace(tables, leaderboard=tables.leaderboard.updated(rows))
         touched = None if tables.legacy else {bundle.key.task for bundle in todo}
-        operations = table_operations(after, self.options.repo_id, touched)
+        operations = table_operations(self.session, after, touched)
         written = {
             op.path_in_repo: op.path_or_fileobj
             for op in operations

@@ -46,11 +46,13 @@ class CardRefresh(Model):
 
 
 def table_operations(
-    state: BranchTables, repo_id: str, tasks: set[str] | None = None
+    session: HubSession, state: BranchTables, tasks: set[str] | None = None
 ) -> list[CommitOperationAdd | CommitOperationDelete]:
     """What a commit to the branch writes to keep its tables and card true: the files whose
     bytes changed (the task tables of `tasks`, or of every task), the task tables of tasks
     left without bundles removed, and layout 1's folders removed."""
+    state.list_task_tables(session)
+    repo_id = session.repo_id
     operations: list[CommitOperationAdd | CommitOperationDelete] = [
         CommitOperationAdd(path, data) for path, data in state.files(repo_id, tasks).items()
     ]
@@ -78,7 +80,7 @@ def refresh_card(
 
     def plan() -> PlannedCommit | None:
         state = read_branch(session, revision, progress)
-        operations = table_operations(state, session.repo_id)
+        operations = table_operations(session, state)
         result.parent_commit = state.head
         result.bundle_count = len(state.leaderboard)
         result.unreadable_rows = state.problems

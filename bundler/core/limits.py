@@ -23,6 +23,21 @@ MAX_CLAIM_BYTES = 256 << 10
 MAX_SIDECAR_BYTES = MAX_CLAIM_BYTES + 4096
 MAX_LEFT_OUT_SHOWN = 10
 
+MAX_METRICS = 10_000
+MAX_METRIC_NAME_CHARS = 1024
+MAX_METRIC_NAMES_CHARS = 1 << 20
+"""The flattened names (`scorer.key[.sub...]`) of a metrics.json: how many (its leaves), how
+long each, and their total length. Every later command builds one name per leaf (inspect's
+table, diff, the Hub's row and task columns), and a name repeats every key above it, so a
+file within MAX_METRICS_BYTES could otherwise flatten into gigabytes. run_meta.json's key
+paths (diff names each differing field by its path) have the same bounds. Real files hold
+tens to a few hundred metrics of under 100 characters."""
+MAX_USAGE_KEYS = 1000
+MAX_USAGE_KEY_CHARS = 256
+"""Distinct usage keys over a bundle's predictions, and each key's length: the tally keeps
+one total per key, the claim, the Hub's row and inspect one entry per key. Real runs have a
+handful (input_tokens, output_tokens, reasoning_tokens)."""
+
 INT64_MAX = 2**63 - 1
 """Counts are published into int64 columns."""
 TAR_NUMBER_LIMIT = 8**11

@@ -282,6 +282,7 @@ def _bundle_one(
     if expected is None and row_counts is not None:
         expected, note = row_counts.rows(statics)
     try:
+        _refuse_linked_folder(header.bundle_id.local_archive(bundles_dir).parent)
         progress.begin(f"bundling {header.bundle_id}", header.run.predictions)
         with BodyWriter(header.meta.run_timestamp, compressors, header.run.predictions) as body:
             run = validate_run(
@@ -300,6 +301,18 @@ def _bundle_one(
         )
         shown = str(error) if named else f"{header.run.path}: {error}"
         report.refused.append(RefusedInput(path=str(header.run.path), error=shown))
+
+
+def _refuse_linked_folder(folder: Path) -> None:
+    """A player folder in the bundles folder that is a symbolic link is never written through:
+    verify and upload skip links, so a bundle written there would never be published."""
+    if folder.is_symlink():
+        raise WriteError(
+            f"{folder}: symbolic link; collect never writes through a link (verify and upload "
+            "skip links, so the bundle would never be published)",
+            path=folder,
+            hint="replace the link with a real folder",
+        )
 
 
 def _claim_of(run: ValidatedRun, options: CollectOptions) -> BundleClaim:

@@ -36,7 +36,8 @@ it would let a third run in beside the holder."""
 
 FINGERPRINT_PREFIX_LENGTH = 8
 _PLAYER_DIR = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*_[0-9a-f]{8}")
-_REVISION_LABEL = re.compile(rf"[0-9A-Fa-f]{{8}}|{UNPINNED_LABEL}")
+_REVISION_LABEL = re.compile(rf"[0-9a-f]{{8}}|{UNPINNED_LABEL}")
+"""Lower-case hex only: one pin has one name, on a case-insensitive disk too."""
 
 
 class LayoutError(ValueError):
@@ -57,7 +58,10 @@ class BundleId:
         if not SAFE_TASK_NAME.fullmatch(self.task):
             raise LayoutError(f"{self.task!r} is not a safe task name")
         if not _REVISION_LABEL.fullmatch(self.revision_label):
-            raise LayoutError(f"{self.revision_label!r} is not a revision label")
+            raise LayoutError(
+                f"{self.revision_label!r} is not a revision label (8 lower-case hex digits "
+                f"or {UNPINNED_LABEL})"
+            )
 
     @classmethod
     def of(cls, player_name: str, fingerprint: str, target: str) -> BundleId:
@@ -163,7 +167,10 @@ class GptntSubmissionName:
         if not SAFE_TASK_NAME.fullmatch(self.task):
             raise LayoutError(f"{self.task!r} is not a safe task name")
         if not _REVISION_LABEL.fullmatch(self.revision_label):
-            raise LayoutError(f"{self.revision_label!r} is not a revision label")
+            raise LayoutError(
+                f"{self.revision_label!r} is not a revision label (8 lower-case hex digits "
+                f"or {UNPINNED_LABEL})"
+            )
 
     @property
     def _short_fingerprint(self) -> str:

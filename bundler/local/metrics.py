@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import ConfigDict
 
+from bundler.core.limits import MAX_METRIC_NAME_CHARS, MAX_METRIC_NAMES_CHARS, MAX_METRICS
 from bundler.core.model import Model
 
 MetricPath = tuple[str, ...]
@@ -31,19 +32,66 @@ class MetricValue(Model):
     json_value: str
 
 
+class KeyPathLimitError(ValueError):
+    """A JSON object whose flattened key paths exceed the bounds of the format (limits.py)."""
+
+
 def metric_leaves(metrics: Any) -> list[tuple[MetricPath, Any]]:
-    """Every leaf of a parsed metrics.json with its key path, in the file's order, walked with
+    """Every leaf of a parsed metrics.json with its key path, in the file's order (see
+    `bounded_leaves`); KeyPathLimitError past the format's bounds on metric names."""
+    return bounded_leaves(metrics, "metric")
+
+
+def bounded_leaves(value: Any, noun: str) -> list[tuple[MetricPath, Any]]:
+    """Every leaf of a parsed JSON value with its key path, in the file's order, walked with
     an explicit stack (no recursion limit to hit). A non-empty object is descended into;
-    anything else (an empty object included) is a leaf."""
+    anything else (an empty object included) is a leaf.
+
+    The walk stops with KeyPathLimitError (naming `noun`s) as soon as the leaves could pass
+    MAX_METRICS, a flattened name MAX_METRIC_NAME_CHARS, or the names together
+    MAX_METRIC_NAMES_CHARS, before anything beyond those bounds is built: every entry still
+    pending becomes at least one leaf, and its name is a prefix of that leaf's, so the count
+    is checked against what is pending too, and each name's length is computed, not joined."""
     leaves: list[tuple[MetricPath, Any]] = []
-    pending: list[tuple[MetricPath, Any]] = [((), metrics)]
+    total = 0
+    pending: list[tuple[MetricPath, int, Any]] = [((), 0, value)]
     while pending:
-        path, value = pending.pop()
-        if isinstance(value, dict) and value:
-            pending.extend(reversed([((*path, str(key)), child) for key, child in value.items()]))
-        else:
-            leaves.append((path, value))
+        path, length, item = pending.pop()
+        if not (isinstance(item, dict) and item):
+            total += length
+            if total > MAX_METRIC_NAMES_CHARS:
+                raise KeyPathLimitError(
+                    f"flattened {noun} names of more than {MAX_METRIC_NAMES_CHARS} characters "
+                    f"in all, more than a bundle holds (MAX_METRIC_NAMES_CHARS)"
+                )
+            leaves.append((path, item))
+            continue
+        if len(leaves) + len(pending) + len(item) > MAX_METRICS:
+            raise KeyPathLimitError(
+                f"more than {MAX_METRICS} {noun}s when flattened, more than a bundle holds "
+                "(MAX_METRICS)"
+            )
+        children: list[tuple[MetricPath, int, Any]] = []
+        for key, child in item.items():
+            name = str(key)
+            child_length = length + len(name) + (1 if path else 0)
+            if child_length > MAX_METRIC_NAME_CHARS:
+                raise KeyPathLimitError(
+                    f"a flattened {noun} name of {child_length} characters or more (below "
+                    f"{_shown_path(path)}), longer than the {MAX_METRIC_NAME_CHARS} a bundle "
+                    "holds (MAX_METRIC_NAME_CHARS)"
+                )
+            children.append(((*path, name), child_length, child))
+        pending.extend(reversed(children))
     return leaves
+
+
+def _shown_path(path: MetricPath) -> str:
+    """The start of a key path, short enough for one line of an error."""
+    if not path:
+        return "the top level"
+    text = json.dumps(list(path))
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def metric_number(value: Any) -> float | None:

@@ -30,7 +30,7 @@ from bundler.core.naming import SAFE_TASK_NAME
 UNPINNED_LABEL = "unpinned"
 UNKNOWN_HARNESS_VERSION = "0.0.0"
 DIRTY_SUFFIX = "-dirty"
-_COMMIT_SHA = re.compile(r"^[0-9a-fA-F]{8,64}$")
+_COMMIT_SHA = re.compile(r"^[0-9a-f]{8,64}$")
 
 Count = Annotated[StrictInt, Field(ge=0, le=INT64_MAX)]
 
@@ -63,9 +63,17 @@ class StaticsIdentity(_Strict):
     @classmethod
     def _resolved_revision_is_a_commit(cls, value: str | None) -> str | None:
         # It labels the bundle path, and it is meant to be a concrete commit sha, so anything
-        # else (a branch name, a path) is refused rather than turned into a file name.
+        # else (a branch name, a path) is refused rather than turned into a file name. The
+        # label is its first 8 characters as written (statics-outputs.md), so upper case is
+        # refused, not lowered: `@FA15706D` beside a published `@fa15706d` would be another
+        # bundle id for the same pin (and the same file on a case-insensitive disk), and a
+        # lowered label would no longer be a prefix of the resolved_revision it stands for.
         if value is not None and not _COMMIT_SHA.fullmatch(value):  # no trailing newline
-            raise ValueError(f"resolved_revision {value!r} is not a commit sha (hex, 8-64 chars)")
+            problem = "upper-case" if _COMMIT_SHA.fullmatch(value.lower()) else "not a commit sha"
+            raise ValueError(
+                f"resolved_revision {value!r} is {problem}: a commit sha is written in "
+                "lower-case hex, 8-64 chars, as the Hub gives it"
+            )
         return value
 
     @computed_field  # type: ignore[prop-decorator]

@@ -12,8 +12,9 @@ from pydantic import ValidationError
 from pydantic_core import from_json
 
 from bundler.core.errors import InputError
-from bundler.core.limits import INT64_MAX
+from bundler.core.limits import INT64_MAX, MAX_USAGE_KEY_CHARS, MAX_USAGE_KEYS
 from bundler.local.manifest import Coverage, CoverageStatus, PredictionSummary, prediction_path
+from bundler.local.metrics import KeyPathLimitError, bounded_leaves, metric_leaves
 from bundler.local.schema import PredictionRecord, StaticsRunMetadata
 
 MAX_ERRORS_SHOWN = 3
@@ -84,8 +85,14 @@ def parse_json_object(data: bytes, where: str) -> dict[str, Any]:
 
 
 def parse_run_meta(data: bytes, where: str) -> tuple[StaticsRunMetadata, dict[str, Any]]:
-    """The validated metadata and the raw object (the fingerprint needs the raw capabilities)."""
+    """The validated metadata and the raw object (the fingerprint needs the raw capabilities).
+    Its key paths have the bounds of metric names: diff names every differing field by its
+    path, as inspect and the Hub's rows name every metric."""
     raw = parse_json_object(data, where)
+    try:
+        bounded_leaves(raw, "field")
+    except KeyPathLimitError as error:
+        raise InputError(where, str(error)) from None
     try:
         return StaticsRunMetadata.model_validate(raw), raw
     except ValidationError as error:
@@ -93,13 +100,19 @@ def parse_run_meta(data: bytes, where: str) -> tuple[StaticsRunMetadata, dict[st
 
 
 def check_metrics(data: bytes, where: str) -> dict[str, Any]:
-    """metrics.json is task-dependent: only its shape, scorer name to object, is checked."""
+    """metrics.json is task-dependent: only its shape, scorer name to object, is checked, and
+    that its flattened names keep to the bounds of the format (MAX_METRICS and the name
+    lengths), which every later command's one name per metric relies on."""
     metrics = parse_json_object(data, where)
     for scorer, figures in metrics.items():
         if not isinstance(figures, dict):
             raise InputError(
                 where, f"scorer {scorer!r} maps to {type(figures).__name__}, expected an object"
             )
+    try:
+        metric_leaves(metrics)
+    except KeyPathLimitError as error:
+        raise InputError(where, str(error)) from None
     return metrics
 
 
@@ -148,6 +161,8 @@ class PredictionTally:
         self.exceptions += record.exception is not None
         self.missing_scored_output += record.scored_output is None
         for key, value in record.usage.items():
+            if key not in self.usage:
+                self._check_new_key(key, where or prediction_path(record.index))
             total = self.usage.get(key, 0) + value
             if total > INT64_MAX:
                 raise InputError(
@@ -155,6 +170,23 @@ class PredictionTally:
                     f"usage {key!r} adds up to more than {INT64_MAX} over the predictions",
                 )
             self.usage[key] = total
+
+    def _check_new_key(self, key: str, where: str) -> None:
+        """A usage key the tally has not seen must keep the bundle within the format's bounds,
+        checked as the tally grows, so a forged bundle is refused before it fills memory."""
+        if len(key) > MAX_USAGE_KEY_CHARS:
+            shown = key[:40] + "..." if len(key) > 40 else key
+            raise InputError(
+                where,
+                f"usage key {shown!r} is {len(key)} characters, more than the "
+                f"{MAX_USAGE_KEY_CHARS} a bundle holds (MAX_USAGE_KEY_CHARS)",
+            )
+        if len(self.usage) >= MAX_USAGE_KEYS:
+            raise InputError(
+                where,
+                f"more than {MAX_USAGE_KEYS} distinct usage keys over the predictions, more "
+                "than a bundle holds (MAX_USAGE_KEYS)",
+            )
 
     def summary(self) -> PredictionSummary:
         return PredictionSummary(

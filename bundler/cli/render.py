@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from bundler.core.checks import CheckResult
-    from bundler.hub.refresh import CardRefresh
     from bundler.hub.download import DownloadReport
+    from bundler.hub.refresh import CardRefresh
     from bundler.hub.review import ReviewReport
     from bundler.hub.upload import UploadReport
     from bundler.local.collect import CollectReport

@@ -21,6 +21,9 @@ MAX_PREDICTIONS = 1_000_000
 MAX_CLAIM_BYTES = 256 << 10
 """The manifest less its file list."""
 MAX_SIDECAR_BYTES = MAX_CLAIM_BYTES + 4096
+MAX_ARCHIVE_BYTES = 8 << 30
+"""What download and review fetch of one archive at most: a bundle of the format's largest
+prediction count at real sizes is far smaller (100,000 predictions compress to about 92 MB)."""
 MAX_LEFT_OUT_SHOWN = 10
 
 MAX_METRICS = 10_000

@@ -12,23 +12,29 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from functools import partial
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
 
 from bundler.core.errors import UsageError, WriteError
+from bundler.core.limits import MAX_ARCHIVE_BYTES, MAX_SIDECAR_BYTES
 from bundler.core.model import Model
 from bundler.core.progress import NoProgress, ProgressSink
-from bundler.hub.layout import BUNDLES_DIR, bundle_ids_in, repo_archive, repo_sidecar
-from bundler.hub.session import REPO_TYPE, HubSession
-from bundler.local.fileio import unusable_output_folder, write_error
+from bundler.hub.layout import BUNDLES_DIR, bundle_ids_in, repo_archive, repo_paths, repo_sidecar
+from bundler.hub.remote import RemoteFile, git_blob_id
+from bundler.hub.session import HubSession
+from bundler.local.fileio import sha256_file, unusable_output_folder, write_error
 from bundler.local.layout import REJECTED_DIR, TEMP_PREFIX, BundleId, LayoutError
 from bundler.local.verify import BundleReading, read_bundle
 
-FetchOutcome = Literal["downloaded", "rejected", "missing", "failed"]
-"""`failed`: fetched, but its files could not be saved in the output folder."""
+FetchOutcome = Literal["downloaded", "already-there", "rejected", "missing", "failed"]
+"""`already-there`: the folder held the same archive and sidecar, so nothing was fetched;
+`failed`: fetched, but its files could not be saved in the output folder."""
+DOWNLOAD_WORKERS = 8
+"""Requests at a time, as `hf download` makes them."""
 
 
 class FetchedBundle(Model):
@@ -49,7 +55,8 @@ class DownloadReport(Model):
 
     @property
     def exit_code(self) -> int:
-        return 0 if all(bundle.outcome == "downloaded" for bundle in self.bundles) else 1
+        ok = ("downloaded", "already-there")
+        return 0 if all(bundle.outcome in ok for bundle in self.bundles) else 1
 
 
 def download(
@@ -61,12 +68,21 @@ def download(
     token: str | None = None,
     progress: ProgressSink | None = None,
 ) -> DownloadReport:
+    """Fetch the bundles of `revision` (or just `bundle_ids`) into `output_dir`, verified, with
+    DOWNLOAD_WORKERS requests at a time as `hf download` makes them. A bundle already there
+    with the same archive and sidecar is not fetched again."""
     progress = progress or NoProgress()
     if output_dir.exists() and not output_dir.is_dir():
         raise UsageError(f"{output_dir}: exists and is not a directory")
+    asked = sorted({_parse_requested(text) for text in bundle_ids or []})
     session = HubSession(repo_id, token=token)
     commit = session.head(revision)
-    listed = session.list_files(BUNDLES_DIR, commit)
+    if asked:  # only these bundles' files: the same requests however large the repository
+        listed = session.paths_info(
+            [path for bundle in asked for path in repo_paths(bundle)], commit
+        )
+    else:
+        listed = session.list_files(BUNDLES_DIR, commit)
     available, invalid = bundle_ids_in(listed)
     report = DownloadReport(
         repo_id=repo_id,
@@ -75,40 +91,73 @@ def download(
         output_dir=str(output_dir),
         warnings=[f"{path}: not a bundle layout, not downloaded" for path in invalid],
     )
-    wanted = available
-    if bundle_ids:
-        asked = {_parse_requested(text) for text in bundle_ids}
-        wanted = [bundle for bundle in available if bundle in asked]
-        report.bundles.extend(
-            FetchedBundle(bundle_id=str(bundle), outcome="missing", detail="not in the repository")
-            for bundle in sorted(asked - set(available))
+    report.bundles.extend(
+        FetchedBundle(bundle_id=str(bundle), outcome="missing", detail="not in the repository")
+        for bundle in asked
+        if bundle not in set(available)
+    )
+    wanted = [bundle for bundle in available if not _present(bundle, listed, output_dir)]
+    report.bundles.extend(
+        FetchedBundle(
+            bundle_id=str(bundle),
+            outcome="already-there",
+            archive=str(bundle.local_archive(output_dir)),
+            detail="the same archive and sidecar are already in the folder",
         )
+        for bundle in available
+        if bundle not in set(wanted)
+    )
     try:  # a folder that cannot take the staging folder can take no bundle either
         output_dir.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(dir=output_dir, prefix=f"{TEMP_PREFIX}download-"))
     except OSError as error:
         raise unusable_output_folder(output_dir, error) from None
+
+    def one(bundle: BundleId) -> FetchedBundle:
+        place = staging / f"{len(bundle.player_dir)}-{bundle.player_dir}-{bundle.target}"
+        try:
+            place.mkdir()
+            return fetch_verified(session, bundle, commit, listed, place, output_dir, NoProgress())[
+                0
+            ]
+        except WriteError as error:  # this bundle's place alone: the others still go
+            return FetchedBundle(bundle_id=str(bundle), outcome="failed", detail=str(error))
+
     try:
         progress.begin(f"downloading from {repo_id}", len(wanted))
-        for bundle in wanted:
-            try:
-                fetched, _ = fetch_verified(
-                    session, bundle, commit, set(listed), staging, output_dir, progress
-                )
-            except WriteError as error:  # this bundle's place alone: the others still go
-                fetched = FetchedBundle(bundle_id=str(bundle), outcome="failed", detail=str(error))
-            report.bundles.append(fetched)
-            progress.advance()
+        with ThreadPoolExecutor(DOWNLOAD_WORKERS) as pool:
+            for fetched in pool.map(one, wanted):
+                report.bundles.append(fetched)
+                progress.advance()
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    report.bundles.sort(key=lambda fetched: fetched.bundle_id)
     return report
+
+
+def _present(bundle: BundleId, listed: dict[str, RemoteFile], output_dir: Path) -> bool:
+    """Whether the folder already holds this bundle's archive and sidecar as the Hub does."""
+    archive, sidecar = listed.get(repo_archive(bundle)), listed.get(repo_sidecar(bundle))
+    local_archive, local_sidecar = (
+        bundle.local_archive(output_dir),
+        bundle.local_sidecar(output_dir),
+    )
+    if archive is None or sidecar is None or archive.lfs_sha256 is None:
+        return False
+    if not (local_archive.is_file() and local_sidecar.is_file()):
+        return False
+    try:
+        same_archive = sha256_file(local_archive) == (archive.lfs_sha256, archive.size)
+        return same_archive and git_blob_id(local_sidecar.read_bytes()) == sidecar.blob_id
+    except OSError:
+        return False
 
 
 def fetch_verified(
     session: HubSession,
     bundle: BundleId,
     commit: str,
-    listed: set[str],
+    listed: Iterable[str],
     staging: Path,
     output_dir: Path,
     progress: ProgressSink,
@@ -155,23 +204,22 @@ def fetch_verified(
 
 
 def fetch_bundle(
-    session: HubSession, bundle: BundleId, commit: str, listed: set[str], staging: Path
+    session: HubSession, bundle: BundleId, commit: str, listed: Iterable[str], staging: Path
 ) -> Path:
     """Download a bundle's archive and sidecar (those of them `listed`) into `staging`, in the
-    repository's layout, and return where the archive is: unverified, for the caller to read."""
-    for path in (repo_archive(bundle), repo_sidecar(bundle)):
+    repository's layout, one request each, and return where the archive is: unverified, for
+    the caller to read. A file larger than the format allows is refused before it is read
+    past that size."""
+    for path, limit in (
+        (repo_archive(bundle), MAX_ARCHIVE_BYTES),
+        (repo_sidecar(bundle), MAX_SIDECAR_BYTES),
+    ):
         if path not in listed:
             continue  # a missing sidecar is reported by verification, not silently skipped
-        fetch = partial(
-            session.api.hf_hub_download,
-            session.repo_id,
-            path,
-            repo_type=REPO_TYPE,
-            revision=commit,
-            local_dir=staging,
-        )
-        session.call(f"downloading {path}", fetch)
-    return staging / BUNDLES_DIR / bundle.player_dir / bundle.archive_name
+        target = staging / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        session.download_file(path, commit, target, limit)
+    return staging / repo_archive(bundle)
 
 
 def _parse_requested(text: str) -> BundleId:

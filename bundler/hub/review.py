@@ -41,10 +41,10 @@ from bundler.core.errors import (
 from bundler.core.model import Model
 from bundler.core.progress import NoProgress, ProgressSink
 from bundler.core.version import bundler_version
-from bundler.hub.refresh import CardRefresh, refresh_card
 from bundler.hub.download import FetchedBundle, fetch_verified
 from bundler.hub.layout import bundle_ids_in, repo_archive, repo_paths, repo_row
 from bundler.hub.markdown import markdown_template
+from bundler.hub.refresh import CardRefresh, refresh_card
 from bundler.hub.remote import RemoteFile, git_blob_id
 from bundler.hub.rowcount import RowCountResolver
 from bundler.hub.rows import BundleRow, build_row, read_row, row_files, utc_timestamp

@@ -16,7 +16,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import TypeVar
+from pathlib import Path
+from typing import BinaryIO, TypeVar
 
 import httpx2  # the transport huggingface_hub itself uses; its errors are connection faults
 from huggingface_hub import (
@@ -271,26 +272,43 @@ class HubSession:
 
     def read_file(self, path: str, revision: str, limit: int) -> bytes:
         """A file's bytes in one GET, refused (HubError) past `limit` bytes."""
+        chunks: list[bytes] = []
+        self._get(path, revision, limit, chunks.append, chunks.clear)
+        return b"".join(chunks)
+
+    def download_file(self, path: str, revision: str, target: Path, limit: int) -> None:
+        """A file saved to `target` in one GET, streamed, refused (HubError) past `limit`
+        bytes: one file request where `hf_hub_download` makes two, with no cache entry."""
+        with target.open("wb") as handle:
+            self._get(path, revision, limit, handle.write, lambda: _rewind(handle))
+
+    def _get(
+        self,
+        path: str,
+        revision: str,
+        limit: int,
+        write: Callable[[bytes], object],
+        restart: Callable[[], None],
+    ) -> None:
         url = hf_hub_url(
             self.repo_id, path, repo_type=REPO_TYPE, revision=revision, endpoint=self.api.endpoint
         )
         headers = build_hf_headers(token=self.api.token, library_name="statics-bundler")
 
-        def fetch() -> bytes:
+        def fetch() -> None:
+            restart()  # a retried request starts the file again
             with get_session().stream("GET", url, headers=headers) as response:
                 if response.status_code >= 400:
                     response.read()
                     hf_raise_for_status(response)
-                chunks: list[bytes] = []
                 size = 0
                 for chunk in response.iter_bytes():
                     size += len(chunk)
                     if size > limit:
                         raise HubError(f"{path}: larger than {limit} bytes")
-                    chunks.append(chunk)
-                return b"".join(chunks)
+                    write(chunk)
 
-        return self.call(f"reading {path}", fetch)
+        self.call(f"reading {path}", fetch)
 
     def entries(self, paths: list[str], revision: str) -> dict[str, RemoteEntry]:
         """Files and folders at `paths`, with the last commit that changed each: one request
@@ -329,6 +347,11 @@ class HubSession:
                 raise
 
         return _remote_entries(self.call(f"listing {folder}/", listing))
+
+
+def _rewind(handle: BinaryIO) -> None:
+    handle.seek(0)
+    handle.truncate()
 
 
 def _remote_files(entries: list[RepoFile | RepoFolder]) -> dict[str, RemoteFile]:

@@ -93,6 +93,21 @@ def test_a_table_reads_back_as_the_rows_written() -> None:
     )
 
 
+def test_a_table_read_back_is_written_with_the_same_bytes() -> None:
+    """A branch whose tables are current gets no commit: the table read from it must give the
+    bytes it was read from. Parquet reads a list's items back as `element`, not Arrow's `item`,
+    and the table was written again with those names, so every branch's first refresh after
+    an upload committed an all-tasks table that had not changed."""
+    rows = some_rows()
+    data = Leaderboard.of(rows).bytes()
+    board = Leaderboard.read(data)
+    assert board.bytes() == data
+    assert board.table.schema == ALL_SCHEMA
+    extra = make_row("mistral")
+    assert board.updated([extra]).bytes() == Leaderboard.of([*rows, extra]).bytes()
+    assert board.updated([], removed=[extra.bundle_id]).bytes() == data
+
+
 def test_the_all_tasks_table_has_the_table_row_columns_and_utc_timestamps() -> None:
     table = read(Leaderboard.of(some_rows()).bytes())
     assert table.column_names == list(TableRow.model_fields)

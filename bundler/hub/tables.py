@@ -155,7 +155,9 @@ class Leaderboard:
             raise RowError(f"a table of layout {layout!r}, not {LAYOUT_VERSION}")
         if not table.schema.equals(ALL_SCHEMA, check_metadata=False):
             raise RowError("the table's columns are not the ones this bundler writes")
-        return cls(table.replace_schema_metadata(ALL_SCHEMA.metadata))
+        # Parquet names a list's items `element`, where Arrow writes `item`: the schema is
+        # equal but not the same, and a table read back would be written with other bytes.
+        return cls(table.cast(ALL_SCHEMA))
 
     def __len__(self) -> int:
         count: int = self.table.num_rows

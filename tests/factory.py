@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bundler.hub.rows import BundleRow
+from bundler.hub.rows import TableRow
 from bundler.local.metrics import flatten_metrics
 
 DEFAULT_SHA = "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678"
@@ -197,9 +197,10 @@ def make_row(
     metrics: dict[str, Any] | None = None,
     published_at: str = "2026-06-16T08:00:00Z",
     **fields: Any,
-) -> BundleRow:
-    """A `BundleRow` as the bundler builds it, without a bundle behind it (for card tests):
-    `player` is the player slug, `label` the revision label, `fields` override the rest."""
+) -> TableRow:
+    """A table row as the bundler builds it, without a bundle behind it (for card and table
+    tests): `player` is the player slug, `label` the revision label, `fields` override the rest
+    (`sidecar_blob_id` too)."""
     metrics = {"exact_match": {"accuracy": 0.5}} if metrics is None else metrics
     pinned = label != "unpinned"
     values: dict[str, Any] = {
@@ -234,6 +235,7 @@ def make_row(
         "metrics": flatten_metrics(metrics),
         "metrics_json": json.dumps(metrics),
         "warnings": [],
+        "sidecar_blob_id": "5" * 40,
     }
     values.update(fields)
-    return BundleRow(**values)
+    return TableRow(**values)

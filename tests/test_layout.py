@@ -1,4 +1,5 @@
-"""The bundle layout: one BundleId value formats, parses and places every bundle path."""
+"""The repository layout (version 2): one BundleId value formats, parses and places every bundle
+path; the tables' paths and the viewer's config names; layout 1's row paths, read to upgrade."""
 
 from __future__ import annotations
 
@@ -7,12 +8,15 @@ from pathlib import Path
 import pytest
 
 from bundler.hub.layout import (
+    ALL_TABLE,
     ALL_TASKS_CONFIG,
+    TASK_TABLES_DIR,
     bundle_ids_in,
     repo_paths,
-    repo_task_row,
+    repo_row,
+    row_ids_in,
     task_config_name,
-    task_rows_glob,
+    task_table,
 )
 from bundler.local.layout import BundleId, LayoutError, id_of_local_archive, sidecar_of
 
@@ -32,9 +36,7 @@ def test_a_bundle_id_round_trips_and_names_every_path() -> None:
     assert repo_paths(bundle) == (
         "bundles/gpt-5-2_1054f537/expert-vqa@a1b2c3d4.tar.zst",
         "bundles/gpt-5-2_1054f537/expert-vqa@a1b2c3d4.json",
-        "rows/gpt-5-2_1054f537/expert-vqa@a1b2c3d4.jsonl",
-        "tasks/expert-vqa/gpt-5-2_1054f537/expert-vqa@a1b2c3d4.jsonl",
-    )
+    )  # a bundle owns its archive and sidecar only: the tables are shared
     assert bundle.is_pinned and not BundleId.parse("gpt_1054f537/maze@unpinned").is_pinned
     assert id_of_local_archive(bundle.local_archive(Path("x"))) == bundle
     assert sidecar_of(bundle.local_archive(Path("x"))) == bundle.local_sidecar(Path("x"))
@@ -75,12 +77,40 @@ def test_a_repository_listing_separates_bundles_from_stray_paths() -> None:
     assert invalid == ["bundles/a/b/c@unpinned.tar.zst", "bundles/stray.tar.zst"]
 
 
-def test_a_task_row_is_selected_by_its_own_task_config_only() -> None:
-    from fnmatch import fnmatchcase
+def test_the_tables_are_one_file_for_every_bundle_and_one_per_task() -> None:
+    assert ALL_TABLE == "leaderboard/bundles.parquet"
+    assert task_table("expert-vqa") == "leaderboard/tasks/expert-vqa.parquet"
+    assert task_table("v1.2_maze") == f"{TASK_TABLES_DIR}/v1.2_maze.parquet"
+    # `default` keeps its file name; only its config is renamed
+    assert task_table("default") == "leaderboard/tasks/default.parquet"
+    tables = {task_table(task) for task in ("a", "A", "a.b", "a-b", "a_b")}
+    assert len(tables) == 5 and ALL_TABLE not in tables
 
-    rows = [repo_task_row(BundleId.parse(text)) for text in (ID, "x_00000000/expert-vqa2@unpinned")]
-    assert [fnmatchcase(row, task_rows_glob("expert-vqa")) for row in rows] == [True, False]
-    assert fnmatchcase(rows[1], task_rows_glob("expert-vqa2"))
+
+@pytest.mark.parametrize("task", ["", "../x", "a/b", ".hidden", "_default", "x\n", "a b"])
+def test_a_task_name_that_is_no_safe_file_name_has_no_table(task: str) -> None:
+    with pytest.raises(LayoutError):
+        task_table(task)
+    with pytest.raises(LayoutError):
+        task_config_name(task)
+
+
+def test_layout_1_row_files_are_found_only_at_a_bundle_own_row_path() -> None:
+    bundle = BundleId.parse(ID)
+    assert repo_row(bundle) == "rows/gpt-5-2_1054f537/expert-vqa@a1b2c3d4.jsonl"
+    listing = [
+        repo_row(bundle),
+        "rows/x_00000000/maze@unpinned.jsonl",
+        "tasks/expert-vqa/gpt-5-2_1054f537/expert-vqa@a1b2c3d4.jsonl",  # a task row
+        "rows/gpt-5-2_1054f537/expert-vqa@a1b2c3d4.json",
+        "rows/stray.jsonl",
+        "rows/a/b/c@unpinned.jsonl",
+        f"bundles/{ID}.json",
+    ]
+    assert row_ids_in(listing) == [
+        bundle,
+        BundleId.parse("x_00000000/maze@unpinned"),
+    ]
 
 
 def test_task_config_names_are_the_task_names_except_the_all_tasks_one() -> None:

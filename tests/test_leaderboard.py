@@ -1,6 +1,7 @@
-"""The leaderboard configs as `datasets` (the library the Hub's dataset viewer runs on) loads
-them: a repository folder laid out by the bundler, with row files and a card from its own
-functions, for real bundles of four tasks with different metric shapes."""
+"""The leaderboard's tables as their readers load them: `datasets` (the library the Hub's
+dataset viewer runs on) loading every config of a repository folder laid out by the bundler
+(the Parquet tables and the card from its own functions), and DuckDB querying the tables as a
+user's analysis would, for real bundles of four tasks with different metric shapes."""
 
 from __future__ import annotations
 
@@ -11,14 +12,19 @@ import pytest
 import yaml
 from factory import RunSpec, write_tree
 
-from bundler.hub.card import render_dataset_card, task_boards
-from bundler.hub.layout import BUNDLES_DIR, README
-from bundler.hub.rows import BundleRow, build_row, metric_column, row_files
+from bundler.hub.boards import TaskBoard
+from bundler.hub.card import render_dataset_card
+from bundler.hub.layout import ALL_TABLE, BUNDLES_DIR, README, task_table
+from bundler.hub.leaderboard import BranchTables
+from bundler.hub.remote import git_blob_id
+from bundler.hub.rows import METRICS_AFTER, TableRow, TaskRow, build_row, metric_column
+from bundler.hub.tables import Leaderboard, task_table_bytes
 from bundler.local.collect import CollectOptions, collect
 from bundler.local.verify import find_archives, read_bundle
 
 datasets = pytest.importorskip("datasets")
 
+REPO_ID = "org/board"
 ODD = {"scorer": {"acc@0.5": 0.3, "a b|c": 1}, "x__y": {"z": 2}, "label": {"t": "x"}}
 """Metric names that are no valid column name, or could pass for a mapped one."""
 
@@ -53,11 +59,13 @@ SPECS = [
 EXPECTED = {"expert-vqa": 4, "maze": 5, "default": 2, "wires": 2}
 PUBLISHED = {"gpt-5.2": "2026-06-01T09:00:00Z", "claude": "2026-06-02T09:00:00Z"}
 QWEN_PUBLISHED = "2026-06-03T09:00:00Z"
+TASKS = ["default", "expert-vqa", "maze", "wires"]
 
 
 @pytest.fixture(scope="module")
-def repository(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[BundleRow]]:
-    """A dataset repository folder as the Hub would hold it after the uploads."""
+def repository(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[TableRow]]:
+    """A dataset repository folder as the Hub would hold it after the uploads: the bundles,
+    the all-tasks table, a table per task and the card."""
     work = tmp_path_factory.mktemp("leaderboard")
     write_tree(work / "output", SPECS)
     report = collect(
@@ -72,13 +80,21 @@ def repository(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Bun
     for archive in find_archives([work / "bundles"]):
         reading = read_bundle(archive)
         assert reading.sidecar is not None and reading.metrics_text is not None
+        assert reading.sidecar_data is not None
         published = PUBLISHED.get(reading.sidecar.model_name, QWEN_PUBLISHED)
         row = build_row(reading.sidecar, reading.metrics_text, published_at=published)
-        rows.append(row)
-        for path, data in row_files(row).items():
-            (repo / path).parent.mkdir(parents=True, exist_ok=True)
-            (repo / path).write_bytes(data)
-    (repo / README).write_text(render_dataset_card("org/board", rows), encoding="utf-8")
+        blob = git_blob_id(reading.sidecar_data)
+        rows.append(TableRow(**row.model_dump(), sidecar_blob_id=blob))
+    board = Leaderboard.of(rows)
+    boards = [TaskBoard.of(task, board.rows(task)) for task in board.tasks()]
+    files = {ALL_TABLE: board.bytes()}
+    files |= {task_table(b.task): task_table_bytes(b) for b in boards}
+    files[README] = render_dataset_card(REPO_ID, boards, len(board)).encode("utf-8")
+    # exactly what a commit to a branch holding these bundles writes
+    assert BranchTables("main", "0" * 40, board).files(REPO_ID) == files
+    for path, data in files.items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_bytes(data)
     return repo, rows
 
 
@@ -86,12 +102,6 @@ def load(repo: Path, config: str) -> datasets.Dataset:
     return datasets.load_dataset(
         str(repo), config, split="train", cache_dir=str(repo.parent / "cache")
     )
-
-
-def declared(repo: Path, config: str) -> list[str]:
-    header = yaml.safe_load((repo / README).read_text().split("---\n")[1])
-    (info,) = [i for i in header["dataset_info"] if i["config_name"] == config]
-    return [feature["name"] for feature in info["features"]]
 
 
 def float_columns(table: datasets.Dataset) -> list[str]:
@@ -102,26 +112,64 @@ def float_columns(table: datasets.Dataset) -> list[str]:
     ]
 
 
-def test_the_all_tasks_config_still_holds_every_bundle(
-    repository: tuple[Path, list[BundleRow]],
+def task_columns(metrics: list[str]) -> list[str]:
+    """A task table's columns: the fixed ones with the metric columns after METRICS_AFTER."""
+    fixed = list(TaskRow.model_fields)
+    cut = fixed.index(METRICS_AFTER) + 1
+    return [*fixed[:cut], *metrics, *fixed[cut:]]
+
+
+def board_of(rows: list[TableRow], task: str) -> TaskBoard:
+    return TaskBoard.of(task, [row for row in rows if row.task_name == task])
+
+
+def test_the_card_declares_a_config_per_table_and_every_config_loads(
+    repository: tuple[Path, list[TableRow]],
+) -> None:
+    repo, rows = repository
+    header = yaml.safe_load((repo / README).read_text().split("---\n")[1])
+    configs = {c["config_name"]: c["data_files"][0]["path"] for c in header["configs"]}
+    assert configs == {
+        "default": ALL_TABLE,
+        "_default": "leaderboard/tasks/default.parquet",
+        "expert-vqa": "leaderboard/tasks/expert-vqa.parquet",
+        "maze": "leaderboard/tasks/maze.parquet",
+        "wires": "leaderboard/tasks/wires.parquet",
+    }
+    assert "dataset_info" not in header
+    assert datasets.get_dataset_config_names(str(repo)) == list(configs)
+    counts = {config: load(repo, config).num_rows for config in configs}
+    assert counts == {"default": 7, "_default": 1, "expert-vqa": 3, "maze": 2, "wires": 1}
+    assert sum(counts.values()) == 2 * len(rows)
+
+
+def test_the_all_tasks_config_holds_every_bundle_sorted_by_id(
+    repository: tuple[Path, list[TableRow]],
 ) -> None:
     repo, rows = repository
     table = load(repo, "default")
     assert table.num_rows == len(rows) == 7
-    assert table.column_names == declared(repo, "default")
+    assert table.column_names == list(TableRow.model_fields)
+    assert table["bundle_id"] == sorted(row.bundle_id for row in rows)
     # published_at is a UTC timestamp column, so the viewer shows and sorts it as a date
-    assert table.features["published_at"].dtype == "timestamp[s, tz=UTC]"
+    assert table.features["published_at"].dtype == "timestamp[ms, tz=UTC]"
     assert sorted(table["published_at"]) == sorted(row.published for row in rows)
+    by_id = {row.bundle_id: row for row in rows}
+    for loaded in table:
+        row = by_id[loaded["bundle_id"]]
+        assert loaded["sidecar_blob_id"] == row.sidecar_blob_id and len(row.sidecar_blob_id) == 40
+        assert loaded["metrics_json"] == row.metrics_json
+        assert [m["name"] for m in loaded["metrics"]] == [m.name for m in row.metrics]
+    assert table.features["metrics"].feature["number"].dtype == "float64"
 
 
 def test_a_task_config_has_a_float64_column_per_metric_and_nulls_where_missing(
-    repository: tuple[Path, list[BundleRow]],
+    repository: tuple[Path, list[TableRow]],
 ) -> None:
     repo, _ = repository
     table = load(repo, "expert-vqa")
     assert table.num_rows == 3
-    assert table.column_names == declared(repo, "expert-vqa")
-    assert float_columns(table) == [
+    metrics = [
         "exact_match.accuracy",
         "exact_match.n",
         "expert-vqa_scorer.score",
@@ -129,31 +177,37 @@ def test_a_task_config_has_a_float64_column_per_metric_and_nulls_where_missing(
         "expert-vqa_scorer.per_module.maze",
         "exact_match.f1",  # the newcomer's name, last
     ]
+    assert float_columns(table) == metrics
+    assert table.column_names == task_columns(metrics)
     by_model = {row["model_name"]: row for row in table}
     assert by_model["Qwen/Qwen3.5-27B"]["exact_match.f1"] == 0.8
-    assert by_model["gpt-5.2"]["exact_match.f1"] is None  # older rows lack the column: null
+    assert by_model["gpt-5.2"]["exact_match.f1"] is None  # other bundles lack it: null
     assert by_model["claude"]["expert-vqa_scorer.score"] is None
     assert by_model["gpt-5.2"]["exact_match.n"] == 4.0
     assert by_model["claude"]["is_pinned"] is False
     assert by_model["gpt-5.2"]["published_at"].isoformat() == "2026-06-01T09:00:00+00:00"
     assert by_model["gpt-5.2"]["coverage"] == "complete"
+    assert table.features["rank"].dtype == "int64"
 
 
-def test_sorting_by_a_metric_column_gives_the_card_order(
-    repository: tuple[Path, list[BundleRow]],
+def test_a_task_table_is_in_the_card_order_and_sorting_by_its_metric_agrees(
+    repository: tuple[Path, list[TableRow]],
 ) -> None:
     repo, rows = repository
-    table = load(repo, "expert-vqa").sort("exact_match.accuracy", reverse=True)
-    assert table["exact_match.accuracy"] == [0.75, 0.62, 0.5]
-    (board,) = [board for board in task_boards(rows) if board.task == "expert-vqa"]
+    board = board_of(rows, "expert-vqa")
     assert board.sort_column == "exact_match.accuracy"
-    assert table["bundle_id"] == [row.bundle_id for row in board.rows]
-    by_f1 = load(repo, "expert-vqa").sort("exact_match.f1", reverse=True)
+    table = load(repo, "expert-vqa")
+    assert table["bundle_id"] == [row.bundle_id for row in board.rows]  # already ranked
+    assert table["rank"] == board.ranks() == [1, 2, 3]
+    assert table["exact_match.accuracy"] == [0.75, 0.62, 0.5]
+    by_score = table.sort("exact_match.accuracy", reverse=True)
+    assert by_score["bundle_id"] == table["bundle_id"]
+    by_f1 = table.sort("exact_match.f1", reverse=True)
     assert by_f1["exact_match.f1"][0] == 0.8  # nulls sort after the values
 
 
 def test_partial_bundles_and_null_metrics_in_a_task_config(
-    repository: tuple[Path, list[BundleRow]],
+    repository: tuple[Path, list[TableRow]],
 ) -> None:
     repo, _ = repository
     table = load(repo, "maze")
@@ -163,10 +217,12 @@ def test_partial_bundles_and_null_metrics_in_a_task_config(
     assert (rows["gpt-5.2"]["coverage"], rows["gpt-5.2"]["rows_present"]) == ("partial", 3)
     assert rows["gpt-5.2"]["expected_rows"] == 5
     assert rows["claude"]["maze_solver.by_size.small"] is None
+    assert '"big": null' in rows["gpt-5.2"]["metrics_json"]  # no score, kept in the JSON
+    assert table["model_name"] == ["claude", "gpt-5.2"] and table["rank"] == [1, 2]
 
 
 def test_odd_metric_names_and_a_task_named_default_load(
-    repository: tuple[Path, list[BundleRow]],
+    repository: tuple[Path, list[TableRow]],
 ) -> None:
     repo, _ = repository
     table = load(repo, "_default")
@@ -175,7 +231,61 @@ def test_odd_metric_names_and_a_task_named_default_load(
     mapped = [metric_column(path) for path in paths]
     assert float_columns(table) == mapped
     assert [row[column] for column in mapped] == [0.3, 1.0, 2.0]
-    assert row["task_name"] == "default"
+    assert row["task_name"] == "default" and row["rank"] == 1
     wires = load(repo, "wires")
     assert wires.num_rows == 1 and float_columns(wires) == []
-    assert wires[0]["metrics_json"].startswith("{")
+    assert wires[0]["metrics_json"].startswith("{") and wires[0]["rank"] is None
+
+
+def test_duckdb_queries_the_tables_where_they_are(
+    repository: tuple[Path, list[TableRow]],
+) -> None:
+    """What a user's analysis runs against `hf://datasets/.../leaderboard/...parquet`."""
+    duckdb = pytest.importorskip("duckdb")
+    repo, rows = repository
+    bundles = repo / ALL_TABLE
+    tasks = repo / "leaderboard" / "tasks"
+    with duckdb.connect() as con:
+        per_task = con.sql(
+            f"SELECT task_name, count(*) AS bundles, count(*) FILTER (coverage = 'complete') "
+            f"FROM '{bundles}' GROUP BY task_name ORDER BY task_name"
+        ).fetchall()
+        assert per_task == [
+            ("default", 1, 1),
+            ("expert-vqa", 3, 3),
+            ("maze", 2, 1),
+            ("wires", 1, 1),
+        ]
+        vqa = tasks / "expert-vqa.parquet"
+        (best,) = con.sql(
+            f"SELECT model_name, \"exact_match.accuracy\", rank FROM '{vqa}' "
+            f'ORDER BY "exact_match.accuracy" DESC NULLS LAST LIMIT 1'
+        ).fetchall()
+        assert best == ("Qwen/Qwen3.5-27B", 0.75, 1)
+        # every task's leader at once: the task tables have different metric columns
+        leaders = con.sql(
+            f"SELECT task_name, model_name FROM read_parquet('{tasks}/*.parquet', "
+            f"union_by_name = true) WHERE rank = 1 ORDER BY task_name"
+        ).fetchall()
+        assert leaders == [
+            ("default", "gpt-5.2"),
+            ("expert-vqa", "Qwen/Qwen3.5-27B"),
+            ("maze", "claude"),
+        ]
+        # the all-tasks table's metrics list, unnested: one name for every task
+        accuracy = con.sql(
+            f"SELECT model_name, m.number FROM (SELECT model_name, unnest(metrics) AS m "
+            f"FROM '{bundles}' WHERE task_name = 'expert-vqa') "
+            f"WHERE m.name = 'exact_match.accuracy' ORDER BY m.number DESC"
+        ).fetchall()
+        assert accuracy == [("Qwen/Qwen3.5-27B", 0.75), ("gpt-5.2", 0.62), ("claude", 0.5)]
+        (kinds,) = con.sql(
+            f"SELECT typeof(published_at), typeof(expected_rows), typeof(is_pinned) "
+            f"FROM '{bundles}' LIMIT 1"
+        ).fetchall()
+        assert kinds == ("TIMESTAMP WITH TIME ZONE", "BIGINT", "BOOLEAN")
+        (latest,) = con.sql(
+            f"SELECT strftime(max(published_at) AT TIME ZONE 'UTC', '%Y-%m-%dT%H:%M:%SZ') "
+            f"FROM '{bundles}'"
+        ).fetchall()
+        assert latest == (max(row.published_at for row in rows),)

@@ -1,5 +1,6 @@
-"""The viewer's rows: the all-tasks row, the task row with one column per numeric metric, the
-metric-name-to-column mapping, and reading a row file back."""
+"""The tables' rows: the all-tasks row, the task row with one column per numeric metric, the
+metric-name-to-column mapping, the one form of `published_at`, and reading back a layout-1 row
+file (to upgrade a repository)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,25 +17,32 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bundler.core.errors import RowError
-from bundler.hub.layout import repo_paths, repo_row, repo_task_row
+from bundler.hub.layout import ROWS_DIR, repo_row, row_ids_in
 from bundler.hub.rows import (
-    METRICS_AFTER,
+    BundleRow,
+    TableRow,
     TaskRow,
-    dataset_features,
     metric_column,
     metric_columns,
     read_row,
-    row_bytes,
-    row_files,
-    task_features,
-    task_row_bytes,
     utc_timestamp,
 )
-from bundler.local.layout import BundleId
 from bundler.local.metrics import flatten_metrics
 
 COLUMN = re.compile(r"[A-Za-z0-9_.-]{1,74}")
 DIGEST = re.compile(r"__[0-9a-f]{32}$")
+LAYOUT_1 = Path(__file__).parent / "fixtures" / "layout-v1"
+
+
+def layout_1_row(row: BundleRow) -> bytes:
+    """The row file layout 1 wrote for `row` (`rows/<player>_<fp8>/<task>@<rev8>.jsonl`): its
+    BundleRow as one JSON line, without the table's `sidecar_blob_id`."""
+    return (as_bundle_row(row).model_dump_json() + "\n").encode("utf-8")
+
+
+def as_bundle_row(row: BundleRow) -> BundleRow:
+    """The BundleRow of a TableRow."""
+    return BundleRow(**row.model_dump(exclude={"sidecar_blob_id"}))
 
 
 @pytest.mark.parametrize(
@@ -112,40 +121,35 @@ def test_metric_columns_keep_finite_numbers_in_file_order() -> None:
     assert by_name["s.huge"] is None and by_name["s.nan"] is None  # no crash, no score
 
 
-def test_row_files_are_the_bundle_own_paths_with_deterministic_bytes() -> None:
-    row = make_row(metrics={"exact_match": {"accuracy": 0.62, "n": 4}, "acc@0.5": 1})
-    files = row_files(row)
-    key = BundleId.parse(row.bundle_id)
-    assert list(files) == [repo_row(key), repo_task_row(key)]
-    assert set(files) <= set(repo_paths(key))
-    assert files[repo_row(key)] == row_bytes(row)
-    assert row_files(make_row(metrics=json.loads(row.metrics_json))) == files
-    assert all(data.endswith(b"\n") and data.count(b"\n") == 1 for data in files.values())
-    task_row = json.loads(files[repo_task_row(key)])
-    names = list(task_row)
-    start = names.index(METRICS_AFTER) + 1
-    mapped = metric_column(("acc@0.5",))
-    assert names[start : start + 3] == ["exact_match.accuracy", "exact_match.n", mapped]
-    assert task_row["exact_match.n"] == 4.0 and task_row[mapped] == 1.0
-    assert task_row["published_at"] == row.published_at
-    assert task_row["bundle_id"] == row.bundle_id and task_row["is_pinned"] is True
+def test_a_task_row_takes_its_fields_from_the_bundle_row_and_no_rank_yet() -> None:
+    row = make_row(label="unpinned", metrics={"em": {"acc": 0.5}})
+    task_row = TaskRow.of(row)
+    assert task_row.rank is None
+    assert task_row.model_dump(exclude={"rank"}) == row.model_dump(
+        include=set(TaskRow.model_fields) - {"rank"}
+    )
+    assert "sidecar_blob_id" not in TaskRow.model_fields and "metrics" not in TaskRow.model_fields
 
 
-def test_task_features_insert_float64_metric_columns() -> None:
-    features = task_features(["b.x", "a.y"])
-    names = [feature["name"] for feature in features]
-    start = names.index(METRICS_AFTER) + 1
-    assert features[start : start + 2] == [
-        {"name": "b.x", "dtype": "float64"},
-        {"name": "a.y", "dtype": "float64"},
-    ]
-    assert [f for f in features if f["name"] not in ("b.x", "a.y")] == dataset_features(TaskRow)
-    assert {"name": "published_at", "dtype": "timestamp[s, tz=UTC]"} in dataset_features()
-
-
-def test_a_row_file_reads_back_as_the_same_row() -> None:
+def test_a_layout_1_row_file_reads_back_as_the_same_row() -> None:
     row = make_row(label="unpinned", model_name="evil | <script>", metrics={"": {"": 1}, "a": {}})
-    assert read_row(row_bytes(row)) == row
+    assert read_row(layout_1_row(row)) == as_bundle_row(row)
+
+
+def test_the_row_files_of_a_layout_1_repository_read() -> None:
+    """The rows exactly as the previous release wrote them (tests/fixtures/layout-v1)."""
+    listing = [str(p.relative_to(LAYOUT_1)) for p in sorted(LAYOUT_1.rglob("*")) if p.is_file()]
+    bundles = row_ids_in(listing)
+    assert len(bundles) == 3  # the task rows under tasks/ are not the bundles' own rows
+    assert all(repo_row(bundle).startswith(f"{ROWS_DIR}/") for bundle in bundles)
+    for bundle in bundles:
+        row = read_row((LAYOUT_1 / repo_row(bundle)).read_bytes())
+        assert row.key == bundle and type(row) is BundleRow
+        assert row.published_at.endswith("Z") and row.metrics == flatten_metrics(
+            json.loads(row.metrics_json)
+        )
+        table_row = TableRow(**row.model_dump(), sidecar_blob_id="0" * 40)
+        assert as_bundle_row(table_row) == row
 
 
 @pytest.mark.parametrize(
@@ -176,7 +180,7 @@ def test_a_row_file_reads_back_as_the_same_row() -> None:
 def test_a_row_file_that_the_bundler_would_not_write_is_refused(
     change: Callable[[dict[str, Any]], object], problem: str
 ) -> None:
-    changed = change(json.loads(row_bytes(make_row())))
+    changed = change(json.loads(layout_1_row(make_row())))
     data = changed.encode() if isinstance(changed, str) else json.dumps(changed).encode()
     with pytest.raises(RowError, match=re.escape(problem) if problem != "json" else "(?i)json"):
         read_row(data)
@@ -190,7 +194,11 @@ def test_published_at_is_written_in_one_utc_form() -> None:
         row = make_row(published_at=text)  # any UTC form is kept in the one written form
         assert row.published_at == "2026-06-16T10:00:05Z"
         assert row.published == moment.replace(microsecond=0)
-    assert task_row_bytes(make_row()) == task_row_bytes(make_row())
+    assert TaskRow.of(make_row(published_at="2026-06-16T10:00:05+00:00")).published_at == (
+        "2026-06-16T10:00:05Z"
+    )
+    with pytest.raises(ValueError, match="not in UTC"):
+        make_row(published_at="2026-06-16T10:00:05+02:00")
 
 
 def test_a_publication_before_the_year_1000_reads_back() -> None:
@@ -198,5 +206,5 @@ def test_a_publication_before_the_year_1000_reads_back() -> None:
     dated stopped the card and every upload to its branch with an internal error."""
     row = make_row(published_at="0999-01-01T00:00:00Z")
     assert row.published_at == "0999-01-01T00:00:00Z"
-    assert read_row(row_bytes(row)) == row
+    assert read_row(layout_1_row(row)) == as_bundle_row(row)
     assert utc_timestamp(row.published) == "0999-01-01T00:00:00Z"

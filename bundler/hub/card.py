@@ -34,9 +34,9 @@ if TYPE_CHECKING:
 CARD_TEMPLATE = "dataset_card.md.j2"
 TAGS = ["gptnt", "ktane", "leaderboard", "evaluation", "statics-bundler"]
 SPLIT = "train"
-BOARD_METRICS = 2
-"""Metric columns a board in the card shows (the ranking one first); the task's table in the
-viewer has up to MAX_METRIC_COLUMNS."""
+BOARD_METRICS = 1
+"""Metric columns a board in the card shows: the ranking one; the task's table in the viewer
+has up to MAX_METRIC_COLUMNS."""
 BOARD_ROWS = 20
 """Bundles a board in the card shows, best first; the task's table has all of them."""
 CELL_MAX_LENGTH = 40
@@ -95,24 +95,26 @@ def _code(text: str) -> str:
 
 
 def _number(value: float | None) -> str:
-    return NO_VALUE if value is None else f"{value:.6g}"
+    return NO_VALUE if value is None else f"{value:.4g}"
 
 
 def board_table(board: TaskBoard) -> list[str]:
     """A task's best BOARD_ROWS bundles as Markdown table lines, every bundle-supplied value
-    escaped."""
+    escaped. A row names the player's setup by its folder (`<player>_<fp8>`, the player's
+    slug and its capability fingerprint), the ranking score, and the rows present of the
+    expected, marked when the result is not complete on a pinned dataset: about 60 bytes, so
+    fifty boards stay well under 100 KB. The task's table has everything else."""
     shown = board.columns[:BOARD_METRICS]
     metric_headers = [
         (_code(column) + (" ↓" if column == board.sort_column else ""), RIGHT) for column in shown
     ]
-    headers = [("#", RIGHT), ("model", LEFT), ("player", LEFT), *metric_headers]
-    headers += [("coverage", LEFT), ("dataset", LEFT), ("bundle", LEFT)]
+    headers = [("#", RIGHT), ("setup", LEFT), *metric_headers, ("rows", LEFT)]
     lines = [_line([title for title, _ in headers]), _line([align for _, align in headers])]
     for rank, row in list(zip(board.ranks(), board.rows, strict=True))[:BOARD_ROWS]:
         cells = [NO_VALUE if rank is None else str(rank)]
-        cells += [md_cell(row.model_name), md_cell(row.player_name)]
+        cells += [_code(row.key.player_dir)]
         cells += [_number(board.value(row, column)) for column in shown]
-        cells += [_coverage(row), _pin(row), _code(str(row.key))]
+        cells += [_coverage(row)]
         lines.append(_line(cells))
     return lines
 
@@ -122,16 +124,12 @@ def _line(cells: list[str]) -> str:
 
 
 def _coverage(row: BundleRow) -> str:
+    """`present/expected`, marked `⚠ partial`, `⚠ unknown` and `⚠ unpinned` where due."""
     expected = "?" if row.expected_rows is None else str(row.expected_rows)
+    marks = [] if row.coverage == "complete" else [md_cell(row.coverage)]
+    marks += [] if row.key.is_pinned else ["unpinned"]
     present = f"{row.rows_present}/{expected}"
-    if row.coverage == "complete":
-        return present
-    return f"{WARNING} {md_cell(row.coverage)} {present}"
-
-
-def _pin(row: BundleRow) -> str:
-    key = row.key
-    return _code(key.revision_label) if key.is_pinned else f"{WARNING} unpinned"
+    return f"{WARNING} {' '.join(marks)} {present}" if marks else present
 
 
 def card_data(boards: Sequence[TaskBoard]) -> DatasetCardData:

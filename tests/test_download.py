@@ -109,8 +109,7 @@ def test_download_keeps_a_bad_bundle_apart(
 def test_download_failing_on_the_hub_is_one_line_not_an_internal_error(
     hub: HubServer, repo_id: str, published: Path, tmp_path: Path
 ) -> None:
-    # The client reports a failed metadata request as a cache miss; the real cause is shown.
-    hub.inject("HEAD", rf"{repo_id}/resolve/[0-9a-f]+/bundles/", Fault.status(400))
+    hub.inject("GET", rf"{repo_id}/resolve/[0-9a-f]+/bundles/", Fault.status(400))
     result = run_cli("download", "--repo", repo_id, "-o", tmp_path / "d", env={"HF_TOKEN": ""})
     assert result.returncode == 1
     error = one_line_error(result.stderr)
@@ -138,7 +137,7 @@ def test_rows_load_as_one_table_with_datasets(
     card = (local / "README.md").read_text()
     header = yaml.safe_load(card.split("---")[1])
     data_files = header["configs"][0]["data_files"][0]["path"]
-    assert data_files == "rows/**/*.jsonl"
+    assert data_files == "leaderboard/bundles.parquet"
     table = datasets.load_dataset(str(local), split="train")
     assert table.num_rows == 3
     rows = {row["task_name"]: row for row in table}
@@ -153,18 +152,18 @@ def test_rows_load_as_one_table_with_datasets(
     assert json.loads(rows["wires"]["metrics_json"]) == {"wires": {"label": "ok"}}
     assert rows["wires"]["metrics"][0]["json_value"] == '"ok"'
     assert rows["expert-vqa"]["coverage"] == "complete"
-    declared = [feature["name"] for feature in header["dataset_info"][0]["features"]]
-    assert table.column_names == declared  # the card's features, in order, for every task
-    # each task's own config, from the per-task rows the upload committed beside them
+    assert table.column_names[:3] == ["bundle_id", "task_name", "target"]
+    assert table.column_names[-1] == "sidecar_blob_id"  # what each row was derived from
+    # each task's own config, from the task tables the upload committed beside them
     maze_table = datasets.load_dataset(str(local), "maze", split="train")
     assert maze_table.num_rows == 1
     assert maze_table.features["maze_solver.solved"].dtype == "float64"
     assert maze_table[0]["maze_solver.solved"] == 2.0
     assert maze_table[0]["maze_solver.by_size.small"] == 1.0
-    assert sorted(path.name for path in (local / "tasks").iterdir()) == [
-        "expert-vqa",
-        "maze",
-        "wires",
+    assert sorted(path.name for path in (local / "leaderboard" / "tasks").iterdir()) == [
+        "expert-vqa.parquet",
+        "maze.parquet",
+        "wires.parquet",
     ]
 
 

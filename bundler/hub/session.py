@@ -273,17 +273,19 @@ class HubSession:
     def read_file(self, path: str, revision: str, limit: int) -> bytes:
         """A file's bytes in one GET, refused (HubError) past `limit` bytes."""
         chunks: list[bytes] = []
-        self._get(path, revision, limit, chunks.append, chunks.clear)
+        self._get(f"reading {path}", path, revision, limit, chunks.append, chunks.clear)
         return b"".join(chunks)
 
     def download_file(self, path: str, revision: str, target: Path, limit: int) -> None:
         """A file saved to `target` in one GET, streamed, refused (HubError) past `limit`
         bytes: one file request where `hf_hub_download` makes two, with no cache entry."""
         with target.open("wb") as handle:
-            self._get(path, revision, limit, handle.write, lambda: _rewind(handle))
+            restart = partial(_rewind, handle)
+            self._get(f"downloading {path}", path, revision, limit, handle.write, restart)
 
     def _get(
         self,
+        doing: str,
         path: str,
         revision: str,
         limit: int,
@@ -308,7 +310,7 @@ class HubSession:
                         raise HubError(f"{path}: larger than {limit} bytes")
                     write(chunk)
 
-        self.call(f"reading {path}", fetch)
+        self.call(doing, fetch)
 
     def entries(self, paths: list[str], revision: str) -> dict[str, RemoteEntry]:
         """Files and folders at `paths`, with the last commit that changed each: one request

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import httpx2
 import pytest
-from hubserver import Fault, HubServer, TokenInfo, client_env
+from hubserver import Fault, HubServer, RateLimits, Scope, TokenInfo, client_env
 from huggingface_hub import (
     CommitOperationAdd,
     CommitOperationDelete,
@@ -44,6 +44,10 @@ from huggingface_hub.errors import (
 WRITE_TOKEN = "hf_test_write_0123456789"
 READ_TOKEN = "hf_test_read_0123456789"
 OTHER_READ_TOKEN = "hf_test_read_other_0123456789"
+SUBMITTER_TOKEN = "hf_test_write_bob_0123456789"
+OTHER_SUBMITTER_TOKEN = "hf_test_write_carol_0123456789"
+ORG_TOKEN = "hf_test_write_dave_0123456789"
+SCOPED_TOKEN = "hf_test_fine_erin_0123456789"
 BUNDLE = os.urandom(2 * 1024 * 1024)  # a ~2 MiB "bundle": takes the LFS path by its suffix
 README = "---\nlicense: mit\npretty_name: Test bundles\n---\n# Bundles\n"
 
@@ -55,6 +59,19 @@ def hub() -> Iterator[HubServer]:
             WRITE_TOKEN: TokenInfo("alice", "write"),
             READ_TOKEN: TokenInfo("bob", "read"),
             OTHER_READ_TOKEN: TokenInfo("carol", "read"),
+            # bob and carol own no repo of these tests: they contribute by pull request
+            SUBMITTER_TOKEN: TokenInfo("bob", "write"),
+            OTHER_SUBMITTER_TOKEN: TokenInfo("carol", "write"),
+            ORG_TOKEN: TokenInfo("dave", "write", orgs=("alice-org",)),
+            SCOPED_TOKEN: TokenInfo(
+                "erin",
+                "fineGrained",
+                orgs=("alice-org",),
+                scopes=(
+                    Scope("alice-org/scoped", ("repo.write",)),
+                    Scope("alice", ("discussion.write",)),
+                ),
+            ),
         }
     ).start()
     yield server
@@ -159,7 +176,7 @@ def test_bad_token_read_token_and_anonymous(hub: HubServer) -> None:
         with pytest.raises(HfHubHTTPError) as err:
             write()
         assert err.value.response.status_code == 403
-        assert "You don't have the rights to write to this repo" in str(err.value)
+        assert "read token" in str(err.value)
 
     anonymous = HfApi(endpoint=hub.url, token=False)
     assert anonymous.dataset_info("alice/guarded").id == "alice/guarded"
@@ -483,11 +500,11 @@ def status_of(call: Callable[[], object]) -> int:
     return err.value.response.status_code
 
 
-def test_read_token_opens_and_updates_its_own_pull_request_only(
+def test_non_owner_write_token_opens_and_updates_its_own_pull_request_only(
     hub: HubServer, api: HfApi, repo: str
 ) -> None:
-    bob = HfApi(endpoint=hub.url, token=READ_TOKEN)
-    carol = HfApi(endpoint=hub.url, token=OTHER_READ_TOKEN)
+    bob = HfApi(endpoint=hub.url, token=SUBMITTER_TOKEN)
+    carol = HfApi(endpoint=hub.url, token=OTHER_SUBMITTER_TOKEN)
     opened = bob.create_commit(
         repo,
         [add("bundles/b.tar.zst", BUNDLE), add("b.json", b"1")],
@@ -501,7 +518,7 @@ def test_read_token_opens_and_updates_its_own_pull_request_only(
     assert pr.author == "bob"
     assert api.get_discussion_details(repo, 1, repo_type="dataset").author == "bob"
 
-    # Bob adds to his own PR; Carol (another read token) may not, a write token may.
+    # Bob adds to his own PR; Carol (another non-owner) may not, the owner may.
     bob.upload_file(
         path_or_fileobj=b"2",
         path_in_repo="b.json",
@@ -526,7 +543,7 @@ def test_read_token_opens_and_updates_its_own_pull_request_only(
         if e.type == "commit"
     ] == ["bob", "bob", "alice"]
 
-    # A read token never reaches main, never merges, never closes or reopens.
+    # Without write access: never main, never a merge, never closing someone else's PR.
     main_before = hub.commits(repo)[0].oid
     assert (
         status_of(
@@ -537,7 +554,7 @@ def test_read_token_opens_and_updates_its_own_pull_request_only(
         == 403
     )
     assert status_of(lambda: bob.merge_pull_request(repo, 1, repo_type="dataset")) == 403
-    close = partial(bob.change_discussion_status, repo, 1, "closed", repo_type="dataset")
+    close = partial(carol.change_discussion_status, repo, 1, "closed", repo_type="dataset")
     assert status_of(close) == 403
     assert hub.commits(repo)[0].oid == main_before
     assert hub.pull_requests(repo)[0].status == "open"
@@ -559,8 +576,8 @@ def test_read_token_opens_and_updates_its_own_pull_request_only(
 
 
 def test_discussions_listed_by_author(hub: HubServer, api: HfApi, repo: str) -> None:
-    bob = HfApi(endpoint=hub.url, token=READ_TOKEN)
-    carol = HfApi(endpoint=hub.url, token=OTHER_READ_TOKEN)
+    bob = HfApi(endpoint=hub.url, token=SUBMITTER_TOKEN)
+    carol = HfApi(endpoint=hub.url, token=OTHER_SUBMITTER_TOKEN)
     bob.create_commit(
         repo, [add("b.json", b"b")], commit_message="Bob", repo_type="dataset", create_pr=True
     )
@@ -580,7 +597,7 @@ def test_discussions_listed_by_author(hub: HubServer, api: HfApi, repo: str) -> 
 
 
 def test_comments_and_status_changes_are_events(hub: HubServer, api: HfApi, repo: str) -> None:
-    bob = HfApi(endpoint=hub.url, token=READ_TOKEN)
+    bob = HfApi(endpoint=hub.url, token=SUBMITTER_TOKEN)
     bob.create_commit(
         repo,
         [add("b.json", b"b")],
@@ -639,7 +656,7 @@ def test_merge_applies_only_the_pull_requests_own_changes(
         commit_message="Base",
         repo_type="dataset",
     )
-    bob = HfApi(endpoint=hub.url, token=READ_TOKEN)
+    bob = HfApi(endpoint=hub.url, token=SUBMITTER_TOKEN)
     bob.create_commit(
         repo,
         [add("bob.json", b"bob"), CommitOperationDelete("old.json")],
@@ -668,8 +685,8 @@ def test_merge_refused_when_a_path_changed_on_both_sides(
         commit_message="Card",
         repo_type="dataset",
     )
-    bob = HfApi(endpoint=hub.url, token=READ_TOKEN)
-    carol = HfApi(endpoint=hub.url, token=OTHER_READ_TOKEN)
+    bob = HfApi(endpoint=hub.url, token=SUBMITTER_TOKEN)
+    carol = HfApi(endpoint=hub.url, token=OTHER_SUBMITTER_TOKEN)
     for who, name in ((bob, "bob"), (carol, "carol")):
         who.create_commit(
             repo,

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import httpx2
 import pytest
-from hubserver import Fault, HubServer, RateLimits, Scope, TokenInfo, client_env
+from hubserver import Fault, HubServer, Scope, TokenInfo, client_env
 from huggingface_hub import (
     CommitOperationAdd,
     CommitOperationDelete,

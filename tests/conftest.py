@@ -17,14 +17,22 @@ import pytest
 from hubserver import HubServer, TokenInfo, client_env
 
 WRITE_TOKEN = "hf_WriteTokenForTests0123456789abcdef"
+"""The maintainer: user "leaderboard-bot", member of org "gptnt", which owns every test repo."""
 READ_TOKEN = "hf_ReadTokenForTests0123456789abcdefgh"
-OTHER_WRITE_TOKEN = "hf_OtherWriterForTests0123456789abcd"
+"""A read token of user "submitter": refused every write, as on the Hub."""
 OTHER_READ_TOKEN = "hf_OtherReaderForTests0123456789abcd"
+SUBMITTER_TOKEN = "hf_SubmitterWriteForTests0123456789ab"
+"""A write token of user "submitter", who owns no test repo: contributes by pull request."""
+OTHER_SUBMITTER_TOKEN = "hf_SecondSubmitterForTests012345678"
+OTHER_WRITE_TOKEN = "hf_OtherWriterForTests0123456789abcd"
+"""A second maintainer ("second-bot", also in org "gptnt")."""
 
 HUB = HubServer(
     tokens={
-        WRITE_TOKEN: TokenInfo(name="leaderboard-bot", role="write"),
-        OTHER_WRITE_TOKEN: TokenInfo(name="second-bot", role="write"),
+        WRITE_TOKEN: TokenInfo(name="leaderboard-bot", role="write", orgs=("gptnt",)),
+        OTHER_WRITE_TOKEN: TokenInfo(name="second-bot", role="write", orgs=("gptnt",)),
+        SUBMITTER_TOKEN: TokenInfo(name="submitter", role="write"),
+        OTHER_SUBMITTER_TOKEN: TokenInfo(name="second-submitter", role="write"),
         READ_TOKEN: TokenInfo(name="submitter", role="read"),
         OTHER_READ_TOKEN: TokenInfo(name="second-submitter", role="read"),
     }
@@ -43,6 +51,7 @@ def repo_id(hub: HubServer) -> Iterator[str]:
     """A repository name no other test uses; faults injected by the test are cleared after."""
     yield f"gptnt/leaderboard-{uuid.uuid4().hex[:10]}"
     hub.clear_faults()
+    hub.disable_rate_limits()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -10,6 +10,7 @@ where the environment is in place before the client is imported.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -24,7 +25,7 @@ from pathlib import Path
 
 import httpx2
 import pytest
-from hubserver import Fault, HubServer, TokenInfo, client_env
+from hubserver import Fault, HubServer, RateLimits, Scope, TokenInfo, client_env
 from huggingface_hub import (
     CommitOperationAdd,
     CommitOperationDelete,
@@ -40,10 +41,15 @@ from huggingface_hub.errors import (
     RepositoryNotFoundError,
     RevisionNotFoundError,
 )
+from huggingface_hub.utils import parse_ratelimit_headers
 
 WRITE_TOKEN = "hf_test_write_0123456789"
 READ_TOKEN = "hf_test_read_0123456789"
 OTHER_READ_TOKEN = "hf_test_read_other_0123456789"
+SUBMITTER_TOKEN = "hf_test_write_bob_0123456789"
+OTHER_SUBMITTER_TOKEN = "hf_test_write_carol_0123456789"
+ORG_TOKEN = "hf_test_write_dave_0123456789"
+SCOPED_TOKEN = "hf_test_fine_erin_0123456789"
 BUNDLE = os.urandom(2 * 1024 * 1024)  # a ~2 MiB "bundle": takes the LFS path by its suffix
 README = "---\nlicense: mit\npretty_name: Test bundles\n---\n# Bundles\n"
 
@@ -55,6 +61,19 @@ def hub() -> Iterator[HubServer]:
             WRITE_TOKEN: TokenInfo("alice", "write"),
             READ_TOKEN: TokenInfo("bob", "read"),
             OTHER_READ_TOKEN: TokenInfo("carol", "read"),
+            # bob and carol own no repo of these tests: they contribute by pull request
+            SUBMITTER_TOKEN: TokenInfo("bob", "write"),
+            OTHER_SUBMITTER_TOKEN: TokenInfo("carol", "write"),
+            ORG_TOKEN: TokenInfo("dave", "write", orgs=("alice-org",)),
+            SCOPED_TOKEN: TokenInfo(
+                "erin",
+                "fineGrained",
+                orgs=("alice-org",),
+                scopes=(
+                    Scope("alice-org/scoped", ("repo.write",)),
+                    Scope("alice", ("discussion.write",)),
+                ),
+            ),
         }
     ).start()
     yield server
@@ -159,7 +178,7 @@ def test_bad_token_read_token_and_anonymous(hub: HubServer) -> None:
         with pytest.raises(HfHubHTTPError) as err:
             write()
         assert err.value.response.status_code == 403
-        assert "You don't have the rights to write to this repo" in str(err.value)
+        assert "read token" in str(err.value)
 
     anonymous = HfApi(endpoint=hub.url, token=False)
     assert anonymous.dataset_info("alice/guarded").id == "alice/guarded"
@@ -483,11 +502,11 @@ def status_of(call: Callable[[], object]) -> int:
     return err.value.response.status_code
 
 
-def test_read_token_opens_and_updates_its_own_pull_request_only(
+def test_non_owner_write_token_opens_and_updates_its_own_pull_request_only(
     hub: HubServer, api: HfApi, repo: str
 ) -> None:
-    bob = HfApi(endpoint=hub.url, token=READ_TOKEN)
-    carol = HfApi(endpoint=hub.url, token=OTHER_READ_TOKEN)
+    bob = HfApi(endpoint=hub.url, token=SUBMITTER_TOKEN)
+    carol = HfApi(endpoint=hub.url, token=OTHER_SUBMITTER_TOKEN)
     opened = bob.create_commit(
         repo,
         [add("bundles/b.tar.zst", BUNDLE), add("b.json", b"1")],
@@ -501,7 +520,7 @@ def test_read_token_opens_and_updates_its_own_pull_request_only(
     assert pr.author == "bob"
     assert api.get_discussion_details(repo, 1, repo_type="dataset").author == "bob"
 
-    # Bob adds to his own PR; Carol (another read token) may not, a write token may.
+    # Bob adds to his own PR; Carol (another non-owner) may not, the owner may.
     bob.upload_file(
         path_or_fileobj=b"2",
         path_in_repo="b.json",
@@ -526,7 +545,7 @@ def test_read_token_opens_and_updates_its_own_pull_request_only(
         if e.type == "commit"
     ] == ["bob", "bob", "alice"]
 
-    # A read token never reaches main, never merges, never closes or reopens.
+    # Without write access: never main, never a merge, never closing someone else's PR.
     main_before = hub.commits(repo)[0].oid
     assert (
         status_of(
@@ -537,7 +556,7 @@ def test_read_token_opens_and_updates_its_own_pull_request_only(
         == 403
     )
     assert status_of(lambda: bob.merge_pull_request(repo, 1, repo_type="dataset")) == 403
-    close = partial(bob.change_discussion_status, repo, 1, "closed", repo_type="dataset")
+    close = partial(carol.change_discussion_status, repo, 1, "closed", repo_type="dataset")
     assert status_of(close) == 403
     assert hub.commits(repo)[0].oid == main_before
     assert hub.pull_requests(repo)[0].status == "open"
@@ -559,8 +578,8 @@ def test_read_token_opens_and_updates_its_own_pull_request_only(
 
 
 def test_discussions_listed_by_author(hub: HubServer, api: HfApi, repo: str) -> None:
-    bob = HfApi(endpoint=hub.url, token=READ_TOKEN)
-    carol = HfApi(endpoint=hub.url, token=OTHER_READ_TOKEN)
+    bob = HfApi(endpoint=hub.url, token=SUBMITTER_TOKEN)
+    carol = HfApi(endpoint=hub.url, token=OTHER_SUBMITTER_TOKEN)
     bob.create_commit(
         repo, [add("b.json", b"b")], commit_message="Bob", repo_type="dataset", create_pr=True
     )
@@ -580,7 +599,7 @@ def test_discussions_listed_by_author(hub: HubServer, api: HfApi, repo: str) -> 
 
 
 def test_comments_and_status_changes_are_events(hub: HubServer, api: HfApi, repo: str) -> None:
-    bob = HfApi(endpoint=hub.url, token=READ_TOKEN)
+    bob = HfApi(endpoint=hub.url, token=SUBMITTER_TOKEN)
     bob.create_commit(
         repo,
         [add("b.json", b"b")],
@@ -639,7 +658,7 @@ def test_merge_applies_only_the_pull_requests_own_changes(
         commit_message="Base",
         repo_type="dataset",
     )
-    bob = HfApi(endpoint=hub.url, token=READ_TOKEN)
+    bob = HfApi(endpoint=hub.url, token=SUBMITTER_TOKEN)
     bob.create_commit(
         repo,
         [add("bob.json", b"bob"), CommitOperationDelete("old.json")],
@@ -668,8 +687,8 @@ def test_merge_refused_when_a_path_changed_on_both_sides(
         commit_message="Card",
         repo_type="dataset",
     )
-    bob = HfApi(endpoint=hub.url, token=READ_TOKEN)
-    carol = HfApi(endpoint=hub.url, token=OTHER_READ_TOKEN)
+    bob = HfApi(endpoint=hub.url, token=SUBMITTER_TOKEN)
+    carol = HfApi(endpoint=hub.url, token=OTHER_SUBMITTER_TOKEN)
     for who, name in ((bob, "bob"), (carol, "carol")):
         who.create_commit(
             repo,
@@ -840,3 +859,274 @@ def test_subprocess_client_uses_client_env(hub: HubServer, tmp_path: Path) -> No
     assert user == "alice"
     assert oid == hub.commits("alice/from-subprocess")[0].oid
     assert hub.file_bytes("alice/from-subprocess", "b.tar.zst") == BUNDLE
+
+
+# ------------------------------------------------------------ stricter Hub rules (ownership)
+
+
+def test_write_access_comes_from_ownership_not_the_token_role(hub: HubServer) -> None:
+    """hub-protocol.md "Permissions": namespace = user or one of its orgs, and not read."""
+    dave = HfApi(endpoint=hub.url, token=ORG_TOKEN)
+    bob = HfApi(endpoint=hub.url, token=SUBMITTER_TOKEN)
+    reader = HfApi(endpoint=hub.url, token=READ_TOKEN)
+    assert [o["name"] for o in dave.whoami()["orgs"]] == ["alice-org"]
+    assert dave.whoami()["auth"]["accessToken"]["role"] == "write"
+    dave.create_repo("alice-org/owned", repo_type="dataset")
+    dave.upload_file(
+        path_or_fileobj=b"1", path_in_repo="a.json", repo_id="alice-org/owned", repo_type="dataset"
+    )
+    with pytest.raises(HfHubHTTPError) as err:
+        bob.create_repo("alice-org/not-bobs", repo_type="dataset")
+    assert err.value.response.status_code == 403 and "namespace" in str(err.value)
+    with pytest.raises(HfHubHTTPError) as err:
+        bob.upload_file(
+            path_or_fileobj=b"2",
+            path_in_repo="a.json",
+            repo_id="alice-org/owned",
+            repo_type="dataset",
+        )
+    assert err.value.response.status_code == 403
+    assert err.value.response.headers["X-Error-Message"] == (
+        "Forbidden: pass `create_pr=1` as a query parameter to create a Pull Request"
+    )
+    opened = bob.upload_file(
+        path_or_fileobj=b"2",
+        path_in_repo="a.json",
+        repo_id="alice-org/owned",
+        repo_type="dataset",
+        create_pr=True,
+    )
+    assert opened.pr_num == 1
+    # the PR's author may rename and close it; a read token does nothing at all
+    bob.rename_discussion("alice-org/owned", 1, "Bob's better title", repo_type="dataset")
+    for write in (
+        lambda: reader.upload_file(
+            path_or_fileobj=b"x",
+            path_in_repo="x",
+            repo_id="alice-org/owned",
+            repo_type="dataset",
+            create_pr=True,
+        ),
+        lambda: reader.upload_file(
+            path_or_fileobj=b"x",
+            path_in_repo="x",
+            repo_id="alice-org/owned",
+            repo_type="dataset",
+            revision="refs/pr/1",
+        ),
+        lambda: reader.create_discussion(
+            "alice-org/owned", title="A question", repo_type="dataset"
+        ),
+        lambda: reader.comment_discussion("alice-org/owned", 1, "hi", repo_type="dataset"),
+        lambda: reader.create_repo("bob/mine", repo_type="dataset"),
+    ):
+        assert status_of(write) == 403
+    assert (
+        status_of(lambda: bob.create_branch("alice-org/owned", branch="dev", repo_type="dataset"))
+        == 403
+    )
+    bob.change_discussion_status("alice-org/owned", 1, "closed", repo_type="dataset")
+    assert hub.pull_requests("alice-org/owned")[0].status == "closed"
+    assert hub.pull_requests("alice-org/owned")[0].title == "Bob's better title"
+    assert hub.file_bytes("alice-org/owned", "a.json") == b"1"
+
+
+def test_fine_grained_token_writes_only_where_scoped(hub: HubServer) -> None:
+    erin = HfApi(endpoint=hub.url, token=SCOPED_TOKEN)
+    access = erin.whoami()["auth"]["accessToken"]
+    assert access["role"] == "fineGrained"
+    assert access["fineGrained"]["scoped"][0]["permissions"] == ["repo.write"]
+    erin.create_repo("alice-org/scoped", repo_type="dataset")
+    erin.upload_file(
+        path_or_fileobj=b"1", path_in_repo="a", repo_id="alice-org/scoped", repo_type="dataset"
+    )
+    assert status_of(lambda: erin.create_repo("alice-org/other", repo_type="dataset")) == 403
+    hub.create_repo("alice/erins-pr")
+    assert (
+        erin.upload_file(
+            path_or_fileobj=b"1",
+            path_in_repo="a",
+            repo_id="alice/erins-pr",
+            repo_type="dataset",
+            create_pr=True,
+        ).pr_num
+        == 1
+    )
+
+
+def test_tree_and_commits_paging_as_the_hub_pages(hub: HubServer, api: HfApi) -> None:
+    """1,000 tree entries a page, 50 with expand; commits 50 a page; Link rel="next"."""
+    hub.create_repo("alice/paging", files={f"d/{i:04}.json": b"{}" for i in range(1001)})
+    hub.reset_requests()
+    listed = list(api.list_repo_tree("alice/paging", "d", repo_type="dataset"))
+    assert len(listed) == 1001
+    tree_requests = [r for r in hub.requests("alice/paging") if "/tree/" in r.path]
+    assert len(tree_requests) == 2 and "cursor=1000" in tree_requests[1].query
+    assert (
+        len(list(api.list_repo_tree("alice/paging", recursive=True, repo_type="dataset"))) == 1003
+    )
+    hub.reset_requests()
+    expanded = list(api.list_repo_tree("alice/paging", "d", expand=True, repo_type="dataset"))
+    assert len(expanded) == 1001 and len(hub.requests("alice/paging")) == 21
+    for i in range(60):
+        api.upload_file(
+            path_or_fileobj=str(i).encode(),
+            path_in_repo="n",
+            repo_id="alice/paging",
+            repo_type="dataset",
+        )
+    hub.reset_requests()
+    commits = api.list_repo_commits("alice/paging", repo_type="dataset")
+    assert len(commits) == 62 and commits[-1].title == "initial commit"
+    assert [r.query for r in hub.requests("alice/paging")] == ["", "p=1"]
+
+
+def test_folder_oids_are_git_tree_ids_that_change_only_below(hub: HubServer, api: HfApi) -> None:
+    hub.create_repo("alice/oids", files={"a/x": b"1", "a/b/y": b"2", "c/z": b"3"})
+
+    def oids() -> dict[str, str]:
+        tree = api.list_repo_tree("alice/oids", recursive=True, repo_type="dataset")
+        return {e.path: e.tree_id for e in tree if e.__class__.__name__ == "RepoFolder"}
+
+    before = oids()
+    api.upload_file(
+        path_or_fileobj=b"22", path_in_repo="a/b/y", repo_id="alice/oids", repo_type="dataset"
+    )
+    after = oids()
+    assert after["c"] == before["c"]
+    assert after["a"] != before["a"] and after["a/b"] != before["a/b"]
+    (info,) = api.get_paths_info("alice/oids", ["c"], repo_type="dataset")
+    assert info.tree_id == before["c"]
+    # the git tree id of a folder holding one file "z" with content "3"
+    blob = hashlib.sha1(b"blob 1\0" + b"3").digest()
+    body = b"100644 z\0" + blob
+    assert before["c"] == hashlib.sha1(b"tree %d\0" % len(body) + body).hexdigest()
+
+
+def test_request_counts_split_api_and_file(hub: HubServer, api: HfApi, tmp_path: Path) -> None:
+    hub.create_repo("alice/counted", files={"a.json": b"{}"})
+    hub.reset_requests()
+    api.dataset_info("alice/counted")
+    hf_hub_download(
+        "alice/counted",
+        "a.json",
+        repo_type="dataset",
+        endpoint=hub.url,
+        token=WRITE_TOKEN,
+        cache_dir=tmp_path,
+    )
+    counts = hub.request_counts("alice/counted")
+    assert counts["api"] == 1 and counts["file"] >= 1 and counts["storage"] == 0
+    assert all(r.kind == "file" for r in hub.requests("alice/counted") if "/resolve/" in r.path)
+    hub.reset_requests()
+    assert hub.request_counts("alice/counted") == {"api": 0, "file": 0, "storage": 0}
+
+
+def test_rate_limits_answer_429_with_ratelimit_headers(hub: HubServer, api: HfApi) -> None:
+    hub.create_repo("alice/limited", files={"a.json": b"{}"})
+    hub.enable_rate_limits(RateLimits(api=3, commits_per_hour=2))
+    try:
+        for _ in range(3):
+            api.dataset_info("alice/limited")
+        with pytest.raises(HfHubHTTPError) as err:
+            api.dataset_info("alice/limited")
+        response = err.value.response
+        assert response.status_code == 429 and "Retry-After" not in response.headers
+        info = parse_ratelimit_headers(response.headers)
+        assert info is not None and (info.remaining, info.limit, info.window_seconds) == (0, 3, 300)
+        assert 0 < info.reset_in_seconds <= 300
+        hub.advance_clock(300)  # the next window: the quota is back
+        api.dataset_info("alice/limited")
+        # commits: 2 an hour on this repo, then 429 "commits" (the client does not retry it)
+        hub.enable_rate_limits(RateLimits(commits_per_hour=2))
+        for n in range(2):
+            api.upload_file(
+                path_or_fileobj=str(n).encode(),
+                path_in_repo="n",
+                repo_id="alice/limited",
+                repo_type="dataset",
+            )
+        with pytest.raises(HfHubHTTPError) as err:
+            api.upload_file(
+                path_or_fileobj=b"9", path_in_repo="n", repo_id="alice/limited", repo_type="dataset"
+            )
+        assert err.value.response.status_code == 429
+        assert (
+            err.value.response.headers["RateLimit-Policy"] == '"fixed window";"commits";q=2;w=3600'
+        )
+        hub.advance_clock(3600)
+        api.upload_file(
+            path_or_fileobj=b"9", path_in_repo="n", repo_id="alice/limited", repo_type="dataset"
+        )
+    finally:
+        hub.disable_rate_limits()
+
+
+def test_armed_rate_limit_fault_is_retried_after_its_reset(hub: HubServer, api: HfApi) -> None:
+    """The client sleeps t + 1 s on a 429 carrying RateLimit headers, then retries."""
+    hub.create_repo("alice/armed", files={"a.json": b"{}"})
+    hub.inject("GET", r"/api/datasets/alice/armed/tree/", Fault.rate_limited(0))
+    assert len(list(api.list_repo_tree("alice/armed", repo_type="dataset"))) == 2
+    faulted = [r for r in hub.requests("alice/armed") if r.fault]
+    assert [(r.status, r.fault) for r in faulted] == [(429, "status 429")]
+
+
+def test_at_most_10000_entries_a_folder(hub: HubServer, api: HfApi) -> None:
+    hub.create_repo("alice/full", files={f"d/{i}": b"" for i in range(10_000)})
+    with pytest.raises(HfHubHTTPError) as err:
+        api.upload_file(
+            path_or_fileobj=b"x",
+            path_in_repo="d/one-more",
+            repo_id="alice/full",
+            repo_type="dataset",
+        )
+    assert err.value.response.status_code == 400 and "too many files per directory" in str(
+        err.value
+    )
+    api.upload_file(
+        path_or_fileobj=b"x", path_in_repo="e/elsewhere", repo_id="alice/full", repo_type="dataset"
+    )
+
+
+def test_card_metadata_is_validated(hub: HubServer, api: HfApi, repo: str) -> None:
+    good = (
+        "---\nconfigs:\n- config_name: default\n"
+        "  data_files:\n  - split: train\n    path: a.csv\n---\n"
+    )
+    api.upload_file(
+        path_or_fileobj=good.encode(), path_in_repo="README.md", repo_id=repo, repo_type="dataset"
+    )
+    for bad in (
+        "---\nconfigs:\n- data_files: a.csv\n---\n",  # no config_name
+        "---\nconfigs: default\n---\n",
+        "---\nlicense: [1, 2]\n---\n",
+        "---\ndataset_info:\n  features: 3\n---\n",
+        "---\n- a list\n---\n",
+        "---\nkey: [unclosed\n---\n",
+    ):
+        with pytest.raises(ValueError, match=r"Invalid metadata in README\.md"):
+            api.upload_file(
+                path_or_fileobj=bad.encode(),
+                path_in_repo="README.md",
+                repo_id=repo,
+                repo_type="dataset",
+            )
+    # the commit itself refuses it too, when a client skips validate-yaml
+    card = base64.b64encode(b"---\nlicense: 3\n---\n").decode()
+    header = {"key": "header", "value": {"summary": "bad card"}}
+    file = {"key": "file", "value": {"path": "README.md", "encoding": "base64", "content": card}}
+    payload = json.dumps(header) + "\n" + json.dumps(file) + "\n"
+    response = httpx2.post(
+        f"{hub.url}/api/datasets/{repo}/commit/main",
+        content=payload,
+        headers={"Authorization": f"Bearer {WRITE_TOKEN}", "Content-Type": "application/x-ndjson"},
+    )
+    assert (
+        response.status_code == 400 and "Invalid metadata in README.md" in response.json()["error"]
+    )
+    big = "---\npretty_name: " + "x" * (1024 * 1024 + 1) + "\n---\n"
+    answer = httpx2.post(
+        f"{hub.url}/api/validate-yaml", json={"content": big, "repoType": "dataset"}
+    )
+    assert answer.status_code == 413
+    assert hub.file_bytes(repo, "README.md") == good.encode()

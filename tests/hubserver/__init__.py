@@ -28,7 +28,8 @@ uploads go through Xet, which this server cannot offer.
 from __future__ import annotations
 
 from .faults import LOST_RESPONSE, RACE, Fault, FaultKind
-from .records import CommitRecord, PullRequestRecord, RequestRecord, TokenInfo
+from .limits import RateLimits
+from .records import CommitRecord, PullRequestRecord, RequestRecord, Scope, TokenInfo
 from .server import HubServer
 from .store import upload_mode
 
@@ -66,7 +67,9 @@ __all__ = [
     "FaultKind",
     "HubServer",
     "PullRequestRecord",
+    "RateLimits",
     "RequestRecord",
+    "Scope",
     "TokenInfo",
     "client_env",
     "upload_mode",

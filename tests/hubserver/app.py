@@ -21,7 +21,8 @@ from email.message import Message
 from typing import Any, Literal
 from urllib.parse import parse_qs, unquote, urlencode
 
-from .records import TokenInfo
+from .limits import RateLimitedError
+from .records import RequestKind, TokenInfo
 from .store import (
     REPO_TYPES,
     Blob,
@@ -52,9 +53,28 @@ except ImportError:  # pragma: no cover - depends on the environment
 
 OPEN_USER = TokenInfo("local-user", "write")
 INVALID_CREDENTIALS = "Invalid credentials in Authorization header"
-NO_WRITE_RIGHTS = "You don't have the rights to write to this repo"
+NO_WRITE_RIGHTS = "Forbidden: you don't have the rights to write to this repo"
+READ_TOKEN_REFUSED = (
+    "Forbidden: this is a read token, which can only be used to provide read access;"
+    " use a token with the write role"
+)
+"""Hub docs security-tokens: a `read` token "can only be used to provide read access": no
+commit (not even to a pull request), no pull request, no discussion, no comment."""
+CREATE_PR_REQUIRED = "Forbidden: pass `create_pr=1` as a query parameter to create a Pull Request"
+"""What the Hub answers (403) to a direct commit or preupload by a user without write access to
+the repository (hub-protocol.md "Permissions")."""
 COMMIT_CONFLICT = "A commit has happened since. Please refresh and try again."
 DISCUSSIONS_PER_PAGE = 50
+COMMITS_PER_PAGE = 50
+"""The Hub pages `/api/{t}/{id}/commits/{rev}` (hub-protocol.md "Rate limits and page sizes");
+huggingface_hub's `list_repo_commits` sends no page size and just follows the `Link: <...>;
+rel="next"` header (`utils.paginate`), so the client works with any page size. The Hub's size
+is not documented; 50 (its discussions page size, and that of its web commit history) is used,
+and a test can make it smaller."""
+MAX_METADATA_BYTES = 1024 * 1024
+"""Card metadata (the YAML header of README.md) above this size is refused: `validate-yaml`
+answers 413 and a commit 400. The Hub has answered 413 to large metadata (hub-protocol.md
+"Rate limits and page sizes") but documents no number; 1 MiB is this server's choice."""
 _URL_TYPES: dict[str, RepoType] = {"models": "model", "datasets": "dataset", "spaces": "space"}
 _URL_PREFIX: dict[str, str] = {"model": "", "dataset": "datasets/", "space": "spaces/"}
 
@@ -66,6 +86,8 @@ class Request:
     query: dict[str, list[str]]
     headers: Message
     body: bytes
+    client: str = ""
+    """The client's address (the anonymous rate-limit key)."""
 
     def param(self, name: str, default: str | None = None) -> str | None:
         values = self.query.get(name)
@@ -108,30 +130,44 @@ class Response:
         headers = {"X-Error-Message": err.message}
         if err.code:
             headers["X-Error-Code"] = err.code
+        if isinstance(err, RateLimitedError):
+            headers.update(err.ratelimit.headers())
         return cls.of_json({"error": err.message}, err.status, headers)
 
 
 Access = Literal["none", "read", "contribute", "write"]
-"""`read`: anyone who may see the repo; `contribute`: any authenticated user (opening
-discussions and PRs, commenting, uploading LFS objects; the handler decides the rest);
-`write`: a write token."""
+"""`read`: anyone who may see the repo; `contribute`: a signed-in user whose token may open
+discussions and pull requests, comment and upload LFS objects (`require_contributor`; the
+handler decides the rest); `write`: write access to the repository (`require_repo_write`)."""
 Handler = Callable[[Request, "re.Match[str]", "TokenInfo | None"], Response]
 
 _REPO = r"(?P<ns>[^/]+)/(?P<name>[^/]+)"
 _API_REPO = r"/api/(?P<t>models|datasets|spaces)/" + _REPO
 _GIT_REPO = r"/(?:(?P<t>datasets|spaces)/)?" + _REPO
+_RESOLVE_ROUTE = re.compile(_GIT_REPO + r"/resolve/")
+_API_REPO_PREFIX = re.compile(_API_REPO + r"(?:/|$)")
+_LFS_ROUTE = re.compile(_GIT_REPO + r"\.git/")
 
 
 class HubApp:
     """Routes requests to handlers; `base_url` is what absolute URLs in responses start with."""
 
     def __init__(
-        self, store: Store, tokens: dict[str, TokenInfo] | None, base_url: str, tree_page_size: int
+        self,
+        store: Store,
+        tokens: dict[str, TokenInfo] | None,
+        base_url: str,
+        tree_page_size: int,
+        commits_page_size: int = COMMITS_PER_PAGE,
+        commit_quota: Callable[[Repo], None] | None = None,
     ) -> None:
         self.store = store
         self.tokens = tokens
         self.base_url = base_url
         self.tree_page_size = tree_page_size
+        self.commits_page_size = commits_page_size
+        self.commit_quota = commit_quota
+        """Called before every commit lands on a repo; raises a 429 HubError past the quota."""
         self._lfs_tickets: dict[str, tuple[tuple[str, str], str, int]] = {}
         self._event_ids = itertools.count(1)
         table: list[tuple[str, str, Access, Handler]] = [
@@ -202,13 +238,36 @@ class HubApp:
         return info
 
     def _check_access(self, match: re.Match[str], access: Access, who: TokenInfo | None) -> None:
-        if access == "write":
-            require_write(who)
-        elif access == "contribute":
-            require_user(who)
         repo = self.store.get(*repo_key(match))
-        if repo.private and who is None:
+        if repo.private and not (who is not None and who.owns(repo.repo_id.split("/")[0])):
             raise repo_not_found(repo.repo_type, repo.repo_id)
+        if access == "write":
+            require_repo_write(who, repo.repo_id)
+        elif access == "contribute":
+            require_contributor(who, repo.repo_id)
+
+    def classify(self, raw_path: str) -> tuple[RequestKind, RepoType | None, str | None]:
+        """Which rate-limit bucket a request falls in, and which repository it concerns.
+
+        Hub docs rate-limits: "resolvers" are the file URLs (`/resolve/`); everything else on
+        the Hub is "api". The LFS storage PUT/verify go, on the Hub, to signed storage URLs.
+        """
+        if raw_path.startswith("/__lfs/"):
+            ticket = self._lfs_tickets.get(raw_path.rsplit("/", 1)[-1])
+            if ticket is None:
+                return "storage", None, None
+            (repo_type, repo_id), _, _ = ticket
+            return "storage", repo_type, repo_id  # type: ignore[return-value]
+        for pattern, kind in (
+            (_RESOLVE_ROUTE, "file"),
+            (_API_REPO_PREFIX, "api"),
+            (_LFS_ROUTE, "api"),
+        ):
+            match = pattern.match(raw_path)
+            if match is not None:
+                repo_type, repo_id = repo_key(match)
+                return kind, repo_type, repo_id  # type: ignore[return-value]
+        return "api", None, None
 
     def _repo(self, match: re.Match[str]) -> Repo:
         return self.store.get(*repo_key(match))
@@ -221,7 +280,24 @@ class HubApp:
     def whoami(self, request: Request, match: re.Match[str], who: TokenInfo | None) -> Response:
         if who is None:
             raise HubError(401, INVALID_CREDENTIALS)
-        access_token = {"displayName": f"{who.name}-{who.role}", "role": who.role}
+        """The token's user, its organizations and the token's role, as whoami-v2 reports
+        them (hub-protocol.md "Permissions"; a fineGrained token also lists its scopes)."""
+        access_token: dict[str, Any] = {"displayName": f"{who.name}-{who.role}", "role": who.role}
+        if who.role == "fineGrained":
+            access_token["fineGrained"] = {
+                "canReadGatedRepos": False,
+                "global": [],
+                "scoped": [
+                    {
+                        "entity": {"type": entity_type(who, scope.entity), "name": scope.entity},
+                        "permissions": list(scope.permissions),
+                    }
+                    for scope in who.scopes
+                ],
+            }
+        orgs = [
+            {"type": "org", "name": org, "fullname": org, "roleInOrg": "write"} for org in who.orgs
+        ]
         return Response.of_json(
             {
                 "type": "user",
@@ -229,7 +305,7 @@ class HubApp:
                 "name": who.name,
                 "fullname": who.name,
                 "isPro": False,
-                "orgs": [],
+                "orgs": orgs,
                 "auth": {"type": "access_token", "accessToken": access_token},
             }
         )
@@ -244,12 +320,23 @@ class HubApp:
     def create_repo(
         self, request: Request, match: re.Match[str], who: TokenInfo | None
     ) -> Response:
-        who = require_write(who)
+        """Create a repo, only under the user's own name or one of its organizations (403
+        otherwise, hub-protocol.md "Permissions"), and never with a read token."""
+        who = require_user(who)
+        if who.role == "read":
+            raise HubError(403, READ_TOKEN_REFUSED)
         body = request.json_object()
         repo_type = body.get("type") or "model"
         if repo_type not in REPO_TYPES or not body.get("name"):
             raise HubError(400, "Invalid repo type or name")
-        repo_id = f"{body.get('organization') or who.name}/{body['name']}"
+        namespace = body.get("organization") or who.name
+        repo_id = f"{namespace}/{body['name']}"
+        if not has_write(who, repo_id):
+            raise HubError(
+                403,
+                f"You don't have the rights to create a {repo_type} under the namespace"
+                f' "{namespace}"',
+            )
         private = body.get("private") is True or body.get("visibility") == "private"
         url = f"{self.base_url}/{_URL_PREFIX[repo_type]}{repo_id}"
         try:
@@ -261,10 +348,11 @@ class HubApp:
     def delete_repo(
         self, request: Request, match: re.Match[str], who: TokenInfo | None
     ) -> Response:
-        who = require_write(who)
+        who = require_user(who)
         body = request.json_object()
         repo_type = body.get("type") or "model"
         repo_id = f"{body.get('organization') or who.name}/{body.get('name')}"
+        require_repo_write(who, repo_id)
         if self.store.repos.pop((repo_type, repo_id), None) is None:
             raise repo_not_found(repo_type, repo_id)
         return Response.of_json({})
@@ -272,11 +360,23 @@ class HubApp:
     def validate_yaml(
         self, request: Request, match: re.Match[str], who: TokenInfo | None
     ) -> Response:
-        content = request.json_object().get("content") or ""
+        """Validate a card's metadata as the Hub does before a README.md commit (hub-docs
+        datasets-cards / model-cards): 413 when it is too large, 400 with `errors` when it does
+        not parse or its known fields have the wrong shape."""
+        body = request.json_object()
+        content = str(body.get("content") or "")
+        repo_type = str(body.get("repoType") or "model")
+        header = card_header(content)
+        if header is not None and len(header.encode()) > MAX_METADATA_BYTES:
+            raise HubError(413, f"Metadata is too large: over {MAX_METADATA_BYTES} bytes of YAML")
         try:
-            card_metadata(content)
+            errors = metadata_errors(card_metadata(content), repo_type)
         except HubError as err:
-            return Response.of_json({"errors": [{"message": err.message}], "warnings": []}, 400)
+            errors = [err.message]
+        if errors:
+            return Response.of_json(
+                {"errors": [{"message": e} for e in errors], "warnings": []}, 400
+            )
         return Response.of_json({"errors": [], "warnings": []})
 
     def repo_info(self, request: Request, match: re.Match[str], who: TokenInfo | None) -> Response:
@@ -354,13 +454,9 @@ class HubApp:
             if blob is not None:
                 entry = blob.entry(path)
             else:
-                prefix = path + "/"
-                children = sorted(
-                    (p, b.oid) for p, b in commit.tree.items() if p.startswith(prefix)
-                )
-                if not children:
+                tree_oid = self.store.folder_oid(commit, path)
+                if tree_oid is None:
                     continue
-                tree_oid = Blob.make(repr(children).encode(), False).oid
                 entry = {"type": "directory", "oid": tree_oid, "size": 0, "path": path}
             if expand:
                 last = repo.last_commit_touching(commit.oid, path)
@@ -411,8 +507,19 @@ class HubApp:
     def list_commits(
         self, request: Request, match: re.Match[str], who: TokenInfo | None
     ) -> Response:
+        """First-parent history, newest first, `commits_page_size` a page (`?p=N`), with a
+        `Link: <...>; rel="next"` header while more remain (see COMMITS_PER_PAGE)."""
         repo = self._repo(match)
         commit = repo.resolve(revision_of(match))
+        history = repo.history(commit.oid)
+        page_num = int(request.param("p") or 0)
+        start = page_num * self.commits_page_size
+        page = history[start : start + self.commits_page_size]
+        headers = {}
+        if start + self.commits_page_size < len(history):
+            params = {k: v[0] for k, v in request.query.items() if k != "p"}
+            params["p"] = str(page_num + 1)
+            headers["Link"] = f'<{self.base_url}{request.raw_path}?{urlencode(params)}>; rel="next"'
         return Response.of_json(
             [
                 {
@@ -422,8 +529,9 @@ class HubApp:
                     "authors": [{"user": c.author}],
                     "date": c.created_at,
                 }
-                for c in repo.history(commit.oid)
-            ]
+                for c in page
+            ],
+            headers=headers,
         )
 
     # ------------------------------------------------------------------------ commits
@@ -433,6 +541,7 @@ class HubApp:
         repo = self._repo(match)
         revision = revision_of(match)
         if request.flag("create_pr"):
+            require_contributor(who, repo.repo_id)
             pr_base(repo, revision)
         else:
             require_ref_write(repo, repo.writable_ref(revision), who)
@@ -459,12 +568,20 @@ class HubApp:
     def commit(self, request: Request, match: re.Match[str], who: TokenInfo | None) -> Response:
         """The NDJSON commit: on a branch or `refs/pr/N`, or (`?create_pr=1`) as a new PR.
 
-        Anyone signed in may open a PR and add commits to their own; a branch, or somebody
-        else's PR, takes a write token."""
-        author = require_user(who).name
+        Any write token may open a PR and add commits to its own PR; a branch, or somebody
+        else's PR, takes write access to the repo (hub-protocol.md "Permissions"); a read token
+        commits nothing. A README.md's metadata is validated (400 `Invalid metadata in
+        README.md`), and the repo's commit quota applies (429, see `limits.CommitQuota`)."""
         repo = self._repo(match)
         revision = revision_of(match)
+        if request.flag("create_pr"):
+            author = require_contributor(who, repo.repo_id).name
+        else:
+            author = require_ref_write(repo, repo.writable_ref(revision), who).name
         header, operations = self._parse_commit(repo, request.body)
+        check_card(operations, repo.repo_type)
+        if self.commit_quota is not None:
+            self.commit_quota(repo)
         summary = str(header.get("summary") or "").strip()
         if not summary:
             raise HubError(400, "Commit summary is required")
@@ -480,7 +597,6 @@ class HubApp:
             extra = {"pullRequestUrl": f"{self.repo_url(repo)}/discussions/{pr.num}"}
         else:
             ref = repo.writable_ref(revision)
-            require_ref_write(repo, ref, who)
             head = repo.head(ref)
             if parent and not (len(parent) >= 5 and head.startswith(parent.lower())):
                 raise HubError(412, COMMIT_CONFLICT)
@@ -707,8 +823,8 @@ class HubApp:
         self, request: Request, match: re.Match[str], who: TokenInfo | None
     ) -> Response:
         """A discussion, or an empty draft PR on `refs/pr/N` forked from `main`'s head; any
-        signed-in user may open one (read tokens too), and is its author."""
-        author = require_user(who).name
+        write token may open one (not a read token), and its user is the author."""
+        author = require_contributor(who, self._repo(match).repo_id).name
         repo = self._repo(match)
         body = request.json_object()
         title = str(body.get("title") or "").strip()
@@ -753,8 +869,9 @@ class HubApp:
         self, request: Request, match: re.Match[str], who: TokenInfo | None
     ) -> Response:
         """Edit a comment (a PR's description is its first comment); only its author may."""
-        author = require_write(who).name
-        d = self._discussion(self._repo(match), match)
+        repo = self._repo(match)
+        author = require_contributor(who, repo.repo_id).name
+        d = self._discussion(repo, match)
         event = next((e for e in d.events if e["id"] == match.group("cid")), None)
         if event is None or event["type"] != "comment":
             raise HubError(404, f"Comment {match.group('cid')} not found")
@@ -773,15 +890,16 @@ class HubApp:
     ) -> Response:
         """comment / status / title / merge on an existing discussion.
 
-        Anyone signed in may comment; the author (or a write token) may retitle; only a write
-        token may close, reopen or merge, as with the Hub's read tokens."""
-        user = require_user(who)
-        author = user.name
+        Any write token may comment; a discussion's author may retitle, close and reopen it;
+        anyone else needs write access to the repo for those, and everyone for a merge
+        (hub-protocol.md "Permissions"). A read token does none of these."""
         repo = self._repo(match)
+        user = require_contributor(who, repo.repo_id)
+        author = user.name
         d = self._discussion(repo, match)
         action = match.group("action")
-        if action in ("status", "merge") or (action == "title" and d.author != author):
-            require_write(user)
+        if action == "merge" or (action in ("status", "title") and d.author != author):
+            require_repo_write(user, repo.repo_id)
         body = request.json() or {}
         comment = str(body.get("comment") or "").strip()
         if action == "comment":
@@ -810,6 +928,8 @@ class HubApp:
             return Response.of_json({"newStatus": event})
         if not d.is_pull_request or d.status == "closed":
             raise HubError(400, f"Discussion #{d.num} is not an open pull request")
+        if self.commit_quota is not None:
+            self.commit_quota(repo)
         merge = self.store.merge(repo, d, author)
         d.status, d.merge_commit_oid = "merged", merge.oid
         d.events.append(self._event("status-change", author, {"status": "merged"}))
@@ -828,20 +948,64 @@ def require_user(who: TokenInfo | None) -> TokenInfo:
     return who
 
 
-def require_write(who: TokenInfo | None) -> TokenInfo:
-    """Anonymous writes are 401 and read tokens 403, as on the Hub."""
-    who = require_user(who)
-    if who.role != "write":
-        raise HubError(403, NO_WRITE_RIGHTS)
-    return who
+def has_write(who: TokenInfo | None, repo_id: str) -> bool:
+    """Write access to `repo_id`: from ownership, not from the token's role (hub-protocol.md
+    "Permissions"). The namespace must be the user's or one of its organizations', and the
+    token a write token, or a fineGrained one with `repo.write` on the repo or namespace
+    (this server asks a fineGrained token for ownership too: it models no collaborators)."""
+    if who is None or who.role == "read" or not who.owns(repo_id.split("/")[0]):
+        return False
+    return who.role == "write" or who.grants("repo.write", repo_id)
+
+
+def require_repo_write(
+    who: TokenInfo | None, repo_id: str, refusal: str = NO_WRITE_RIGHTS
+) -> TokenInfo:
+    """Write access or an error: 401 anonymous, 403 a read token, 403 `refusal` otherwise."""
+    user = require_user(who)
+    if user.role == "read":
+        raise HubError(403, READ_TOKEN_REFUSED)
+    if not has_write(user, repo_id):
+        raise HubError(403, refusal)
+    return user
+
+
+def require_contributor(who: TokenInfo | None, repo_id: str) -> TokenInfo:
+    """May open discussions and pull requests, comment, upload LFS objects for a PR: any write
+    token; a fineGrained one with `discussion.write` (or write access); never a read token
+    (Hub docs security-tokens)."""
+    user = require_user(who)
+    if user.role == "read":
+        raise HubError(403, READ_TOKEN_REFUSED)
+    if user.role == "fineGrained" and not (
+        user.grants("discussion.write", repo_id) or has_write(user, repo_id)
+    ):
+        raise HubError(
+            403, f"Forbidden: this token has no discussion.write permission on {repo_id}"
+        )
+    return user
 
 
 def require_ref_write(repo: Repo, ref: WritableRef, who: TokenInfo | None) -> TokenInfo:
-    """A branch takes a write token; a PR ref also takes its own author's (read) token."""
-    user = require_user(who)
-    if isinstance(ref, PullRequestRef) and repo.discussions[ref.num].author == user.name:
+    """A branch takes write access (without it the Hub says to pass `create_pr=1`); a PR ref
+    takes write access or being the PR's author, with a token that may contribute."""
+    if isinstance(ref, BranchRef):
+        return require_repo_write(who, repo.repo_id, CREATE_PR_REQUIRED)
+    user = require_contributor(who, repo.repo_id)
+    if repo.discussions[ref.num].author == user.name or has_write(user, repo.repo_id):
         return user
-    return require_write(user)
+    raise HubError(
+        403,
+        f"Forbidden: only the author of pull request #{ref.num} or the repo's owners may push"
+        f" to refs/pr/{ref.num}",
+    )
+
+
+def entity_type(who: TokenInfo, entity: str) -> str:
+    """How whoami-v2 names a fine-grained scope's entity: the user, an org, or a repo."""
+    if entity == who.name:
+        return "user"
+    return "org" if entity in who.orgs else "repo"
 
 
 def pr_base(repo: Repo, revision: str) -> BranchRef:
@@ -874,13 +1038,19 @@ def checked_path(path: object, folder: bool) -> str:
     return path
 
 
+def card_header(readme: str) -> str | None:
+    """The YAML between the leading `---` lines of a card, None without a header."""
+    match = re.match(r"^---\s*\n(.*?)\n---\s*(?:\n|$)", readme, re.DOTALL)
+    return match.group(1) if match else None
+
+
 def card_metadata(readme: str) -> dict[str, Any]:
     """The YAML header of a dataset card, as the Hub parses it into `cardData`."""
-    match = re.match(r"^---\s*\n(.*?)\n---\s*(?:\n|$)", readme, re.DOTALL)
-    if match is None or yaml is None:
+    header = card_header(readme)
+    if header is None or yaml is None:
         return {}
     try:
-        data = yaml.safe_load(match.group(1))
+        data = yaml.safe_load(header)
     except yaml.YAMLError as err:
         raise HubError(400, f"Invalid YAML in README.md: {err}") from err
     if data is None:
@@ -903,3 +1073,136 @@ def byte_range(header: str, size: int) -> tuple[int, int]:
     if first >= size or first > last:
         raise HubError(416, f"Range not satisfiable: {header}")
     return first, last
+
+
+# ----------------------------------------------------------------- card metadata validation
+
+_STRING_OR_LIST_FIELDS = (
+    "license",
+    "tags",
+    "language",
+    "task_categories",
+    "task_ids",
+    "size_categories",
+    "source_datasets",
+    "annotations_creators",
+    "language_creators",
+    "multilinguality",
+    "library_name",
+    "pipeline_tag",
+)
+"""Card fields that hub-docs datasets-cards / model-cards show as a string or a list of
+strings (huggingface_hub's `DatasetCardData` / `ModelCardData` hold them as such)."""
+
+
+def _strings(value: object) -> bool:
+    return isinstance(value, str) or (
+        isinstance(value, list) and all(isinstance(v, str) for v in value)
+    )
+
+
+def metadata_errors(data: dict[str, Any], repo_type: str) -> list[str]:
+    """What the Hub's metadata validation would refuse in `data` (empty: valid).
+
+    Modelled, and only where a source says so: the header must be a YAML mapping
+    (`card_metadata`); the fields of `_STRING_OR_LIST_FIELDS` are strings or lists of strings
+    and `pretty_name` a string (hub-docs datasets-cards, model-cards); for datasets, `configs`
+    is a list of mappings each with a string `config_name` (unique) and `data_files` a path, a
+    list of paths, or a list of `{split, path}` mappings (hub-docs datasets-manual-configuration,
+    `datasets.utils.metadata.MetadataConfigs`), and `dataset_info` a mapping or a list of
+    mappings with `config_name` when several, whose `features` and `splits` are lists of
+    mappings named by a string `name` and whose sizes are integers (`datasets.DatasetInfo`).
+    """
+    errors: list[str] = []
+    for key in _STRING_OR_LIST_FIELDS:
+        if key in data and data[key] is not None and not _strings(data[key]):
+            errors.append(f'"{key}" must be a string or a list of strings')
+    if "pretty_name" in data and not isinstance(data["pretty_name"], str):
+        errors.append('"pretty_name" must be a string')
+    if repo_type != "dataset":
+        return errors
+    if "configs" in data:
+        errors += _config_errors(data["configs"])
+    if "dataset_info" in data:
+        errors += _dataset_info_errors(data["dataset_info"])
+    return errors
+
+
+def _config_errors(configs: object) -> list[str]:
+    if not isinstance(configs, list) or not all(isinstance(c, dict) for c in configs):
+        return ['"configs" must be a list of mappings']
+    errors: list[str] = []
+    names: list[object] = [c.get("config_name") for c in configs]
+    for index, config in enumerate(configs):
+        name = config.get("config_name")
+        if not isinstance(name, str) or not name:
+            errors.append(f'"configs[{index}].config_name" must be a non-empty string')
+        if "data_files" in config and not _data_files_ok(config["data_files"]):
+            errors.append(
+                f'"configs[{index}].data_files" must be a path, a list of paths or a list of'
+                " {split, path} mappings"
+            )
+        if "data_dir" in config and not isinstance(config["data_dir"], str):
+            errors.append(f'"configs[{index}].data_dir" must be a string')
+        if "default" in config and not isinstance(config["default"], bool):
+            errors.append(f'"configs[{index}].default" must be a boolean')
+    duplicates = sorted({str(n) for n in names if names.count(n) > 1})
+    if duplicates:
+        errors.append(f'"configs" names a config more than once: {", ".join(duplicates)}')
+    return errors
+
+
+def _data_files_ok(data_files: object) -> bool:
+    if _strings(data_files):
+        return True
+    return isinstance(data_files, list) and all(
+        isinstance(item, dict) and isinstance(item.get("split"), str) and _strings(item.get("path"))
+        for item in data_files
+    )
+
+
+def _dataset_info_errors(info: object) -> list[str]:
+    if isinstance(info, dict):
+        return _one_info_errors(info, "dataset_info")
+    if not isinstance(info, list) or not all(isinstance(i, dict) for i in info):
+        return ['"dataset_info" must be a mapping or a list of mappings']
+    errors: list[str] = []
+    for index, item in enumerate(info):
+        if len(info) > 1 and not isinstance(item.get("config_name"), str):
+            errors.append(f'"dataset_info[{index}].config_name" must be a string')
+        errors += _one_info_errors(item, f"dataset_info[{index}]")
+    return errors
+
+
+def _one_info_errors(info: dict[str, Any], where: str) -> list[str]:
+    errors: list[str] = []
+    for key in ("features", "splits"):
+        value = info.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, list) or not all(
+            isinstance(v, dict) and isinstance(v.get("name"), str) for v in value
+        ):
+            errors.append(f'"{where}.{key}" must be a list of mappings with a string "name"')
+    for key in ("download_size", "dataset_size"):
+        if key in info and not (isinstance(info[key], int) and not isinstance(info[key], bool)):
+            errors.append(f'"{where}.{key}" must be an integer')
+    return errors
+
+
+def check_card(operations: list[Operation], repo_type: str) -> None:
+    """A commit that writes README.md must carry valid metadata (400 `Invalid metadata in
+    README.md`, hub-protocol.md "Rate limits and page sizes"), size limit included."""
+    for op in operations:
+        if not isinstance(op, Put) or op.path != "README.md":
+            continue
+        text = op.blob.data.decode("utf-8", "replace")
+        header = card_header(text)
+        if header is not None and len(header.encode()) > MAX_METADATA_BYTES:
+            raise HubError(400, f"Invalid metadata in README.md: over {MAX_METADATA_BYTES} bytes")
+        try:
+            errors = metadata_errors(card_metadata(text), repo_type)
+        except HubError as err:
+            errors = [err.message]
+        if errors:
+            raise HubError(400, "Invalid metadata in README.md: " + "; ".join(errors))

@@ -9,18 +9,51 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+TokenRole = Literal["read", "write", "fineGrained"]
+
+
+@dataclass(frozen=True)
+class Scope:
+    """One fine-grained grant: `permissions` on `entity`, a repo id (`ns/name`) or a namespace.
+
+    The permissions this server knows (a small subset of the Hub's, security-tokens docs):
+    `repo.write` (commit, branches, merge, as an owner would) and `discussion.write` (open
+    discussions and pull requests, comment, push to one's own pull requests).
+    """
+
+    entity: str
+    permissions: tuple[str, ...]
+
 
 @dataclass(frozen=True)
 class TokenInfo:
-    """Who a bearer token belongs to and what it may do (the Hub's token roles).
+    """Who a bearer token belongs to: the user, the organizations they belong to, the role.
 
-    `read`: see the repos, open discussions and pull requests (as their author), commit to its
-    own pull requests' `refs/pr/N`, comment. `write`: also commit to branches and to anyone's
-    pull request, close, reopen and merge.
+    As on the Hub (hub-protocol.md "Permissions", Hub docs security-tokens), what a token may do
+    comes from two things. Its role: a `read` token "can only be used to provide read access"
+    (no commit, no pull request, no comment); a `write` token acts with all of its user's
+    rights; a `fineGrained` token only with the `scopes` it lists. And ownership: write access
+    to a repository (commit to a branch, merge, create branches, moderate discussions) belongs
+    to its namespace's user or to members of its organization; anyone else may only open pull
+    requests and discussions, push to their own pull requests and comment.
     """
 
     name: str
-    role: Literal["read", "write"] = "write"
+    role: TokenRole = "write"
+    orgs: tuple[str, ...] = ()
+    scopes: tuple[Scope, ...] = ()
+
+    def owns(self, namespace: str) -> bool:
+        """The namespace is the user's own or one of its organizations'."""
+        return namespace == self.name or namespace in self.orgs
+
+    def grants(self, permission: str, repo_id: str) -> bool:
+        """A fine-grained scope gives `permission` on this repo or on its namespace."""
+        namespace = repo_id.split("/")[0]
+        return any(
+            permission in scope.permissions and scope.entity in (repo_id, namespace)
+            for scope in self.scopes
+        )
 
 
 @dataclass(frozen=True)
@@ -57,13 +90,22 @@ class PullRequestRecord:
     merge_commit_oid: str | None
 
 
+RequestKind = Literal["api", "file", "storage"]
+"""`api`: the Hub's API (`/api/...`, the git-LFS batch endpoint), counted against the "api"
+quota; `file`: resolver requests (`HEAD`/`GET .../resolve/...`), counted against the
+"resolvers" quota (Hub docs rate-limits); `storage`: the LFS object PUT and verify, which on the
+Hub go to signed storage URLs, not to the Hub, and count against neither quota."""
+
+
 @dataclass(frozen=True)
 class RequestRecord:
     """One request the server received, without any header (so never a token).
 
     `path` is the raw, percent-encoded path without the query string; `query` the raw query
     string; `status` the status the server answered, or would have answered when `fault` is
-    `"lost_response"`; `fault` names the injected fault that fired, if any.
+    `"lost_response"`; `fault` names the injected fault that fired, if any. `kind` says which
+    rate-limit bucket the request belongs to; `repo_type`/`repo_id` name the repository the
+    request concerns (None for account-level requests such as whoami).
     """
 
     method: str
@@ -71,3 +113,6 @@ class RequestRecord:
     query: str
     status: int
     fault: str | None = None
+    kind: RequestKind = "api"
+    repo_type: str | None = None
+    repo_id: str | None = None

@@ -10,12 +10,16 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+import time
+from collections import Counter
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from .app import HubApp, Request, Response
 from .faults import Fault, FaultBook, FaultKind
-from .records import CommitRecord, PullRequestRecord, RequestRecord, TokenInfo
+from .limits import Clock, RateLimiter, RateLimits, client_key
+from .records import CommitRecord, PullRequestRecord, RequestKind, RequestRecord, TokenInfo
 from .store import (
     Blob,
     BranchRef,
@@ -37,7 +41,14 @@ class HubServer:
 
     `tokens` maps bearer tokens to their owner and role; without it every request (even
     anonymous) acts as the write user `local-user`. `port=0` picks a free port at `start()`.
-    `tree_page_size` lets a test force `tree` pagination (the Hub pages at 1000 entries).
+    `tree_page_size` / `commits_page_size` let a test force pagination with smaller pages
+    than the Hub's (1,000 tree entries, 50 with `expand=true`; 50 commits). `now` is the clock
+    the rate-limit windows follow (seconds since the epoch); `advance_clock` moves it.
+
+    What a test uses beyond seeding and inspection: `requests()` / `request_counts()` /
+    `reset_requests()` (the request log split into "api", "file" and "storage" requests),
+    `enable_rate_limits()` / `disable_rate_limits()` / `reset_rate_limits()` /
+    `advance_clock()`, and `inject()` with `Fault.rate_limited(...)` for a one-off 429.
     """
 
     def __init__(
@@ -46,13 +57,18 @@ class HubServer:
         *,
         port: int = 0,
         tree_page_size: int = 1000,
+        commits_page_size: int = 50,
+        now: Callable[[], float] = time.time,
     ) -> None:
         self._tokens = dict(tokens) if tokens is not None else None
         self._port = port
         self._tree_page_size = tree_page_size
+        self._commits_page_size = commits_page_size
         self._lock = threading.RLock()
         self._store = Store()
         self._faults = FaultBook()
+        self._clock = Clock(now)
+        self._limiter = RateLimiter(self._clock)
         self._races: dict[tuple[str, str], int] = {}
         """Race commits made so far per repo, so each repo's are numbered from 1."""
         self._httpd: ThreadingHTTPServer | None = None
@@ -71,7 +87,14 @@ class HubServer:
         httpd.daemon_threads = True
         self._httpd = httpd
         self.url = f"http://127.0.0.1:{httpd.server_address[1]}"
-        self._app = HubApp(self._store, self._tokens, self.url, self._tree_page_size)
+        self._app = HubApp(
+            self._store,
+            self._tokens,
+            self.url,
+            self._tree_page_size,
+            self._commits_page_size,
+            commit_quota=lambda repo: self._limiter.check_commit(repo.repo_type, repo.repo_id),
+        )
         self._thread = threading.Thread(target=httpd.serve_forever, name="hubserver", daemon=True)
         self._thread.start()
         return self
@@ -194,6 +217,66 @@ class HubServer:
         except HubError as err:
             raise LookupError(err.message) from err
 
+    # --------------------------------------------------------------- request log
+
+    def requests(
+        self,
+        repo_id: str | None = None,
+        *,
+        kind: RequestKind | None = None,
+        repo_type: RepoType | None = None,
+    ) -> list[RequestRecord]:
+        """The logged requests, oldest first, optionally only those about `repo_id` (of
+        `repo_type`, any type if None) and of one `kind` ("api", "file" or "storage")."""
+        with self._lock:
+            return [
+                r
+                for r in self.request_log
+                if (repo_id is None or r.repo_id == repo_id)
+                and (repo_type is None or r.repo_type == repo_type)
+                and (kind is None or r.kind == kind)
+            ]
+
+    def request_counts(
+        self, repo_id: str | None = None, *, repo_type: RepoType | None = None
+    ) -> dict[str, int]:
+        """How many requests of each kind were logged: `{"api": n, "file": m, "storage": k}`.
+
+        "api" counts against the Hub's api quota, "file" (resolver HEAD/GET) against its
+        resolvers quota, "storage" (LFS PUT/verify) against neither (see RequestKind). With
+        `repo_id`, only the requests about that repository (storage ones included)."""
+        counts = Counter(r.kind for r in self.requests(repo_id, repo_type=repo_type))
+        return {"api": counts["api"], "file": counts["file"], "storage": counts["storage"]}
+
+    def reset_requests(self) -> None:
+        """Empty the request log (e.g. before the part of a test that measures a budget)."""
+        with self._lock:
+            self.request_log.clear()
+
+    # ---------------------------------------------------------------- rate limits
+
+    def enable_rate_limits(self, limits: RateLimits | None = None) -> None:
+        """Apply the Hub's rate limits (defaults: the free-user numbers) from now on, with
+        every count at zero; they stay on until `disable_rate_limits()`."""
+        self._limiter.enable(limits or RateLimits())
+
+    def disable_rate_limits(self) -> None:
+        self._limiter.disable()
+
+    def reset_rate_limits(self) -> None:
+        """Zero every rate-limit count (as if a new window had begun for everyone)."""
+        with self._lock:
+            self._limiter.reset()
+
+    def advance_clock(self, seconds: float) -> None:
+        """Move the rate-limit clock forward, e.g. past the end of the current window."""
+        with self._lock:
+            self._clock.advance(seconds)
+
+    def seconds_to_window_reset(self, window: int = 300) -> int:
+        """What `t=` in a 429 would say now for a window of `window` seconds."""
+        return self._limiter._window(window)[1]
+
     # ---------------------------------------------------------------- fault injection
 
     def inject(
@@ -216,18 +299,24 @@ class HubServer:
         assert self._app is not None
         fault = self._faults.take(request.method, request.raw_path)
         with self._lock:
+            kind, repo_type, repo_id = self._app.classify(request.raw_path)
             if fault is not None and fault.kind is FaultKind.STATUS:
                 assert fault.code is not None
                 response = Response.error(
                     HubError(fault.code, f"Injected fault: HTTP {fault.code}")
                 )
+                if fault.ratelimit is not None:
+                    response.headers.update(fault.ratelimit.headers())
                 if fault.retry_after is not None:
                     response.headers["Retry-After"] = str(fault.retry_after)
             else:
                 if fault is not None and fault.kind is FaultKind.RACE:
                     self._race(request)
                 try:
+                    self._rate_limit(request, kind)
                     response = self._app.handle(request)
+                except HubError as err:
+                    response = Response.error(err)
                 except Exception as err:  # a server bug must reach the test as a 500, not a hang
                     response = Response.error(HubError(500, f"{type(err).__name__}: {err}"))
             record = RequestRecord(
@@ -236,9 +325,20 @@ class HubServer:
                 query,
                 response.status,
                 fault.describe() if fault else None,
+                kind,
+                repo_type,
+                repo_id,
             )
             self.request_log.append(record)
         return response, fault
+
+    def _rate_limit(self, request: Request, kind: RequestKind) -> None:
+        """Count the request against its caller's quota (429 past it, see `limits`)."""
+        auth = request.headers.get("Authorization")
+        token = auth.removeprefix("Bearer ").strip() if auth else None
+        known = token is not None and (self._tokens is None or token in self._tokens)
+        key = client_key(token if known else None, request.client)
+        self._limiter.check_request(kind, key, anonymous=not known)
 
     def _race(self, request: Request) -> None:
         """Land a commit by "someone else" on the branch (or PR ref) the request targets."""
@@ -307,6 +407,7 @@ def _make_handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
                 query=parse_qs(split.query, keep_blank_values=True),
                 headers=self.headers,
                 body=self._read_body(),
+                client=self.client_address[0],
             )
             response, fault = hub._serve(request, split.query)
             if fault is not None and fault.kind is FaultKind.LOST_RESPONSE:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import MappingProxyType
@@ -20,6 +21,12 @@ from typing import Literal
 LFS_SUFFIXES = (".tar.zst",)
 LFS_MIN_SIZE = 10 * 1024 * 1024
 GITATTRIBUTES = b"*.tar.zst filter=lfs diff=lfs merge=lfs -text\n"
+MAX_FOLDER_ENTRIES = 10_000
+"""Hub docs repositories-recommendations: "under 10k entries per folder". The Hub refuses a
+commit past it with HTTP 400 "Bad request for commit endpoint: Your push was rejected because it
+contains too many files per directory. Each directory in your git repo can only contain up to
+10000 files. ..." (as reported in huggingface/datasets#7956). Entries are counted as git
+counts tree entries: files and subfolders alike."""
 _LFS_POINTER = "version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {size}\n"
 
 RepoType = Literal["model", "dataset", "space"]
@@ -60,6 +67,50 @@ def upload_mode(path: str, size: int) -> Literal["lfs", "regular"]:
 def git_blob_oid(data: bytes) -> str:
     """The id git gives a blob, which is what the Hub reports as a regular file's `oid`."""
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def folder_tree_oids(files: Mapping[str, Blob]) -> dict[str, str]:
+    """The git tree object id of every folder (`""` is the root), built bottom-up from its
+    children's modes, names and ids exactly as git builds tree objects.
+
+    So a folder's oid, like the Hub's, changes exactly when something below it changes, and an
+    untouched folder keeps its oid from commit to commit.
+    """
+    children: dict[str, dict[str, tuple[bool, str]]] = {"": {}}
+    for path in files:
+        parts = path.split("/")
+        for depth in range(1, len(parts)):
+            folder = "/".join(parts[:depth])
+            children.setdefault(folder, {})
+            parent = "/".join(parts[: depth - 1])
+            children[parent].setdefault(parts[depth - 1], (True, ""))
+        children["/".join(parts[:-1])][parts[-1]] = (False, files[path].oid)
+    oids: dict[str, str] = {}
+    for folder in sorted(children, key=lambda f: -f.count("/") - (1 if f else 0)):
+        body = bytearray()
+        # git sorts tree entries by name, a folder's name as if it ended with "/"
+        for name, (is_dir, _) in sorted(
+            children[folder].items(), key=lambda item: item[0] + ("/" if item[1][0] else "")
+        ):
+            oid = (
+                oids[f"{folder}/{name}" if folder else name]
+                if is_dir
+                else children[folder][name][1]
+            )
+            body += b"%s %s\0" % (b"40000" if is_dir else b"100644", name.encode())
+            body += bytes.fromhex(oid)
+        oids[folder] = hashlib.sha1(b"tree %d\0" % len(body) + bytes(body)).hexdigest()
+    return oids
+
+
+def overfull_folders(files: Mapping[str, Blob]) -> list[str]:
+    """Folders holding more than MAX_FOLDER_ENTRIES entries (files and subfolders)."""
+    entries: dict[str, set[str]] = {}
+    for path in files:
+        parts = path.split("/")
+        for depth in range(len(parts)):
+            entries.setdefault("/".join(parts[:depth]), set()).add(parts[depth])
+    return sorted(folder for folder, names in entries.items() if len(names) > MAX_FOLDER_ENTRIES)
 
 
 def hub_now() -> str:
@@ -286,6 +337,15 @@ class Store:
     def __init__(self) -> None:
         self.repos: dict[tuple[str, str], Repo] = {}
         self._counter = itertools.count(1)
+        self._tree_oids: dict[str, dict[str, str]] = {}
+        """Folder oids per commit id; a commit's tree never changes, so they never go stale."""
+
+    def folder_oid(self, commit: Commit, folder: str) -> str | None:
+        """The git tree id of `folder` (`""` = root) at `commit`, None if it holds nothing."""
+        oids = self._tree_oids.get(commit.oid)
+        if oids is None:
+            oids = self._tree_oids[commit.oid] = folder_tree_oids(commit.tree)
+        return oids.get(folder)
 
     def get(self, repo_type: str, repo_id: str) -> Repo:
         repo = self.repos.get((repo_type, repo_id))
@@ -350,6 +410,14 @@ class Store:
         description: str,
         author: str,
     ) -> Commit:
+        overfull = overfull_folders(files)
+        if overfull:
+            raise HubError(
+                400,
+                "Your push was rejected because it contains too many files per directory. Each"
+                f" directory in your git repo can only contain up to {MAX_FOLDER_ENTRIES} files."
+                " Offending directories: " + ", ".join(f"/{f}/" if f else "/" for f in overfull),
+            )
         digest = hashlib.sha1(f"{next(self._counter)}\0{parents}\0{summary}\0".encode())
         for path in sorted(files):
             digest.update(f"{path}\0{files[path].oid}\0".encode())

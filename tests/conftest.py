@@ -20,13 +20,19 @@ WRITE_TOKEN = "hf_WriteTokenForTests0123456789abcdef"
 READ_TOKEN = "hf_ReadTokenForTests0123456789abcdefgh"
 OTHER_WRITE_TOKEN = "hf_OtherWriterForTests0123456789abcd"
 OTHER_READ_TOKEN = "hf_OtherReaderForTests0123456789abcd"
+SUBMITTER_TOKEN = "hf_SubmitterWriteTokenForTests012345"
+"""A submitter's write token of its own account: it may open pull requests (not commit) on
+the leaderboard's repositories, owned by the organization `gptnt`."""
+OTHER_SUBMITTER_TOKEN = "hf_OtherSubmitterWriteTokenForTests01"
 
 HUB = HubServer(
     tokens={
-        WRITE_TOKEN: TokenInfo(name="leaderboard-bot", role="write"),
-        OTHER_WRITE_TOKEN: TokenInfo(name="second-bot", role="write"),
+        WRITE_TOKEN: TokenInfo(name="leaderboard-bot", role="write", orgs=("gptnt",)),
+        OTHER_WRITE_TOKEN: TokenInfo(name="second-bot", role="write", orgs=("gptnt",)),
         READ_TOKEN: TokenInfo(name="submitter", role="read"),
         OTHER_READ_TOKEN: TokenInfo(name="second-submitter", role="read"),
+        SUBMITTER_TOKEN: TokenInfo(name="submitter", role="write"),
+        OTHER_SUBMITTER_TOKEN: TokenInfo(name="second-submitter", role="write"),
     }
 ).start()
 os.environ.update(client_env(HUB, hf_home=tempfile.mkdtemp(prefix="bundler-tests-hf-home-")))

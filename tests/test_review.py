@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import OTHER_READ_TOKEN, READ_TOKEN, WRITE_TOKEN
+from conftest import OTHER_SUBMITTER_TOKEN, READ_TOKEN, SUBMITTER_TOKEN, WRITE_TOKEN
 from factory import RunSpec, write_tree
 from helpers import forge, one_line_error, refresh_manifest, run_cli, sidecar_path, with_data
 from hubserver import Fault, HubServer
@@ -163,8 +163,8 @@ def test_two_submitters_reviewed_commented_once_and_the_clean_one_merged(world: 
         submitter="Grace <script>alert(1)</script> @maintainer",
     )
     hostile = "Add [bundles](http://evil.example) | <img src=x onerror=alert(1)> @maintainer\x1b[2J"
-    assert propose(world, READ_TOKEN, first, title="Add claude-opus") == 1
-    assert propose(world, OTHER_READ_TOKEN, second, title=hostile) == 2
+    assert propose(world, SUBMITTER_TOKEN, first, title="Add claude-opus") == 1
+    assert propose(world, OTHER_SUBMITTER_TOKEN, second, title=hostile) == 2
     main_before = hub.commits(repo_id)[0].oid
     hub.request_log.clear()
 
@@ -237,8 +237,8 @@ def test_policy_checks_flag_each_problem(world: World) -> None:
         allow_partial=True,
     )
     anonymous = world.bundles("anonymous", [world.spec(model="m-anonymous")], submitter=None)
-    propose(world, READ_TOKEN, flagged)
-    propose(world, OTHER_READ_TOKEN, anonymous)
+    propose(world, SUBMITTER_TOKEN, flagged)
+    propose(world, OTHER_SUBMITTER_TOKEN, anonymous)
     code, report, _ = review(world)
     assert code == 1
     found = {
@@ -317,7 +317,7 @@ def test_tampered_bundle_is_reported_and_never_merged(
     words: str,
 ) -> None:
     bundles = world.bundles("tampered", [world.spec(model="forger")])
-    propose(world, READ_TOKEN, bundles, tamper=tamper)
+    propose(world, SUBMITTER_TOKEN, bundles, tamper=tamper)
     main_before = world.hub.commits(world.repo_id)[0].oid
     scratch = tmp_path / "scratch"
     scratch.mkdir()
@@ -335,7 +335,7 @@ def test_tampered_bundle_is_reported_and_never_merged(
 
 def test_pr_touching_the_card_or_other_files_is_flagged(world: World) -> None:
     bundles = world.bundles("readme", [world.spec(model="card-writer")])
-    propose(world, READ_TOKEN, bundles, extra={"README.md": b"# mine\n", "notes.txt": b"hi"})
+    propose(world, SUBMITTER_TOKEN, bundles, extra={"README.md": b"# mine\n", "notes.txt": b"hi"})
     code, report, _ = review(world, "--merge", token=WRITE_TOKEN)
     assert code == 1
     (pr,) = report["pull_requests"]
@@ -355,8 +355,8 @@ def test_conflicting_pr_is_refused_and_a_replacement_shows_its_diff(world: World
         [world.spec(model="twin", rows=4, metrics={"exact_match": {"accuracy": 0.9}})],
         submitter="Grace",
     )
-    assert propose(world, READ_TOKEN, mine) == 1
-    assert propose(world, OTHER_READ_TOKEN, theirs) == 2
+    assert propose(world, SUBMITTER_TOKEN, mine) == 1
+    assert propose(world, OTHER_SUBMITTER_TOKEN, theirs) == 2
     code, report, stderr = review(world, "--merge", token=WRITE_TOKEN)
     assert code == 1, stderr
     prs = by_num(report)
@@ -387,7 +387,7 @@ def test_bundle_already_on_main_is_unchanged(world: World) -> None:
     # Dated a minute back (review allows that much clock skew), so that the PR's rows can never
     # equal the ones main's upload stamps below, even within the same second.
     a_minute_ago = utc_timestamp(datetime.now(UTC) - timedelta(minutes=1))
-    propose(world, READ_TOKEN, bundles, published_at=a_minute_ago)
+    propose(world, SUBMITTER_TOKEN, bundles, published_at=a_minute_ago)
     # The maintainer publishes the very same bundle to main meanwhile: the archive and sidecar
     # are the same, but main's rows carry another publication date, so the Hub could not merge
     # the PR; the review says the bundle is already there and the PR cannot be merged.
@@ -407,12 +407,12 @@ def test_pr_rewriting_the_rows_of_a_bundle_it_does_not_change_is_refused(world: 
     (row_path,) = [path for path in hub.list_files(repo_id) if path.startswith("rows/")]
     on_main = read_row(hub.file_bytes(repo_id, row_path) or b"")
     mine = world.bundles("mallory", [world.spec(model="mallory")], submitter="Mallory")
-    assert propose(world, OTHER_READ_TOKEN, mine) == 1
+    assert propose(world, OTHER_SUBMITTER_TOKEN, mine) == 1
     # Mallory then pushes to her PR the rows of Ada's bundle on main, only dated later: the
     # leaderboard ranks by publication date. Ada's archive is left as it is.
     forged = on_main.model_copy(update={"published_at": "2099-12-31T00:00:00Z"})
     rewritten = row_files(forged)
-    HfApi(token=OTHER_READ_TOKEN).create_commit(
+    HfApi(token=OTHER_SUBMITTER_TOKEN).create_commit(
         repo_id,
         [CommitOperationAdd(path, data) for path, data in rewritten.items()],
         commit_message="tweak",
@@ -447,7 +447,7 @@ def test_implausible_publication_date_is_flagged_and_never_merged(
     world: World, published_at: str, status: str, words: str
 ) -> None:
     bundles = world.bundles("dated", [world.spec(model="time-traveller")])
-    propose(world, READ_TOKEN, bundles, published_at=published_at)
+    propose(world, SUBMITTER_TOKEN, bundles, published_at=published_at)
     main_before = world.hub.commits(world.repo_id)[0].oid
     code, report, stderr = review(world, "--merge", token=WRITE_TOKEN)
     assert code == 1, stderr
@@ -463,7 +463,7 @@ def test_implausible_publication_date_is_flagged_and_never_merged(
 
 
 def test_pr_that_moves_during_review_is_not_merged(world: World) -> None:
-    propose(world, READ_TOKEN, world.bundles("moving", [world.spec(model="mover")]))
+    propose(world, SUBMITTER_TOKEN, world.bundles("moving", [world.spec(model="mover")]))
     main_before = world.hub.commits(world.repo_id)[0].oid
     # The submitter pushes to the PR after it was reviewed, just before the merge.
     world.hub.inject("GET", r"/revision/refs%2Fpr%2F1$", Fault.RACE, after=1)
@@ -481,8 +481,8 @@ def test_pr_that_moves_during_review_is_not_merged(world: World) -> None:
 
 def test_hub_failures_on_one_pr_or_the_card_do_not_stop_the_rest(world: World) -> None:
     hub, repo_id = world.hub, world.repo_id
-    propose(world, READ_TOKEN, world.bundles("unlucky", [world.spec(model="unlucky")]))
-    propose(world, OTHER_READ_TOKEN, world.bundles("lucky", [world.spec(model="lucky")]))
+    propose(world, SUBMITTER_TOKEN, world.bundles("unlucky", [world.spec(model="unlucky")]))
+    propose(world, OTHER_SUBMITTER_TOKEN, world.bundles("lucky", [world.spec(model="lucky")]))
     unlucky_head = hub.pull_requests(repo_id)[0].head_oid
     hub.inject("HEAD", rf"/resolve/{unlucky_head}/bundles/", Fault.status(400))
     hub.inject("POST", rf"{repo_id}/preupload/main$", Fault.status(400))  # the card's commit
@@ -499,7 +499,7 @@ def test_hub_failures_on_one_pr_or_the_card_do_not_stop_the_rest(world: World) -
 
 
 def test_a_hub_down_for_the_whole_review_asks_for_a_retry(world: World) -> None:
-    propose(world, READ_TOKEN, world.bundles("later", [world.spec(model="later")]))
+    propose(world, SUBMITTER_TOKEN, world.bundles("later", [world.spec(model="later")]))
     # Every attempt at reading the PR's head fails (the bundler retries 4 times).
     world.hub.inject("GET", r"/revision/refs%2Fpr%2F1$", Fault.status(503), times=4)
     code, report, stderr = review(world)
@@ -515,7 +515,7 @@ def test_a_hub_down_for_the_whole_review_asks_for_a_retry(world: World) -> None:
 def test_comment_and_merge_need_a_write_token(
     world: World, flag: str, token: str | None, problem: str
 ) -> None:
-    propose(world, READ_TOKEN, world.bundles("pr", [world.spec(model="waiting")]))
+    propose(world, SUBMITTER_TOKEN, world.bundles("pr", [world.spec(model="waiting")]))
     main_before = world.hub.commits(world.repo_id)[0].oid
     result = run_cli("review", "--repo", world.repo_id, flag, env={"HF_TOKEN": token or ""})
     assert result.returncode == 2

@@ -22,11 +22,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from huggingface_hub import CommitOperationAdd, DatasetCardData
+from huggingface_hub import CommitOperationAdd, DatasetCard, DatasetCardData
+from huggingface_hub.repocard import REGEX_YAML_BLOCK
 from pydantic import Field
 
 from bundler.core.errors import HubAccessError, HubError, RowError, TemporaryError, UsageError
 from bundler.core.model import Model
+from bundler.hub.access import require_card
 from bundler.hub.layout import (
     ALL_ROWS_GLOB,
     ALL_TASKS_CONFIG,
@@ -60,6 +62,8 @@ from bundler.hub.session import (
 if TYPE_CHECKING:
     import jinja2
 
+    from bundler.hub.upload import UploadReport
+
 CARD_TEMPLATE = "dataset_card.md.j2"
 TAGS = ["gptnt", "ktane", "leaderboard", "evaluation", "statics-bundler"]
 SPLIT = "train"
@@ -74,6 +78,49 @@ CELL_MAX_LENGTH = 80
 WARNING = "⚠"
 NO_VALUE = "-"
 LEFT, RIGHT = "---", "---:"
+MAX_METADATA_BYTES = 1024 * 1024
+"""The largest card metadata (the YAML header) the bundler commits: the Hub has answered 413
+to large metadata without documenting a number; the test Hub refuses over 1 MiB, as here."""
+
+
+def check_card(text: str) -> str | None:
+    """Why the Hub would refuse this dataset card, as far as can be told locally (None: it
+    looks fine): its YAML header must parse, with huggingface_hub's own card classes, into a
+    mapping that DatasetCardData takes, and stay within MAX_METADATA_BYTES."""
+    found = REGEX_YAML_BLOCK.search(text)
+    if found is None:
+        return "the card has no metadata header (--- YAML ---)"
+    size = len(found.group(2).encode("utf-8"))
+    if size > MAX_METADATA_BYTES:
+        return f"the card's metadata is {size} bytes, over the {MAX_METADATA_BYTES} it may hold"
+    try:
+        card = DatasetCard(text, ignore_metadata_errors=False)
+        DatasetCardData(**card.data.to_dict())  # type: ignore[no-untyped-call]
+    except Exception as error:  # the client's YAML and card errors have no common base
+        lines = str(error).strip().splitlines() or [type(error).__name__]
+        return f"the card's metadata is not valid: {lines[0]}"
+    return None
+
+
+def card_acceptable(card: bytes, report: UploadReport) -> bool:
+    """Whether an upload's commit may carry this card: when check_card finds a problem, the
+    bundles are committed without it, and the report says why (exit 1)."""
+    problem = check_card(card.decode("utf-8"))
+    if problem is None:
+        return True
+    card_refused(report, HubError(f"{README}: {problem}"))
+    return False
+
+
+def card_refused(report: UploadReport, error: HubError) -> None:
+    """Record that the dataset card was left out of the upload's commits, and why."""
+    line = (
+        f"the dataset card was not committed ({error}); the bundles were, without it: "
+        "fix the problem, then run `bundler card`"
+    )
+    if report.card_refused is None:
+        report.card_refused = line
+        report.warnings.append(line)
 
 
 @functools.cache
@@ -389,6 +436,8 @@ def refresh_card(
             hint="regenerate the card of the branch the pull request merges into",
         )
     result = CardRefresh(repo_id=session.repo_id, revision=revision, dry_run=dry_run)
+    if not dry_run:
+        require_card(session.rights())  # before anything is read: exit 2 without write access
     reader = RowReader(session)
 
     def plan() -> PlannedCommit | None:
@@ -400,7 +449,12 @@ def refresh_card(
         result.bundle_count = len(rows)
         result.unreadable_rows = unreadable
         result.changed = current is None or current.blob_id != git_blob_id(card)
-        if not result.changed or dry_run:
+        if not result.changed:
+            return None
+        problem = check_card(card.decode("utf-8"))
+        if problem is not None:
+            raise HubError(f"the dataset card was not committed: {problem}")
+        if dry_run:
             return None
         return PlannedCommit(
             revision=revision,

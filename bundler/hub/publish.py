@@ -37,7 +37,8 @@ from huggingface_hub.community import DiscussionComment
 from bundler.core.errors import BundlerError, HubAccessError, HubError, RowError, TemporaryError
 from bundler.core.progress import NoProgress, ProgressSink
 from bundler.core.version import bundler_version
-from bundler.hub.card import RowReader, render_dataset_card
+from bundler.hub.access import check_upload, upload_rights
+from bundler.hub.card import RowReader, card_acceptable, card_refused, render_dataset_card
 from bundler.hub.download import fetch_bundle
 from bundler.hub.layout import README, repo_archive, repo_paths, repo_row, repo_sidecar
 from bundler.hub.pullrequest import (
@@ -162,10 +163,11 @@ class Publisher:
         self.options = options
         self.progress = progress or NoProgress()
         token = options.token.get_secret_value() if options.token else None
-        self.session = HubSession(options.repo_id, token=token)
+        self.session = HubSession(options.repo_id, token=token, max_wait=options.max_wait_seconds)
         self.report = UploadReport(
             repo_id=options.repo_id, revision=options.revision, dry_run=options.dry_run
         )
+        self.session.on_wait(self.report.warnings.append)  # rate-limit waits (hub.ratelimit)
         self.destination = Destination(base=options.revision, create_pr=options.create_pr)
         self.user: str | None = None
         self.rows = RowReader(self.session)
@@ -204,14 +206,10 @@ class Publisher:
     def _prepare_repository(self) -> bool:
         """Check the token and the repository; create the dataset repository if missing."""
         session = self.session
-        if not self.options.dry_run:
-            self.user = session.whoami()
-        elif self.options.create_pr:
-            try:  # a dry run may be anonymous; it then plans a new pull request
-                self.user = session.whoami()
-            except HubAccessError:
-                self.user = None
+        rights = upload_rights(session, dry_run=self.options.dry_run)  # hub.access
+        self.user = rights.user if rights is not None else None
         if session.dataset_exists():
+            check_upload(rights, repo_exists=True, create_pr=self.options.create_pr)
             return True
         other = session.other_type_exists()
         if other is not None:
@@ -219,6 +217,7 @@ class Publisher:
                 f"{self.options.repo_id} is a {other} repository, not a dataset",
                 hint="bundles are published to a dataset repository; choose another --repo",
             )
+        check_upload(rights, repo_exists=False, create_pr=self.options.create_pr)
         if self.options.dry_run:
             return False
         try:
@@ -525,11 +524,14 @@ class Publisher:
                 for bundle in todo
                 for path, content in bundle.repo_files().items()
             ]
-            if not self.options.create_pr:
+            card_path = None
+            if not self.options.create_pr and self.report.card_refused is None:
                 card = self._card(head, todo)
                 held = remote.get(README)
-                if held is None or held.blob_id != git_blob_id(card):
+                changed = held is None or held.blob_id != git_blob_id(card)
+                if changed and card_acceptable(card, self.report):  # checked locally first
                     operations.append(CommitOperationAdd(README, card))
+                    card_path = README
             summary, description = self._message(todo, plans)
             planned[:] = [
                 PlannedCommit(
@@ -540,6 +542,8 @@ class Publisher:
                     description=description,
                     doing="opening the pull request" if destination.opens_pr else "committing",
                     create_pr=destination.opens_pr,
+                    card=card_path,
+                    on_card_refused=partial(card_refused, self.report),
                 )
             ]
             return planned[0]
@@ -676,8 +680,8 @@ class Publisher:
         user = self.user or "unknown"
         title = pr_title(proposed, user, self.options.message)
         description = render_pr_description(self.options.repo_id, user, proposed, bundler_version())
-        # Each on its own: a submitter's read token may rename its pull request, where the
-        # Hub may refuse it the description's edit.
+        # Each on its own: the Hub may let a submitter rename its pull request, and refuse
+        # it the description's edit.
         if title != destination.pr_title:
             self._update_pr(
                 "its title",

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import httpx2
@@ -96,11 +96,12 @@ class Policy:
     """The bound every Hub request of this process follows (the client's session is shared)."""
 
     max_wait: float = DEFAULT_MAX_WAIT
-    notes: list[Callable[[str], None]] = field(default_factory=list)
+    listener: Callable[[str], None] | None = None
+    """Told of each wait; the command being run sets it (one command runs at a time)."""
 
     def note(self, text: str) -> None:
-        for listener in self.notes:
-            listener(text)
+        if self.listener is not None:
+            self.listener(text)
 
 
 POLICY = Policy()
@@ -109,15 +110,16 @@ _install_lock = threading.Lock()
 
 
 def configure(max_wait: float | None = None) -> None:
-    """Bound the waits of this process's Hub requests (None: BUNDLER_MAX_WAIT, else 300 s)."""
+    """Bound the waits of this process's Hub requests (None: BUNDLER_MAX_WAIT, else 300 s),
+    for a new session: no listener is told of its waits until `listen` names one."""
     POLICY.max_wait = max_wait_from_env() if max_wait is None else max_wait
+    POLICY.listener = None
     install()
 
 
 def listen(listener: Callable[[str], None]) -> None:
     """Have `listener` told of every rate-limit wait (one line each)."""
-    if listener not in POLICY.notes:
-        POLICY.notes.append(listener)
+    POLICY.listener = listener
 
 
 def _on_response(response: httpx2.Response) -> None:

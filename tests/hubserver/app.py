@@ -222,6 +222,9 @@ class HubApp:
         if who is None:
             raise HubError(401, INVALID_CREDENTIALS)
         access_token = {"displayName": f"{who.name}-{who.role}", "role": who.role}
+        orgs = [
+            {"type": "org", "name": org, "fullname": org, "roleInOrg": "write"} for org in who.orgs
+        ]
         return Response.of_json(
             {
                 "type": "user",
@@ -229,7 +232,7 @@ class HubApp:
                 "name": who.name,
                 "fullname": who.name,
                 "isPro": False,
-                "orgs": [],
+                "orgs": orgs,
                 "auth": {"type": "access_token", "accessToken": access_token},
             }
         )

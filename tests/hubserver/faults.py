@@ -12,7 +12,25 @@ import re
 import threading
 from dataclasses import dataclass
 from enum import Enum
-from typing import ClassVar
+from typing import ClassVar, Literal
+
+
+@dataclass(frozen=True)
+class RateLimitHeaders:
+    """The IETF draft headers the Hub sends with a 429 (Hub docs rate-limits), which
+    `huggingface_hub.utils.parse_ratelimit_headers` reads."""
+
+    resource: str
+    remaining: int
+    reset: int
+    quota: int
+    window: int
+
+    def headers(self) -> dict[str, str]:
+        return {
+            "RateLimit": f'"{self.resource}";r={self.remaining};t={self.reset}',
+            "RateLimit-Policy": f'"fixed window";"{self.resource}";q={self.quota};w={self.window}',
+        }
 
 
 class FaultKind(Enum):
@@ -30,6 +48,7 @@ class Fault:
     kind: FaultKind
     code: int | None = None
     retry_after: int | None = None
+    ratelimit: RateLimitHeaders | None = None
 
     LOST_RESPONSE: ClassVar[Fault]
     RACE: ClassVar[Fault]
@@ -40,6 +59,18 @@ class Fault:
         if not 400 <= code <= 599:
             raise ValueError(f"a status fault needs an HTTP error code, got {code}")
         return cls(FaultKind.STATUS, code=code, retry_after=retry_after)
+
+    @classmethod
+    def rate_limited(
+        cls, reset: int, resource: Literal["api", "resolvers"] = "api", quota: int = 1000
+    ) -> Fault:
+        """A 429 as the Hub sends it (Hub docs rate-limits): `RateLimit: "api";r=0;t=<reset>`
+        and `RateLimit-Policy: "fixed window";"api";q=<quota>;w=300`, and no `Retry-After`.
+        The client (`http_backoff`) then sleeps `reset + 1` seconds before retrying."""
+        if reset < 0:
+            raise ValueError("reset must be >= 0 seconds")
+        headers = RateLimitHeaders(resource, remaining=0, reset=reset, quota=quota, window=300)
+        return cls(FaultKind.STATUS, code=429, ratelimit=headers)
 
     def describe(self) -> str:
         """Short label kept in the request log so a failing test shows which fault fired."""

@@ -21,6 +21,11 @@ class TokenInfo:
 
     name: str
     role: Literal["read", "write"] = "write"
+    orgs: tuple[str, ...] = ()
+
+    def owns(self, namespace: str) -> bool:
+        """The namespace is the user's own or one of its organizations'."""
+        return namespace == self.name or namespace in self.orgs
 
 
 @dataclass(frozen=True)

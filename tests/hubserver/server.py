@@ -221,6 +221,8 @@ class HubServer:
                 response = Response.error(
                     HubError(fault.code, f"Injected fault: HTTP {fault.code}")
                 )
+                if fault.ratelimit is not None:
+                    response.headers.update(fault.ratelimit.headers())
                 if fault.retry_after is not None:
                     response.headers["Retry-After"] = str(fault.retry_after)
             else:

@@ -130,7 +130,10 @@ def is_xet_unavailable(error: BaseException) -> bool:
 
 
 def is_card_refusal(error: BaseException) -> bool:
-    """The Hub refused a commit's dataset card (its metadata), not the commit."""
+    """The Hub refused a commit's dataset card (its metadata), not the commit: validate-yaml's
+    400 reaches us as the client's ValueError("Invalid metadata in README.md ...")."""
+    if isinstance(error, ValueError) and "README.md" in str(error):
+        return True
     return status_of(error) in (400, 413) and bool(CARD_REFUSED.search(str(error)))
 
 

@@ -110,15 +110,14 @@ _install_lock = threading.Lock()
 
 
 def configure(max_wait: float | None = None) -> None:
-    """Bound the waits of this process's Hub requests (None: BUNDLER_MAX_WAIT, else 300 s),
-    for a new session: no listener is told of its waits until `listen` names one."""
+    """Bound the waits of this process's Hub requests (None: BUNDLER_MAX_WAIT, else 300 s)."""
     POLICY.max_wait = max_wait_from_env() if max_wait is None else max_wait
-    POLICY.listener = None
     install()
 
 
 def listen(listener: Callable[[str], None]) -> None:
-    """Have `listener` told of every rate-limit wait (one line each)."""
+    """Have `listener` told of every rate-limit wait from now on (one line each); the
+    command that reports (an upload's report) names it, replacing any earlier one."""
     POLICY.listener = listener
 
 

@@ -191,6 +191,7 @@ def test_replacement_added_to_an_open_pr_rewrites_its_title_and_description(
 def test_dry_run_with_create_pr_plans_against_the_open_pr(
     hub: HubServer, repo_id: str, tmp_path: Path
 ) -> None:
+    hub.create_repo(repo_id)  # a pull request is never what creates the repository
     first = make_bundles(tmp_path / "a", [RunSpec(task="alpha", rows=2)])
     assert upload(first, "--repo", repo_id, "--create-pr", token=BOB)[0] == 0
     shutil.copytree(

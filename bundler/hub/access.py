@@ -16,15 +16,12 @@ into the same messages (HubSession.describe), in case it knows better than whoam
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import ConfigDict
 
 from bundler.core.errors import HubAccessError
 from bundler.core.model import Model
-
-if TYPE_CHECKING:
-    from bundler.hub.session import HubSession
 
 Role = Literal["read", "write", "fineGrained"]
 REPO_WRITE = "repo.write"
@@ -183,18 +180,7 @@ def require_card(rights: AccessRights) -> None:
         )
 
 
-def upload_rights(session: HubSession, *, dry_run: bool) -> AccessRights | None:
-    """The token's rights for an upload. A dry run without any token plans as an anonymous
-    reader would (None: nothing to check); with one, it is checked as the upload would be."""
-    if dry_run and session.api.token is None:
-        from huggingface_hub import get_token
-
-        if get_token() is None:
-            return None
-    return session.rights()
-
-
 def check_upload(rights: AccessRights | None, *, repo_exists: bool, create_pr: bool) -> None:
-    """require_upload, for a token that is known (see upload_rights)."""
+    """require_upload, for a token that is known (see HubSession.upload_rights)."""
     if rights is not None:
         require_upload(rights, repo_exists=repo_exists, create_pr=create_pr)

@@ -20,7 +20,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from huggingface_hub import CommitOperationAdd, DatasetCard, DatasetCardData
 from huggingface_hub.repocard import REGEX_YAML_BLOCK
@@ -62,7 +62,13 @@ from bundler.hub.session import (
 if TYPE_CHECKING:
     import jinja2
 
-    from bundler.hub.upload import UploadReport
+
+class UploadReport(Protocol):
+    """What an upload's report holds about the card (bundler.hub.upload.UploadReport)."""
+
+    card_refused: str | None
+    warnings: list[str]
+
 
 CARD_TEMPLATE = "dataset_card.md.j2"
 TAGS = ["gptnt", "ktane", "leaderboard", "evaluation", "statics-bundler"]

@@ -37,7 +37,7 @@ from huggingface_hub.community import DiscussionComment
 from bundler.core.errors import BundlerError, HubAccessError, HubError, RowError, TemporaryError
 from bundler.core.progress import NoProgress, ProgressSink
 from bundler.core.version import bundler_version
-from bundler.hub.access import check_upload, upload_rights
+from bundler.hub.access import check_upload
 from bundler.hub.card import RowReader, card_acceptable, card_refused, render_dataset_card
 from bundler.hub.download import fetch_bundle
 from bundler.hub.layout import README, repo_archive, repo_paths, repo_row, repo_sidecar
@@ -206,7 +206,7 @@ class Publisher:
     def _prepare_repository(self) -> bool:
         """Check the token and the repository; create the dataset repository if missing."""
         session = self.session
-        rights = upload_rights(session, dry_run=self.options.dry_run)  # hub.access
+        rights = session.upload_rights(dry_run=self.options.dry_run)  # hub.access
         self.user = rights.user if rights is not None else None
         if session.dataset_exists():
             check_upload(rights, repo_exists=True, create_pr=self.options.create_pr)

@@ -25,6 +25,7 @@ from huggingface_hub import (
     CommitOperationAdd,
     HfApi,
     get_session,
+    get_token,
     hf_hub_url,
     hf_raise_for_status,
 )
@@ -279,6 +280,14 @@ class HubSession:
     def rights(self) -> AccessRights:
         """What this token may do on this repository (bundler.hub.access)."""
         return AccessRights.of(self.whoami_info(), self.repo_id)
+
+    def upload_rights(self, *, dry_run: bool) -> AccessRights | None:
+        """The token's rights for an upload. A dry run without any token plans as an
+        anonymous reader would (None: nothing to check); with one, it is checked as the
+        upload would be."""
+        if dry_run and self.api.token is None and get_token() is None:
+            return None
+        return self.rights()
 
     def head(self, revision: str) -> str:
         """The commit sha a revision points at now."""

@@ -157,9 +157,13 @@ def require_upload(rights: AccessRights, *, repo_exists: bool, create_pr: bool) 
 def require_review(rights: AccessRights, *, comment: bool, merge: bool) -> None:
     """`--comment` needs a token allowed to comment, `--merge` write access to the repo."""
     if comment and not rights.can_contribute:
+        problem = (
+            "this token is read-only"
+            if rights.role == "read"
+            else "this fine-grained token lacks discussion.write"
+        )
         raise HubAccessError(
-            f"--comment needs a token allowed to comment on {rights.repo_id}: this token "
-            "is read-only",
+            f"--comment needs a token allowed to comment on {rights.repo_id}: {problem}",
             hint=f"use {MAINTAINER_TOKEN}; reviewing alone needs none",
         )
     if merge and not rights.can_write:

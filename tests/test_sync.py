@@ -173,6 +173,7 @@ def test_sync_dry_run_collects_and_only_plans(
 def test_sync_with_create_pr_counts_the_bundles_it_proposes(
     hub: HubServer, repo_id: str, tree: Path, tmp_path: Path
 ) -> None:
+    hub.create_repo(repo_id)  # a pull request is never what creates the repository
     code, report, stderr = sync(tree, tmp_path / "bundles", repo_id, "--create-pr")
     assert code == 0, stderr
     assert report["pull_request_url"] is not None

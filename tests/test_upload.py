@@ -263,13 +263,19 @@ def test_a_header_the_client_cannot_send_is_not_retried_as_a_hub_outage(hub: Hub
     assert len(hub.request_log) == before  # refused before sending, and not retried
 
 
-def test_read_only_token_suggests_create_pr(hub: HubServer, repo_id: str, bundles: Path) -> None:
+def test_read_only_token_is_refused_before_anything_is_sent(
+    hub: HubServer, repo_id: str, bundles: Path
+) -> None:
     hub.create_repo(repo_id)
-    code, payload, stderr = upload(bundles, "--repo", repo_id, token=READ_TOKEN)
-    assert code == 2
-    assert "no write access" in stderr and "--create-pr" in stderr
-    assert READ_TOKEN not in stderr + json.dumps(payload)
-    assert "error" in payload
+    for extra in ([], ["--create-pr"], ["--dry-run"]):
+        before = len(hub.request_log)
+        code, payload, stderr = upload(bundles, "--repo", repo_id, *extra, token=READ_TOKEN)
+        assert code == 2, extra
+        assert "read-only" in stderr and "write token of your own account" in stderr
+        assert READ_TOKEN not in stderr + json.dumps(payload)
+        assert "error" in payload
+        sent = hub.request_log[before:]
+        assert not [r for r in sent if r.method == "POST" or "/paths-info/" in r.path]
 
 
 def test_model_repository_is_not_a_dataset(hub: HubServer, repo_id: str, bundles: Path) -> None:

@@ -306,13 +306,12 @@ def test_a_submitters_write_token_opens_its_pull_request_with_the_right_title_an
 
 def test_a_read_token_opens_no_pull_request(hub: HubServer, repo_id: str, tmp_path: Path) -> None:
     """A read token "can only be used to provide read access" (Hub docs security-tokens): the
-    Hub refuses its pull request, so nothing lands and the token never shows in the output.
-    (The bundler does not pre-check the token's role yet; the exact message is its own.)"""
+    bundler says so before anything is sent, nothing lands, and the token never shows."""
     hub.create_repo(repo_id)
     bundles = make_bundles(tmp_path / "few", [RunSpec(task="alpha", rows=2)])
     main_before = hub.commits(repo_id)[0].oid
     code, report, stderr = upload(bundles, "--repo", repo_id, "--create-pr", token=READ_TOKEN)
-    assert code != 0
+    assert code == 2 and "read" in stderr
     assert hub.pull_requests(repo_id) == []
     assert hub.commits(repo_id)[0].oid == main_before
     assert READ_TOKEN not in stderr + json.dumps(report)

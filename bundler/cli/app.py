@@ -230,6 +230,16 @@ WaitOption = Annotated[
         "before giving up with exit code 75.",
     ),
 ]
+MaxWaitOption = Annotated[
+    float | None,
+    typer.Option(
+        "--max-wait",
+        metavar="SECONDS",
+        min=0,
+        help="Wait this long at most for a Hub rate-limit window to reset (default "
+        "BUNDLER_MAX_WAIT, else 300); a longer one ends with exit code 75, saying when.",
+    ),
+]
 
 # Options shared by collect and sync.
 OutputRootArgument = Annotated[
@@ -296,8 +306,10 @@ CreatePrOption = Annotated[
     bool,
     typer.Option(
         "--create-pr",
-        help="Propose the bundles in your pull request (no write access needed): re-running "
-        "adds commits to your open bundler pull request; it never touches the card.",
+        help="Propose the bundles in your pull request: needs a write token of your own "
+        "account, no write access to the repository. Without it, publishing needs a write "
+        "token of an account in the organization that owns the repository. Re-running adds "
+        "commits to your open bundler pull request; it never touches the card.",
     ),
 ]
 PrivateOption = Annotated[
@@ -566,6 +578,7 @@ def _upload_options(
     message: str | None,
     token: str | None,
     wait: float,
+    max_wait: float | None = None,
 ) -> UploadOptions:
     """The upload options from the command line (shared by upload and sync)."""
     from bundler.hub.upload import UploadOptions
@@ -581,6 +594,7 @@ def _upload_options(
         message=message,
         token=_token(token),
         lock_wait=wait,
+        max_wait_seconds=max_wait,
     )
 
 
@@ -653,6 +667,7 @@ def upload_command(
     dry_run: DryRunOption = False,
     message: MessageOption = None,
     wait: WaitOption = 0,
+    max_wait: MaxWaitOption = None,
     json_output: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
@@ -679,6 +694,7 @@ def upload_command(
             message=message,
             token=token,
             wait=wait,
+            max_wait=max_wait,
         )
         from bundler.hub.session import quiet_hub_client
 
@@ -707,8 +723,9 @@ def card_command(
 ) -> None:
     """Regenerate the dataset card from every bundle row the branch holds, as one commit naming
     its parent; nothing is committed when the card is already true. Repairs a card gone stale
-    after pull requests were merged in the web interface. Needs write access (not for
-    --dry-run). Exit 1 if some row file could not be read."""
+    after pull requests were merged in the web interface. Needs a write token of an account in
+    the organization that owns the repository (not for --dry-run), checked first (exit 2). Exit
+    1 if some row file could not be read, or the Hub refused the card."""
     from bundler.cli.render import render_card
     from bundler.hub.refresh import refresh_card
     from bundler.hub.session import HubSession
@@ -826,6 +843,7 @@ def sync_command(
         ),
     ] = None,
     wait: WaitOption = 0,
+    max_wait: MaxWaitOption = None,
     json_output: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
@@ -882,6 +900,7 @@ def sync_command(
                 message=message,
                 token=token,
                 wait=wait,
+                max_wait=max_wait,
             ),
             lock_wait=wait,
             report_path=report,
@@ -1016,7 +1035,8 @@ def review_command(
         bool,
         typer.Option(
             "--merge",
-            help="Merge each PR whose every check passed (needs a write token), then "
+            help="Merge each PR whose every check passed (needs a write token of an account in "
+            "the organization that owns the repository), then "
             "regenerate the dataset card.",
         ),
     ] = False,

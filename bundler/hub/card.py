@@ -13,12 +13,14 @@ import functools
 import html
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from huggingface_hub import DatasetCardData
+from huggingface_hub import DatasetCard, DatasetCardData
+from huggingface_hub.repocard import REGEX_YAML_BLOCK
 
+from bundler.core.errors import HubError
 from bundler.hub.boards import TaskBoard
-from bundler.hub.layout import ALL_TABLE, ALL_TASKS_CONFIG, task_table
+from bundler.hub.layout import ALL_TABLE, ALL_TASKS_CONFIG, README, task_table
 from bundler.hub.markdown import template_text
 from bundler.hub.rows import (
     MAPPED_DIGEST_HEX,
@@ -30,6 +32,14 @@ from bundler.hub.tables import MAX_METRIC_COLUMNS
 
 if TYPE_CHECKING:
     import jinja2
+
+
+class UploadReport(Protocol):
+    """What an upload's report holds about the card (bundler.hub.plan.UploadReport)."""
+
+    card_refused: str | None
+    warnings: list[str]
+
 
 CARD_TEMPLATE = "dataset_card.md.j2"
 TAGS = ["gptnt", "ktane", "leaderboard", "evaluation", "statics-bundler"]
@@ -45,6 +55,49 @@ CELL_MAX_LENGTH = 40
 WARNING = "⚠"
 NO_VALUE = "-"
 LEFT, RIGHT = "---", "---:"
+MAX_METADATA_BYTES = 1024 * 1024
+"""The largest card metadata (the YAML header) the bundler commits: the Hub has answered 413
+to large metadata without documenting a number; the test Hub refuses over 1 MiB, as here."""
+
+
+def check_card(text: str) -> str | None:
+    """Why the Hub would refuse this dataset card, as far as can be told locally (None: it
+    looks fine): its YAML header must parse, with huggingface_hub's own card classes, into a
+    mapping that DatasetCardData takes, and stay within MAX_METADATA_BYTES."""
+    found = REGEX_YAML_BLOCK.search(text)
+    if found is None:
+        return "the card has no metadata header (--- YAML ---)"
+    size = len(found.group(2).encode("utf-8"))
+    if size > MAX_METADATA_BYTES:
+        return f"the card's metadata is {size} bytes, over the {MAX_METADATA_BYTES} it may hold"
+    try:
+        card = DatasetCard(text, ignore_metadata_errors=False)
+        DatasetCardData(**card.data.to_dict())  # type: ignore[no-untyped-call]
+    except Exception as error:  # the client's YAML and card errors have no common base
+        lines = str(error).strip().splitlines() or [type(error).__name__]
+        return f"the card's metadata is not valid: {lines[0]}"
+    return None
+
+
+def card_acceptable(card: bytes, report: UploadReport) -> bool:
+    """Whether an upload's commit may carry this card: when check_card finds a problem, the
+    bundles are committed without it, and the report says why (exit 1)."""
+    problem = check_card(card.decode("utf-8"))
+    if problem is None:
+        return True
+    card_refused(report, HubError(f"{README}: {problem}"))
+    return False
+
+
+def card_refused(report: UploadReport, error: HubError) -> None:
+    """Record that the dataset card was left out of the upload's commits, and why."""
+    line = (
+        f"the dataset card was not committed ({error}); the bundles were, without it: "
+        "fix the problem, then run `bundler card`"
+    )
+    if report.card_refused is None:
+        report.card_refused = line
+        report.warnings.append(line)
 
 
 @functools.cache

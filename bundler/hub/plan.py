@@ -81,6 +81,12 @@ class UploadOptions(Model):
     lock_wait: float = Field(
         default=0, ge=0, description="seconds to wait for another run to release the folder"
     )
+    max_wait_seconds: float | None = Field(
+        default=None,
+        ge=0,
+        description="longest wait for a Hub rate-limit window to reset (None: "
+        "BUNDLER_MAX_WAIT, else 300 s); a longer one ends the upload with exit 75",
+    )
 
 
 class BundlePlan(Model):
@@ -115,13 +121,19 @@ class UploadReport(Model):
     hint: str | None = None
     """What to do about `error`."""
     error_temporary: bool = False
+    card_refused: str | None = None
+    """Why the dataset card was left out of the commits (the bundles were committed without
+    it; `bundler card` commits it once the problem is fixed)."""
 
     @property
     def exit_code(self) -> int:
-        """1 when a person must look (refused, failed checks, conflicts); else 75 when
-        something failed only for a temporary reason; else 0. Held-back bundles count as
-        neither: they wait for their run to complete."""
-        person = (self.error is not None and not self.error_temporary) or any(
+        """1 when a person must look (refused, failed checks, conflicts, a refused card); else
+        75 when something failed only for a temporary reason; else 0. Held-back bundles count
+        as neither: they wait for their run to complete."""
+        person = (self.error is not None and not self.error_temporary) or (
+            self.card_refused is not None
+        )
+        person = person or any(
             bundle.outcome == "refused" or (bundle.outcome == "failed" and not bundle.temporary)
             for bundle in self.bundles
         )

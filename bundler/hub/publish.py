@@ -18,15 +18,18 @@ are being verified, so that loading and verifying overlap.
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 
 from bundler.core.errors import BundlerError, HubAccessError, TemporaryError
 from bundler.core.progress import NoProgress, ProgressSink
 from bundler.core.version import bundler_version
+from bundler.hub.access import check_upload
+from bundler.hub.card import card_acceptable, card_refused
 from bundler.hub.destination import Destination
 from bundler.hub.evidence import EvidenceReader
-from bundler.hub.layout import repo_archive, repo_paths
+from bundler.hub.layout import README, repo_archive, repo_paths
 from bundler.hub.leaderboard import BranchTables, read_branch
 from bundler.hub.plan import (
     BundlePlan,
@@ -55,10 +58,11 @@ class Publisher:
         self.options = options
         self.progress = progress or NoProgress()
         token = options.token.get_secret_value() if options.token else None
-        self.session = HubSession(options.repo_id, token=token)
+        self.session = HubSession(options.repo_id, token=token, max_wait=options.max_wait_seconds)
         self.report = UploadReport(
             repo_id=options.repo_id, revision=options.revision, dry_run=options.dry_run
         )
+        self.session.on_wait(self.report.warnings.append)  # rate-limit waits (hub.ratelimit)
         self.destination = Destination(base=options.revision, create_pr=options.create_pr)
         self.user: str | None = None
         self.tables: BranchTables | None = None
@@ -98,14 +102,10 @@ class Publisher:
     def _prepare_repository(self) -> bool:
         """Check the token and the repository; create the dataset repository if missing."""
         session = self.session
-        if not self.options.dry_run:
-            self.user = session.whoami()
-        elif self.options.create_pr:
-            try:  # a dry run may be anonymous; it then plans a new pull request
-                self.user = session.whoami()
-            except HubAccessError:
-                self.user = None
+        rights = session.upload_rights(dry_run=self.options.dry_run)  # hub.access
+        self.user = rights.user if rights is not None else None
         if session.dataset_exists():
+            check_upload(rights, repo_exists=True, create_pr=self.options.create_pr)
             return True
         other = session.other_type_exists()
         if other is not None:
@@ -113,6 +113,7 @@ class Publisher:
                 f"{self.options.repo_id} is a {other} repository, not a dataset",
                 hint="bundles are published to a dataset repository; choose another --repo",
             )
+        check_upload(rights, repo_exists=False, create_pr=self.options.create_pr)
         if self.options.dry_run:
             return False
         try:
@@ -249,6 +250,8 @@ class Publisher:
         self.report.commits.append(info.oid)
         if self.tables is not None and self._written is not None:
             leaderboard, written = self._written
+            if self.report.card_refused is not None:  # the Hub took the commit without it
+                written.pop(README, None)
             self.tables.committed(info.oid, leaderboard, written)
             self._planned = (self.destination.ref, info.oid, {})
         if info.pr_num is not None and self.destination.pr_num is None:
@@ -289,6 +292,7 @@ class Publisher:
             )
         else:
             summary, description = commit_message(todo, plans, self.options.message)
+        carries_card = any(op.path_in_repo == README for op in operations)
         return PlannedCommit(
             revision=self.destination.ref,
             parent=head,
@@ -297,6 +301,8 @@ class Publisher:
             description=description,
             doing="opening the pull request" if opens_pr else "committing",
             create_pr=opens_pr,
+            card=README if carries_card else None,
+            on_card_refused=partial(card_refused, self.report),
         )
 
     def _proposal(self, bundle_id: str) -> ProposedBundle:
@@ -324,7 +330,11 @@ class Publisher:
         rows = [bundle.row for bundle in todo if bundle.row is not None]
         after = replace(tables, leaderboard=tables.leaderboard.updated(rows))
         touched = None if tables.legacy else {bundle.key.task for bundle in todo}
-        operations = table_operations(self.session, after, touched)
+        operations = [
+            op
+            for op in table_operations(self.session, after, touched)
+            if not (op.path_in_repo == README and not self._card_acceptable(op))
+        ]
         written = {
             op.path_in_repo: op.path_or_fileobj
             for op in operations
@@ -335,6 +345,14 @@ class Publisher:
             {p: d for p, d in written.items() if isinstance(d, bytes)},
         )
         return operations
+
+    def _card_acceptable(self, operation: CommitOperationAdd | CommitOperationDelete) -> bool:
+        """Whether the commit may carry this card: one the Hub would refuse (checked locally)
+        is left out, so that it never blocks the bundles; the report says why (exit 1)."""
+        if self.report.card_refused is not None or not isinstance(operation, CommitOperationAdd):
+            return False
+        data = operation.path_or_fileobj
+        return isinstance(data, bytes) and card_acceptable(data, self.report)
 
     def _describe_pr(self, plans: dict[str, BundlePlan]) -> None:
         """Rewrite the pull request's title and description to say what it now proposes; a

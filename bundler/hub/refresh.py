@@ -12,9 +12,12 @@ from __future__ import annotations
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 from pydantic import Field
 
-from bundler.core.errors import UsageError
+from bundler.core.errors import HubError, UsageError
 from bundler.core.model import Model
 from bundler.core.progress import ProgressSink
+from bundler.hub.access import require_card
+from bundler.hub.card import check_card
+from bundler.hub.layout import README
 from bundler.hub.leaderboard import BranchTables, read_branch
 from bundler.hub.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
 from bundler.hub.session import HubSession, PlannedCommit, commit_replanned
@@ -77,6 +80,8 @@ def refresh_card(
             hint="regenerate the card of the branch the pull request merges into",
         )
     result = CardRefresh(repo_id=session.repo_id, revision=revision, dry_run=dry_run)
+    if not dry_run:
+        require_card(session.rights())  # before anything is read: exit 2 without write access
 
     def plan() -> PlannedCommit | None:
         state = read_branch(session, revision, progress)
@@ -87,7 +92,15 @@ def refresh_card(
         result.upgraded = bool(state.legacy)
         result.changed_files = sorted(operation.path_in_repo for operation in operations)
         result.changed = bool(operations)
-        if not result.changed or dry_run:
+        if not result.changed:
+            return None
+        for operation in operations:
+            data = getattr(operation, "path_or_fileobj", None)
+            if operation.path_in_repo == README and isinstance(data, bytes):
+                problem = check_card(data.decode("utf-8"))
+                if problem is not None:
+                    raise HubError(f"the dataset card was not committed: {problem}")
+        if dry_run:
             return None
         what = "Upgrade the repository to layout 2" if state.legacy else "Regenerate"
         return PlannedCommit(

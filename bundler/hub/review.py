@@ -41,6 +41,7 @@ from bundler.core.errors import (
 from bundler.core.model import Model
 from bundler.core.progress import NoProgress, ProgressSink
 from bundler.core.version import bundler_version
+from bundler.hub.access import require_review
 from bundler.hub.download import FetchedBundle, fetch_verified
 from bundler.hub.layout import bundle_ids_in, repo_archive, repo_paths, repo_row
 from bundler.hub.markdown import markdown_template
@@ -254,11 +255,11 @@ class Reviewer:
         )
         if (self.token or get_token()) is None:
             raise WriteTokenRequired("missing", asked)
-        info = self.session.call("checking the token", self.api.whoami)
-        role = info.get("auth", {}).get("accessToken", {}).get("role")
-        if role == "read":
+        rights = self.session.rights()
+        if rights.role == "read":
             raise WriteTokenRequired("read-only", asked)
-        return str(info.get("name", ""))
+        require_review(rights, comment=options.comment, merge=options.merge)  # hub.access
+        return rights.user
 
     def _pull_requests(self) -> list[DiscussionWithDetails]:
         """Every PR to review, all looked up before any is reviewed, so a wrong number stops

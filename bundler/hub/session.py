@@ -26,6 +26,7 @@ from huggingface_hub import (
     CommitOperationDelete,
     HfApi,
     get_session,
+    get_token,
     hf_hub_url,
     hf_raise_for_status,
 )
@@ -51,6 +52,8 @@ from bundler.core.errors import (
     TemporaryError,
     UsageError,
 )
+from bundler.hub import ratelimit
+from bundler.hub.access import AccessRights, no_write_access
 from bundler.hub.remote import LastCommit, RemoteEntry, RemoteFile, RemoteFolder
 from bundler.hub.retry import RETRY_MAX_SECONDS
 
@@ -65,7 +68,12 @@ READ_ATTEMPTS = 4
 READ_BACKOFF_SECONDS = 0.5
 MAX_SMALL_FILE_BYTES = 16 << 20
 """A row or sidecar is a few KB; anything near this is not one and is not read further."""
-MAX_RETRY_AFTER_SECONDS = 120.0
+XET_HINT = (
+    "set HF_HUB_DISABLE_XET=1 for a Hub-compatible server without Xet storage "
+    "(never for huggingface.co)"
+)
+CARD_REFUSED = re.compile(r"README\.md|metadata|yaml", re.IGNORECASE)
+"""What a Hub refusal (400, 413) of a commit says when it is the dataset card it refuses."""
 
 T = TypeVar("T")
 
@@ -87,21 +95,44 @@ def status_of(error: BaseException) -> int | None:
 
 
 def retry_after_of(error: BaseException) -> float | None:
-    """Seconds the Hub asked us to wait (Retry-After header), if it said."""
+    """Seconds the Hub asked us to wait (Retry-After, else the RateLimit header's reset), if
+    it said. A wait longer than the rate-limit policy's bound never gets here: the response
+    hook (bundler.hub.ratelimit) ends the command instead."""
     if not isinstance(error, HfHubHTTPError) or error.response is None:
         return None
-    value = error.response.headers.get("Retry-After")
-    try:
-        return min(float(value), MAX_RETRY_AFTER_SECONDS) if value is not None else None
-    except ValueError:
-        return None
+    wait = ratelimit.announced(error.response.headers)
+    return None if wait is None else min(wait.seconds, ratelimit.POLICY.max_wait)
+
+
+def is_xet_unavailable(error: BaseException) -> bool:
+    """The endpoint has no Xet storage: huggingface_hub asked it for a Xet write token (it
+    does when hf-xet is installed) and got a 404; the same happens on every try."""
+    seen: BaseException | None = error
+    for _ in range(5):  # the client wraps the HTTP error in a ConnectionError or two
+        if seen is None:
+            return False
+        if "xet-write-token" in str(seen) or "xet-read-token" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def is_card_refusal(error: BaseException) -> bool:
+    """The Hub refused a commit's dataset card (its metadata), not the commit: validate-yaml's
+    400 reaches us as the client's ValueError("Invalid metadata in README.md ...")."""
+    if isinstance(error, ValueError) and "README.md" in str(error):
+        return True
+    return status_of(error) in (400, 413) and bool(CARD_REFUSED.search(str(error)))
 
 
 def is_transient(error: BaseException) -> bool:
     """A fault after which the same request may succeed: 5xx, 408, 429, or no answer at all.
     A request the client could not even send (a header that is not valid HTTP, such as a token
-    with a line break; an endpoint that is no http(s) URL) fails the same way every time."""
+    with a line break; an endpoint that is no http(s) URL), or an endpoint without Xet, fails
+    the same way every time."""
     if isinstance(error, httpx2.LocalProtocolError | httpx2.UnsupportedProtocol):
+        return False
+    if is_xet_unavailable(error):
         return False
     if isinstance(error, httpx2.TransportError):
         return True
@@ -112,15 +143,30 @@ def is_transient(error: BaseException) -> bool:
 class HubSession:
     """One dataset repository on one Hub endpoint, with one token (never shown anywhere)."""
 
-    def __init__(self, repo_id: str, *, token: str | None = None, owned: bool = True) -> None:
+    def __init__(
+        self,
+        repo_id: str,
+        *,
+        token: str | None = None,
+        owned: bool = True,
+        max_wait: float | None = None,
+    ) -> None:
         """`owned`: the id must be OWNER/NAME (any repository the user names); else a bare
-        NAME is accepted too (a dataset a run was measured on)."""
+        NAME is accepted too (a dataset a run was measured on). `max_wait`: the longest wait
+        for a rate-limit window to reset (None: BUNDLER_MAX_WAIT, else 300 s); see
+        bundler.hub.ratelimit."""
         if not (REPO_ID if owned else DATASET_ID).fullmatch(repo_id):
             raise UsageError(
                 f"--repo {repo_id!r}: expected OWNER/NAME, e.g. my-org/gptnt-leaderboard"
             )
         self.repo_id = repo_id
         self.api = HfApi(token=token)
+        self._whoami: dict[str, object] | None = None
+        ratelimit.configure(max_wait)
+
+    def on_wait(self, listener: Callable[[str], None]) -> None:
+        """Tell `listener` (one line each) of every wait for a rate-limit window to reset."""
+        ratelimit.listen(listener)
 
     def describe(
         self,
@@ -154,6 +200,12 @@ class HubSession:
                 f"{doing}: the revision does not exist in dataset {repo}",
                 hint="check --revision (a branch, a tag, refs/pr/N or a commit sha)",
             )
+        if is_xet_unavailable(error):
+            return HubAccessError(
+                f"{doing}: the Hub at {self.api.endpoint} offers no Xet storage "
+                "(HTTP 404 on its xet-write-token endpoint)",
+                hint=XET_HINT,
+            )
         if isinstance(error, GatedRepoError):
             return HubAccessError(f"{doing}: dataset {repo} is gated; request access first")
         if isinstance(error, RepositoryNotFoundError):
@@ -161,6 +213,8 @@ class HubSession:
                 f"{doing}: dataset {repo} was not found or is not visible with this token",
                 hint="check --repo, and that the token can see the repository",
             )
+        if status == 403 and "create_pr" in str(error) and not create_pr and write_hint is None:
+            return no_write_access(repo)  # the Hub's "Forbidden: pass create_pr=1 ..."
         if status == 403:
             hint = write_hint or (
                 "ask the repository's owners for access"
@@ -201,9 +255,26 @@ class HubSession:
                 time.sleep(retry_after_of(error) or READ_BACKOFF_SECONDS * 2**attempt)
         raise AssertionError("unreachable")
 
+    def whoami_info(self) -> dict[str, object]:
+        """whoami's answer for this token, asked once."""
+        if self._whoami is None:
+            self._whoami = dict(self.call("checking the token", self.api.whoami))
+        return self._whoami
+
     def whoami(self) -> str:
-        info = self.call("checking the token", self.api.whoami)
-        return str(info.get("name", "unknown"))
+        return str(self.whoami_info().get("name", "unknown"))
+
+    def rights(self) -> AccessRights:
+        """What this token may do on this repository (bundler.hub.access)."""
+        return AccessRights.of(self.whoami_info(), self.repo_id)
+
+    def upload_rights(self, *, dry_run: bool) -> AccessRights | None:
+        """The token's rights for an upload. A dry run without any token plans as an
+        anonymous reader would (None: nothing to check); with one, it is checked as the
+        upload would be."""
+        if dry_run and self.api.token is None and get_token() is None:
+            return None
+        return self.rights()
 
     def head(self, revision: str) -> str:
         """The commit sha a revision points at now."""
@@ -409,6 +480,11 @@ class PlannedCommit:
     create_pr: bool = False
     write_hint: str | None = None
     """What to do when the token may not write here (see HubSession.describe)."""
+    card: str | None = None
+    """The path of the dataset card among `operations`, when the commit carries one beside
+    other files: the Hub refusing the card (400, 413) then does not refuse the rest."""
+    on_card_refused: Callable[[HubError], None] | None = None
+    """Told why, when the commit was made again without the card."""
 
 
 def commit_replanned(
@@ -435,7 +511,7 @@ def commit_replanned(
         try:
             planned = plan()
         except TemporaryError as error:
-            if attempt == 0:
+            if attempt == 0 or isinstance(error, HubRateLimitError):
                 raise  # nothing was tried yet: the Hub's state is as it was read before
             # After a failed commit, whose outcome may be unknown (a lost response): the
             # Hub must be read again before anything is said about it, so wait and re-plan.
@@ -445,16 +521,7 @@ def commit_replanned(
         if planned is None:
             return None
         try:
-            return session.api.create_commit(
-                session.repo_id,
-                planned.operations,
-                commit_message=planned.summary,
-                commit_description=planned.description,
-                repo_type=REPO_TYPE,
-                revision=planned.revision,
-                create_pr=planned.create_pr,
-                parent_commit=planned.parent,
-            )
+            return _commit_or_without_card(session, planned)
         except Exception as error:
             if isinstance(error, BundlerError):
                 raise
@@ -478,3 +545,38 @@ def commit_replanned(
         f"not committed after {attempts} attempts; last: {last_problem}",
         hint="run the same command again later; it resumes where it stopped",
     )
+
+
+def _commit(
+    session: HubSession,
+    planned: PlannedCommit,
+    operations: list[CommitOperationAdd | CommitOperationDelete],
+) -> CommitInfo:
+    return session.api.create_commit(
+        session.repo_id,
+        operations,
+        commit_message=planned.summary,
+        commit_description=planned.description,
+        repo_type=REPO_TYPE,
+        revision=planned.revision,
+        create_pr=planned.create_pr,
+        parent_commit=planned.parent,
+    )
+
+
+def _commit_or_without_card(session: HubSession, planned: PlannedCommit) -> CommitInfo:
+    """Make the planned commit; when the Hub refuses its dataset card (a 400 or 413 naming
+    README.md or its metadata, on validate-yaml or on the commit), make it once more without
+    the card, on the same parent, and tell `planned.on_card_refused` why: a card the Hub
+    will not take never keeps the bundles from being published."""
+    try:
+        return _commit(session, planned, planned.operations)
+    except Exception as error:
+        rest = [op for op in planned.operations if op.path_in_repo != planned.card]
+        if planned.card is None or not rest or not is_card_refusal(error):
+            raise
+        refusal = session.describe(error, doing=f"committing {planned.card}")
+    info = _commit(session, planned, rest)
+    if planned.on_card_refused is not None:
+        planned.on_card_refused(refusal)
+    return info

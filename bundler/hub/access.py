@@ -1,0 +1,190 @@
+"""What a token may do on one repository, decided before anything is transferred.
+
+The Hub grants write access by ownership, not by the token's role (hub-protocol.md
+"Permissions"): a repository's namespace must be the token's user or one of its organizations.
+The role then bounds what the token may do with the user's rights: a `read` token only reads
+(no commit, no pull request, no comment); a `write` token does what its user may; a
+`fineGrained` token only what its grants list, on the repositories or namespaces they name.
+Anyone else with a write token may only open pull requests and comment.
+
+So each command that writes asks `whoami` once (`AccessRights.of`), and one of the pure
+`require_*` functions below raises HubAccessError (exit 2) with the next step, before any
+bundle is read from the Hub or sent to it. The Hub stays the judge: its 403 answers are read
+into the same messages (HubSession.describe), in case it knows better than whoami.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import ConfigDict
+
+from bundler.core.errors import HubAccessError
+from bundler.core.model import Model
+
+Role = Literal["read", "write", "fineGrained"]
+REPO_WRITE = "repo.write"
+"""The fine-grained permission to commit to a repository (and create one in a namespace)."""
+DISCUSSION_WRITE = "discussion.write"
+"""The fine-grained permission to open discussions and pull requests, and to comment."""
+NON_WRITING_ORG_ROLES = frozenset({"read"})
+"""Organization roles (`roleInOrg`) that give no write access to the organization's repos."""
+
+SUBMITTER_TOKEN = "a write token of your own account"
+MAINTAINER_TOKEN = "a write token of an account in the organization that owns the repository"
+
+
+def no_write_access(repo_id: str) -> HubAccessError:
+    """The one line for a token that may not commit to `repo_id` directly."""
+    return HubAccessError(f"no write access to {repo_id}, add --create-pr to propose the bundles")
+
+
+class AccessRights(Model):
+    """A token's rights on one repository, as whoami-v2 describes the token."""
+
+    model_config = ConfigDict(frozen=True)
+
+    repo_id: str
+    user: str
+    role: Role | None
+    """None: whoami named no role (an OAuth or older token); it is taken as a write token."""
+    orgs: tuple[str, ...] = ()
+    """The organizations whose repositories the user may write to."""
+    granted: frozenset[str] = frozenset()
+    """Fine-grained permissions that apply to this repository (global, or scoped to it or to
+    its namespace)."""
+
+    @classmethod
+    def of(cls, whoami: Mapping[str, Any], repo_id: str) -> AccessRights:
+        """Read whoami's answer (`name`, `orgs`, `auth.accessToken.role` and, for a
+        fine-grained token, `auth.accessToken.fineGrained`) for `repo_id`."""
+        auth = whoami.get("auth")
+        token = auth.get("accessToken") if isinstance(auth, Mapping) else None
+        token = token if isinstance(token, Mapping) else {}
+        role = token.get("role")
+        orgs = tuple(
+            str(org["name"])
+            for org in whoami.get("orgs") or []
+            if isinstance(org, Mapping)
+            and "name" in org
+            and org.get("roleInOrg") not in NON_WRITING_ORG_ROLES
+        )
+        namespace = repo_id.split("/")[0]
+        granted: set[str] = set()
+        fine = token.get("fineGrained")
+        if isinstance(fine, Mapping):
+            granted.update(str(p) for p in fine.get("global") or [])
+            for scope in fine.get("scoped") or []:
+                if not isinstance(scope, Mapping):
+                    continue
+                entity = scope.get("entity")
+                name = entity.get("name") if isinstance(entity, Mapping) else None
+                names = {namespace, repo_id, f"datasets/{repo_id}"}
+                if name in names:
+                    granted.update(str(p) for p in scope.get("permissions") or [])
+        return cls(
+            repo_id=repo_id,
+            user=str(whoami.get("name") or ""),
+            role=role if role in ("read", "write", "fineGrained") else None,
+            orgs=orgs,
+            granted=frozenset(granted),
+        )
+
+    @property
+    def namespace(self) -> str:
+        return self.repo_id.split("/")[0]
+
+    @property
+    def owns_namespace(self) -> bool:
+        """The repository's namespace is the user or one of its (writing) organizations."""
+        return self.namespace == self.user or self.namespace in self.orgs
+
+    def _may(self, permission: str) -> bool:
+        if self.role == "read":
+            return False
+        return self.role != "fineGrained" or permission in self.granted
+
+    @property
+    def can_write(self) -> bool:
+        """Commit to the repository's branches, merge, create it: owners only."""
+        return self.owns_namespace and self._may(REPO_WRITE)
+
+    @property
+    def can_contribute(self) -> bool:
+        """Open a pull request, push to one's own, comment: any token but a read one (a
+        fine-grained one needs discussion.write, or repo.write on a repository it owns)."""
+        return self._may(DISCUSSION_WRITE) or self.can_write
+
+
+def require_upload(rights: AccessRights, *, repo_exists: bool, create_pr: bool) -> None:
+    """Raise HubAccessError (exit 2) when this upload cannot work with these rights."""
+    repo = rights.repo_id
+    if rights.role == "read":
+        needed = (
+            f"opening a pull request needs {SUBMITTER_TOKEN} (or a fine-grained token allowed "
+            "to open pull requests there)"
+            if create_pr
+            else f"publishing needs {MAINTAINER_TOKEN}, or --create-pr with {SUBMITTER_TOKEN}"
+        )
+        raise HubAccessError(f"{repo}: this token is read-only; {needed}")
+    if not repo_exists:
+        if create_pr:
+            raise HubAccessError(
+                f"dataset {repo} does not exist, and a submitter cannot create the "
+                "leaderboard's repository",
+                hint="check --repo; its maintainers create it with their first upload",
+            )
+        if not rights.can_write:
+            raise HubAccessError(
+                f"dataset {repo} does not exist, and this token cannot create repositories "
+                f"in the namespace {rights.namespace!r} (the user is {rights.user!r})",
+                hint="check --repo; repositories are created only in your own namespace or "
+                "one of your organizations'",
+            )
+        return
+    if create_pr:
+        if not rights.can_contribute:
+            raise HubAccessError(
+                f"{repo}: this fine-grained token may not open pull requests there",
+                hint=f"use {SUBMITTER_TOKEN}, or grant the token discussion.write",
+            )
+        return
+    if not rights.can_write:
+        raise no_write_access(repo)
+
+
+def require_review(rights: AccessRights, *, comment: bool, merge: bool) -> None:
+    """`--comment` needs a token allowed to comment, `--merge` write access to the repo."""
+    if comment and not rights.can_contribute:
+        problem = (
+            "this token is read-only"
+            if rights.role == "read"
+            else "this fine-grained token lacks discussion.write"
+        )
+        raise HubAccessError(
+            f"--comment needs a token allowed to comment on {rights.repo_id}: {problem}",
+            hint=f"use {MAINTAINER_TOKEN}; reviewing alone needs none",
+        )
+    if merge and not rights.can_write:
+        problem = "this token is read-only" if rights.role == "read" else "this token has none"
+        raise HubAccessError(
+            f"--merge needs write access to {rights.repo_id}: {problem}",
+            hint=f"use {MAINTAINER_TOKEN}; reviewing alone needs none",
+        )
+
+
+def require_card(rights: AccessRights) -> None:
+    """Committing the dataset card needs write access to the repository."""
+    if not rights.can_write:
+        problem = "this token is read-only" if rights.role == "read" else "this token has none"
+        raise HubAccessError(
+            f"committing the dataset card needs write access to {rights.repo_id}: {problem}",
+            hint=f"use {MAINTAINER_TOKEN}",
+        )
+
+
+def check_upload(rights: AccessRights | None, *, repo_exists: bool, create_pr: bool) -> None:
+    """require_upload, for a token that is known (see HubSession.upload_rights)."""
+    if rights is not None:
+        require_upload(rights, repo_exists=repo_exists, create_pr=create_pr)

@@ -29,7 +29,8 @@ from typer.core import TyperArgument, TyperGroup, TyperOption
 # even an empty one, is respected.
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
-from bundler.cli.render import emit_json, plain, progress_on, shown, stderr_console
+from bundler.cli.console import emit_json, emit_text, plain, shown, stderr_console
+from bundler.cli.render import progress_on
 from bundler.core import exitcodes
 from bundler.core.errors import BundlerError, NoRunSelectedError, Terminated, UsageError
 from bundler.core.limits import MAX_LEVEL
@@ -1039,7 +1040,7 @@ def review_command(
     conflicts). The Markdown report goes to stdout (the JSON with --json), a summary to stderr.
     Exit 0 if every PR is clean, 1 if any is not, 2 for a problem to fix first, 75 when only
     temporary Hub failures stood in the way."""
-    from bundler.cli.render import emit_text, render_review
+    from bundler.cli.render import render_review
     from bundler.hub.review import ReviewOptions, review
 
     console = stderr_console()

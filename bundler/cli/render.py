@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from rich.console import Console
 
-from bundler.cli.console import plain, shown
+from bundler.cli.console import emit_json, plain, shown
 from bundler.core.errors import TemporaryError
 from bundler.core.progress import NoProgress, ProgressSink
 
@@ -31,6 +32,24 @@ if TYPE_CHECKING:
     from bundler.sync import SyncReport
 
 STATUS_STYLE = {"passed": "green", "warned": "yellow", "failed": "bold red"}
+
+
+class _Report(Protocol):
+    @property
+    def exit_code(self) -> int: ...
+
+    def model_dump(self, *, mode: str) -> dict[str, Any]: ...
+
+
+R = TypeVar("R", bound=_Report)
+
+
+def finish(report: R, render: Callable[[R, Console], None], console: Console, as_json: bool) -> int:
+    """Show a library report to the person (stderr) and, with --json, to the machine (stdout)."""
+    render(report, console)
+    if as_json:
+        emit_json(report.model_dump(mode="json") | {"exit_code": report.exit_code})
+    return report.exit_code
 
 
 def progress_on(console: Console) -> AbstractContextManager[ProgressSink]:

@@ -689,7 +689,7 @@ STOP_INSIDE_PYDANTIC = """
 import signal, sys
 import typer
 from pydantic import BaseModel, field_serializer
-from bundler.cli.app import run_command
+from bundler.cli.errors import run_command
 
 class Claim(BaseModel):
     name: str
@@ -747,7 +747,7 @@ def test_sample_output_collects_and_verifies(tmp_path: Path) -> None:
 
 STOP_AFTER_THE_WORK = """
 import os, signal, sys, time
-from bundler.cli.app import run_command
+from bundler.cli.errors import run_command
 run_command(lambda: 0, json_output=False, debug=False)
 os.kill(os.getpid(), getattr(signal, sys.argv[1]))
 time.sleep(5)

@@ -21,7 +21,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from bundler.cli.render import shown
+from bundler.cli.console import shown
 from bundler.core.progress import Unit
 
 

@@ -7,22 +7,18 @@ it, so the same result reads the same in a terminal, a CI log and a JSON consume
 from __future__ import annotations
 
 import json
-import os
-import sys
 from collections import Counter
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from rich.console import Console
-from rich.markup import escape
 
+from bundler.cli.console import emit_json, plain, shown
 from bundler.core.errors import TemporaryError
-from bundler.core.jsontext import valid_unicode
 from bundler.core.progress import NoProgress, ProgressSink
 
 if TYPE_CHECKING:
-    from pydantic import BaseModel
-
     from bundler.core.checks import CheckResult
     from bundler.hub.download import DownloadReport
     from bundler.hub.refresh import CardRefresh
@@ -38,51 +34,22 @@ if TYPE_CHECKING:
 STATUS_STYLE = {"passed": "green", "warned": "yellow", "failed": "bold red"}
 
 
-def plain(text: str, *, keep_newlines: bool = False) -> str:
-    """`text` with every character Python deems unprintable (control characters such as ESC,
-    format characters such as bidi overrides, lone surrogates, line breaks unless kept) shown
-    as its escape, e.g. `\\x1b`: names, warnings and paths come from strangers, and a raw
-    escape sequence could rewrite what a reviewer sees on the terminal."""
-    if text.isprintable():
-        return text
-    return "".join(
-        char if char.isprintable() or (keep_newlines and char == "\n") else repr(char)[1:-1]
-        for char in text
-    )
+class _Report(Protocol):
+    @property
+    def exit_code(self) -> int: ...
+
+    def model_dump(self, *, mode: str) -> dict[str, Any]: ...
 
 
-def shown(value: object, *, keep_newlines: bool = False) -> str:
-    """Any value from the inputs, ready for rich markup: unprintable characters escaped
-    (`plain`) and markup brackets escaped. Every renderer passes input text through this."""
-    return escape(plain(str(value), keep_newlines=keep_newlines))
+R = TypeVar("R", bound=_Report)
 
 
-LOG_WIDTH = 160
-"""Width for tables when stderr is a log, not a terminal: rich would assume 80 columns and
-break bundle ids in the middle; a log line may be long."""
-
-
-def stderr_console() -> Console:
-    # emoji off: a name such as ":fire:" from the inputs must read as written, not as 🔥.
-    console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
-    if not console.is_terminal and "COLUMNS" not in os.environ:
-        console.width = LOG_WIDTH
-    return console
-
-
-def emit_text(text: str) -> None:
-    """A document (Markdown) on stdout, for a person to read or a pipe to take."""
-    sys.stdout.write(text)
-    sys.stdout.flush()
-
-
-def emit_json(value: BaseModel | dict[str, Any]) -> None:
-    """One JSON document on stdout, nothing else there, so it can be piped into jq. It is
-    ASCII: every other character is a JSON escape, so no control character reaches a terminal
-    raw; and valid Unicode (`valid_unicode`), so that no strict parser refuses it."""
-    data = value if isinstance(value, dict) else value.model_dump(mode="json")
-    sys.stdout.write(json.dumps(valid_unicode(data), indent=2, ensure_ascii=True) + "\n")
-    sys.stdout.flush()
+def finish(report: R, render: Callable[[R, Console], None], console: Console, as_json: bool) -> int:
+    """Show a library report to the person (stderr) and, with --json, to the machine (stdout)."""
+    render(report, console)
+    if as_json:
+        emit_json(report.model_dump(mode="json") | {"exit_code": report.exit_code})
+    return report.exit_code
 
 
 def progress_on(console: Console) -> AbstractContextManager[ProgressSink]:

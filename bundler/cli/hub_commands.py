@@ -1,0 +1,291 @@
+"""The commands that talk to the Hub: upload, card, download, review."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from bundler.cli.console import emit_text, stderr_console
+from bundler.cli.errors import run_command
+from bundler.cli.options import (
+    CreatePrOption,
+    DebugOption,
+    DryRunOption,
+    JsonOption,
+    MaxWaitOption,
+    MessageOption,
+    PrivateOption,
+    ReplaceOption,
+    RepoOption,
+    RevisionOption,
+    TokenOption,
+    WaitOption,
+)
+from bundler.cli.render import finish, progress_on
+from bundler.cli.tokens import secrets_of, token_to_send
+
+if TYPE_CHECKING:
+    from bundler.hub.upload import UploadOptions
+
+
+def upload_options(
+    *,
+    repo: str,
+    revision: str,
+    create_pr: bool,
+    private: bool,
+    replace: bool,
+    allow_partial: bool,
+    dry_run: bool,
+    message: str | None,
+    token: str | None,
+    wait: float,
+    max_wait: float | None = None,
+) -> UploadOptions:
+    """The upload options from the command line (shared by upload and sync)."""
+    from bundler.hub.upload import UploadOptions
+
+    return UploadOptions(
+        repo_id=repo,
+        revision=revision,
+        create_pr=create_pr,
+        private=private,
+        replace=replace,
+        allow_partial=allow_partial,
+        dry_run=dry_run,
+        message=message,
+        token=token_to_send(token),
+        lock_wait=wait,
+        max_wait_seconds=max_wait,
+    )
+
+
+def upload_command(
+    bundles_dir: Annotated[
+        Path,
+        typer.Argument(metavar="BUNDLES_DIR", help="The bundles directory written by collect."),
+    ] = Path("bundles"),
+    repo: RepoOption = ...,  # type: ignore[assignment]
+    revision: RevisionOption = "main",
+    create_pr: CreatePrOption = False,
+    token: TokenOption = None,
+    private: PrivateOption = False,
+    replace: ReplaceOption = False,
+    allow_partial: Annotated[
+        bool,
+        typer.Option(
+            "--allow-partial",
+            help="Publish partial-coverage bundles too (else they are held back, exit 0).",
+        ),
+    ] = False,
+    dry_run: DryRunOption = False,
+    message: MessageOption = None,
+    wait: WaitOption = 0,
+    max_wait: MaxWaitOption = None,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Verify the bundles and publish the new ones to a dataset repository (HF_ENDPOINT is
+    honoured), regenerating its dataset card in the same commit. Bundles already there are
+    skipped, a resumed run extends its bundle, other different content is a conflict unless
+    --replace, and partial bundles are held back unless --allow-partial. Exit 0 when everything
+    is published or already there, 1 if a bundle was refused or conflicts, 2 for a problem to fix
+    first (token, access, repository, revision), 75 if the Hub stayed unavailable (retry later)."""
+    from bundler.cli.render import render_upload
+    from bundler.hub.upload import upload
+
+    console = stderr_console()
+
+    def action() -> int:
+        options = upload_options(
+            repo=repo,
+            revision=revision,
+            create_pr=create_pr,
+            private=private,
+            replace=replace,
+            allow_partial=allow_partial,
+            dry_run=dry_run,
+            message=message,
+            token=token,
+            wait=wait,
+            max_wait=max_wait,
+        )
+        from bundler.hub.session import quiet_hub_client
+
+        quiet_hub_client()
+        with progress_on(console) as progress:
+            report = upload(bundles_dir, options, progress, verify_in_child=True)
+        return finish(report, render_upload, console, json_output)
+
+    raise typer.Exit(
+        run_command(action, json_output=json_output, debug=debug, secrets=secrets_of(token))
+    )
+
+
+def card_command(
+    repo: RepoOption = ...,  # type: ignore[assignment]
+    revision: Annotated[
+        str, typer.Option(metavar="BRANCH", help="The branch whose card to regenerate.")
+    ] = "main",
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Say whether the card is stale; change nothing.")
+    ] = False,
+    token: TokenOption = None,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Bring the branch's leaderboard tables and dataset card up to date with its bundles, as
+    one commit naming its parent; nothing is committed when they are already true. Catches up
+    after pull requests were merged in the web interface, reading only the bundles that
+    changed, and upgrades a repository of layout 1 (row files under rows/ and tasks/). Needs a
+    write token of an account in the organization that owns the repository (not for
+    --dry-run), checked first (exit 2). Exit 1 if a bundle could not be read or verified (it is
+    named and left out), or the card would be refused."""
+    from bundler.cli.render import render_card
+    from bundler.hub.refresh import refresh_card
+    from bundler.hub.session import HubSession
+
+    console = stderr_console()
+
+    def action() -> int:
+        from bundler.hub.session import quiet_hub_client
+
+        quiet_hub_client()
+        session = HubSession(repo, token=token_to_send(token))
+        refresh = refresh_card(session, revision, dry_run=dry_run)
+        return finish(refresh, render_card, console, json_output)
+
+    raise typer.Exit(
+        run_command(action, json_output=json_output, debug=debug, secrets=secrets_of(token))
+    )
+
+
+def download_command(
+    repo: RepoOption = ...,  # type: ignore[assignment]
+    output_dir: Annotated[
+        Path,
+        typer.Option("--output", "-o", metavar="DIR", help="The local bundles directory to fill."),
+    ] = Path("bundles"),
+    revision: Annotated[
+        str,
+        typer.Option(
+            metavar="REVISION",
+            help="A branch, tag, commit or refs/pr/N (to review a pull request).",
+        ),
+    ] = "main",
+    bundle: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--bundle",
+            metavar="BUNDLE_ID",
+            help="Only this bundle id, <player>_<fp8>/<target> (repeatable).",
+        ),
+    ] = None,
+    token: TokenOption = None,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Download bundles with their sidecars into the local layout and verify each one. A bundle
+    that fails verification is kept apart in OUTPUT/.rejected/, never mixed with the good ones.
+    Exit 1 if any bundle was rejected, not found or could not be saved, 75 if the Hub stayed
+    unavailable."""
+    from bundler.cli.render import render_download
+    from bundler.hub.download import download
+
+    console = stderr_console()
+
+    def action() -> int:
+        from bundler.hub.session import quiet_hub_client
+
+        quiet_hub_client()
+        with progress_on(console) as progress:
+            report = download(
+                repo,
+                output_dir,
+                revision=revision,
+                bundle_ids=bundle or None,
+                token=token_to_send(token),
+                progress=progress,
+            )
+        return finish(report, render_download, console, json_output)
+
+    raise typer.Exit(
+        run_command(action, json_output=json_output, debug=debug, secrets=secrets_of(token))
+    )
+
+
+def review_command(
+    repo: RepoOption = ...,  # type: ignore[assignment]
+    pr: Annotated[
+        list[int] | None,
+        typer.Option(
+            "--pr",
+            min=1,
+            metavar="N",
+            help="Only this pull request (repeatable); default: every open one.",
+        ),
+    ] = None,
+    comment: Annotated[
+        bool,
+        typer.Option(
+            "--comment",
+            help="Post the report on each PR (needs a write token); an unchanged report is "
+            "not posted again.",
+        ),
+    ] = False,
+    merge: Annotated[
+        bool,
+        typer.Option(
+            "--merge",
+            help="Merge each PR whose every check passed (needs a write token of an account in "
+            "the organization that owns the repository), then "
+            "regenerate the dataset card.",
+        ),
+    ] = False,
+    max_exception_rate: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            metavar="RATE",
+            help="Highest share of predictions that may have raised in the harness (0 to 1).",
+        ),
+    ] = 0.05,
+    token: TokenOption = None,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Review pull requests: fetch and verify only the bundles each one adds or changes, classify
+    them against main (new, replacement, unchanged), and check policy (coverage, the dataset's
+    row count, pin, harness tree, exception rate, submitter, files outside the bundles,
+    conflicts). The Markdown report goes to stdout (the JSON with --json), a summary to stderr.
+    Exit 0 if every PR is clean, 1 if any is not, 2 for a problem to fix first, 75 when only
+    temporary Hub failures stood in the way."""
+    from bundler.cli.render import render_review
+    from bundler.hub.review import ReviewOptions, review
+
+    console = stderr_console()
+
+    def action() -> int:
+        options = ReviewOptions(
+            repo_id=repo,
+            pull_requests=pr or [],
+            comment=comment,
+            merge=merge,
+            max_exception_rate=max_exception_rate,
+            token=token_to_send(token),
+        )
+        from bundler.hub.session import quiet_hub_client
+
+        quiet_hub_client()
+        with progress_on(console) as progress:
+            report = review(options, progress)
+        if not json_output:
+            emit_text("\n---\n\n".join(pr.markdown for pr in report.pull_requests))
+        return finish(report, render_review, console, json_output)
+
+    raise typer.Exit(
+        run_command(action, json_output=json_output, debug=debug, secrets=secrets_of(token))
+    )

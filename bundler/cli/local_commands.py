@@ -1,0 +1,260 @@
+"""The commands of the local bundle format, no network: collect, verify, inspect, diff,
+export-gptnt."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from bundler.cli.console import stderr_console
+from bundler.cli.errors import run_command
+from bundler.cli.options import (
+    BundlesDirOption,
+    DebugOption,
+    ExpectOption,
+    JsonOption,
+    LevelOption,
+    ModelOption,
+    OutputRootArgument,
+    ResolveRowsOption,
+    SubmitterAffiliationOption,
+    SubmitterContactOption,
+    SubmitterNameOption,
+    TaskOption,
+    TokenOption,
+    WaitOption,
+)
+from bundler.cli.render import finish, progress_on
+from bundler.cli.tokens import secrets_of, token_to_send
+
+if TYPE_CHECKING:
+    from bundler.local.collect import CollectOptions
+
+
+def collect_command(
+    output_root: OutputRootArgument = Path("output"),
+    bundles_dir: BundlesDirOption = Path("bundles"),
+    task: TaskOption = None,
+    model: ModelOption = None,
+    submitter_name: SubmitterNameOption = None,
+    submitter_contact: SubmitterContactOption = None,
+    submitter_affiliation: SubmitterAffiliationOption = None,
+    expect: ExpectOption = None,
+    allow_partial: Annotated[
+        bool,
+        typer.Option(
+            "--allow-partial",
+            help="Bundle partial or gapped runs, marked partial, instead of refusing.",
+        ),
+    ] = False,
+    resolve_rows: ResolveRowsOption = False,
+    token: TokenOption = None,
+    level: LevelOption = 3,
+    wait: WaitOption = 0,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Bundle every run under OUTPUT_ROOT into BUNDLES_DIR/<player>_<fp8>/<target>.tar.zst.
+
+    A run that is wrong, unattributable or (without --allow-partial) partial is refused with a
+    one-line reason; the valid runs are still bundled. Exit 1 if any input was refused, 75 if
+    another run kept the bundles folder busy.
+    """
+    console = stderr_console()
+
+    def action() -> int:
+        from bundler.cli.render import render_collect
+        from bundler.local.collect import collect
+
+        options = collect_options(
+            task=task,
+            model=model,
+            submitter=(submitter_name, submitter_contact, submitter_affiliation),
+            expect=expect,
+            allow_partial=allow_partial,
+            level=level,
+            wait=wait,
+        )
+        row_counts = None
+        if resolve_rows:
+            from bundler.hub.rowcount import RowCountResolver  # the Hub client only when asked
+
+            row_counts = RowCountResolver(token_to_send(token))
+        with progress_on(console) as progress:
+            report = collect(output_root, bundles_dir, options, progress, row_counts)
+        return finish(report, render_collect, console, json_output)
+
+    raise typer.Exit(
+        run_command(action, json_output=json_output, debug=debug, secrets=secrets_of(token))
+    )
+
+
+def collect_options(
+    *,
+    task: list[str] | None,
+    model: list[str] | None,
+    submitter: tuple[str | None, str | None, str | None],
+    expect: list[str] | None,
+    allow_partial: bool,
+    level: int,
+    wait: float,
+) -> CollectOptions:
+    """The collect options from the command line (shared by collect and sync)."""
+    from bundler.local.collect import CollectOptions, parse_expectations
+    from bundler.local.submitter import Submitter
+
+    name, contact, affiliation = submitter
+    return CollectOptions(
+        tasks=task or [],
+        models=model or [],
+        submitter=Submitter(name=name, contact=contact, affiliation=affiliation),
+        expected_rows=parse_expectations(expect or []),
+        allow_partial=allow_partial,
+        level=level,
+        lock_wait=wait,
+    )
+
+
+def verify_command(
+    paths: Annotated[
+        list[Path],
+        typer.Argument(metavar="PATH", help="Bundle archives, or directories searched for them."),
+    ],
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Check bundles without extracting them: digests, zstd checksum, tar members against the
+    manifest, safe paths, and that every claim matches the files. Exit 1 if any check failed."""
+    console = stderr_console()
+
+    def action() -> int:
+        from bundler.cli.render import render_verify
+        from bundler.local.verify import verify
+
+        with progress_on(console) as progress:
+            report = verify(paths, progress)
+        return finish(report, render_verify, console, json_output)
+
+    raise typer.Exit(run_command(action, json_output=json_output, debug=debug))
+
+
+def inspect_command(
+    archive: Annotated[
+        Path, typer.Argument(metavar="ARCHIVE", help="One bundle archive (.tar.zst).")
+    ],
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Show what one bundle claims (identity, pin, model, provenance, coverage, counts, usage,
+    metrics, warnings) and whether it is intact."""
+    console = stderr_console()
+
+    def action() -> int:
+        from bundler.cli.render import render_inspection
+        from bundler.local.inspection import inspect_bundle
+
+        with progress_on(console) as progress:
+            inspection = inspect_bundle(archive, progress)
+        return finish(inspection, render_inspection, console, json_output)
+
+    raise typer.Exit(run_command(action, json_output=json_output, debug=debug))
+
+
+def diff_command(
+    a: Annotated[
+        Path, typer.Argument(help="The first bundle archive (.tar.zst), e.g. the old one.")
+    ],
+    b: Annotated[Path, typer.Argument(help="The second bundle archive, e.g. the new one.")],
+    predictions: Annotated[
+        int,
+        typer.Option(
+            "--predictions",
+            min=0,
+            metavar="N",
+            help="Also show the answers (scored_output, else output) of the first N changed "
+            "predictions side by side.",
+        ),
+    ] = 0,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Show how two bundles differ: claims field by field, metric deltas, and predictions
+    added, removed and changed (by sha256, from the manifests). Both are verified first.
+    Exit 0 identical, 1 different, 2 unusable (missing, or failing verification)."""
+    from bundler.cli.render import render_diff
+    from bundler.local.diff import diff_bundles
+
+    console = stderr_console()
+
+    def action() -> int:
+        with progress_on(console) as progress:
+            report = diff_bundles(a, b, predictions=predictions, progress=progress)
+        return finish(report, render_diff, console, json_output)
+
+    raise typer.Exit(run_command(action, json_output=json_output, debug=debug))
+
+
+def export_gptnt_command(
+    paths: Annotated[
+        list[Path], typer.Argument(help="Bundle archives, or directories searched for them.")
+    ],
+    out_dir: Annotated[
+        Path,
+        typer.Option(
+            "--output",
+            "-o",
+            metavar="OUT_DIR",
+            help="Where the GPTNT submission folders are written.",
+            show_default=False,
+        ),
+    ] = ...,  # type: ignore[assignment]
+    player_config: Annotated[
+        Path,
+        typer.Option(
+            "--player-config",
+            metavar="PLAYER_YAML",
+            help="The player's GPTNT config (configs/player/<name>.yaml); its identity block "
+            "is the leaderboard identity.",
+            show_default=False,
+        ),
+    ] = ...,  # type: ignore[assignment]
+    submitter_name: Annotated[
+        str | None,
+        typer.Option(metavar="NAME", help="Who submits; else the bundle's submitter name."),
+    ] = None,
+    submitter_contact: Annotated[
+        str | None,
+        typer.Option(
+            metavar="CONTACT", help="@github handle or email; else the bundle's submitter contact."
+        ),
+    ] = None,
+    submitter_affiliation: Annotated[
+        str | None,
+        typer.Option(
+            metavar="NAME", help="Their affiliation; else the bundle's (empty clears it)."
+        ),
+    ] = None,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Write each bundle as the folder GPTNT's `gptnt submission new` writes for the same run
+    (submission.yaml and metrics.json), for leaderboards that take submissions through GPTNT.
+    Bundles are verified first. Exit 1 if any bundle was refused (failed verification, blank
+    submitter, a capability field GPTNT does not know, another player's config), 2 for a config
+    or path that cannot be used."""
+    from bundler.cli.render import render_export
+    from bundler.local.export import SubmitterOverrides, export_gptnt
+
+    console = stderr_console()
+
+    def action() -> int:
+        overrides = SubmitterOverrides(
+            name=submitter_name, contact=submitter_contact, affiliation=submitter_affiliation
+        )
+        with progress_on(console) as progress:
+            report = export_gptnt(paths, out_dir, player_config, overrides, progress)
+        return finish(report, render_export, console, json_output)
+
+    raise typer.Exit(run_command(action, json_output=json_output, debug=debug))

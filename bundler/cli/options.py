@@ -1,0 +1,153 @@
+"""The options and arguments several commands share, declared once (typer's Annotated aliases)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from bundler.core.limits import MAX_LEVEL
+
+JsonOption = Annotated[
+    bool, typer.Option("--json", help="Write a machine-readable report to stdout.")
+]
+DebugOption = Annotated[
+    bool, typer.Option("--debug", help="Show a full traceback when something goes wrong.")
+]
+
+
+TokenOption = Annotated[
+    str | None,
+    typer.Option(
+        "--token",
+        envvar="HF_TOKEN",
+        show_envvar=True,
+        metavar="TOKEN",
+        help="Hugging Face token; else HF_TOKEN, else the stored `hf auth login`. Never shown.",
+    ),
+]
+RepoOption = Annotated[
+    str,
+    typer.Option(
+        "--repo",
+        metavar="OWNER/NAME",
+        help="The dataset repository, OWNER/NAME.",
+        show_default=False,
+    ),
+]
+WaitOption = Annotated[
+    float,
+    typer.Option(
+        "--wait",
+        metavar="SECONDS",
+        min=0,
+        help="If another bundler run is using the bundles folder, wait this long for it "
+        "before giving up with exit code 75.",
+    ),
+]
+MaxWaitOption = Annotated[
+    float | None,
+    typer.Option(
+        "--max-wait",
+        metavar="SECONDS",
+        min=0,
+        help="Wait this long at most for a Hub rate-limit window to reset (default "
+        "BUNDLER_MAX_WAIT, else 300); a longer one ends with exit code 75, saying when.",
+    ),
+]
+
+
+OutputRootArgument = Annotated[
+    Path,
+    typer.Argument(
+        metavar="OUTPUT_ROOT", help="The harness's output root, holding <task>_predictions/."
+    ),
+]
+BundlesDirOption = Annotated[
+    Path,
+    typer.Option("--output", "-o", metavar="BUNDLES_DIR", help="Where bundles are written."),
+]
+TaskOption = Annotated[
+    list[str] | None,
+    typer.Option("--task", metavar="TASK", help="Only this task (repeatable)."),
+]
+ModelOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--model", metavar="NAME", help="Only this player_name or model_name (repeatable)."
+    ),
+]
+SubmitterNameOption = Annotated[
+    str | None,
+    typer.Option(envvar="BUNDLER_SUBMITTER_NAME", metavar="NAME", help="Who submits."),
+]
+SubmitterContactOption = Annotated[
+    str | None,
+    typer.Option(envvar="BUNDLER_SUBMITTER_CONTACT", metavar="CONTACT", help="How to reach them."),
+]
+SubmitterAffiliationOption = Annotated[
+    str | None,
+    typer.Option(envvar="BUNDLER_SUBMITTER_AFFILIATION", metavar="NAME", help="Their affiliation."),
+]
+ExpectOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--expect",
+        metavar="TASK=ROWS",
+        help="The dataset's row count for TASK, so coverage can be judged (repeatable).",
+    ),
+]
+ResolveRowsOption = Annotated[
+    bool,
+    typer.Option(
+        "--resolve-rows",
+        help="Look up each pinned dataset split's row count on the Hub (its card's "
+        "dataset_info) and judge coverage against it; --expect wins where given.",
+    ),
+]
+LevelOption = Annotated[
+    int, typer.Option(min=1, max=MAX_LEVEL, metavar="N", help="zstd compression level.")
+]
+
+
+RevisionOption = Annotated[
+    str,
+    typer.Option(
+        metavar="BRANCH",
+        help="The branch to publish to (or to open the pull request on).",
+    ),
+]
+CreatePrOption = Annotated[
+    bool,
+    typer.Option(
+        "--create-pr",
+        help="Propose the bundles in your pull request: needs a write token of your own "
+        "account, no write access to the repository. Without it, publishing needs a write "
+        "token of an account in the organization that owns the repository. Re-running adds "
+        "commits to your open bundler pull request; it never touches the card.",
+    ),
+]
+PrivateOption = Annotated[
+    bool, typer.Option("--private", help="Make the repository private if it is created.")
+]
+ReplaceOption = Annotated[
+    bool,
+    typer.Option(
+        "--replace",
+        help="Overwrite a bundle the repository holds with different content (a resumed run "
+        "that only extends it needs no --replace).",
+    ),
+]
+DryRunOption = Annotated[
+    bool, typer.Option("--dry-run", help="Show the plan; change nothing on the Hub.")
+]
+MessageOption = Annotated[
+    str | None,
+    typer.Option(
+        "--message",
+        "-m",
+        metavar="TEXT",
+        help="Commit summary (with --create-pr: the pull request's title).",
+    ),
+]

@@ -1,0 +1,177 @@
+"""Stage 7, gathered: what a review reads from the Hub about each pull request, as values.
+
+Every pull request to review is looked up first, so a wrong number stops the command before it
+changed anything. For each, the PR's head, the target branch's tip and both histories give the
+PR's base (the newest commit of its history that is also on the target branch) and the window
+its rows may be dated in; the listings at head, base and tip say what the PR changes. Only the
+bundles whose archive it changes are fetched, each into a temporary staging folder with
+download's containment and verified there; past verification, their row file, the row count of
+the split they claim, and for a replacement the target branch's copy (compared with the PR's)
+are read. What to read is asked of `bundler.hub.review_judge`, which judges the result.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from huggingface_hub import GitCommitInfo
+from huggingface_hub.community import DiscussionWithDetails
+from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
+
+from bundler.core.errors import BundlerError, UsageError
+from bundler.core.progress import ProgressSink
+from bundler.hub.download import FetchedBundle, fetch_verified
+from bundler.hub.layout import repo_archive, repo_row
+from bundler.hub.remote import RemoteFile
+from bundler.hub.review_judge import (
+    OPEN_STATES,
+    GatheredBundle,
+    GatheredPullRequest,
+    PublicationWindow,
+    PullRequestFacts,
+    changed_paths,
+    classify,
+    proposed_bundles,
+    unreadable_row,
+    verified_claim,
+)
+from bundler.hub.rowcount import RowCountResolver
+from bundler.hub.session import REPO_TYPE, HubSession, status_of
+from bundler.local.diff import diff_verified
+from bundler.local.layout import TEMP_PREFIX, BundleId
+from bundler.local.verify import BundleReading
+
+
+def read_details(session: HubSession, num: int) -> DiscussionWithDetails:
+    """The Hub's details of discussion `num`; UsageError when the repository has none."""
+
+    def fetch() -> DiscussionWithDetails | None:
+        try:
+            return session.api.get_discussion_details(session.repo_id, num, repo_type=REPO_TYPE)
+        except HfHubHTTPError as error:
+            if status_of(error) == 404 and not isinstance(error, RepositoryNotFoundError):
+                return None
+            raise
+
+    details = session.call(f"reading PR #{num}", fetch)
+    if details is None:
+        raise UsageError(f"{session.repo_id} has no pull request #{num}")
+    return details
+
+
+def pull_request_facts(details: DiscussionWithDetails) -> PullRequestFacts:
+    named = ("num", "title", "author", "status", "url", "conflicting_files")
+    base_branch = (details.target_branch or "main").removeprefix("refs/heads/")
+    return PullRequestFacts(base_branch=base_branch, **{n: getattr(details, n) for n in named})
+
+
+class PullRequestGatherer:
+    """Reads the pull requests of one repository, and what their review needs about each."""
+
+    def __init__(
+        self, session: HubSession, row_counts: RowCountResolver, progress: ProgressSink
+    ) -> None:
+        self.session = session
+        self.row_counts = row_counts
+        self.progress = progress
+
+    def pull_requests(self, nums: list[int]) -> list[PullRequestFacts]:
+        """Every PR to review (`nums`, or every open one), all looked up before any is
+        reviewed, so a wrong number stops the command before it changed anything."""
+        session = self.session
+        if not nums:
+            listing = session.call(
+                "listing pull requests",
+                lambda: list(
+                    session.api.get_repo_discussions(
+                        session.repo_id,
+                        discussion_type="pull_request",
+                        discussion_status="open",
+                        repo_type=REPO_TYPE,
+                    )
+                ),
+            )
+            nums = sorted(d.num for d in listing if d.status in OPEN_STATES)
+        found = [read_details(session, num) for num in dict.fromkeys(nums)]
+        for details in found:
+            if not details.is_pull_request:
+                raise UsageError(f"#{details.num} in {session.repo_id} is a discussion, not a PR")
+        return [pull_request_facts(details) for details in found]
+
+    def gather(self, facts: PullRequestFacts, work: Path) -> GatheredPullRequest:
+        """What the checks of PR `facts` look at; the bundles it changes are fetched into
+        `work`."""
+        session = self.session
+        head = session.head(f"refs/pr/{facts.num}")
+        tip = session.head(facts.base_branch)
+        pr_history = self._history(head)
+        on_target = {commit.commit_id for commit in self._history(tip)}
+        fork = next((commit for commit in pr_history if commit.commit_id in on_target), None)
+        base = fork.commit_id if fork else None
+        window = PublicationWindow(
+            earliest=fork.created_at if fork else None, latest=pr_history[0].created_at
+        )
+        head_files = session.list_files("", head)
+        main_files = session.list_files("", tip)
+        base_files = session.list_files("", base) if base not in (None, tip) else main_files
+        touched = proposed_bundles(changed_paths(base_files, head_files), head_files)
+        self.progress.begin(f"reviewing PR #{facts.num}", len(touched))
+        bundles = []
+        for bundle in touched:
+            bundles.append(self._bundle(bundle, head, head_files, tip, main_files, work))
+            self.progress.advance()
+        listings = (head_files, base_files, main_files)
+        return GatheredPullRequest(facts, head, base, window, *listings, tuple(bundles))
+
+    def _history(self, revision: str) -> list[GitCommitInfo]:
+        """The commits of `revision`, newest (the revision itself) first. The PR's base is the
+        newest commit of its history that the target branch also has."""
+        return self.session.call(
+            "reading the commit history",
+            lambda: self.session.api.list_repo_commits(
+                self.session.repo_id, repo_type=REPO_TYPE, revision=revision
+            ),
+        )
+
+    def _bundle(
+        self,
+        bundle: BundleId,
+        head: str,
+        head_files: dict[str, RemoteFile],
+        tip: str,
+        main_files: dict[str, RemoteFile],
+        work: Path,
+    ) -> GatheredBundle:
+        """The PR's copy of `bundle`; when it verifies, its row, its split's row count and, for
+        a replacement, the target branch's copy compared with it."""
+        fetched, reading = self._fetch(bundle, head, head_files, work / "pr")
+        claim = verified_claim(reading)
+        if claim is None:
+            return GatheredBundle(bundle, reading)
+        row_data = None
+        if unreadable_row(bundle, head_files) is None:
+            row_data = self.session.read_small_file(repo_row(bundle), head)
+        row_count = self.row_counts.rows(claim.statics)
+        archive = fetched.archive
+        replaced = classify(head_files[repo_archive(bundle)], main_files.get(repo_archive(bundle)))
+        if replaced != "replacement" or archive is None:
+            return GatheredBundle(bundle, reading, row_data, row_count)
+        main, main_reading = self._fetch(bundle, tip, main_files, work / "main")
+        diff = failure = None
+        if main.outcome == "downloaded" and main.archive is not None:
+            try:
+                diff = diff_verified(Path(main.archive), main_reading, Path(archive), reading)
+            except BundlerError as error:
+                failure = error.message
+        return GatheredBundle(bundle, reading, row_data, row_count, main_reading, diff, failure)
+
+    def _fetch(
+        self, bundle: BundleId, commit: str, listed: dict[str, RemoteFile], into: Path
+    ) -> tuple[FetchedBundle, BundleReading]:
+        """download's fetch: staged, verified, then placed (or kept apart in .rejected/)."""
+        into.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(dir=into, prefix=f"{TEMP_PREFIX}staging-"))
+        return fetch_verified(
+            self.session, bundle, commit, set(listed), staging, into, self.progress
+        )

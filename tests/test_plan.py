@@ -11,7 +11,10 @@ from factory import RunSpec, write_tree
 from bundler.core.progress import NoProgress
 from bundler.hub.layout import repo_archive, repo_paths, repo_sidecar
 from bundler.hub.plan import (
-    BUNDLES_PER_COMMIT,
+    FILES_PER_BUNDLE,
+    MAX_FILES_PER_COMMIT,
+    PR_BUNDLES_PER_COMMIT,
+    SHARED_FILES,
     BundlePlan,
     HubEvidence,
     LocalBundle,
@@ -87,9 +90,9 @@ def test_an_archive_without_its_sidecar_is_repaired_keeping_its_first_publicatio
 ) -> None:
     files = published(bundle)
     del files[repo_sidecar(bundle.key)]
-    view = RepositoryView("main", "a" * 40, files)
+    view = RepositoryView("main", "a" * 40, files, published={bundle.bundle_id: EARLIER})
     assert triage(bundle, view, create_pr=False) == "repair"
-    decision = decide(bundle, view, HubEvidence(first_published=EARLIER), OPTIONS, NOW)
+    decision = decide(bundle, view, HubEvidence(), OPTIONS, NOW)
     assert decision.plan.action == "repair"
     assert decision.row is not None and decision.row.published_at == EARLIER
     # A pull request proposes nothing of a bundle the branch already holds.
@@ -149,10 +152,18 @@ def test_an_extension_must_keep_every_prediction_of_the_hubs_copy() -> None:
 
 def test_the_plan_cuts_commits_and_words_them(tmp_path: Path) -> None:
     found = bundles_of(
-        tmp_path, *(RunSpec(task=f"task{n:02}", rows=1) for n in range(BUNDLES_PER_COMMIT + 2))
+        tmp_path, *(RunSpec(task=f"task{n:02}", rows=1) for n in range(PR_BUNDLES_PER_COMMIT + 2))
     )
-    cut = batches(found)
-    assert [len(batch) for batch in cut] == [BUNDLES_PER_COMMIT, 2]
+    # a pull request's commit: two files a bundle, within MAX_FILES_PER_COMMIT
+    assert [len(b) for b in batches(found, to_branch=False)] == [PR_BUNDLES_PER_COMMIT, 2]
+    # a branch's: the all-tasks table, the card, and a table per task touched (here, each)
+    per_branch_commit = (MAX_FILES_PER_COMMIT - SHARED_FILES) // (FILES_PER_BUNDLE + 1)
+    cut = batches(found, to_branch=True)
+    assert [len(b) for b in cut] == [per_branch_commit, len(found) - per_branch_commit]
+    # bundles of one task share its table
+    same_task = [bundle for bundle in found if bundle.key.task == "task00"] * 60
+    assert [len(b) for b in batches(same_task, to_branch=True)] == [48, 12]
+    cut = batches(found, to_branch=False)
     plans = {
         bundle.bundle_id: BundlePlan(bundle_id=bundle.bundle_id, action="new") for bundle in cut[1]
     }

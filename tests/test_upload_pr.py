@@ -16,7 +16,7 @@ from huggingface_hub import HfApi
 from test_upload import make_bundles, upload
 
 from bundler.hub.layout import README, repo_paths
-from bundler.hub.plan import BUNDLES_PER_COMMIT
+from bundler.hub.plan import PR_BUNDLES_PER_COMMIT
 from bundler.hub.pullrequest import read_pr_state
 from bundler.local.layout import BundleId
 
@@ -293,15 +293,15 @@ def test_a_submitters_write_token_opens_its_pull_request_with_the_right_title_an
 
     many = make_bundles(
         tmp_path / "many",
-        [RunSpec(task=f"task{number:02}", rows=1) for number in range(BUNDLES_PER_COMMIT + 2)],
+        [RunSpec(task=f"task{number:02}", rows=1) for number in range(PR_BUNDLES_PER_COMMIT + 2)],
     )
     code, report, stderr = upload(many, "--repo", repo_id, "--create-pr", token=SUBMITTER_TOKEN)
     assert code == 0, stderr
     assert len(report["commits"]) == 2
     (pr,) = hub.pull_requests(repo_id)
-    assert pr.title.startswith(f"Add {BUNDLES_PER_COMMIT + 3} GPTNT")
+    assert pr.title.startswith(f"Add {PR_BUNDLES_PER_COMMIT + 3} GPTNT")
     assert report["warnings"] == []
-    assert "task00" in pr.description and f"task{BUNDLES_PER_COMMIT + 1:02}" in pr.description
+    assert "task00" in pr.description and f"task{PR_BUNDLES_PER_COMMIT + 1:02}" in pr.description
 
 
 def test_a_read_token_opens_no_pull_request(hub: HubServer, repo_id: str, tmp_path: Path) -> None:

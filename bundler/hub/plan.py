@@ -43,6 +43,8 @@ FILES_PER_BUNDLE = len(repo_paths(BundleId("bundle_00000000", "task", "unpinned"
 SHARED_FILES = 2
 """What every commit to a branch writes beside the bundles: the all-tasks table and the card
 (plus one table per task it touches)."""
+PR_BUNDLES_PER_COMMIT = MAX_FILES_PER_COMMIT // FILES_PER_BUNDLE
+"""The bundles a pull request's commit holds: their own files only."""
 EXTENSIBLE_CLAIMS = frozenset({"predictions", "coverage", "warnings", "bundler_version"})
 """The claims a resumed run may change; any other difference makes it a different result."""
 

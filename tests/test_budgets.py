@@ -1,0 +1,156 @@
+"""What each command costs the Hub as the leaderboard grows: requests counted by the local Hub
+server (which pages tree listings as the Hub does), at N = 30 and N = 3,000 bundles already in
+the repository. A command whose cost grew with N would meet the Hub's rate limits (per 5
+minutes: 1,000 API calls and 5,000 file requests for a free account, 500 and 3,000 anonymous)
+long before a leaderboard reaches 100,000 bundles."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from conftest import WRITE_TOKEN
+from helpers import run_cli, run_python
+from hubserver import HubServer
+from scalelib import bundles_of, publish_directly, run_specs
+
+SIZES = (30, 3_000)
+
+
+@dataclass(frozen=True)
+class Leaderboard:
+    repo_id: str
+    bundles: Path
+    """Every bundle the repository holds, as a local bundles folder."""
+
+
+@pytest.fixture(scope="module")
+def leaderboards(
+    hub: HubServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[int, Leaderboard]]:
+    """A repository per size, published as the bundler lays it out."""
+    boards: dict[int, Leaderboard] = {}
+    for size in SIZES:
+        root = tmp_path_factory.mktemp(f"n{size}")
+        bundles = bundles_of(root, run_specs(size))
+        repo_id = f"gptnt/budget-{size}"
+        publish_directly(hub, repo_id, bundles)
+        boards[size] = Leaderboard(repo_id, bundles)
+    yield boards
+
+
+def counted(hub: HubServer, repo_id: str, *args: object) -> tuple[dict[str, int], object]:
+    """Run a bundler command and count the requests it made about `repo_id`."""
+    hub.reset_requests()
+    result = run_cli(*args, "--json", env={"HF_TOKEN": WRITE_TOKEN})
+    assert result.returncode == 0, result.stderr
+    return hub.request_counts(repo_id), json.loads(result.stdout)
+
+
+def total(counts: dict[str, int]) -> int:
+    return counts["api"] + counts["file"]
+
+
+def test_an_upload_of_one_new_bundle_costs_the_same_at_any_size(
+    hub: HubServer, leaderboards: dict[int, Leaderboard], tmp_path: Path
+) -> None:
+    costs = {}
+    for size, board in leaderboards.items():
+        new = bundles_of(tmp_path / f"new{size}", run_specs(1, start=size))
+        counts, report = counted(hub, board.repo_id, "upload", new, "--repo", board.repo_id)
+        assert [b["outcome"] for b in report["bundles"]] == ["published"]  # type: ignore[index]
+        assert counts["file"] <= 5, counts
+        costs[size] = total(counts)
+    assert abs(costs[SIZES[0]] - costs[SIZES[1]]) <= 3, costs
+
+
+def test_an_upload_with_nothing_new_costs_at_most_six_requests(
+    hub: HubServer, leaderboards: dict[int, Leaderboard]
+) -> None:
+    for board in leaderboards.values():
+        counts, report = counted(hub, board.repo_id, "upload", board.bundles, "--repo", board.repo_id)
+        outcomes = {b["outcome"] for b in report["bundles"]}  # type: ignore[index]
+        assert outcomes == {"already-there"} and report["commits"] == []  # type: ignore[index]
+        assert total(counts) <= 6, counts
+
+
+def test_a_card_with_nothing_to_do_costs_at_most_six_requests(
+    hub: HubServer, leaderboards: dict[int, Leaderboard]
+) -> None:
+    for board in leaderboards.values():
+        counts, report = counted(hub, board.repo_id, "card", "--repo", board.repo_id)
+        assert report["changed"] is False  # type: ignore[index]
+        assert total(counts) <= 6, counts
+
+
+def test_downloading_one_bundle_costs_at_most_six_requests(
+    hub: HubServer, leaderboards: dict[int, Leaderboard], tmp_path: Path
+) -> None:
+    for size, board in leaderboards.items():
+        wanted = str(next(iter(sorted(board.bundles.rglob("*.tar.zst")))).relative_to(board.bundles))
+        bundle_id = wanted.removesuffix(".tar.zst")
+        out = tmp_path / f"one{size}"
+        counts, report = counted(
+            hub, board.repo_id, "download", "--repo", board.repo_id, "--bundle", bundle_id, "-o", out
+        )
+        assert [b["outcome"] for b in report["bundles"]] == ["downloaded"]  # type: ignore[index]
+        assert total(counts) <= 6, counts
+
+
+def test_a_full_download_costs_two_file_requests_a_bundle_plus_the_listing(
+    hub: HubServer, leaderboards: dict[int, Leaderboard], tmp_path: Path
+) -> None:
+    board = leaderboards[SIZES[0]]
+    counts, report = counted(hub, board.repo_id, "download", "--repo", board.repo_id, "-o", tmp_path)
+    bundles = report["bundles"]  # type: ignore[index]
+    assert len(bundles) == SIZES[0] and {b["outcome"] for b in bundles} == {"downloaded"}
+    assert counts["file"] == 2 * SIZES[0], counts
+    assert counts["api"] <= 3, counts  # the head, and the listing (one page under 1,000 files)
+    # a second download into the same folder fetches nothing
+    counts, report = counted(hub, board.repo_id, "download", "--repo", board.repo_id, "-o", tmp_path)
+    assert {b["outcome"] for b in report["bundles"]} == {"already-there"}  # type: ignore[index]
+    assert counts["file"] == 0, counts
+
+
+def test_a_bulk_upload_costs_what_its_new_bundles_do_not_what_is_there(
+    hub: HubServer, leaderboards: dict[int, Leaderboard], tmp_path: Path
+) -> None:
+    costs = {}
+    for size, board in leaderboards.items():
+        new = bundles_of(tmp_path / f"bulk{size}", run_specs(80, start=size + 10))
+        counts, report = counted(hub, board.repo_id, "upload", new, "--repo", board.repo_id)
+        assert {b["outcome"] for b in report["bundles"]} == {"published"}  # type: ignore[index]
+        costs[size] = total(counts)
+    assert abs(costs[SIZES[0]] - costs[SIZES[1]]) <= 3, costs
+
+
+LOAD = """
+import json, sys
+import datasets
+datasets.disable_progress_bars()
+kwargs = {"name": sys.argv[2]} if len(sys.argv) > 2 else {}
+table = datasets.load_dataset(sys.argv[1], split="train", cache_dir=sys.argv[3:4] and None, **kwargs)
+print(json.dumps({"rows": table.num_rows}))
+"""
+
+
+@pytest.mark.parametrize("config", [None, "task03"])
+def test_loading_the_leaderboard_costs_the_same_file_requests_at_any_size(
+    hub: HubServer, leaderboards: dict[int, Leaderboard], tmp_path: Path, config: str | None
+) -> None:
+    files = {}
+    for size, board in leaderboards.items():
+        cache = tmp_path / f"cache{size}"
+        hub.reset_requests()
+        args = [board.repo_id, *([config] if config else [])]
+        result = run_python(LOAD, *args, env={"HF_DATASETS_CACHE": str(cache), "HF_HUB_CACHE": str(cache / "hub")})
+        assert result.returncode == 0, result.stderr[-2000:]
+        expected = size if config is None else size // 10
+        assert json.loads(result.stdout.splitlines()[-1])["rows"] == expected
+        files[size] = hub.request_counts(board.repo_id)["file"]
+        shutil.rmtree(cache, ignore_errors=True)
+    assert abs(files[SIZES[0]] - files[SIZES[1]]) <= 2, files

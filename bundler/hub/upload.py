@@ -35,6 +35,7 @@ from bundler.local.layout import BundleId
 from bundler.local.lock import bundles_lock
 from bundler.local.manifest import Sidecar
 from bundler.local.verify import find_archives, read_bundle
+from bundler.local.verifycache import VerifiedBundle, VerifyCache
 
 MAX_FILES_PER_COMMIT = 100
 """The Hub recommends about 100 files per commit at most."""
@@ -165,19 +166,27 @@ def gather_local(
             BundlePlan(bundle_id=label, action="refused", outcome="refused", detail=detail)
         )
 
+    cache = VerifyCache(bundles_dir)  # an archive unchanged since it passed is not read again
     for archive in find_archives([bundles_dir]):
-        reading = read_bundle(archive, progress)
-        verification = reading.verification()
-        label = verification.bundle_id or str(archive)
-        if (
-            not verification.ok
-            or reading.sidecar is None
-            or reading.sidecar_data is None
-            or reading.metrics_text is None
-        ):
-            refuse(label, f"{archive}: failed verification ({verification.describe_failures()})")
-            continue
-        sidecar = reading.sidecar
+        identity = cache.stat(archive)
+        verified = cache.lookup(archive, identity)
+        if verified is None:
+            reading = read_bundle(archive, progress)
+            verification = reading.verification()
+            if (
+                not verification.ok
+                or reading.sidecar is None
+                or reading.sidecar_data is None
+                or reading.metrics_text is None
+            ):
+                label = verification.bundle_id or str(archive)
+                failures = verification.describe_failures()
+                refuse(label, f"{archive}: failed verification ({failures})")
+                continue
+            verified = VerifiedBundle(reading.sidecar, reading.sidecar_data, reading.metrics_text)
+            cache.record(archive, identity, verified)
+        sidecar = verified.sidecar
+        label = sidecar.bundle_id
         if sidecar.coverage.status == "partial" and not allow_partial:
             coverage = sidecar.coverage
             set_aside.append(
@@ -201,9 +210,10 @@ def gather_local(
         accepted[sidecar.bundle_id] = LocalBundle(
             archive=archive,
             sidecar=sidecar,
-            sidecar_data=reading.sidecar_data,
-            metrics_text=reading.metrics_text,
+            sidecar_data=verified.sidecar_data,
+            metrics_text=verified.metrics_text,
         )
+    cache.save()
     return list(accepted.values()), set_aside
 
 

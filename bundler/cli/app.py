@@ -283,6 +283,14 @@ ResolveRowsOption = Annotated[
 LevelOption = Annotated[
     int, typer.Option(min=1, max=MAX_LEVEL, metavar="N", help="zstd compression level.")
 ]
+FullOption = Annotated[
+    bool,
+    typer.Option(
+        "--full",
+        help="Read every run again, trusting no cache (an unchanged run is otherwise skipped "
+        "unread when its files' size, mtime, ctime and inode are as when it was bundled).",
+    ),
+]
 
 # Options shared by upload and sync.
 RevisionOption = Annotated[
@@ -490,6 +498,7 @@ def collect_command(
     token: TokenOption = None,
     level: LevelOption = 3,
     wait: WaitOption = 0,
+    full: FullOption = False,
     json_output: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
@@ -513,6 +522,7 @@ def collect_command(
             allow_partial=allow_partial,
             level=level,
             wait=wait,
+            full=full,
         )
         row_counts = None
         if resolve_rows:
@@ -537,6 +547,7 @@ def _collect_options(
     allow_partial: bool,
     level: int,
     wait: float,
+    full: bool = False,
 ) -> CollectOptions:
     """The collect options from the command line (shared by collect and sync)."""
     from bundler.local.collect import CollectOptions, parse_expectations
@@ -551,6 +562,7 @@ def _collect_options(
         allow_partial=allow_partial,
         level=level,
         lock_wait=wait,
+        full=full,
     )
 
 
@@ -826,6 +838,7 @@ def sync_command(
         ),
     ] = None,
     wait: WaitOption = 0,
+    full: FullOption = False,
     json_output: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
@@ -869,6 +882,7 @@ def sync_command(
                 allow_partial=allow_partial,
                 level=level,
                 wait=wait,
+                full=full,
             ),
             resolve_rows=resolve_rows,
             upload=_upload_options(

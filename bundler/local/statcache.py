@@ -68,24 +68,32 @@ def listing_probe(directory: Path | str) -> tuple[str, int] | None:
     """A digest of a run directory's listing and of the identity of every entry that is not a
     folder, with the newest mtime among them; None when it cannot be listed or stat'ed.
     Folders count by name only: a folder below a run is a run of its own or left out by name."""
-    parts: list[str] = []
+    parts: list[tuple[str, int, int, int, int, int]] = []
     newest = 0
     try:
         with os.scandir(directory) as entries:
             for entry in entries:
                 if entry.is_dir(follow_symlinks=False):
-                    parts.append(entry.name + "/")
+                    parts.append((entry.name, -1, 0, 0, 0, 0))
                     continue
                 status = entry.stat(follow_symlinks=False)
+                mtime = status.st_mtime_ns
                 parts.append(
-                    f"{entry.name}/{status.st_mode} {status.st_size} {status.st_mtime_ns} "
-                    f"{status.st_ctime_ns} {status.st_ino}"
+                    (
+                        entry.name,
+                        status.st_mode,
+                        status.st_size,
+                        mtime,
+                        status.st_ctime_ns,
+                        status.st_ino,
+                    )
                 )
-                newest = max(newest, status.st_mtime_ns)
+                if mtime > newest:
+                    newest = mtime
     except OSError:
         return None
     parts.sort()
-    text = "\0".join(parts).encode("utf-8", "surrogateescape")
+    text = repr(parts).encode("ascii", "backslashreplace")  # names and numbers, unambiguous
     return hashlib.blake2b(text, digest_size=16).hexdigest(), newest
 
 

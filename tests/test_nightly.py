@@ -22,7 +22,12 @@ from factory import RunSpec, write_tree
 from bundler.core.progress import NoProgress
 from bundler.hub.upload import gather_local
 from bundler.local.collect import CollectOptions, CollectReport, collect
-from bundler.local.layout import COLLECT_CACHE_NAME, VERIFY_CACHE_NAME
+from bundler.local.layout import (
+    COLLECT_CACHE_NAME,
+    TEMP_PREFIX,
+    TEMP_SUFFIX,
+    VERIFY_CACHE_NAME,
+)
 from bundler.local.statcache import MAX_CACHE_BYTES
 from bundler.local.submitter import Submitter
 
@@ -346,3 +351,16 @@ def test_a_corrupt_verification_cache_is_ignored(tmp_path: Path) -> None:
         local, refused = gather(bundles)
     assert len(local) == 3 and refused == []
     assert len([p for p in opened if p.endswith(".tar.zst")]) == 3
+
+
+def test_a_cache_write_left_by_a_killed_run_is_removed(tmp_path: Path) -> None:
+    out, bundles = tmp_path / "out", tmp_path / "b"
+    make_tree(out)
+    run_collect(out, bundles, expected_rows={"expert-vqa": 3})
+    leftover = bundles / f"{TEMP_PREFIX}{COLLECT_CACHE_NAME}.x1y2z3{TEMP_SUFFIX}"
+    leftover.write_bytes(b"{")
+    other = bundles / f"{TEMP_PREFIX}something-else.x1y2z3{TEMP_SUFFIX}"
+    other.write_bytes(b"not ours to judge")
+    report = run_collect(out, bundles, expected_rows={"expert-vqa": 3})
+    assert report.removed_temporaries == [str(leftover)]
+    assert not leftover.exists() and other.exists()

@@ -208,6 +208,7 @@ def collect(
     slots: list[CollectedBundle | None] = [None] * len(runs)
     try:
         with bundles_lock(bundles_dir, operation="collect", wait=options.lock_wait):
+            work = _Work(bundles_dir, options, compressors, row_counts, progress, cache)
             with DurableBatch() as batch:
                 for number, item in enumerate(runs):
                     if isinstance(item, CachedRun):
@@ -224,7 +225,6 @@ def collect(
                             continue
                     else:
                         header = item
-                    work = _Work(bundles_dir, options, compressors, row_counts, progress, cache)
                     _bundle_one(header, work, batch, report, slots, number)
             report.bundles = [bundle for bundle in slots if bundle is not None]
             cache.save()

@@ -472,7 +472,7 @@ def _write_bundle(
     renamed: the staged copy is dropped. `done` is told the outcome."""
     from bundler.local.archive import write_archive
     from bundler.local.claim import sidecar_bytes, sidecar_for
-    from bundler.local.fileio import StagedFile, sha256_file
+    from bundler.local.fileio import StagedFile, sha256_file, write_error
     from bundler.local.statcache import sha256_bytes
 
     claim = _claim_of(run, options)
@@ -505,10 +505,13 @@ def _write_bundle(
             return
         sidecar = StagedFile(sidecar_path)
         sidecar.handle.write(data)
-    except BaseException:
+    except BaseException as error:
         archive.close()
         if sidecar is not None:
             sidecar.close()
+        if isinstance(error, OSError):  # a full disk: the run's refusal names the file
+            failed = sidecar_path if sidecar is not None else archive_path
+            raise write_error(failed, error) from None
         raise
     batch.add(
         archive,

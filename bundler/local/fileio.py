@@ -324,6 +324,18 @@ class DurableBatch:
 
     def flush(self) -> None:
         pending, self.pending, self.size = self.pending, [], 0
+        try:
+            outcomes = self._commit(pending)
+        finally:  # whatever was not committed (an error, SIGTERM) is a temporary file: removed
+            for first, second, _ in pending:
+                for file in (first, second):
+                    file.close()
+        for done, failure in outcomes:
+            done(failure)
+
+    def _commit(
+        self, pending: list[tuple[StagedFile, StagedFile, Callable[[WriteError | None], None]]]
+    ) -> list[tuple[Callable[[WriteError | None], None], WriteError | None]]:
         staged = [file for first, second, _ in pending for file in (first, second)]
         errors: list[OSError | None] = []
         for file in staged:
@@ -337,42 +349,36 @@ class DurableBatch:
         errors = [before or after for before, after in zip(errors, synced, strict=True)]
         outcomes: list[tuple[Callable[[WriteError | None], None], WriteError | None]] = []
         folders: dict[Path, list[int]] = {}
+        for number, (first, second, done) in enumerate(pending):
+            problem = errors[2 * number] or errors[2 * number + 1]
+            failure: WriteError | None = None
+            if problem is not None:
+                failed = first if errors[2 * number] else second
+                failure = write_error(failed.final, problem)
+            else:
+                try:
+                    commit_pair(first, second, sync_folder=False)
+                    folders.setdefault(first.final.parent, []).append(number)
+                except WriteError as error_written:
+                    failure = error_written
+            outcomes.append((done, failure))
+        opened: list[tuple[Path, int]] = []
         try:
-            for number, (first, second, done) in enumerate(pending):
-                problem = errors[2 * number] or errors[2 * number + 1]
-                failure: WriteError | None = None
-                if problem is not None:
-                    failed = first if errors[2 * number] else second
-                    failure = write_error(failed.final, problem)
-                else:
-                    try:
-                        commit_pair(first, second, sync_folder=False)
-                        folders.setdefault(first.final.parent, []).append(number)
-                    except WriteError as error_written:
-                        failure = error_written
-                outcomes.append((done, failure))
-            opened: list[tuple[Path, int]] = []
-            try:
-                for folder in folders:
-                    opened.append((folder, os.open(folder, os.O_RDONLY | os.O_DIRECTORY)))
-                for (folder, _), synced_error in zip(
-                    opened, sync_all([descriptor for _, descriptor in opened]), strict=True
-                ):
-                    if synced_error is not None:
-                        for number in folders[folder]:
-                            done = outcomes[number][0]
-                            outcomes[number] = (done, write_error(folder, synced_error))
-            except OSError as error:
-                raise write_error(next(iter(folders)), error) from None
-            finally:
-                for _, descriptor in opened:
-                    os.close(descriptor)
+            for folder in folders:
+                opened.append((folder, os.open(folder, os.O_RDONLY | os.O_DIRECTORY)))
+            for (folder, _), synced_error in zip(
+                opened, sync_all([descriptor for _, descriptor in opened]), strict=True
+            ):
+                if synced_error is not None:
+                    for number in folders[folder]:
+                        done = outcomes[number][0]
+                        outcomes[number] = (done, write_error(folder, synced_error))
+        except OSError as error:
+            raise write_error(next(iter(folders)), error) from None
         finally:
-            for first, second, _ in pending:
-                for file in (first, second):
-                    file.close()
-        for done, failure in outcomes:
-            done(failure)
+            for _, descriptor in opened:
+                os.close(descriptor)
+        return outcomes
 
     def discard(self) -> None:
         pending, self.pending, self.size = self.pending, [], 0

@@ -4,14 +4,14 @@ Two caches, each one JSON file at the top of the bundles folder, hidden (a dot-n
 TEMP_PREFIX pattern, like the lock file), so neither is ever taken for a bundle (`verify`'s
 folder walk skips hidden entries) nor removed as a leftover:
 
-- `.bundler.collect-cache.json`: per run directory (by absolute path), a digest of its listing
+- `.bundler.collect.cache`: per run directory (by absolute path), a digest of its listing
   (every entry's name; for each entry that is not a folder its mode, size, mtime_ns, ctime_ns
   and inode), the newest mtime among them, the inputs that shaped its bundle (submitter,
   expected rows, row-count note, allow_partial, level, bundler version), the bundle it became
   (id; archive and sidecar sha256, size, mtime_ns, ctime_ns, inode) and what collect reports
   for it. A run whose listing, inputs and bundle all still match is reported `unchanged`
   without one of its files being opened.
-- `.bundler.verify-cache.json`: per archive that passed verification (by its path in the
+- `.bundler.verify.cache`: per archive that passed verification (by its path in the
   folder), the archive's mode, size, mtime_ns, ctime_ns and inode, the sha256 of its sidecar's
   bytes, and its metrics.json text (which upload's rows need; at most MAX_CACHED_METRICS_BYTES,
   a bundle with more is verified every time). A refused bundle is never cached.

@@ -30,6 +30,7 @@ from pydantic_core import from_json
 
 from bundler.local.collect import CollectedBundle, CollectOptions, CollectReport, collect
 from bundler.local.layout import LOCK_NAME
+from bundler.local.statcache import CACHE_NAMES
 
 BUNDLER = Path(sys.executable).parent / "bundler"
 """The console script installed in the same environment as the interpreter running the tests."""
@@ -288,10 +289,12 @@ def partial_files(directory: Path) -> list[Path]:
 
 
 def all_files(directory: Path) -> list[Path]:
-    """Every file below `directory` except a bundles folder's lock file, which belongs to the
-    folder (it stays for the next run), not to any one run's output."""
+    """Every file below `directory` except a bundles folder's lock file and stat caches,
+    which belong to the folder (they stay for the next run), not to any one run's output."""
     return sorted(
-        path for path in directory.rglob("*") if not path.is_dir() and path.name != LOCK_NAME
+        path
+        for path in directory.rglob("*")
+        if not path.is_dir() and path.name != LOCK_NAME and path.name not in CACHE_NAMES
     )
 
 

@@ -76,3 +76,13 @@ def test_upload_benchmark_counts_requests(tmp_path: Path) -> None:
     check_rows(figures, {"upload-fresh", "upload-rerun"})
     fresh = figures["comparisons"][0]  # type: ignore[index]
     assert fresh["extra"]["requests"] > 0 and fresh["extra"]["hf_requests"] > 0
+
+
+@pytest.mark.slow
+def test_nightly_benchmark_times_the_noop(tmp_path: Path) -> None:
+    figures = run_benchmark("benchmark_nightly.py", tmp_path, "--smoke", "--full-rounds", "1")
+    check_rows(figures, {"noop-collect", "noop-gather", "full-collect"})
+    comparisons = figures["comparisons"]
+    assert isinstance(comparisons, list)
+    targets = {row["name"]: row["target_ratio"] for row in comparisons}
+    assert targets == {"noop-collect": 1.5, "noop-gather": 1.5, "full-collect": None}

@@ -22,7 +22,7 @@ from bundler.hub.layout import ALL_TABLE, repo_sidecar
 from bundler.hub.session import HubSession
 from bundler.hub.upload import gather_local
 from bundler.local.collect import CollectOptions, collect
-from bundler.local.layout import LOCK_NAME, BundleId
+from bundler.local.layout import CACHE_NAMES, LOCK_NAME, BundleId
 
 SECOND_SHA = "ffeeddccbbaa99887766554433221100ffeeddcc"
 
@@ -80,7 +80,7 @@ def local_files(bundles: Path) -> dict[str, bytes]:
     return {
         path.relative_to(bundles).as_posix(): path.read_bytes()
         for path in sorted(bundles.rglob("*"))
-        if path.is_file() and path.name != LOCK_NAME
+        if path.is_file() and path.name != LOCK_NAME and path.name not in CACHE_NAMES
     }
 
 

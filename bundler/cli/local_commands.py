@@ -14,6 +14,7 @@ from bundler.cli.options import (
     BundlesDirOption,
     DebugOption,
     ExpectOption,
+    FullOption,
     JsonOption,
     LevelOption,
     ModelOption,
@@ -53,6 +54,7 @@ def collect_command(
     token: TokenOption = None,
     level: LevelOption = 3,
     wait: WaitOption = 0,
+    full: FullOption = False,
     json_output: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
@@ -76,6 +78,7 @@ def collect_command(
             allow_partial=allow_partial,
             level=level,
             wait=wait,
+            full=full,
         )
         row_counts = None
         if resolve_rows:
@@ -100,6 +103,7 @@ def collect_options(
     allow_partial: bool,
     level: int,
     wait: float,
+    full: bool = False,
 ) -> CollectOptions:
     """The collect options from the command line (shared by collect and sync)."""
     from bundler.local.collect import CollectOptions, parse_expectations
@@ -114,6 +118,7 @@ def collect_options(
         allow_partial=allow_partial,
         level=level,
         lock_wait=wait,
+        full=full,
     )
 
 

@@ -109,6 +109,14 @@ ResolveRowsOption = Annotated[
 LevelOption = Annotated[
     int, typer.Option(min=1, max=MAX_LEVEL, metavar="N", help="zstd compression level.")
 ]
+FullOption = Annotated[
+    bool,
+    typer.Option(
+        "--full",
+        help="Read every run again, trusting no cache (an unchanged run is otherwise skipped "
+        "unread when its files' size, mtime, ctime and inode are as when it was bundled).",
+    ),
+]
 
 
 RevisionOption = Annotated[

@@ -16,6 +16,7 @@ from bundler.cli.options import (
     CreatePrOption,
     DebugOption,
     ExpectOption,
+    FullOption,
     JsonOption,
     LevelOption,
     MaxWaitOption,
@@ -81,6 +82,7 @@ def sync_command(
         ),
     ] = None,
     wait: WaitOption = 0,
+    full: FullOption = False,
     max_wait: MaxWaitOption = None,
     json_output: JsonOption = False,
     debug: DebugOption = False,
@@ -125,6 +127,7 @@ def sync_command(
                 allow_partial=allow_partial,
                 level=level,
                 wait=wait,
+                full=full,
             ),
             resolve_rows=resolve_rows,
             upload=upload_options(

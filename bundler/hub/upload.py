@@ -27,6 +27,7 @@ from bundler.core.progress import NoProgress, ProgressSink, Unit
 from bundler.hub.plan import BundlePlan, LocalBundle, UploadOptions, UploadReport
 from bundler.local.lock import bundles_lock
 from bundler.local.verify import find_archives, read_bundle
+from bundler.local.verifycache import VerifiedBundle, VerifyCache
 
 
 def gather_local(
@@ -42,19 +43,27 @@ def gather_local(
             BundlePlan(bundle_id=label, action="refused", outcome="refused", detail=detail)
         )
 
+    cache = VerifyCache(bundles_dir)  # an archive unchanged since it passed is not read again
     for archive in find_archives([bundles_dir]):
-        reading = read_bundle(archive, progress)
-        verification = reading.verification()
-        label = verification.bundle_id or str(archive)
-        if (
-            not verification.ok
-            or reading.sidecar is None
-            or reading.sidecar_data is None
-            or reading.metrics_text is None
-        ):
-            refuse(label, f"{archive}: failed verification ({verification.describe_failures()})")
-            continue
-        sidecar = reading.sidecar
+        identity = cache.stat(archive)
+        verified = cache.lookup(archive, identity)
+        if verified is None:
+            reading = read_bundle(archive, progress)
+            verification = reading.verification()
+            if (
+                not verification.ok
+                or reading.sidecar is None
+                or reading.sidecar_data is None
+                or reading.metrics_text is None
+            ):
+                label = verification.bundle_id or str(archive)
+                failures = verification.describe_failures()
+                refuse(label, f"{archive}: failed verification ({failures})")
+                continue
+            verified = VerifiedBundle(reading.sidecar, reading.sidecar_data, reading.metrics_text)
+            cache.record(archive, identity, verified)
+        sidecar = verified.sidecar
+        label = sidecar.bundle_id
         if sidecar.coverage.status == "partial" and not allow_partial:
             coverage = sidecar.coverage
             set_aside.append(
@@ -78,9 +87,10 @@ def gather_local(
         accepted[sidecar.bundle_id] = LocalBundle(
             archive=archive,
             sidecar=sidecar,
-            sidecar_data=reading.sidecar_data,
-            metrics_text=reading.metrics_text,
+            sidecar_data=verified.sidecar_data,
+            metrics_text=verified.metrics_text,
         )
+    cache.save()
     return list(accepted.values()), set_aside
 
 

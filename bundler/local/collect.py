@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
@@ -35,6 +37,8 @@ from bundler.local.submitter import Submitter
 
 if TYPE_CHECKING:
     from bundler.local.archive import BodyWriter, Compressors
+    from bundler.local.collectcache import CachedBundle, CachedRun, CollectCache
+    from bundler.local.fileio import DurableBatch
     from bundler.local.layout import BundleId
     from bundler.local.manifest import BundleClaim
     from bundler.local.runs import RunHeader, ValidatedRun
@@ -64,6 +68,10 @@ class CollectOptions(Model):
     threads: int | None = Field(default=None, ge=1)
     lock_wait: float = Field(
         default=0, ge=0, description="seconds to wait for another run to release the folder"
+    )
+    full: bool = Field(
+        default=False,
+        description="read every run again, trusting no cache (bundler.local.collectcache)",
     )
 
 
@@ -159,13 +167,25 @@ def collect(
         RefusedInput(path=item.path, error=f"{item.path}: {item.reason}") for item in found.refused
     )
     from bundler.local.archive import Compressors
-    from bundler.local.fileio import remove_leftovers
+    from bundler.local.collectcache import CachedRun, CollectCache
+    from bundler.local.fileio import DurableBatch, remove_leftovers
     from bundler.local.lock import bundles_lock
     from bundler.local.runs import read_header
 
-    headers: list[RunHeader] = []
+    headers: list[RunHeader | CachedRun] = []
     matches = _FilterMatches(options)
+    cache = CollectCache(bundles_dir, full=options.full)
     for run in found.runs:
+        cached = cache.lookup(run)  # stats the run's files; reads none of them
+        if cached is not None:
+            if not matches.selects(cached.task, cached.names):
+                cache.carry(run)
+                report.skipped.append(Skipped(path=str(run.path), reason="not selected by filters"))
+                continue
+            if _inputs_match(cached, options, row_counts):
+                headers.append(cached)
+                continue
+            matches.selected -= 1  # counted again below, from the run's own files
         try:
             header = read_header(run)
         except InputError as error:
@@ -177,6 +197,7 @@ def collect(
         if matches.selects(meta.statics.task_name, names):
             headers.append(header)
         else:
+            cache.carry(run)
             report.skipped.append(Skipped(path=str(run.path), reason="not selected by filters"))
     matches.check()
     report.removed_temporaries = [str(path) for path in remove_leftovers(bundles_dir)]
@@ -184,10 +205,29 @@ def collect(
     if not runs:
         return report  # nothing to write: no lock taken, nothing created
     compressors = Compressors.of(options.level, options.threads)
+    slots: list[CollectedBundle | None] = [None] * len(runs)
     try:
         with bundles_lock(bundles_dir, operation="collect", wait=options.lock_wait):
-            for header in runs:
-                _bundle_one(header, bundles_dir, options, compressors, row_counts, progress, report)
+            work = _Work(bundles_dir, options, compressors, row_counts, progress, cache)
+            with DurableBatch() as batch:
+                for number, item in enumerate(runs):
+                    if isinstance(item, CachedRun):
+                        unchanged = cache.still_bundled(item)
+                        if unchanged is not None:
+                            slots[number] = _reported(item, unchanged)
+                            continue
+                        try:  # the bundle changed since: the run is read after all
+                            header = read_header(item.run)
+                        except InputError as error:
+                            report.refused.append(
+                                RefusedInput(path=str(item.run.path), error=str(error))
+                            )
+                            continue
+                    else:
+                        header = item
+                    _bundle_one(header, work, batch, report, slots, number)
+            report.bundles = [bundle for bundle in slots if bundle is not None]
+            cache.save()
     except BundlesLockedError as error:  # from the lock: _bundle_one reports its own errors
         if not report.refused:
             raise  # the lock is the whole story: its one line and exit 75, as for upload
@@ -241,12 +281,14 @@ def _model_path(run: RunDirectory) -> str:
     return run.relative.partition("/")[2]
 
 
-def _refuse_collisions(headers: list[RunHeader], report: CollectReport) -> list[RunHeader]:
+def _refuse_collisions(
+    headers: list[RunHeader | CachedRun], report: CollectReport
+) -> list[RunHeader | CachedRun]:
     """Two runs that map to one bundle id are both refused: neither may overwrite the other."""
-    by_id: dict[BundleId, list[RunHeader]] = defaultdict(list)
+    by_id: dict[BundleId, list[RunHeader | CachedRun]] = defaultdict(list)
     for header in headers:
         by_id[header.bundle_id].append(header)
-    kept: list[RunHeader] = []
+    kept: list[RunHeader | CachedRun] = []
     for bundle, claimants in by_id.items():
         if len(claimants) == 1:
             kept.append(claimants[0])
@@ -264,27 +306,128 @@ def _refuse_collisions(headers: list[RunHeader], report: CollectReport) -> list[
     return kept
 
 
+def _collect_inputs(
+    options: CollectOptions, expected_rows: int | None, row_count_note: str | None
+) -> dict[str, object]:
+    """What shaped a run's bundle besides its files (the bundler version is the cache's)."""
+    return {
+        "submitter": options.submitter.model_dump(mode="json"),
+        "expected_rows": expected_rows,
+        "row_count_note": row_count_note,
+        "allow_partial": options.allow_partial,
+        "level": options.level,
+    }
+
+
+def _inputs_match(
+    cached: CachedRun, options: CollectOptions, row_counts: RowCountLookup | None
+) -> bool:
+    """Whether the options would shape the run's bundle as they did (a row count is asked
+    again, as for a run that is read)."""
+    from pydantic import ValidationError
+
+    from bundler.local.schema import StaticsIdentity
+
+    expected = options.expected_rows.get(cached.task)
+    note = None
+    if expected is None and row_counts is not None:
+        try:
+            identity = StaticsIdentity.model_validate(cached.entry["statics"])
+        except (KeyError, ValidationError):
+            return False
+        expected, note = row_counts.rows(identity)
+    return bool(cached.entry.get("inputs") == _collect_inputs(options, expected, note))
+
+
+def _reported(cached: CachedRun, bundle: CachedBundle) -> CollectedBundle:
+    """The report of a run skipped as unchanged: what reading it would have reported."""
+    return CollectedBundle(
+        bundle_id=str(cached.bundle_id),
+        run_directory=str(cached.run.path),
+        archive=str(bundle.archive),
+        sidecar=str(bundle.sidecar),
+        status="unchanged",
+        sha256=bundle.sha256,
+        size=bundle.size,
+        coverage=bundle.coverage,
+        predictions=bundle.predictions,
+        warnings=bundle.warnings,
+    )
+
+
+@dataclass(frozen=True)
+class _Work:
+    """What every run's bundling shares."""
+
+    bundles_dir: Path
+    options: CollectOptions
+    compressors: Compressors
+    row_counts: RowCountLookup | None
+    progress: ProgressSink
+    cache: CollectCache
+
+
 def _bundle_one(
     header: RunHeader,
-    bundles_dir: Path,
-    options: CollectOptions,
-    compressors: Compressors,
-    row_counts: RowCountLookup | None,
-    progress: ProgressSink,
+    work: _Work,
+    batch: DurableBatch,
     report: CollectReport,
+    slots: list[CollectedBundle | None],
+    number: int,
 ) -> None:
+    """Bundle one run into `slots[number]`; a new or replaced bundle is committed with the
+    batch (`DurableBatch`), an unchanged one is left as it is."""
     from bundler.local.archive import BodyWriter
+    from bundler.local.collectcache import CachedBundle
     from bundler.local.runs import validate_run
 
+    options, progress = work.options, work.progress
     statics = header.meta.statics
     expected = options.expected_rows.get(statics.task_name)
     note = None
-    if expected is None and row_counts is not None:
-        expected, note = row_counts.rows(statics)
+    if expected is None and work.row_counts is not None:
+        expected, note = work.row_counts.rows(statics)
+    inputs = _collect_inputs(options, expected, note)
+
+    def refuse(error: BundlerError) -> None:
+        # Every refusal line names a path: the input's, or the file that could not be written.
+        named = isinstance(error, InputError) or (
+            isinstance(error, WriteError) and error.path is not None
+        )
+        shown = str(error) if named else f"{header.run.path}: {error}"
+        report.refused.append(RefusedInput(path=str(header.run.path), error=shown))
+
+    def done(bundle: CollectedBundle, sidecar_sha256: str, error: WriteError | None) -> None:
+        if error is not None:
+            refuse(error)
+            return
+        slots[number] = bundle
+        kept = CachedBundle(
+            archive=Path(bundle.archive),
+            sidecar=Path(bundle.sidecar),
+            sha256=bundle.sha256,
+            size=bundle.size,
+            coverage=bundle.coverage,
+            predictions=bundle.predictions,
+            warnings=bundle.warnings,
+        )
+        work.cache.record(
+            header.run,
+            bundle_id=bundle.bundle_id,
+            bundle=kept,
+            task=statics.task_name,
+            names={header.meta.model_name, header.meta.capabilities.player_name},
+            statics=statics.model_dump(mode="json"),
+            inputs=inputs,
+            sidecar_sha256=sidecar_sha256,
+        )
+
     try:
-        _refuse_linked_folder(header.bundle_id.local_archive(bundles_dir).parent)
+        _refuse_linked_folder(header.bundle_id.local_archive(work.bundles_dir).parent)
         progress.begin(f"bundling {header.bundle_id}", header.run.predictions)
-        with BodyWriter(header.meta.run_timestamp, compressors, header.run.predictions) as body:
+        with BodyWriter(
+            header.meta.run_timestamp, work.compressors, header.run.predictions
+        ) as body:
             run = validate_run(
                 header,
                 expected_rows=expected,
@@ -293,14 +436,9 @@ def _bundle_one(
                 on_prediction=progress.advance,
                 on_file=body.add,
             )
-            report.bundles.append(_write_bundle(run, body, bundles_dir, options))
+            _write_bundle(run, body, work.bundles_dir, options, batch, done)
     except BundlerError as error:
-        # Every refusal line names a path: the input's, or the file that could not be written.
-        named = isinstance(error, InputError) or (
-            isinstance(error, WriteError) and error.path is not None
-        )
-        shown = str(error) if named else f"{header.run.path}: {error}"
-        report.refused.append(RefusedInput(path=str(header.run.path), error=shown))
+        refuse(error)
 
 
 def _refuse_linked_folder(folder: Path) -> None:
@@ -332,42 +470,67 @@ def _claim_of(run: ValidatedRun, options: CollectOptions) -> BundleClaim:
 
 
 def _write_bundle(
-    run: ValidatedRun, body: BodyWriter, bundles_dir: Path, options: CollectOptions
-) -> CollectedBundle:
-    """Write the archive and its sidecar as temporary files, then commit them as a pair (see
-    `commit_pair`): the archive is in place before its sidecar, so a sidecar always describes
-    the archive beside it, and a run killed at any moment leaves the previous bundle or none."""
+    run: ValidatedRun,
+    body: BodyWriter,
+    bundles_dir: Path,
+    options: CollectOptions,
+    batch: DurableBatch,
+    done: Callable[[CollectedBundle, str, WriteError | None], None],
+) -> None:
+    """Write the archive and its sidecar as temporary files, then have `batch` commit them as
+    a pair (see `commit_pair`, `DurableBatch`): both are durable before either is renamed, the
+    archive is in place before its sidecar, so a sidecar always describes the archive beside
+    it, and a run killed at any moment leaves the previous bundle or none. When the archive
+    is the one already there, byte for byte, and so is the sidecar, nothing is fsynced or
+    renamed: the staged copy is dropped. `done` is told the outcome."""
     from bundler.local.archive import write_archive
     from bundler.local.claim import sidecar_bytes, sidecar_for
-    from bundler.local.fileio import StagedFile, commit_pair, sha256_file
+    from bundler.local.fileio import StagedFile, sha256_file, write_error
+    from bundler.local.statcache import sha256_bytes
 
     claim = _claim_of(run, options)
     archive_path = run.header.bundle_id.local_archive(bundles_dir)
     sidecar_path = run.header.bundle_id.local_sidecar(bundles_dir)
     previous = sha256_file(archive_path)[0] if os.path.isfile(archive_path) else None
-    with StagedFile(archive_path) as archive:
+    archive = StagedFile(archive_path)
+    sidecar: StagedFile | None = None
+    try:
         sha256, size = write_archive(claim, run.files(), body, archive.handle)
-        archive.finish()
         data = sidecar_bytes(sidecar_for(claim, archive_path.name, sha256, size))
-        with StagedFile(sidecar_path) as sidecar:
-            sidecar.handle.write(data)
-            sidecar.finish()
-            if previous != sha256 or not _holds(sidecar_path, data):
-                commit_pair(archive, sidecar)
-    status: BundleStatus = (
-        "written" if previous is None else "unchanged" if previous == sha256 else "replaced"
-    )
-    return CollectedBundle(
-        bundle_id=claim.bundle_id,
-        run_directory=str(run.header.run.path),
-        archive=str(archive_path),
-        sidecar=str(sidecar_path),
-        status=status,
-        sha256=sha256,
-        size=size,
-        coverage=run.coverage.status,
-        predictions=run.summary.count,
-        warnings=run.warnings,
+        status: BundleStatus = (
+            "written" if previous is None else "unchanged" if previous == sha256 else "replaced"
+        )
+        bundle = CollectedBundle(
+            bundle_id=claim.bundle_id,
+            run_directory=str(run.header.run.path),
+            archive=str(archive_path),
+            sidecar=str(sidecar_path),
+            status=status,
+            sha256=sha256,
+            size=size,
+            coverage=run.coverage.status,
+            predictions=run.summary.count,
+            warnings=run.warnings,
+        )
+        if status == "unchanged" and _holds(sidecar_path, data):
+            archive.close()  # the same bytes: no fsync, no rename
+            done(bundle, sha256_bytes(data), None)
+            return
+        sidecar = StagedFile(sidecar_path)
+        sidecar.handle.write(data)
+    except BaseException as error:
+        archive.close()
+        if sidecar is not None:
+            sidecar.close()
+        if isinstance(error, OSError):  # a full disk: the run's refusal names the file
+            failed = sidecar_path if sidecar is not None else archive_path
+            raise write_error(failed, error) from None
+        raise
+    batch.add(
+        archive,
+        sidecar,
+        size + len(data),
+        lambda error: done(bundle, sha256_bytes(data), error),
     )
 
 

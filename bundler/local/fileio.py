@@ -12,12 +12,12 @@ import signal
 import stat
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
 from bundler.core.errors import InputError, UsageError, WriteError
-from bundler.local.layout import TEMP_SUFFIX, is_temporary_name, temporary_prefix
+from bundler.local.layout import CACHE_NAMES, TEMP_SUFFIX, is_temporary_name, temporary_prefix
 
 CHUNK_SIZE = 1 << 20
 
@@ -155,6 +155,13 @@ class StagedFile:
         if isinstance(error, OSError):
             raise write_error(self.final, error) from None
 
+    def close(self) -> None:
+        """Done with it: removed unless committed, its descriptor (and flock) released."""
+        if not self.committed:
+            self.path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            self.handle.close()
+
     def finish(self) -> None:
         """Flush and fsync the content: after a crash it is either all there or not renamed."""
         self.handle.flush()
@@ -217,7 +224,7 @@ def _create_locked(final: Path) -> tuple[Path, BinaryIO]:
         raise
 
 
-def commit_pair(first: StagedFile, second: StagedFile) -> None:
+def commit_pair(first: StagedFile, second: StagedFile, *, sync_folder: bool = True) -> None:
     """Put two finished files of one folder in place, `second` being the commit point.
 
     A crash at any moment leaves the previous pair, or a `first` without its `second` (an
@@ -225,7 +232,8 @@ def commit_pair(first: StagedFile, second: StagedFile) -> None:
     its `first` or beside another one. Hence: remove the old `second`, rename `first`, rename
     `second`, then fsync the folder. The three steps are a few microseconds apart, with SIGINT
     and SIGTERM held until they are done, and the folder is locked so that two processes
-    cannot interleave their commits.
+    cannot interleave their commits. Without `sync_folder` the caller fsyncs the folder
+    (`DurableBatch`, once for many pairs).
     """
     directory = first.final.parent
     if second.final.parent != directory:
@@ -246,11 +254,137 @@ def commit_pair(first: StagedFile, second: StagedFile) -> None:
             current = second.final
             os.replace(second.path, second.final)
             second.committed = True
-        os.fsync(folder)
+        if sync_folder:
+            os.fsync(folder)
     except OSError as error:
         raise write_error(current, error) from None
     finally:
         os.close(folder)
+
+
+SYNC_THREADS = 16
+"""fsyncs issued at once by `sync_all`: a journaling file system commits concurrent fsyncs
+together (ext4 here: 300 files took 3-5 ms an fsync one after the other, 0.2-0.4 ms at once)."""
+
+
+def sync_all(descriptors: list[int]) -> list[OSError | None]:
+    """fsync every descriptor, many at once; each one's error, or None."""
+
+    def one(descriptor: int) -> OSError | None:
+        try:
+            os.fsync(descriptor)
+        except OSError as error:
+            return error
+        return None
+
+    if len(descriptors) <= 1:
+        return [one(descriptor) for descriptor in descriptors]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(min(SYNC_THREADS, len(descriptors))) as pool:
+        return list(pool.map(one, descriptors))
+
+
+class DurableBatch:
+    """Commits many staged pairs (an archive and its sidecar) together, for many small runs:
+    the staged files are written and flushed as each run is bundled, and `flush` makes them
+    durable at once (every file fsynced, many at a time), then commits each pair as
+    `commit_pair` does (old sidecar removed, archive renamed, sidecar renamed) and fsyncs each
+    folder once. No rename happens before both files of its pair are durable, so a sidecar
+    never names an archive that is not all there. Used as a context manager, pairs still
+    pending when it is left by an exception are removed (they are temporary files)."""
+
+    def __init__(self, max_pairs: int = 64, max_bytes: int = 64 << 20) -> None:
+        self.max_pairs, self.max_bytes = max_pairs, max_bytes
+        self.pending: list[tuple[StagedFile, StagedFile, Callable[[WriteError | None], None]]]
+        self.pending = []
+        self.size = 0
+
+    def __enter__(self) -> DurableBatch:
+        return self
+
+    def __exit__(self, kind: object, error: BaseException | None, trace: object) -> None:
+        if error is None:
+            self.flush()
+        else:
+            self.discard()
+
+    def add(
+        self,
+        first: StagedFile,
+        second: StagedFile,
+        size: int,
+        done: Callable[[WriteError | None], None],
+    ) -> None:
+        """Queue a pair; `done` is told, once it is committed, None (or why it failed)."""
+        self.pending.append((first, second, done))
+        self.size += size
+        if len(self.pending) >= self.max_pairs or self.size >= self.max_bytes:
+            self.flush()
+
+    def flush(self) -> None:
+        pending, self.pending, self.size = self.pending, [], 0
+        try:
+            outcomes = self._commit(pending)
+        finally:  # whatever was not committed (an error, SIGTERM) is a temporary file: removed
+            for first, second, _ in pending:
+                for file in (first, second):
+                    file.close()
+        for done, failure in outcomes:
+            done(failure)
+
+    def _commit(
+        self, pending: list[tuple[StagedFile, StagedFile, Callable[[WriteError | None], None]]]
+    ) -> list[tuple[Callable[[WriteError | None], None], WriteError | None]]:
+        staged = [file for first, second, _ in pending for file in (first, second)]
+        errors: list[OSError | None] = []
+        for file in staged:
+            try:
+                file.handle.flush()
+                os.fchmod(file.handle.fileno(), 0o644)
+                errors.append(None)
+            except OSError as flush_error:
+                errors.append(flush_error)
+        synced = sync_all([file.handle.fileno() for file in staged])
+        errors = [before or after for before, after in zip(errors, synced, strict=True)]
+        outcomes: list[tuple[Callable[[WriteError | None], None], WriteError | None]] = []
+        folders: dict[Path, list[int]] = {}
+        for number, (first, second, done) in enumerate(pending):
+            problem = errors[2 * number] or errors[2 * number + 1]
+            failure: WriteError | None = None
+            if problem is not None:
+                failed = first if errors[2 * number] else second
+                failure = write_error(failed.final, problem)
+            else:
+                try:
+                    commit_pair(first, second, sync_folder=False)
+                    folders.setdefault(first.final.parent, []).append(number)
+                except WriteError as error_written:
+                    failure = error_written
+            outcomes.append((done, failure))
+        opened: list[tuple[Path, int]] = []
+        try:
+            for folder in folders:
+                opened.append((folder, os.open(folder, os.O_RDONLY | os.O_DIRECTORY)))
+            for (folder, _), synced_error in zip(
+                opened, sync_all([descriptor for _, descriptor in opened]), strict=True
+            ):
+                if synced_error is not None:
+                    for number in folders[folder]:
+                        done = outcomes[number][0]
+                        outcomes[number] = (done, write_error(folder, synced_error))
+        except OSError as error:
+            raise write_error(next(iter(folders)), error) from None
+        finally:
+            for _, descriptor in opened:
+                os.close(descriptor)
+        return outcomes
+
+    def discard(self) -> None:
+        pending, self.pending, self.size = self.pending, [], 0
+        for first, second, _ in pending:
+            for file in (first, second):
+                file.close()
 
 
 @contextlib.contextmanager
@@ -286,6 +420,7 @@ def remove_leftovers(bundles_dir: Path) -> list[Path]:
     and return them. Only regular files of the bundler's temporary name pattern that no live
     process holds locked are removed; nothing else is touched, and no link is followed."""
     removed: list[Path] = []
+    removed.extend(_top_leftovers(bundles_dir))
     try:
         folders = [
             Path(entry.path)
@@ -305,6 +440,21 @@ def remove_leftovers(bundles_dir: Path) -> list[Path]:
             if is_temporary_name(name) and _remove_if_abandoned(folder / name)
         )
     return removed
+
+
+def _top_leftovers(bundles_dir: Path) -> list[Path]:
+    """The temporary files of the caches at the top of the folder (bundler.local.statcache)
+    that a killed run left; nothing else there is touched."""
+    prefixes = tuple(temporary_prefix(bundles_dir / name) for name in CACHE_NAMES)
+    try:
+        names = sorted(
+            entry.name
+            for entry in os.scandir(bundles_dir)
+            if entry.name.startswith(prefixes) and is_temporary_name(entry.name)
+        )
+    except OSError:
+        return []
+    return [bundles_dir / name for name in names if _remove_if_abandoned(bundles_dir / name)]
 
 
 def _remove_if_abandoned(path: Path) -> bool:

@@ -34,6 +34,13 @@ it at once. Hidden, so it is never taken for a bundle, and deliberately outside 
 TEMP_PREFIX pattern: it is no leftover, and removing it while another run holds or waits on
 it would let a third run in beside the holder."""
 
+COLLECT_CACHE_NAME = ".bundler.collect.cache"
+VERIFY_CACHE_NAME = ".bundler.verify.cache"
+CACHE_NAMES = (COLLECT_CACHE_NAME, VERIFY_CACHE_NAME)
+"""The stat caches at the top of a bundles folder (bundler.local.statcache): hidden like the
+lock file, so never taken for a bundle, outside the TEMP_PREFIX pattern (no leftover), and
+not ending in `.json` like a sidecar (JSON inside, all the same)."""
+
 FINGERPRINT_PREFIX_LENGTH = 8
 _PLAYER_DIR = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*_[0-9a-f]{8}")
 _REVISION_LABEL = re.compile(rf"[0-9a-f]{{8}}|{UNPINNED_LABEL}")

@@ -1,0 +1,163 @@
+"""Benchmark: the nightly run when nothing changed, at --large runs against --small runs.
+
+A script, not a test (the suite runs it once with --smoke). It writes two trees of runs with
+the project's own writer (tests/factory.py), --small and --large runs of --rows predictions
+each, runs `bundler collect` on each once (which writes the bundles and the stat cache), then
+alternates rounds of
+- `bundler collect` again with nothing changed (the no-op: every run skipped unread), at
+  --large runs against the same at --small runs (goal: at most 1.5x), and
+- upload's local part with nothing changed (`gather_local`, which verifies the bundles unless
+  the verification cache vouches for them, in a child process like the command's), likewise,
+printing both medians, the ratio of medians, the spread of per-round ratios and peak RSS. With
+--full-rounds N it also times `collect --full` (everything read again) at --large runs against
+the no-op, N rounds: what the cache saves.
+
+    .venv/bin/python tests/benchmark_nightly.py --rounds 7 --json-out /tmp/nightly.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from benchlib import (
+    BUNDLER,
+    Comparison,
+    Measured,
+    alternate,
+    compile_bytecode,
+    machine,
+    run_measured,
+    tree_bytes,
+    write_json,
+)
+from factory import RunSpec, write_tree
+
+TASK = "expert-vqa"
+TARGET_RATIO = 1.5
+GATHER = """
+import sys
+from pathlib import Path
+from bundler.core.progress import NoProgress
+from bundler.hub.upload import gather_local
+local, set_aside = gather_local(Path(sys.argv[1]), allow_partial=False, progress=NoProgress())
+sys.exit(0 if len(local) == int(sys.argv[2]) and not set_aside else 1)
+"""
+
+
+def build(workdir: Path, runs: int, rows: int) -> tuple[Path, Path]:
+    """A tree of `runs` runs, collected once: the state a nightly run finds."""
+    root, bundles = workdir / f"output-{runs}", workdir / f"bundles-{runs}"
+    started = time.perf_counter()
+    specs = [RunSpec(model=f"bench/model-{number}", rows=rows) for number in range(runs)]
+    write_tree(root, specs, how_do_you=False)
+    written = time.perf_counter() - started
+    first = run_measured(collect_command(root, bundles, rows))
+    if first.exit_code != 0:
+        raise SystemExit(f"the first collect of {runs} runs exited {first.exit_code}")
+    gathered = run_measured(gather_command(bundles, runs))  # verifies all, fills its cache
+    if gathered.exit_code != 0:
+        raise SystemExit(f"the first gather of {runs} bundles exited {gathered.exit_code}")
+    print(
+        f"{runs} runs x {rows} predictions: {tree_bytes(root) / 1e6:.1f} MB written in "
+        f"{written:.1f} s; first collect {first.seconds:.2f} s, first verification "
+        f"{gathered.seconds:.2f} s",
+        flush=True,
+    )
+    time.sleep(0.05)  # the caches' own racy window (a file as new as the cache) has passed
+    return root, bundles
+
+
+def collect_command(root: Path, bundles: Path, rows: int) -> list[str]:
+    return [str(BUNDLER), "collect", str(root), "-o", str(bundles), "--expect", f"{TASK}={rows}"]
+
+
+def gather_command(bundles: Path, runs: int) -> list[str]:
+    return [sys.executable, "-c", GATHER, str(bundles), str(runs)]
+
+
+def checked(command: list[str]) -> Measured:
+    measured = run_measured(command)
+    if measured.exit_code != 0:
+        raise SystemExit(f"{' '.join(command)} exited {measured.exit_code}")
+    return measured
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7, help="alternated rounds per row")
+    parser.add_argument("--small", type=int, default=50, help="runs in the small tree")
+    parser.add_argument("--large", type=int, default=2000, help="runs in the large tree")
+    parser.add_argument("--rows", type=int, default=20, help="predictions per run")
+    parser.add_argument("--full-rounds", type=int, default=0, help="also time collect --full")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, one round")
+    parser.add_argument("--workdir", type=Path, default=None, help="where to write (a tmp dir)")
+    parser.add_argument("--json-out", type=Path, default=None, help="write the figures as JSON")
+    args = parser.parse_args()
+    if args.smoke:
+        args.rounds, args.small, args.large, args.rows = 1, 2, 4, 3
+        args.full_rounds = min(args.full_rounds, 1)
+
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bundler-bench-nightly-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    print(f"machine: {machine()}", flush=True)
+    compile_bytecode()
+    comparisons: list[Comparison] = []
+    try:
+        small_root, small_bundles = build(workdir, args.small, args.rows)
+        large_root, large_bundles = build(workdir, args.large, args.rows)
+        large, small = f"R={args.large}", f"R={args.small}"
+        noop = Comparison(
+            "noop-collect", f"collect no-op {large}", f"collect no-op {small}", TARGET_RATIO
+        )
+        comparisons.append(
+            alternate(
+                noop,
+                args.rounds,
+                lambda: checked(collect_command(large_root, large_bundles, args.rows)),
+                lambda: checked(collect_command(small_root, small_bundles, args.rows)).seconds,
+            )
+        )
+        gather = Comparison(
+            "noop-gather", f"upload's gather {large}", f"upload's gather {small}", TARGET_RATIO
+        )
+        comparisons.append(
+            alternate(
+                gather,
+                args.rounds,
+                lambda: checked(gather_command(large_bundles, args.large)),
+                lambda: checked(gather_command(small_bundles, args.small)).seconds,
+            )
+        )
+        if args.full_rounds:
+            full = Comparison("full-collect", f"collect --full {large}", f"collect no-op {large}")
+            comparisons.append(
+                alternate(
+                    full,
+                    args.full_rounds,
+                    lambda: checked(
+                        [*collect_command(large_root, large_bundles, args.rows), "--full"]
+                    ),
+                    lambda: checked(collect_command(large_root, large_bundles, args.rows)).seconds,
+                )
+            )
+        for comparison in comparisons:
+            comparison.extra["rows_per_run"] = args.rows
+    finally:
+        if args.workdir is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+    print("\nsummary:")
+    for comparison in comparisons:
+        print(comparison.line())
+    write_json(args.json_out, comparisons)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,366 @@
+"""The nightly run costs nothing when nothing changed: collect's stat cache, the batched and
+skipped writes, and upload's verification cache (bundler.local.statcache), on real files.
+
+"Without reading" is proven by counting the files opened: a test-local audit hook records the
+path of every `open` (os.open and the built-in open both raise the event) while a collect or
+a gather runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from factory import RunSpec, write_tree
+
+from bundler.core.progress import NoProgress
+from bundler.hub.upload import gather_local
+from bundler.local.collect import CollectOptions, CollectReport, collect
+from bundler.local.layout import (
+    COLLECT_CACHE_NAME,
+    TEMP_PREFIX,
+    TEMP_SUFFIX,
+    VERIFY_CACHE_NAME,
+)
+from bundler.local.statcache import MAX_CACHE_BYTES
+from bundler.local.submitter import Submitter
+
+_opened: list[str] | None = None
+
+
+def _audit(event: str, args: tuple[object, ...]) -> None:
+    if event == "open" and _opened is not None and args and args[0] is not None:
+        path = args[0]
+        _opened.append(os.fsdecode(path) if isinstance(path, str | bytes) else str(path))
+
+
+sys.addaudithook(_audit)  # hooks cannot be removed: this one records only inside `opens()`
+
+
+@contextmanager
+def opens() -> Iterator[list[str]]:
+    """The paths opened inside the block."""
+    global _opened
+    _opened = []
+    try:
+        yield _opened
+    finally:
+        _opened = None
+
+
+def opened_below(paths: list[str], top: Path) -> list[str]:
+    prefix = str(top) + os.sep
+    return [path for path in paths if os.path.abspath(path).startswith(prefix)]
+
+
+RUNS = [RunSpec(model=f"model-{number}", rows=3) for number in range(3)]
+
+
+def make_tree(root: Path) -> list[Path]:
+    """Three runs whose files are ten seconds old: clear of the racy window of any cache."""
+    directories = write_tree(root, RUNS, how_do_you=False)
+    past = time.time_ns() - 10 * 10**9
+    for directory in directories:
+        for path in directory.iterdir():
+            os.utime(path, ns=(past, past))
+    return directories
+
+
+def run_collect(root: Path, bundles: Path, **options: object) -> CollectReport:
+    return collect(
+        root, bundles, CollectOptions.model_validate({"allow_partial": False, **options})
+    )
+
+
+def statuses(report: CollectReport) -> dict[str, str]:
+    return {Path(bundle.run_directory).name: bundle.status for bundle in report.bundles}
+
+
+def test_unchanged_runs_are_skipped_without_opening_a_file_and_reported_the_same(
+    tmp_path: Path,
+) -> None:
+    out, bundles = tmp_path / "out", tmp_path / "b"
+    make_tree(out)
+    first = run_collect(out, bundles, expected_rows={"expert-vqa": 3})
+    assert {bundle.status for bundle in first.bundles} == {"written"}
+    assert (bundles / COLLECT_CACHE_NAME).is_file()
+    with opens() as opened:
+        second = run_collect(out, bundles, expected_rows={"expert-vqa": 3})
+    assert opened_below(opened, out) == []  # not one input file, nor run_meta.json
+    assert opened_below(opened, bundles / "model-0_") == []
+    full = run_collect(out, bundles, expected_rows={"expert-vqa": 3}, full=True)
+    # The skipped runs are reported exactly as reading them reports them.
+    assert second.model_dump() == full.model_dump()
+    assert {bundle.status for bundle in second.bundles} == {"unchanged"}
+    assert [b.model_dump(exclude={"status"}) for b in second.bundles] == [
+        b.model_dump(exclude={"status"}) for b in first.bundles
+    ]
+
+
+def test_full_reads_every_run_again(tmp_path: Path) -> None:
+    out, bundles = tmp_path / "out", tmp_path / "b"
+    directories = make_tree(out)
+    run_collect(out, bundles, expected_rows={"expert-vqa": 3})
+    with opens() as opened:
+        report = run_collect(out, bundles, expected_rows={"expert-vqa": 3}, full=True)
+    for directory in directories:
+        assert str(directory / "prediction_2.json") in opened
+    assert set(statuses(report).values()) == {"unchanged"}
+
+
+def read_runs(opened: list[str], directories: list[Path]) -> list[str]:
+    """The runs whose run_meta.json was opened."""
+    return [d.name for d in directories if str(d / "run_meta.json") in opened]
+
+
+def test_a_changed_file_is_noticed(tmp_path: Path) -> None:
+    out, bundles = tmp_path / "out", tmp_path / "b"
+    directories = make_tree(out)
+    run_collect(out, bundles, expected_rows={"expert-vqa": 3})
+    prediction = directories[1] / "prediction_0.json"
+    record = json.loads(prediction.read_text())
+    record["output"] = "a different answer"
+    prediction.write_text(json.dumps(record))
+    with opens() as opened:
+        report = run_collect(out, bundles, expected_rows={"expert-vqa": 3})
+    assert read_runs(opened, directories) == ["model-1"]
+    assert statuses(report) == {
+        "model-0": "unchanged",
+        "model-1": "replaced",
+        "model-2": "unchanged",
+    }
+
+
+def test_new_content_with_the_same_size_and_mtime_is_noticed_by_its_ctime(
+    tmp_path: Path,
+) -> None:
+    """git's trade-off: a rewrite that keeps size and mtime (os.utime) still moves the ctime,
+    which the cache keys on, so the run is read again and its bundle replaced."""
+    out, bundles = tmp_path / "out", tmp_path / "b"
+    directories = make_tree(out)
+    run_collect(out, bundles, expected_rows={"expert-vqa": 3})
+    prediction = directories[2] / "prediction_1.json"
+    before = prediction.stat()
+    data = prediction.read_bytes()
+    changed = data.replace(b'"output": "answer 1"', b'"output": "answEr 1"', 1)
+    assert changed != data and len(changed) == len(data)
+    time.sleep(0.01)
+    prediction.write_bytes(changed)
+    os.utime(prediction, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = prediction.stat()
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    assert after.st_ctime_ns != before.st_ctime_ns
+    with opens() as opened:
+        report = run_collect(out, bundles, expected_rows={"expert-vqa": 3})
+    assert read_runs(opened, directories) == ["model-2"]
+    assert statuses(report)["model-2"] == "replaced"
+
+
+def test_an_added_or_removed_file_is_noticed(tmp_path: Path) -> None:
+    out, bundles = tmp_path / "out", tmp_path / "b"
+    directories = make_tree(out)
+    run_collect(out, bundles, allow_partial=True)
+    (directories[0] / "notes.txt").write_text("a note")
+    (directories[1] / "prediction_2.json").unlink()
+    with opens() as opened:
+        report = run_collect(out, bundles, allow_partial=True)
+    assert read_runs(opened, directories) == ["model-0", "model-1"]
+    warnings = {Path(b.run_directory).name: b.warnings for b in report.bundles}
+    assert any("notes.txt" in warning for warning in warnings["model-0"])
+    assert [b.predictions for b in report.bundles] == [3, 2, 3]
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        {"expected_rows": {"expert-vqa": 4}, "allow_partial": True},
+        {"expected_rows": {"expert-vqa": 3}, "submitter": Submitter(name="Ada")},
+        {"expected_rows": {"expert-vqa": 3}, "level": 5},
+        {"expected_rows": {"expert-vqa": 3}, "allow_partial": True},
+    ],
+    ids=["expect", "submitter", "level", "allow-partial"],
+)
+def test_a_changed_option_is_noticed(tmp_path: Path, changed: dict[str, object]) -> None:
+    out, bundles = tmp_path / "out", tmp_path / "b"
+    directories = make_tree(out)
+    run_collect(out, bundles, expected_rows={"expert-vqa": 3})
+    with opens() as opened:
+        report = run_collect(out, bundles, **changed)
+    assert read_runs(opened, directories) == [d.name for d in directories]
+    fresh = run_collect(out, tmp_path / "fresh", **changed)
+    assert [b.sha256 for b in report.bundles] == [b.sha256 for b in fresh.bundles]
+
+
+def test_a_file_as_new_as_the_cache_is_read_again(tmp_path: Path) -> None:
+    """git's racy rule: a file whose mtime is not older than the cache file's own may have
+    changed within the timestamp's granularity after it was stat'ed, so it is not trusted."""
+    out, bundles = tmp_path / "out", tmp_path / "b"
+    directories = make_tree(out)
+    future = time.time_ns() + 3600 * 10**9  # as new as any cache written in the next hour
+    os.utime(directories[0] / "metrics.json", ns=(future, future))
+    run_collect(out, bundles, expected_rows={"expert-vqa": 3})
+    for _ in range(2):
+        with opens() as opened:
+            report = run_collect(out, bundles, expected_rows={"expert-vqa": 3})
+        assert read_runs(opened, directories) == ["model-0"]
+        assert set(statuses(report).values()) == {"unchanged"}
+
+
+def test_a_corrupt_or_huge_cache_is_ignored(tmp_path: Path) -> None:
+    out, bundles = tmp_path / "out", tmp_path / "b"
+    directories = make_tree(out)
+    run_collect(out, bundles, expected_rows={"expert-vqa": 3})
+    cache = bundles / COLLECT_CACHE_NAME
+    for content in (b"{not json", b'{"format": 1, "entries": []}', b"\xff\xfe", b"[]"):
+        cache.write_bytes(content)
+        with opens() as opened:
+            report = run_collect(out, bundles, expected_rows={"expert-vqa": 3})
+        assert read_runs(opened, directories) == [d.name for d in directories]
+        assert report.exit_code == 0 and set(statuses(report).values()) == {"unchanged"}
+    with cache.open("wb") as handle:  # sparse: larger than the cap, never loaded
+        handle.truncate(MAX_CACHE_BYTES + 1)
+    with opens() as opened:
+        report = run_collect(out, bundles, expected_rows={"expert-vqa": 3})
+    assert read_runs(opened, directories) == [d.name for d in directories]
+    assert cache.stat().st_size < MAX_CACHE_BYTES  # written again, usable
+    with opens() as opened:
+        run_collect(out, bundles, expected_rows={"expert-vqa": 3})
+    assert read_runs(opened, directories) == []
+
+
+def test_a_bundle_removed_or_changed_since_is_rebuilt(tmp_path: Path) -> None:
+    out, bundles = tmp_path / "out", tmp_path / "b"
+    make_tree(out)
+    first = run_collect(out, bundles, expected_rows={"expert-vqa": 3})
+    archive, sidecar = Path(first.bundles[0].archive), Path(first.bundles[1].sidecar)
+    original = sidecar.read_bytes()
+    archive.unlink()
+    sidecar.write_bytes(original.replace(b"{", b"{ ", 1))
+    report = run_collect(out, bundles, expected_rows={"expert-vqa": 3})
+    assert statuses(report) == {
+        "model-0": "written",
+        "model-1": "unchanged",
+        "model-2": "unchanged",
+    }
+    assert archive.is_file() and sidecar.read_bytes() == original
+
+
+def test_an_unchanged_bundle_read_again_is_neither_fsynced_nor_renamed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out, bundles = tmp_path / "out", tmp_path / "b"
+    make_tree(out)
+    first = run_collect(out, bundles, expected_rows={"expert-vqa": 3})
+    before = {b.archive: os.stat(b.archive) for b in first.bundles}
+    synced: list[int] = []
+    real_fsync = os.fsync
+
+    def counting_fsync(descriptor: int) -> None:  # the real fsync, counted
+        synced.append(descriptor)
+        real_fsync(descriptor)
+
+    monkeypatch.setattr(os, "fsync", counting_fsync)
+    report = run_collect(out, bundles, expected_rows={"expert-vqa": 3}, full=True)
+    assert set(statuses(report).values()) == {"unchanged"}
+    assert synced == []
+    for path, status in before.items():
+        now = os.stat(path)
+        assert (now.st_ino, now.st_mtime_ns, now.st_ctime_ns) == (
+            status.st_ino,
+            status.st_mtime_ns,
+            status.st_ctime_ns,
+        )
+    assert [p.name for p in bundles.rglob("*") if p.name.startswith(".bundler-")] == []
+
+
+def test_many_new_runs_are_committed_in_batches_each_pair_whole(tmp_path: Path) -> None:
+    out, bundles = tmp_path / "out", tmp_path / "b"
+    write_tree(out, [RunSpec(model=f"m-{n}", rows=2) for n in range(70)], how_do_you=False)
+    report = run_collect(out, bundles, expected_rows={"expert-vqa": 2})
+    assert len(report.bundles) == 70 and {b.status for b in report.bundles} == {"written"}
+    assert [Path(b.run_directory).name for b in report.bundles] == sorted(
+        (f"m-{n}" for n in range(70)), key=lambda name: name
+    )
+    from bundler.local.verify import verify
+
+    assert verify([bundles]).exit_code == 0
+    assert [p for p in bundles.rglob("*") if p.name.startswith(".bundler-")] == []
+
+
+def gather(bundles: Path) -> tuple[list[str], list[str]]:
+    local, set_aside = gather_local(bundles, allow_partial=False, progress=NoProgress())
+    return [b.bundle_id for b in local], [p.bundle_id for p in set_aside if p.action == "refused"]
+
+
+def test_upload_does_not_verify_an_unchanged_archive_again(tmp_path: Path) -> None:
+    out, bundles = tmp_path / "out", tmp_path / "b"
+    make_tree(out)
+    run_collect(out, bundles, expected_rows={"expert-vqa": 3})
+    with opens() as opened:
+        first_local, first_refused = gather(bundles)
+    assert len(first_local) == 3 and first_refused == []
+    assert len([p for p in opened if p.endswith(".tar.zst")]) == 3
+    assert (bundles / VERIFY_CACHE_NAME).is_file()
+    time.sleep(0.02)  # past the racy window of the cache just written
+    os.utime(bundles / VERIFY_CACHE_NAME)
+    with opens() as opened:
+        again = gather_local(bundles, allow_partial=False, progress=NoProgress())
+    assert [p for p in opened if p.endswith(".tar.zst")] == []  # no archive opened
+    fresh = gather_local(bundles, allow_partial=False, progress=NoProgress())
+    assert [(b.bundle_id, b.sidecar, b.sidecar_data, b.metrics_text) for b in again[0]] == [
+        (b.bundle_id, b.sidecar, b.sidecar_data, b.metrics_text) for b in fresh[0]
+    ]
+
+
+def test_an_archive_tampered_keeping_size_and_mtime_is_verified_again_and_refused(
+    tmp_path: Path,
+) -> None:
+    out, bundles = tmp_path / "out", tmp_path / "b"
+    make_tree(out)
+    report = run_collect(out, bundles, expected_rows={"expert-vqa": 3})
+    gather(bundles)
+    archive = Path(report.bundles[1].archive)
+    before = archive.stat()
+    data = bytearray(archive.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    time.sleep(0.01)
+    archive.write_bytes(bytes(data))
+    os.utime(archive, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert archive.stat().st_size == before.st_size
+    assert archive.stat().st_mtime_ns == before.st_mtime_ns
+    for _ in range(2):  # a refused bundle is never cached: verified again every time
+        with opens() as opened:
+            local, refused = gather(bundles)
+        assert [p for p in opened if p.endswith(".tar.zst")] == [str(archive)]
+        assert refused == [report.bundles[1].bundle_id] and len(local) == 2
+
+
+def test_a_corrupt_verification_cache_is_ignored(tmp_path: Path) -> None:
+    out, bundles = tmp_path / "out", tmp_path / "b"
+    make_tree(out)
+    run_collect(out, bundles, expected_rows={"expert-vqa": 3})
+    gather(bundles)
+    (bundles / VERIFY_CACHE_NAME).write_bytes(b'{"format": 1, "kind": "verify", "entries": 7}')
+    with opens() as opened:
+        local, refused = gather(bundles)
+    assert len(local) == 3 and refused == []
+    assert len([p for p in opened if p.endswith(".tar.zst")]) == 3
+
+
+def test_a_cache_write_left_by_a_killed_run_is_removed(tmp_path: Path) -> None:
+    out, bundles = tmp_path / "out", tmp_path / "b"
+    make_tree(out)
+    run_collect(out, bundles, expected_rows={"expert-vqa": 3})
+    leftover = bundles / f"{TEMP_PREFIX}{COLLECT_CACHE_NAME}.x1y2z3{TEMP_SUFFIX}"
+    leftover.write_bytes(b"{")
+    other = bundles / f"{TEMP_PREFIX}something-else.x1y2z3{TEMP_SUFFIX}"
+    other.write_bytes(b"not ours to judge")
+    report = run_collect(out, bundles, expected_rows={"expert-vqa": 3})
+    assert report.removed_temporaries == [str(leftover)]
+    assert not leftover.exists() and other.exists()

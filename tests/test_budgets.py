@@ -72,7 +72,9 @@ def test_an_upload_with_nothing_new_costs_at_most_six_requests(
     hub: HubServer, leaderboards: dict[int, Leaderboard]
 ) -> None:
     for board in leaderboards.values():
-        counts, report = counted(hub, board.repo_id, "upload", board.bundles, "--repo", board.repo_id)
+        counts, report = counted(
+            hub, board.repo_id, "upload", board.bundles, "--repo", board.repo_id
+        )
         outcomes = {b["outcome"] for b in report["bundles"]}  # type: ignore[index]
         assert outcomes == {"already-there"} and report["commits"] == []  # type: ignore[index]
         assert total(counts) <= 6, counts
@@ -91,11 +93,21 @@ def test_downloading_one_bundle_costs_at_most_six_requests(
     hub: HubServer, leaderboards: dict[int, Leaderboard], tmp_path: Path
 ) -> None:
     for size, board in leaderboards.items():
-        wanted = str(next(iter(sorted(board.bundles.rglob("*.tar.zst")))).relative_to(board.bundles))
+        wanted = str(
+            next(iter(sorted(board.bundles.rglob("*.tar.zst")))).relative_to(board.bundles)
+        )
         bundle_id = wanted.removesuffix(".tar.zst")
         out = tmp_path / f"one{size}"
         counts, report = counted(
-            hub, board.repo_id, "download", "--repo", board.repo_id, "--bundle", bundle_id, "-o", out
+            hub,
+            board.repo_id,
+            "download",
+            "--repo",
+            board.repo_id,
+            "--bundle",
+            bundle_id,
+            "-o",
+            out,
         )
         assert [b["outcome"] for b in report["bundles"]] == ["downloaded"]  # type: ignore[index]
         assert total(counts) <= 6, counts
@@ -105,13 +117,17 @@ def test_a_full_download_costs_two_file_requests_a_bundle_plus_the_listing(
     hub: HubServer, leaderboards: dict[int, Leaderboard], tmp_path: Path
 ) -> None:
     board = leaderboards[SIZES[0]]
-    counts, report = counted(hub, board.repo_id, "download", "--repo", board.repo_id, "-o", tmp_path)
+    counts, report = counted(
+        hub, board.repo_id, "download", "--repo", board.repo_id, "-o", tmp_path
+    )
     bundles = report["bundles"]  # type: ignore[index]
     assert len(bundles) == SIZES[0] and {b["outcome"] for b in bundles} == {"downloaded"}
     assert counts["file"] == 2 * SIZES[0], counts
     assert counts["api"] <= 3, counts  # the head, and the listing (one page under 1,000 files)
     # a second download into the same folder fetches nothing
-    counts, report = counted(hub, board.repo_id, "download", "--repo", board.repo_id, "-o", tmp_path)
+    counts, report = counted(
+        hub, board.repo_id, "download", "--repo", board.repo_id, "-o", tmp_path
+    )
     assert {b["outcome"] for b in report["bundles"]} == {"already-there"}  # type: ignore[index]
     assert counts["file"] == 0, counts
 
@@ -133,7 +149,7 @@ import json, sys
 import datasets
 datasets.disable_progress_bars()
 kwargs = {"name": sys.argv[2]} if len(sys.argv) > 2 else {}
-table = datasets.load_dataset(sys.argv[1], split="train", cache_dir=sys.argv[3:4] and None, **kwargs)
+table = datasets.load_dataset(sys.argv[1], split="train", **kwargs)
 print(json.dumps({"rows": table.num_rows}))
 """
 
@@ -147,7 +163,9 @@ def test_loading_the_leaderboard_costs_the_same_file_requests_at_any_size(
         cache = tmp_path / f"cache{size}"
         hub.reset_requests()
         args = [board.repo_id, *([config] if config else [])]
-        result = run_python(LOAD, *args, env={"HF_DATASETS_CACHE": str(cache), "HF_HUB_CACHE": str(cache / "hub")})
+        result = run_python(
+            LOAD, *args, env={"HF_DATASETS_CACHE": str(cache), "HF_HUB_CACHE": str(cache / "hub")}
+        )
         assert result.returncode == 0, result.stderr[-2000:]
         expected = size if config is None else size // 10
         assert json.loads(result.stdout.splitlines()[-1])["rows"] == expected

@@ -225,7 +225,7 @@ def test_card_command_repairs_the_card_after_web_merges(
     result = run_cli("card", "--repo", repo_id, "--json", env={"HF_TOKEN": ALICE})
     assert result.returncode == 0, result.stderr
     assert b"**2** submission bundle(s)" in (hub.file_bytes(repo_id, README) or b"")
-    assert "regenerated the dataset card" in result.stderr
+    assert "regenerated the tables and card" in result.stderr
 
 
 def test_a_pull_requests_ref_as_revision_is_refused_before_anything_is_sent(

@@ -161,7 +161,7 @@ def test_xet_less_endpoint_is_not_transient() -> None:
 
 
 def test_check_card() -> None:
-    assert check_card(render_dataset_card(REPO, [])) is None
+    assert check_card(render_dataset_card(REPO, [], 0)) is None
     assert check_card("# no header\n") is not None
     assert "not valid" in (check_card("---\nkey: [1, 2\n---\n# body\n") or "")
     assert "not valid" in (check_card("---\n- a list\n---\n# body\n") or "")

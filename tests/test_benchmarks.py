@@ -86,3 +86,27 @@ def test_nightly_benchmark_times_the_noop(tmp_path: Path) -> None:
     assert isinstance(comparisons, list)
     targets = {row["name"]: row["target_ratio"] for row in comparisons}
     assert targets == {"noop-collect": 1.5, "noop-gather": 1.5, "full-collect": None}
+
+
+@pytest.mark.slow
+def test_scale_benchmark_counts_requests_at_each_size(tmp_path: Path) -> None:
+    out = tmp_path / "scale.json"
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(TESTS / "benchmark_scale.py"),
+            "--sizes",
+            "3",
+            "6",
+            "--json-out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    commands = {row["name"]: row for row in json.loads(out.read_text())["commands"]}
+    assert set(commands) >= {"upload 1 new", "upload nothing new", "card nothing to do"}
+    for row in commands.values():
+        assert set(row["by_size"]) == {"3", "6"} and row["growth"] > 0

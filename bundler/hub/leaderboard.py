@@ -16,8 +16,11 @@ from __future__ import annotations
 import hashlib
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 
 from bundler.core.errors import HubAccessError, HubError, RowError, TemporaryError
 from bundler.core.progress import NoProgress, ProgressSink
@@ -38,6 +41,7 @@ from bundler.hub.layout import (
     row_ids_in,
     task_table,
 )
+from bundler.hub.plan import LocalBundle, RepositoryView
 from bundler.hub.remote import RemoteFile, RemoteFolder, git_blob_id, holds_bytes
 from bundler.hub.rows import TableRow, build_row, read_row, utc_timestamp
 from bundler.hub.session import HubSession
@@ -109,6 +113,44 @@ class BranchTables:
             found |= session.paths_info(unlisted, self.head)
         return found
 
+    def view(self, session: HubSession, local: list[LocalBundle]) -> RepositoryView:
+        """What the branch holds of these local bundles, for the plan: their files (from the
+        table where it lists them) and, where the table's row is of the very same archive,
+        when it was first published."""
+        index = self.leaderboard.index()
+        published = {
+            bundle.bundle_id: row.published_at
+            for bundle in local
+            if (row := index.get(bundle.bundle_id)) is not None
+            and row.archive_sha256 == bundle.sidecar.archive.sha256
+        }
+        files = self.remote_files(session, [bundle.key for bundle in local])
+        return RepositoryView(self.revision, self.head, files, published=published)
+
+    def change(
+        self,
+        session: HubSession,
+        rows: list[TableRow],
+        *,
+        keep_card: Callable[[bytes], bool],
+    ) -> TableChange:
+        """What a commit that adds `rows` writes to keep the tables and card true: the
+        all-tasks table, the tables of the tasks the rows touch (every task's when upgrading
+        a layout-1 repository), and the card if `keep_card` takes it."""
+        after = replace(self, leaderboard=self.leaderboard.updated(rows))
+        touched = None if self.legacy else {row.task_name for row in rows}
+        operations = [
+            operation
+            for operation in table_operations(session, after, touched)
+            if not (operation.path_in_repo == README and not keep_card(_added_bytes(operation)))
+        ]
+        written = {
+            operation.path_in_repo: _added_bytes(operation)
+            for operation in operations
+            if isinstance(operation, CommitOperationAdd)
+        }
+        return TableChange(operations, after.leaderboard, written)
+
     def committed(self, oid: str, leaderboard: Leaderboard, written: dict[str, bytes]) -> None:
         """This branch after our commit `oid` wrote `leaderboard` and the files `written`."""
         self.head, self.leaderboard, self.legacy = oid, leaderboard, []
@@ -127,6 +169,35 @@ class BranchTables:
             if path.startswith(prefix)
             and path.removeprefix(prefix).removesuffix(".parquet") not in tasks
         )
+
+
+@dataclass(frozen=True)
+class TableChange:
+    """The operations that keep a branch's tables and card true, and what they write."""
+
+    operations: list[CommitOperationAdd | CommitOperationDelete]
+    leaderboard: Leaderboard
+    written: dict[str, bytes]
+
+
+def _added_bytes(operation: CommitOperationAdd | CommitOperationDelete) -> bytes:
+    data = getattr(operation, "path_or_fileobj", b"")
+    return data if isinstance(data, bytes) else b""
+
+
+def table_operations(
+    session: HubSession, state: BranchTables, tasks: set[str] | None = None
+) -> list[CommitOperationAdd | CommitOperationDelete]:
+    """What a commit to the branch writes to keep its tables and card true: the files whose
+    bytes changed (the task tables of `tasks`, or of every task), the task tables of tasks
+    left without bundles removed, and layout 1's folders removed."""
+    state.list_task_tables(session)
+    operations: list[CommitOperationAdd | CommitOperationDelete] = [
+        CommitOperationAdd(path, data) for path, data in state.files(session.repo_id, tasks).items()
+    ]
+    operations += [CommitOperationDelete(path) for path in state.stale_task_tables()]
+    operations += [CommitOperationDelete(folder, is_folder=True) for folder in state.legacy]
+    return operations
 
 
 def read_branch(

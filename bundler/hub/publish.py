@@ -17,7 +17,6 @@ are being verified, so that loading and verifying overlap.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from functools import partial
 
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete
@@ -25,7 +24,6 @@ from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 from bundler.core.errors import BundlerError, HubAccessError, TemporaryError
 from bundler.core.progress import NoProgress, ProgressSink
 from bundler.core.version import bundler_version
-from bundler.hub.access import check_upload
 from bundler.hub.card import card_acceptable, card_refused
 from bundler.hub.destination import Destination
 from bundler.hub.evidence import EvidenceReader
@@ -44,10 +42,10 @@ from bundler.hub.plan import (
     replan,
 )
 from bundler.hub.pullrequest import ProposedBundle, pr_title, render_pr_description
-from bundler.hub.refresh import table_operations
 from bundler.hub.remote import RemoteFile
+from bundler.hub.repository import prepare_repository
 from bundler.hub.rows import utc_timestamp
-from bundler.hub.session import REPO_TYPE, HubSession, PlannedCommit, commit_replanned
+from bundler.hub.session import HubSession, PlannedCommit, commit_replanned
 from bundler.hub.tables import Leaderboard
 
 
@@ -82,7 +80,7 @@ class Publisher:
         if not local:
             return self.report
         try:
-            repo_exists = self._prepare_repository()
+            repo_exists, self.user = prepare_repository(self.session, self.options, self.report)
             if self.options.create_pr and repo_exists and self.user is not None:
                 self.destination.find_open_pr(self.session, self.user)
             plans = self._plan(local, self._view(local, repo_exists))
@@ -99,35 +97,6 @@ class Publisher:
 
     # ------------------------------------------------------------------ preparation
 
-    def _prepare_repository(self) -> bool:
-        """Check the token and the repository; create the dataset repository if missing."""
-        session = self.session
-        rights = session.upload_rights(dry_run=self.options.dry_run)  # hub.access
-        self.user = rights.user if rights is not None else None
-        if session.dataset_exists():
-            check_upload(rights, repo_exists=True, create_pr=self.options.create_pr)
-            return True
-        other = session.other_type_exists()
-        if other is not None:
-            raise HubAccessError(
-                f"{self.options.repo_id} is a {other} repository, not a dataset",
-                hint="bundles are published to a dataset repository; choose another --repo",
-            )
-        check_upload(rights, repo_exists=False, create_pr=self.options.create_pr)
-        if self.options.dry_run:
-            return False
-        try:
-            session.api.create_repo(
-                self.options.repo_id,
-                repo_type=REPO_TYPE,
-                private=self.options.private,
-                exist_ok=True,
-            )
-        except Exception as error:
-            raise session.describe(error, doing="creating the dataset repository") from None
-        self.report.repo_created = True
-        return True
-
     def _view(self, local: list[LocalBundle], repo_exists: bool) -> RepositoryView:
         """What the base branch and the pull request hold of these bundles. A branch's holdings
         come from its leaderboard table (brought up to date first: its next commit rewrites
@@ -140,17 +109,9 @@ class Publisher:
         if not destination.create_pr:
             self.tables = read_branch(session, destination.base, self.progress)
             self.report.warnings += self.tables.problems
-            base_head = self.tables.head
-            base_files = self.tables.remote_files(session, keys)
-            index = self.tables.leaderboard.index()
-            published = {
-                bundle.bundle_id: row.published_at
-                for bundle in local
-                if (row := index.get(bundle.bundle_id)) is not None
-                and row.archive_sha256 == bundle.sidecar.archive.sha256
-            }
-            self._planned = (destination.base, base_head, base_files)
-            return RepositoryView(destination.base, base_head, base_files, published=published)
+            view = self.tables.view(session, local)
+            self._planned = (destination.base, view.base_head, view.base_files)
+            return view
         base_head = session.head(destination.base)
         base_files = session.paths_info(
             [path for key in keys for path in repo_paths(key)], base_head
@@ -323,36 +284,19 @@ class Publisher:
     def _table_operations(
         self, todo: list[LocalBundle]
     ) -> list[CommitOperationAdd | CommitOperationDelete]:
-        """The tables and card as the branch will be with `todo`: the all-tasks table, the
-        tables of the tasks `todo` touches, and the card, those of them that change."""
-        tables = self.tables
-        assert tables is not None
+        """The tables and card as the branch will be with `todo`, those of them that change;
+        a card the Hub would refuse (checked locally) is left out, so that it never blocks the
+        bundles, and the report says why (exit 1)."""
+        assert self.tables is not None
         rows = [bundle.row for bundle in todo if bundle.row is not None]
-        after = replace(tables, leaderboard=tables.leaderboard.updated(rows))
-        touched = None if tables.legacy else {bundle.key.task for bundle in todo}
-        operations = [
-            op
-            for op in table_operations(self.session, after, touched)
-            if not (op.path_in_repo == README and not self._card_acceptable(op))
-        ]
-        written = {
-            op.path_in_repo: op.path_or_fileobj
-            for op in operations
-            if isinstance(op, CommitOperationAdd)
-        }
-        self._written = (
-            after.leaderboard,
-            {p: d for p, d in written.items() if isinstance(d, bytes)},
+        report = self.report
+        change = self.tables.change(
+            self.session,
+            rows,
+            keep_card=lambda card: report.card_refused is None and card_acceptable(card, report),
         )
-        return operations
-
-    def _card_acceptable(self, operation: CommitOperationAdd | CommitOperationDelete) -> bool:
-        """Whether the commit may carry this card: one the Hub would refuse (checked locally)
-        is left out, so that it never blocks the bundles; the report says why (exit 1)."""
-        if self.report.card_refused is not None or not isinstance(operation, CommitOperationAdd):
-            return False
-        data = operation.path_or_fileobj
-        return isinstance(data, bytes) and card_acceptable(data, self.report)
+        self._written = (change.leaderboard, change.written)
+        return change.operations
 
     def _describe_pr(self, plans: dict[str, BundlePlan]) -> None:
         """Rewrite the pull request's title and description to say what it now proposes; a

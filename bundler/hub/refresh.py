@@ -9,7 +9,6 @@ head). Nothing differs: no commit.
 
 from __future__ import annotations
 
-from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 from pydantic import Field
 
 from bundler.core.errors import HubError, UsageError
@@ -18,7 +17,7 @@ from bundler.core.progress import ProgressSink
 from bundler.hub.access import require_card
 from bundler.hub.card import check_card
 from bundler.hub.layout import README
-from bundler.hub.leaderboard import BranchTables, read_branch
+from bundler.hub.leaderboard import read_branch, table_operations
 from bundler.hub.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
 from bundler.hub.session import HubSession, PlannedCommit, commit_replanned
 
@@ -46,22 +45,6 @@ class CardRefresh(Model):
     @property
     def exit_code(self) -> int:
         return 1 if self.unreadable_rows else 0
-
-
-def table_operations(
-    session: HubSession, state: BranchTables, tasks: set[str] | None = None
-) -> list[CommitOperationAdd | CommitOperationDelete]:
-    """What a commit to the branch writes to keep its tables and card true: the files whose
-    bytes changed (the task tables of `tasks`, or of every task), the task tables of tasks
-    left without bundles removed, and layout 1's folders removed."""
-    state.list_task_tables(session)
-    repo_id = session.repo_id
-    operations: list[CommitOperationAdd | CommitOperationDelete] = [
-        CommitOperationAdd(path, data) for path, data in state.files(repo_id, tasks).items()
-    ]
-    operations += [CommitOperationDelete(path) for path in state.stale_task_tables()]
-    operations += [CommitOperationDelete(folder, is_folder=True) for folder in state.legacy]
-    return operations
 
 
 def refresh_card(

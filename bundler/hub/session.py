@@ -176,68 +176,15 @@ class HubSession:
         create_pr: bool = False,
         write_hint: str | None = None,
     ) -> HubError:
-        """Turn a client error into a HubError that says what to do next; `write_hint` is the
-        next step when the token may not write (else: propose a pull request instead)."""
-        repo = self.repo_id
-        status = status_of(error)
-        if isinstance(error, LocalTokenNotFoundError) or status == 401:
-            return HubAccessError(
-                f"{doing}: the Hub rejected the credentials (missing or invalid token)",
-                hint="pass --token, set HF_TOKEN, or run `hf auth login`",
-            )
-        if isinstance(error, httpx2.UnsupportedProtocol):
-            return HubAccessError(
-                f"{doing}: the Hub's address is not an http(s) URL",
-                hint="check HF_ENDPOINT (for example https://huggingface.co), or unset it",
-            )
-        if isinstance(error, httpx2.LocalProtocolError):  # its text would show the token
-            return HubAccessError(
-                f"{doing}: the request could not be sent: a header is not valid HTTP",
-                hint="check the token (--token, HF_TOKEN) for spaces or line breaks",
-            )
-        if isinstance(error, RevisionNotFoundError):
-            return HubAccessError(
-                f"{doing}: the revision does not exist in dataset {repo}",
-                hint="check --revision (a branch, a tag, refs/pr/N or a commit sha)",
-            )
-        if is_xet_unavailable(error):
-            return HubAccessError(
-                f"{doing}: the Hub at {self.api.endpoint} offers no Xet storage "
-                "(HTTP 404 on its xet-write-token endpoint)",
-                hint=XET_HINT,
-            )
-        if isinstance(error, GatedRepoError):
-            return HubAccessError(f"{doing}: dataset {repo} is gated; request access first")
-        if isinstance(error, RepositoryNotFoundError):
-            return HubAccessError(
-                f"{doing}: dataset {repo} was not found or is not visible with this token",
-                hint="check --repo, and that the token can see the repository",
-            )
-        if status == 403 and "create_pr" in str(error) and not create_pr and write_hint is None:
-            return no_write_access(repo)  # the Hub's "Forbidden: pass create_pr=1 ..."
-        if status == 403:
-            hint = write_hint or (
-                "ask the repository's owners for access"
-                if create_pr
-                else "pass --create-pr to propose the bundles as a pull request instead"
-            )
-            return HubAccessError(f"{doing}: this token has no write access to {repo}", hint=hint)
-        if status == 429:
-            wait = retry_after_of(error)
-            when = f"in {wait:.0f} s" if wait is not None else "in a few minutes"
-            return HubRateLimitError(
-                f"{doing}: the Hub is rate limiting requests to {repo}",
-                retry_after=wait,
-                hint=f"try again {when}",
-            )
-        if is_transient(error):
-            detail = f"HTTP {status}" if status else type(error).__name__
-            return HubUnavailableError(
-                f"{doing}: the Hub did not answer properly ({detail})",
-                hint="run the same command again; it resumes where it stopped",
-            )
-        detail = f"HTTP {status}" if status else type(error).__name__
-        return HubError(f"{doing}: the Hub refused the request ({detail}: {_first_line(error)})")
+        """Turn a client error into a HubError that says what to do next (`describe_failure`)."""
+        return describe_failure(
+            error,
+            repo=self.repo_id,
+            endpoint=self.api.endpoint,
+            doing=doing,
+            create_pr=create_pr,
+            write_hint=write_hint,
+        )
 
     def call(self, doing: str, action: Callable[[], T]) -> T:
         """Run an idempotent request, retrying transient faults a few times."""
@@ -425,6 +372,78 @@ class HubSession:
 def _rewind(handle: BinaryIO) -> None:
     handle.seek(0)
     handle.truncate()
+
+
+def describe_failure(
+    error: BaseException,
+    *,
+    repo: str,
+    endpoint: str,
+    doing: str,
+    create_pr: bool = False,
+    write_hint: str | None = None,
+) -> HubError:
+    """Turn a client error into a HubError that says what to do next; `write_hint` is the
+    next step when the token may not write (else: propose a pull request instead)."""
+    status = status_of(error)
+    if isinstance(error, LocalTokenNotFoundError) or status == 401:
+        return HubAccessError(
+            f"{doing}: the Hub rejected the credentials (missing or invalid token)",
+            hint="pass --token, set HF_TOKEN, or run `hf auth login`",
+        )
+    if isinstance(error, httpx2.UnsupportedProtocol):
+        return HubAccessError(
+            f"{doing}: the Hub's address is not an http(s) URL",
+            hint="check HF_ENDPOINT (for example https://huggingface.co), or unset it",
+        )
+    if isinstance(error, httpx2.LocalProtocolError):  # its text would show the token
+        return HubAccessError(
+            f"{doing}: the request could not be sent: a header is not valid HTTP",
+            hint="check the token (--token, HF_TOKEN) for spaces or line breaks",
+        )
+    if isinstance(error, RevisionNotFoundError):
+        return HubAccessError(
+            f"{doing}: the revision does not exist in dataset {repo}",
+            hint="check --revision (a branch, a tag, refs/pr/N or a commit sha)",
+        )
+    if is_xet_unavailable(error):
+        return HubAccessError(
+            f"{doing}: the Hub at {endpoint} offers no Xet storage "
+            "(HTTP 404 on its xet-write-token endpoint)",
+            hint=XET_HINT,
+        )
+    if isinstance(error, GatedRepoError):
+        return HubAccessError(f"{doing}: dataset {repo} is gated; request access first")
+    if isinstance(error, RepositoryNotFoundError):
+        return HubAccessError(
+            f"{doing}: dataset {repo} was not found or is not visible with this token",
+            hint="check --repo, and that the token can see the repository",
+        )
+    if status == 403 and "create_pr" in str(error) and not create_pr and write_hint is None:
+        return no_write_access(repo)  # the Hub's "Forbidden: pass create_pr=1 ..."
+    if status == 403:
+        hint = write_hint or (
+            "ask the repository's owners for access"
+            if create_pr
+            else "pass --create-pr to propose the bundles as a pull request instead"
+        )
+        return HubAccessError(f"{doing}: this token has no write access to {repo}", hint=hint)
+    if status == 429:
+        wait = retry_after_of(error)
+        when = f"in {wait:.0f} s" if wait is not None else "in a few minutes"
+        return HubRateLimitError(
+            f"{doing}: the Hub is rate limiting requests to {repo}",
+            retry_after=wait,
+            hint=f"try again {when}",
+        )
+    if is_transient(error):
+        detail = f"HTTP {status}" if status else type(error).__name__
+        return HubUnavailableError(
+            f"{doing}: the Hub did not answer properly ({detail})",
+            hint="run the same command again; it resumes where it stopped",
+        )
+    detail = f"HTTP {status}" if status else type(error).__name__
+    return HubError(f"{doing}: the Hub refused the request ({detail}: {_first_line(error)})")
 
 
 def _remote_files(entries: list[RepoFile | RepoFolder]) -> dict[str, RemoteFile]:

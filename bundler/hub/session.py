@@ -248,39 +248,12 @@ class HubSession:
         return None
 
     def paths_info(self, paths: list[str], revision: str) -> dict[str, RemoteFile]:
-        found: dict[str, RemoteFile] = {}
-        for start in range(0, len(paths), 500):
-            lookup = partial(
-                self.api.get_paths_info,
-                self.repo_id,
-                paths[start : start + 500],
-                repo_type=REPO_TYPE,
-                revision=revision,
-            )
-            entries = self.call("reading file information", lookup)
-            found.update(_remote_files(entries))
-        return found
+        """The files at `paths` (folders and missing paths left out)."""
+        return _files(self._paths_info(paths, revision, expand=False))
 
     def list_files(self, folder: str, revision: str) -> dict[str, RemoteFile]:
-        def listing() -> list[RepoFile | RepoFolder]:
-            try:
-                return list(
-                    self.api.list_repo_tree(
-                        self.repo_id,
-                        folder,
-                        recursive=True,
-                        repo_type=REPO_TYPE,
-                        revision=revision,
-                    )
-                )
-            except HfHubHTTPError as error:
-                if status_of(error) == 404 and not isinstance(
-                    error, RepositoryNotFoundError | RevisionNotFoundError
-                ):
-                    return []  # the folder does not exist yet
-                raise
-
-        return _remote_files(self.call(f"listing {folder}/", listing))
+        """Every file below `folder`, in pages of 1,000; none for a folder that is not there."""
+        return _files(self._tree(folder, revision, recursive=True, expand=False))
 
     def read_small_file(self, path: str, revision: str) -> bytes:
         """A small file's bytes in one request (no HEAD, no cache), for sidecars:
@@ -333,37 +306,51 @@ class HubSession:
     def entries(self, paths: list[str], revision: str) -> dict[str, RemoteEntry]:
         """Files and folders at `paths`, with the last commit that changed each: one request
         per 500 paths, whatever the repository holds."""
+        return self._paths_info(paths, revision, expand=True)
+
+    def list_folder(
+        self, folder: str, revision: str, *, expand: bool = False
+    ) -> dict[str, RemoteEntry]:
+        """A folder's own entries (not recursive), in pages of 1,000 (50 when expanded), as
+        the Hub pages them; none for a folder that does not exist."""
+        return self._tree(folder, revision, recursive=False, expand=expand)
+
+    def _paths_info(
+        self, paths: list[str], revision: str, *, expand: bool
+    ) -> dict[str, RemoteEntry]:
         found: dict[str, RemoteEntry] = {}
         for start in range(0, len(paths), 500):
             lookup = partial(
                 self.api.get_paths_info,
                 self.repo_id,
                 paths[start : start + 500],
-                expand=True,
+                expand=expand,
                 repo_type=REPO_TYPE,
                 revision=revision,
             )
             found.update(_remote_entries(self.call("reading file information", lookup)))
         return found
 
-    def list_folder(
-        self, folder: str, revision: str, *, expand: bool = False
+    def _tree(
+        self, folder: str, revision: str, *, recursive: bool, expand: bool
     ) -> dict[str, RemoteEntry]:
-        """A folder's own entries (not recursive), in pages of 1,000 (50 when expanded), as
-        the Hub pages them; an empty dict for a folder that does not exist."""
-
         def listing() -> list[RepoFile | RepoFolder]:
             try:
                 return list(
                     self.api.list_repo_tree(
-                        self.repo_id, folder, expand=expand, repo_type=REPO_TYPE, revision=revision
+                        self.repo_id,
+                        folder,
+                        recursive=recursive,
+                        expand=expand,
+                        repo_type=REPO_TYPE,
+                        revision=revision,
                     )
                 )
             except HfHubHTTPError as error:
                 if status_of(error) == 404 and not isinstance(
                     error, RepositoryNotFoundError | RevisionNotFoundError
                 ):
-                    return []
+                    return []  # the folder does not exist (yet)
                 raise
 
         return _remote_entries(self.call(f"listing {folder}/", listing))
@@ -446,12 +433,8 @@ def describe_failure(
     return HubError(f"{doing}: the Hub refused the request ({detail}: {_first_line(error)})")
 
 
-def _remote_files(entries: list[RepoFile | RepoFolder]) -> dict[str, RemoteFile]:
-    return {
-        path: entry
-        for path, entry in _remote_entries(entries).items()
-        if isinstance(entry, RemoteFile)
-    }
+def _files(entries: dict[str, RemoteEntry]) -> dict[str, RemoteFile]:
+    return {path: entry for path, entry in entries.items() if isinstance(entry, RemoteFile)}
 
 
 def _remote_entries(entries: list[RepoFile | RepoFolder]) -> dict[str, RemoteEntry]:

@@ -10,7 +10,7 @@ from factory import RunSpec
 from helpers import build, forge, one_line_error, only_bundle, read_members, run_cli
 
 from bundler.core.errors import UsageError
-from bundler.hub.rows import build_row, row_bytes
+from bundler.hub.rows import build_row
 from bundler.local.collect import CollectOptions
 from bundler.local.inspection import inspect_bundle
 from bundler.local.manifest import Sidecar
@@ -152,8 +152,8 @@ def test_the_row_builder_gives_null_for_metrics_beyond_float64(tmp_path: Path) -
     bundle = only_bundle(report)
     sidecar = Sidecar.model_validate_json(Path(bundle.sidecar).read_bytes())
     metrics_json = json.dumps({"s": {"huge": HUGE, "n": 3}})
-    row = json.loads(
-        row_bytes(build_row(sidecar, metrics_json, published_at="2026-06-16T08:00:00Z"))
+    row = build_row(sidecar, metrics_json, published_at="2026-06-16T08:00:00Z").model_dump(
+        mode="json"
     )
     assert row["metrics"] == [
         {"name": "s.huge", "number": None, "json_value": str(HUGE)},

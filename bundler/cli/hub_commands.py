@@ -253,16 +253,26 @@ def review_command(
             help="Highest share of predictions that may have raised in the harness (0 to 1).",
         ),
     ] = 0.05,
+    max_bundles: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            metavar="N",
+            help="A PR proposing more bundles than this fails `layout` and is judged without"
+            " downloading any.",
+        ),
+    ] = 100,
     token: TokenOption = None,
     json_output: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
     """Review pull requests: fetch and verify only the bundles each one adds or changes, classify
-    them against main (new, replacement, unchanged), and check policy (coverage, the dataset's
-    row count, pin, harness tree, exception rate, submitter, files outside the bundles,
-    conflicts). The Markdown report goes to stdout (the JSON with --json), a summary to stderr.
-    Exit 0 if every PR is clean, 1 if any is not, 2 for a problem to fix first, 75 when only
-    temporary Hub failures stood in the way."""
+    them against main (new, replacement, unchanged), and check policy (the task's definition,
+    coverage, the defined dataset's row count, pin, harness tree, exception rate, submitter,
+    files outside the bundles, conflicts). --merge commits exactly the reviewed files with the
+    leaderboard's tables and card, then closes the PR. The Markdown report goes to stdout (the
+    JSON with --json), a summary to stderr. Exit 0 if every PR is clean, 1 if any is not, 2
+    for a problem to fix first, 75 when only temporary Hub failures stood in the way."""
     from bundler.cli.render import render_review
     from bundler.hub.review import ReviewOptions, review
 
@@ -275,6 +285,7 @@ def review_command(
             comment=comment,
             merge=merge,
             max_exception_rate=max_exception_rate,
+            max_bundles=max_bundles,
             token=token_to_send(token),
         )
         from bundler.hub.session import quiet_hub_client

@@ -35,6 +35,8 @@ TEMP_PREFIX pattern: it is no leftover, and removing it while another run holds 
 it would let a third run in beside the holder."""
 
 FINGERPRINT_PREFIX_LENGTH = 8
+MAX_NAME_CHARS = 255
+"""The longest file name a file system takes: a bundle's folder and file names stay within it."""
 _PLAYER_DIR = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*_[0-9a-f]{8}")
 _REVISION_LABEL = re.compile(rf"[0-9a-f]{{8}}|{UNPINNED_LABEL}")
 """Lower-case hex only: one pin has one name, on a case-insensitive disk too."""
@@ -61,6 +63,12 @@ class BundleId:
             raise LayoutError(
                 f"{self.revision_label!r} is not a revision label (8 lower-case hex digits "
                 f"or {UNPINNED_LABEL})"
+            )
+        longest = max(len(self.player_dir), len(self.archive_name), len(self.sidecar_name))
+        if longest > MAX_NAME_CHARS:  # ASCII by the patterns above: characters are bytes
+            raise LayoutError(
+                f"{self.player_dir}/{self.target} makes a file name of {longest} characters;"
+                f" a file system takes {MAX_NAME_CHARS}"
             )
 
     @classmethod

@@ -370,7 +370,7 @@ def layout_check(
         if path not in paths or path not in head_files
     )
     if removed:
-        problems.append(f"removes bundle files: {', '.join(_few(removed))}")
+        problems.append(f"removes bundle(s): {', '.join(_few(removed))}")
     if halves:
         problems.append(
             f"leaves as it is (or without) the other file of a bundle it changes:"

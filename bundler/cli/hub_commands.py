@@ -27,6 +27,9 @@ from bundler.cli.render import finish, progress_on
 from bundler.cli.tokens import secrets_of, token_to_send
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
+    from bundler.hub.taskdefs import DefineReport
     from bundler.hub.upload import UploadOptions
 
 
@@ -300,3 +303,82 @@ def review_command(
     raise typer.Exit(
         run_command(action, json_output=json_output, debug=debug, secrets=secrets_of(token))
     )
+
+
+def tasks_define_command(
+    task: Annotated[str, typer.Argument(metavar="TASK", help="The task's name.")],
+    repo: RepoOption = ...,  # type: ignore[assignment]
+    dataset: Annotated[
+        str,
+        typer.Option(metavar="OWNER/NAME", help="The dataset repository its results run on."),
+    ] = ...,  # type: ignore[assignment]
+    split: Annotated[
+        str, typer.Option(metavar="SPLIT", help="The dataset split its results run on.")
+    ] = ...,  # type: ignore[assignment]
+    metric: Annotated[
+        str,
+        typer.Option(metavar="SCORER.KEY", help="The flattened metric the leaderboard ranks by."),
+    ] = ...,  # type: ignore[assignment]
+    direction: Annotated[
+        str,
+        typer.Option(metavar="higher|lower", help="Whether a higher or a lower value is better."),
+    ] = "higher",
+    dataset_revision: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--revision",
+            metavar="SHA",
+            help="A dataset commit (40 hex) accepted (repeatable; none: any revision).",
+        ),
+    ] = None,
+    branch: Annotated[
+        str, typer.Option(metavar="BRANCH", help="The branch whose definitions to change.")
+    ] = "main",
+    token: TokenOption = None,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Define a leaderboard task in leaderboard/tasks.json (one commit naming its parent, by a
+    maintainer: needs write access): the dataset and split its results must have run on, the
+    metric it is ranked by and its direction, and the dataset revisions accepted. review fails
+    a bundle that contradicts its task's definition, the card ranks by the defined metric, and
+    upload to the branch holds such a bundle back."""
+    from pydantic import ValidationError
+
+    from bundler.core.errors import UsageError
+    from bundler.hub.session import HubSession
+    from bundler.hub.taskdefs import TaskDefinition, define_task
+
+    console = stderr_console()
+
+    def action() -> int:
+        from bundler.hub.session import quiet_hub_client
+
+        quiet_hub_client()
+        try:
+            definition = TaskDefinition(
+                hf_repo_id=dataset,
+                split=split,
+                metric=metric,
+                direction=direction,
+                revisions=list(dataset_revision or []),
+            )
+        except ValidationError as error:
+            first = error.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise UsageError(f"{where}: {first['msg']}") from None
+        session = HubSession(repo, token=token_to_send(token))
+        report = define_task(session, task, definition, branch)
+
+        return finish(report, render_define, console, json_output)
+
+    raise typer.Exit(
+        run_command(action, json_output=json_output, debug=debug, secrets=secrets_of(token))
+    )
+
+
+def render_define(report: DefineReport, console: Console) -> None:
+    from bundler.cli.console import shown
+
+    done = f"committed {report.commit[:12]}" if report.commit else "already so defined"
+    console.print(f"task {shown(report.task)}: {done}")

@@ -37,9 +37,17 @@ from bundler.hub.review_judge import GatheredPullRequest, PullRequestReview, sam
 from bundler.hub.rows import TableRow, build_row, utc_timestamp
 from bundler.hub.session import REPO_TYPE, HubSession, PlannedCommit, commit_replanned
 
-MARKER = re.compile(r"^<!-- bundler-review sha256:([0-9a-f]{64}) -->\s*\Z", re.MULTILINE)
-"""The digest line a report ends with; only a comment's last line counts (a metric name in a
-code span can hold the same text, but never at the start of the last line)."""
+MARKER = re.compile(r"<!-- bundler-review sha256:([0-9a-f]{64}) -->")
+"""The digest line a posted report ends with."""
+
+
+def report_digest(comment: str) -> str | None:
+    """The digest of the report a comment is, from its LAST line alone: a stranger's text in
+    the report (a metric name in a code span) may hold a marker too, but never on a line of its
+    own at the end (code spans are one line, and the digest line follows them)."""
+    lines = comment.rstrip().splitlines()
+    found = MARKER.fullmatch(lines[-1].strip()) if lines else None
+    return found.group(1) if found else None
 
 
 def writer(session: HubSession, token: str | None, *, comment: bool, merge: bool) -> str:
@@ -60,8 +68,7 @@ def post_report(session: HubSession, pr: PullRequestReview, reviewer: str) -> No
     latest = None
     for event in details.events:
         if isinstance(event, DiscussionComment) and event.author == reviewer:
-            found = MARKER.search((event.content or "").rstrip() + "\n")
-            latest = found.group(1) if found else None  # this account's last report counts
+            latest = report_digest(event.content or "")  # this account's last comment counts
     if latest == pr.digest:
         pr.comment = "already-posted"
         return

@@ -29,7 +29,7 @@ from bundler.cli.tokens import secrets_of, token_to_send
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from bundler.hub.taskdefs import DefineReport
+    from bundler.hub.taskdefine import DefineReport
     from bundler.hub.upload import UploadOptions
 
 
@@ -347,7 +347,8 @@ def tasks_define_command(
 
     from bundler.core.errors import UsageError
     from bundler.hub.session import HubSession
-    from bundler.hub.taskdefs import TaskDefinition, define_task
+    from bundler.hub.taskdefine import define_task
+    from bundler.hub.taskdefs import TaskDefinition
 
     console = stderr_console()
 

@@ -27,16 +27,18 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import ConfigDict, Field, ValidationError, field_validator
 
-from bundler.core.errors import HubError, UsageError
+from bundler.core.errors import HubError
 from bundler.core.model import Model
 from bundler.core.naming import SAFE_TASK_NAME
 from bundler.hub.layout import TASKS_FILE
-from bundler.hub.session import HubSession
-from bundler.local.schema import StaticsIdentity
+
+if TYPE_CHECKING:
+    from bundler.hub.session import HubSession
+    from bundler.local.schema import StaticsIdentity
 
 MAX_TASKS_FILE_BYTES = 1 << 20
 _FULL_SHA = re.compile(r"[0-9a-f]{40}")
@@ -110,64 +112,3 @@ def read_definitions(session: HubSession, revision: str) -> TaskDefinitions:
     if TASKS_FILE not in listed:
         return TaskDefinitions()
     return TaskDefinitions.parse(session.read_file(TASKS_FILE, revision, MAX_TASKS_FILE_BYTES))
-
-
-class DefineReport(Model):
-    """What `define_task` did."""
-
-    repo_id: str
-    revision: str
-    task: str
-    definition: TaskDefinition
-    changed: bool = False
-    commit: str | None = None
-
-    @property
-    def exit_code(self) -> int:
-        return 0
-
-
-def define_task(
-    session: HubSession, task: str, definition: TaskDefinition, revision: str = "main"
-) -> DefineReport:
-    """Write `task`'s definition into the task definitions on `revision`, in one commit naming
-    its parent (a concurrent commit: read again, and planned again). Needs write access,
-    checked first; nothing is committed when the definition is already that one."""
-    from huggingface_hub import CommitOperationAdd
-
-    from bundler.hub.access import require_card
-    from bundler.hub.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
-    from bundler.hub.session import PlannedCommit, commit_replanned
-
-    if not SAFE_TASK_NAME.fullmatch(task):
-        raise UsageError(f"{task!r} is not a safe task name")
-    if revision.startswith("refs/pr/"):
-        raise UsageError("the task definitions live on a branch, never in a pull request")
-    require_card(session.rights())
-    report = DefineReport(
-        repo_id=session.repo_id, revision=revision, task=task, definition=definition
-    )
-
-    def plan() -> PlannedCommit | None:
-        head = session.head(revision)
-        current = read_definitions(session, head)
-        if current.get(task) == definition:
-            return None
-        updated = TaskDefinitions(tasks={**current.tasks, task: definition})
-        report.changed = True
-        return PlannedCommit(
-            revision=revision,
-            parent=head,
-            operations=[CommitOperationAdd(TASKS_FILE, updated.to_bytes())],
-            summary=f"Define task {task}: {definition.hf_repo_id} split {definition.split}",
-            description=f"Ranked by {definition.metric}, {definition.direction} is better.",
-            doing=f"committing {TASKS_FILE}",
-            write_hint="defining tasks needs a token with write access to the repository",
-        )
-
-    info = commit_replanned(
-        session, plan, attempts=COMMIT_ATTEMPTS, retry_wait=COMMIT_RETRY_SECONDS
-    )
-    if info is not None:
-        report.commit = info.oid
-    return report

@@ -150,7 +150,13 @@ class Publisher:
                 and row.archive_sha256 == bundle.sidecar.archive.sha256
             }
             self._planned = (destination.base, base_head, base_files)
-            return RepositoryView(destination.base, base_head, base_files, published=published)
+            return RepositoryView(
+                destination.base,
+                base_head,
+                base_files,
+                published=published,
+                definitions=self.tables.definitions,
+            )
         base_head = session.head(destination.base)
         base_files = session.paths_info(
             [path for key in keys for path in repo_paths(key)], base_head

@@ -649,6 +649,13 @@ def test_a_bundle_naming_another_dataset_fails_task_and_gets_no_token(world: Wor
     # Looked up without the maintainer's token: the private dataset's count stays unknown.
     assert undefined["dataset-rows"]["status"] == "warned"
     assert "row count not resolved" in undefined["dataset-rows"]["detail"]
+    # Once the maintainers define that task on their dataset, its count is read with the token.
+    define(world, "undefined", private, "test")
+    _, report, _ = review(world, token=WRITE_TOKEN)
+    (pr,) = report["pull_requests"]
+    (defined,) = [b for b in pr["bundles"] if "/undefined@" in b["bundle_id"]]
+    assert checks(defined)["task"]["status"] == "passed"
+    assert checks(defined)["dataset-rows"]["detail"].startswith("all 4 rows of")
 
 
 def test_a_complete_run_on_a_dev_split_of_the_pinned_dataset_fails_task(world: World) -> None:

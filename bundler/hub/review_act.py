@@ -25,7 +25,8 @@ from pathlib import Path
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete, get_token
 from huggingface_hub.community import DiscussionComment
 
-from bundler.core.errors import BundlerError, HubError, WriteTokenRequired
+from bundler.core import exitcodes
+from bundler.core.errors import BundlerError, HubError, TemporaryError, WriteTokenRequired
 from bundler.hub.access import require_review
 from bundler.hub.layout import README, repo_archive, repo_paths, repo_sidecar
 from bundler.hub.leaderboard import read_branch
@@ -143,8 +144,10 @@ def merge(session: HubSession, pr: PullRequestReview, gathered: GatheredPullRequ
     except _Refused as refusal:
         pr.merge, pr.merge_detail = "refused", str(refusal)
         return
-    except BundlerError as error:
-        pr.merge, pr.merge_detail, pr.error_code = "failed", error.message, error.exit_code
+    except BundlerError as error:  # this PR's alone: 75 when temporary, else 1
+        temporary = isinstance(error, TemporaryError)
+        pr.merge, pr.merge_detail = "failed", error.message
+        pr.error_code = exitcodes.TEMPORARY if temporary else exitcodes.LOOK
         return
     if info is None:  # nothing differs: the branch already holds every file
         pr.merge_detail = f"{pr.base_branch} already holds these files"

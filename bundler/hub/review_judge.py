@@ -464,8 +464,9 @@ def coverage_check(claim: BundleClaim) -> CheckResult:
 
 
 def dataset_rows_check(claim: BundleClaim, row_count: RowCount) -> CheckResult:
-    """Coverage judged again, against the pinned split's row count on the Hub: a submitter
-    can pass `--expect` equal to the rows they ran."""
+    """Coverage judged again, against the row count on the Hub of the split its task's
+    definition names (the gathering reads it): a submitter can pass `--expect` equal to the
+    rows they ran."""
     count, why = row_count
     coverage = claim.coverage
     statics = claim.statics

@@ -10,6 +10,7 @@ import pytest
 from factory import RunSpec, write_tree
 
 from bundler.core.checks import CheckResult
+from bundler.core.errors import HubError
 from bundler.core.progress import NoProgress
 from bundler.hub.layout import TASKS_FILE, repo_archive, repo_paths, repo_sidecar
 from bundler.hub.plan import LocalBundle
@@ -303,3 +304,26 @@ def test_a_bundle_that_does_not_verify_is_judged_on_nothing_else(tmp_path: Path)
     }
     assert by_name(pr.checks)["state"][0] == "warned"  # no base on the target branch
     assert not pr.clean
+
+
+# ------------------------------------------------------------------ task definitions
+
+
+def test_task_definitions_read_back_and_refuse_what_they_do_not_define() -> None:
+    definition = TaskDefinition(
+        hf_repo_id="GPTNT/expert-VQA", split="test", metric="em.acc", revisions=["a" * 40]
+    )
+    defined = TaskDefinitions(tasks={"maze": definition})
+    data = defined.to_bytes()
+    assert data.isascii() and TaskDefinitions.parse(data) == defined
+    for bad in (
+        b'{"version": 1, "tasks": {"maze": {"hf_repo_id": "a/b", "split": "t", "metric": "m",'
+        b' "direction": "sideways"}}}',
+        b'{"version": 1, "tasks": {"maze": {"hf_repo_id": "a/b", "split": "t", "metric": "m",'
+        b' "revisions": ["main"]}}}',
+        b'{"version": 1, "tasks": {"../x": {"hf_repo_id": "a/b", "split": "t", "metric": "m"}}}',
+        b'{"version": 1, "tasks": {}, "extra": 1}',
+        b"not json",
+    ):
+        with pytest.raises(HubError, match=r"leaderboard/tasks\.json is not valid"):
+            TaskDefinitions.parse(bad)

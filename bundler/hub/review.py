@@ -91,9 +91,12 @@ def review(options: ReviewOptions, progress: ProgressSink | None = None) -> Revi
             folder = Path(work) / f"pr-{facts.num}"
             try:
                 pr = _review_one(gatherer, facts, folder, options, report, reviewer)
-            except Exception as error:
+            except Exception as error:  # one PR's failure, whatever it is, is that PR's alone
                 pr = unreviewed(facts, _reason(error), _exit_code(error))
-                pr.markdown = render_markdown(report, pr)
+                try:
+                    pr.markdown = render_markdown(report, pr)
+                except Exception:  # the JSON and the summary still say why
+                    pr.markdown = ""
             finally:
                 shutil.rmtree(folder, ignore_errors=True)  # one PR's bundles on disk at a time
             report.pull_requests.append(pr)

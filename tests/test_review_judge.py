@@ -12,7 +12,7 @@ from factory import RunSpec, write_tree
 from bundler.core.checks import CheckResult
 from bundler.core.errors import HubError
 from bundler.core.progress import NoProgress
-from bundler.hub.layout import TASKS_FILE, repo_archive, repo_paths, repo_sidecar
+from bundler.hub.layout import TASKS_FILE, bundle_of_path, repo_archive, repo_paths, repo_sidecar
 from bundler.hub.plan import LocalBundle
 from bundler.hub.remote import RemoteFile, git_blob_id
 from bundler.hub.review_judge import (
@@ -31,7 +31,7 @@ from bundler.hub.review_judge import (
 from bundler.hub.taskdefs import TaskDefinition, TaskDefinitions
 from bundler.hub.upload import gather_local
 from bundler.local.collect import CollectOptions, collect
-from bundler.local.layout import BundleId
+from bundler.local.layout import BundleId, LayoutError
 from bundler.local.submitter import Submitter
 from bundler.local.verify import BundleReading, read_bundle
 
@@ -327,3 +327,14 @@ def test_task_definitions_read_back_and_refuse_what_they_do_not_define() -> None
     ):
         with pytest.raises(HubError, match=r"leaderboard/tasks\.json is not valid"):
             TaskDefinitions.parse(bad)
+
+
+def test_a_bundle_id_no_file_system_can_hold_is_no_bundle_id() -> None:
+    with pytest.raises(LayoutError, match="a file system takes 255"):
+        BundleId.parse(f"ada_0123abcd/{'m' * 250}@unpinned")
+    assert bundle_of_path(f"bundles/ada_0123abcd/{'m' * 238}@unpinned.tar.zst") is not None
+    assert bundle_of_path(f"bundles/ada_0123abcd/{'m' * 250}@unpinned.tar.zst") is None
+    assert bundle_of_path("bundles/ada_0123abcd/maze@unpinned.tar.zst") == BundleId(
+        "ada_0123abcd", "maze", "unpinned"
+    )
+    assert bundle_of_path("bundles/ada_0123abcd/sub/maze@unpinned.json") is None

@@ -212,9 +212,10 @@ def keep_report(report: SyncReport, path: Path) -> None:
 
 def write_report(report: SyncReport, path: Path) -> None:
     """The report as --json prints it, written atomically: a reader (a CI artifact step)
-    sees the previous report or this one, never half of one."""
+    sees the previous report or this one, never half of one. ASCII, like --json: a name with
+    bidi controls or zero-width characters reads as its \\u escapes, not reordered."""
     data = valid_unicode(report.model_dump(mode="json"))
-    write_atomically(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode())
+    write_atomically(path, (json.dumps(data, indent=2, ensure_ascii=True) + "\n").encode())
 
 
 def _holds_bundles(bundles_dir: Path) -> bool:

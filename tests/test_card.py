@@ -26,6 +26,7 @@ from bundler.hub.card import (
 )
 from bundler.hub.rows import TableRow, metric_column
 from bundler.hub.tables import Leaderboard
+from bundler.hub.taskdefs import TaskDefinition
 
 REPO = "org/board"
 VIEWER = f"https://huggingface.co/datasets/{REPO}/viewer"
@@ -132,10 +133,16 @@ def test_the_leaderboard_is_ordered_by_the_first_metric_descending() -> None:
         ("3", "gpt", "0.5"),
         ("-", "llama", "-"),
     ]
-    expert = f"| expert-vqa | [`expert-vqa`]({VIEWER}/expert-vqa) | 4 | 2 | `em.acc` |"
+    undefined = f"{WARNING} not defined | -"
+    fallback = f"{WARNING} first metric of the earliest bundle |"
+    expert = (
+        f"| expert-vqa | [`expert-vqa`]({VIEWER}/expert-vqa) | {undefined} | 4 | 2 |"
+        f" `em.acc` (higher is better) {fallback}"
+    )
     assert expert in card  # bundles, complete ones (gpt, llama), ranking metric
-    assert f"| default | [`_default`]({VIEWER}/_default) | 1 | 1 |" in card
-    assert f"| wires | [`wires`]({VIEWER}/wires) | 1 | 1 | - |" in card  # no score to rank by
+    assert f"| default | [`_default`]({VIEWER}/_default) | {undefined} | 1 | 1 |" in card
+    wires = f"| wires | [`wires`]({VIEWER}/wires) | {undefined} | 1 | 1 | - {fallback}"
+    assert wires in card  # no score to rank by
 
 
 def test_partial_unknown_and_unpinned_results_are_marked() -> None:
@@ -186,7 +193,39 @@ def test_a_task_name_is_escaped_in_its_heading_and_the_summary() -> None:
     """A task name is a safe file name, yet `_` and `.` mean something in Markdown."""
     card = card_of([make_row(task="ta.sk_1", metrics={"em": {"acc": 0.25}})])
     assert "\n### ta.sk\\_1\n" in card
-    assert f"| ta.sk\\_1 | [`ta.sk_1`]({VIEWER}/ta.sk_1) | 1 | 1 | `em.acc` |" in card
+    assert f"| ta.sk\\_1 | [`ta.sk_1`]({VIEWER}/ta.sk_1) | {WARNING} not defined | -" in card
+
+
+@pytest.mark.parametrize(
+    "invisible", ["\u202a", "\u202e", "\u2066", "\u2069", "\u200b", "\u200f", "\ufeff", "\u2060"]
+)
+def test_md_cell_strips_bidi_controls_and_zero_width_characters(invisible: str) -> None:
+    assert md_cell(f"Ada{invisible} Lovelace{invisible}{invisible}") == "Ada Lovelace"
+
+
+def test_a_defined_task_is_ranked_by_its_metric_in_its_direction() -> None:
+    rows = [
+        make_row(
+            "gpt", metrics={"em": {"acc": 0.5, "err": 0.1}}, published_at="2026-06-01T00:00:00Z"
+        ),
+        make_row(
+            "qwen", metrics={"em": {"acc": 0.9, "err": 0.4}}, published_at="2026-06-02T00:00:00Z"
+        ),
+    ]
+    definition = TaskDefinition(
+        hf_repo_id="GPTNT/expert-VQA", split="test", metric="em.err", direction="lower"
+    )
+    board = TaskBoard.of("expert-vqa", rows, definition)
+    assert board.sort_column == "em.err" and [r.bundle_id.split("_")[0] for r in board.rows] == [
+        "gpt",
+        "qwen",
+    ]
+    card = render_dataset_card(REPO, [board], 2)
+    assert "| GPTNT/expert-VQA | test | 2 |" in card  # the defined dataset and split
+    assert "`em.err` (lower is better) |" in card
+    assert "first metric of the earliest bundle |" not in card
+    higher = TaskBoard.of("expert-vqa", rows, definition.model_copy(update={"direction": "higher"}))
+    assert [r.bundle_id.split("_")[0] for r in higher.rows] == ["qwen", "gpt"]
 
 
 def test_md_cell_leaves_nothing_a_renderer_links_by_itself() -> None:

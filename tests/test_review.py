@@ -1,6 +1,8 @@
-"""`bundler review` end to end: submitters open pull requests with their own (read) tokens
-through the real client, and a maintainer reviews, comments and merges with the installed CLI,
-all against the local Hub server."""
+"""`bundler review` end to end: submitters open pull requests with their own tokens through
+the real client, and a maintainer reviews, comments and merges with the installed CLI, all
+against the local Hub server. Hostile pull requests are forged as an attacker would: bundles
+consistently re-hashed, names no file system holds, an attacker's dataset, another split of the
+pinned one, the task definitions themselves, a push between review and merge."""
 
 from __future__ import annotations
 
@@ -8,7 +10,6 @@ import json
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,18 +19,23 @@ from factory import RunSpec, write_tree
 from helpers import forge, one_line_error, refresh_manifest, run_cli, sidecar_path, with_data
 from hubserver import Fault, HubServer
 from huggingface_hub import CommitOperationAdd, HfApi
+from pydantic import SecretStr
 
 from bundler.core.progress import NoProgress
-from bundler.hub.layout import repo_archive, repo_row, repo_sidecar
+from bundler.hub import review_act
+from bundler.hub.layout import ALL_TABLE, TASKS_FILE, repo_archive, repo_sidecar
 from bundler.hub.markdown import markdown_code, markdown_text
 from bundler.hub.plan import LocalBundle
-from bundler.hub.rows import build_row, read_row, row_files, utc_timestamp
+from bundler.hub.review import ReviewOptions
+from bundler.hub.review import review as review_in_process
+from bundler.hub.review_act import report_digest
+from bundler.hub.tables import Leaderboard
 from bundler.hub.upload import gather_local
 from bundler.local.collect import CollectOptions, collect
-from bundler.local.metrics import flatten_metrics
 from bundler.local.submitter import Submitter
 
-SPLIT_ROWS = {"test": 4, "validation": 6}
+SPLIT_ROWS = {"test": 4, "validation": 6, "dev": 3}
+TASK = "expert-vqa"
 
 
 @dataclass
@@ -80,16 +86,24 @@ def world(hub: HubServer, repo_id: str, tmp_path: Path) -> World:
     on_main = world.bundles("main", [world.spec(model="gpt-5.2", rows=4)])
     published = run_cli("upload", on_main, "--repo", repo_id, env={"HF_TOKEN": WRITE_TOKEN})
     assert published.returncode == 0, published.stderr
+    define(world, TASK, dataset, "test")
     return world
 
 
-def local(bundles: Path, published_at: str | None = None) -> list[LocalBundle]:
-    """The folder's bundles as upload gathers them, with the rows it would publish: stamped
-    now, as upload stamps them, unless a test says otherwise."""
+def define(world: World, task: str, dataset: str, split: str, *more: str) -> None:
+    """The maintainers define `task` (ranked by exact_match.accuracy) with the command."""
+    defined = run_cli(
+        "tasks", "define", task, "--repo", world.repo_id, "--dataset", dataset,
+        "--split", split, "--metric", "exact_match.accuracy", *more,
+        env={"HF_TOKEN": WRITE_TOKEN},
+    )  # fmt: skip
+    assert defined.returncode == 0, defined.stderr
+
+
+def local(bundles: Path) -> list[LocalBundle]:
+    """The folder's bundles as upload gathers them."""
     found, refused = gather_local(bundles, allow_partial=True, progress=NoProgress())
     assert not refused, refused
-    for bundle in found:
-        bundle.row = build_row(bundle.sidecar, bundle.metrics_text, published_at or utc_timestamp())
     return found
 
 
@@ -101,12 +115,11 @@ def propose(
     title: str = "Add my bundles",
     extra: dict[str, bytes] | None = None,
     tamper: Callable[[LocalBundle], dict[str, bytes]] | None = None,
-    published_at: str | None = None,
 ) -> int:
-    """Open a PR with exactly the files each bundle owns (archive, sidecar, rows), as a
-    submitter's upload does, plus `extra` files; `tamper` may replace some of a bundle's files."""
+    """Open a PR with exactly the files each bundle owns (archive, sidecar), as a submitter's
+    upload does, plus `extra` files; `tamper` may replace some of a bundle's files."""
     operations = []
-    for bundle in local(bundles, published_at):
+    for bundle in local(bundles):
         files: dict[str, bytes | Path] = dict(bundle.repo_files())
         files.update(tamper(bundle) if tamper else {})
         operations += [CommitOperationAdd(path, data) for path, data in files.items()]
@@ -145,6 +158,11 @@ def comments(world: World, num: int) -> list[str]:
 
 
 def downloaded_paths(world: World) -> set[str]:
+    """The bundle files downloaded from the leaderboard repository."""
+    return {path for path in _downloaded(world) if path.startswith("bundles/")}
+
+
+def _downloaded(world: World) -> set[str]:
     return {
         r.path.split("/resolve/", 1)[1].split("/", 1)[1]
         for r in world.hub.request_log
@@ -206,18 +224,26 @@ def test_two_submitters_reviewed_commented_once_and_the_clean_one_merged(world: 
     assert len(comments(world, 1)) == 2 and len(comments(world, 2)) == 2
     assert hub.commits(repo_id)[0].oid == main_before  # reviewing changes nothing on main
 
-    # --merge merges the clean PR only, then regenerates the card on main.
+    # --merge merges the clean PR only: one commit of its reviewed files, the tables and card.
     code, report, stderr = review(world, "--merge", token=WRITE_TOKEN)
     assert code == 1, stderr
     prs = by_num(report)
     assert (prs[1]["merge"], prs[2]["merge"]) == ("merged", "refused")
     assert prs[2]["merge_detail"] == "not every check passed"
     records = {pr.num: pr for pr in hub.pull_requests(repo_id)}
-    assert (records[1].status, records[2].status) == ("merged", "open")
-    card_commit, merge_commit, *_ = hub.commits(repo_id)
-    assert merge_commit.oid == records[1].merge_commit_oid
-    assert card_commit.files_changed == ("README.md",)
-    assert report["card"]["commit"] == card_commit.oid and report["card"]["bundle_count"] == 2
+    assert (records[1].status, records[2].status) == ("closed", "open")
+    merge_commit = hub.commits(repo_id)[0]
+    assert prs[1]["merge_commit"] == merge_commit.oid
+    changed = set(merge_commit.files_changed)
+    assert {path.split("/")[0] for path in changed} == {"bundles", "leaderboard", "README.md"}
+    assert {path for path in changed if path.startswith("bundles/")} == {
+        path for path in hub.list_files(repo_id) if path.startswith("bundles/claude-opus_")
+    }
+    assert merge_commit.oid[:12] in comments(world, 1)[-1]  # the closing comment links it
+    table = Leaderboard.read(hub.file_bytes(repo_id, ALL_TABLE) or b"")
+    assert len(table) == 2
+    (merged_row,) = [row for row in table.rows() if row.bundle_id.startswith("claude-opus_")]
+    assert merged_row.published_at  # stamped at the merge
     card = hub.file_bytes(repo_id, "README.md") or b""
     assert b"**2** submission bundle(s)" in card
     assert any(path.startswith("bundles/claude-opus_") for path in hub.list_files(repo_id))
@@ -292,23 +318,13 @@ def _corruption(bundle: LocalBundle) -> dict[str, bytes]:
     return {repo_archive(bundle.key): bytes(data)}
 
 
-def _row_forgery(bundle: LocalBundle) -> dict[str, bytes]:
-    assert bundle.row is not None
-    row = json.loads(row_files(bundle.row)[repo_row(bundle.key)])
-    forged = {"exact_match": {"accuracy": 1.0}}  # consistently: metrics_json and its columns
-    row["metrics_json"] = json.dumps(forged)
-    row["metrics"] = [metric.model_dump(mode="json") for metric in flatten_metrics(forged)]
-    return {repo_row(bundle.key): json.dumps(row).encode() + b"\n"}
-
-
 @pytest.mark.parametrize(
     ("tamper", "check", "words"),
     [
         (_usage_forgery, "verification", "predictions"),
         (_corruption, "verification", "archive-digest"),
-        (_row_forgery, "row", "differs from the bundle on metrics, metrics_json"),
     ],
-    ids=["re-hashed-sidecar", "corrupted-archive", "forged-row"],
+    ids=["re-hashed-sidecar", "corrupted-archive"],
 )
 def test_tampered_bundle_is_reported_and_never_merged(
     world: World,
@@ -337,13 +353,14 @@ def test_tampered_bundle_is_reported_and_never_merged(
 def test_pr_touching_the_card_or_other_files_is_flagged(world: World) -> None:
     bundles = world.bundles("readme", [world.spec(model="card-writer")])
     propose(world, SUBMITTER_TOKEN, bundles, extra={"README.md": b"# mine\n", "notes.txt": b"hi"})
+    world.hub.request_log.clear()
     code, report, _ = review(world, "--merge", token=WRITE_TOKEN)
     assert code == 1
     (pr,) = report["pull_requests"]
     layout = checks(pr)["layout"]
     assert layout["status"] == "failed"
     assert "README.md, notes.txt" in layout["detail"]
-    assert pr["bundles"][0]["clean"] is True  # the bundle itself is fine
+    assert pr["bundles"] == [] and downloaded_paths(world) == set()  # judged undownloaded
     assert pr["merge"] == "refused"
     assert world.hub.file_bytes(world.repo_id, "notes.txt") is None
 
@@ -365,7 +382,7 @@ def test_conflicting_pr_is_refused_and_a_replacement_shows_its_diff(world: World
     # Reviewed after #1 was merged: the same bundle, other content, changed on both sides.
     conflicts = checks(prs[2])["conflicts"]
     assert conflicts["status"] == "failed"
-    assert "bundles/twin_" in conflicts["detail"] and "rows/twin_" in conflicts["detail"]
+    assert "bundles/twin_" in conflicts["detail"]
     (replaced,) = prs[2]["bundles"]
     assert replaced["classification"] == "replacement"
     replacement = checks(replaced)["replacement"]
@@ -385,37 +402,32 @@ def test_conflicting_pr_is_refused_and_a_replacement_shows_its_diff(world: World
 
 def test_bundle_already_on_main_is_unchanged(world: World) -> None:
     bundles = world.bundles("same", [world.spec(model="both-ways")])
-    # Dated a minute back (review allows that much clock skew), so that the PR's rows can never
-    # equal the ones main's upload stamps below, even within the same second.
-    a_minute_ago = utc_timestamp(datetime.now(UTC) - timedelta(minutes=1))
-    propose(world, SUBMITTER_TOKEN, bundles, published_at=a_minute_ago)
-    # The maintainer publishes the very same bundle to main meanwhile: the archive and sidecar
-    # are the same, but main's rows carry another publication date, so the Hub could not merge
-    # the PR; the review says the bundle is already there and the PR cannot be merged.
+    propose(world, SUBMITTER_TOKEN, bundles)
+    # The maintainer publishes the very same bundle to main meanwhile: same archive, same
+    # sidecar (no row in a PR any more), so nothing conflicts.
     upload = run_cli("upload", bundles, "--repo", world.repo_id, env={"HF_TOKEN": WRITE_TOKEN})
     assert upload.returncode == 0, upload.stderr
     code, report, stderr = review(world)
-    assert code == 1, stderr
     (pr,) = report["pull_requests"]
     assert pr["bundles"][0]["classification"] == "unchanged"
-    conflicts = checks(pr)["conflicts"]
-    assert conflicts["status"] == "failed"
-    assert "rows/both-ways_" in conflicts["detail"] and "bundles/" not in conflicts["detail"]
+    assert checks(pr)["conflicts"]["status"] == "passed"
+    assert code == 0 and pr["clean"] is True, stderr
 
 
-def test_pr_rewriting_the_rows_of_a_bundle_it_does_not_change_is_refused(world: World) -> None:
+def test_pr_rewriting_the_sidecar_of_a_bundle_it_does_not_change_is_refused(world: World) -> None:
     hub, repo_id = world.hub, world.repo_id
-    (row_path,) = [path for path in hub.list_files(repo_id) if path.startswith("rows/")]
-    on_main = read_row(hub.file_bytes(repo_id, row_path) or b"")
+    (sidecar,) = [
+        p for p in hub.list_files(repo_id) if p.startswith("bundles/") and p.endswith(".json")
+    ]
+    on_main = hub.file_bytes(repo_id, sidecar) or b""
     mine = world.bundles("mallory", [world.spec(model="mallory")], submitter="Mallory")
     assert propose(world, OTHER_SUBMITTER_TOKEN, mine) == 1
-    # Mallory then pushes to her PR the rows of Ada's bundle on main, only dated later: the
-    # leaderboard ranks by publication date. Ada's archive is left as it is.
-    forged = on_main.model_copy(update={"published_at": "2099-12-31T00:00:00Z"})
-    rewritten = row_files(forged)
+    # Mallory then pushes to her PR another sidecar for Ada's bundle on main (its archive left
+    # as it is): the tables are derived from sidecars.
+    forged = on_main.replace(b"Ada Lovelace", b"Mallory")
     HfApi(token=OTHER_SUBMITTER_TOKEN).create_commit(
         repo_id,
-        [CommitOperationAdd(path, data) for path, data in rewritten.items()],
+        [CommitOperationAdd(sidecar, forged)],
         commit_message="tweak",
         repo_type="dataset",
         revision="refs/pr/1",
@@ -426,41 +438,11 @@ def test_pr_rewriting_the_rows_of_a_bundle_it_does_not_change_is_refused(world: 
     (pr,) = report["pull_requests"]
     layout = checks(pr)["layout"]
     assert layout["status"] == "failed"
-    named = ", ".join(sorted(rewritten))
-    assert f"bundle(s) whose archive it does not change: {named}" in layout["detail"]
-    # Only Mallory's own bundle is reviewed, and it is clean: the PR is refused for Ada's rows.
-    assert [b["bundle_id"].split("_")[0] for b in pr["bundles"]] == ["mallory"]
-    assert pr["bundles"][0]["clean"] is True
+    assert sidecar.removesuffix(".json") + ".tar.zst" in layout["detail"]
+    assert pr["bundles"] == []  # judged on its listing: nothing downloaded
     assert pr["merge"] == "refused"
     assert hub.commits(repo_id)[0].oid == main_before
-    assert read_row(hub.file_bytes(repo_id, row_path) or b"") == on_main
-
-
-@pytest.mark.parametrize(
-    ("published_at", "status", "words"),
-    [
-        ("2099-12-31T00:00:00Z", "failed", "2099-12-31T00:00:00Z is after the PR's head commit"),
-        ("2001-01-01T00:00:00Z", "warned", "2001-01-01T00:00:00Z is before the PR's base commit"),
-    ],
-    ids=["future", "backdated"],
-)
-def test_implausible_publication_date_is_flagged_and_never_merged(
-    world: World, published_at: str, status: str, words: str
-) -> None:
-    bundles = world.bundles("dated", [world.spec(model="time-traveller")])
-    propose(world, SUBMITTER_TOKEN, bundles, published_at=published_at)
-    main_before = world.hub.commits(world.repo_id)[0].oid
-    code, report, stderr = review(world, "--merge", token=WRITE_TOKEN)
-    assert code == 1, stderr
-    (pr,) = report["pull_requests"]
-    (bundle,) = pr["bundles"]
-    found = checks(bundle)["published-at"]
-    assert found["status"] == status and words in found["detail"], found
-    assert checks(bundle)["row"]["status"] == "passed"  # the row says what the bundle says
-    assert pr["merge"] == "refused"
-    assert world.hub.commits(world.repo_id)[0].oid == main_before
-    markdown = run_cli("review", "--repo", world.repo_id, env={"HF_TOKEN": ""}).stdout
-    assert "| published\\-at |" in markdown  # shown among the bundle's checks
+    assert hub.file_bytes(repo_id, sidecar) == on_main
 
 
 def test_pr_that_moves_during_review_is_not_merged(world: World) -> None:
@@ -477,26 +459,49 @@ def test_pr_that_moves_during_review_is_not_merged(world: World) -> None:
         "the PR changed while it was reviewed",
     )
     assert world.hub.commits(world.repo_id)[0].oid == main_before
-    assert report["card"] is None
 
 
-def test_hub_failures_on_one_pr_or_the_card_do_not_stop_the_rest(world: World) -> None:
+def test_a_failure_on_one_pr_does_not_stop_the_rest(world: World) -> None:
     hub, repo_id = world.hub, world.repo_id
     propose(world, SUBMITTER_TOKEN, world.bundles("unlucky", [world.spec(model="unlucky")]))
+    propose(world, OTHER_SUBMITTER_TOKEN, world.bundles("refused", [world.spec(model="refused")]))
     propose(world, OTHER_SUBMITTER_TOKEN, world.bundles("lucky", [world.spec(model="lucky")]))
     unlucky_head = hub.pull_requests(repo_id)[0].head_oid
     hub.inject("HEAD", rf"/resolve/{unlucky_head}/bundles/", Fault.status(400))
-    hub.inject("POST", rf"{repo_id}/preupload/main$", Fault.status(400))  # the card's commit
+    hub.inject("GET", rf"/resolve/{unlucky_head}/bundles/", Fault.status(400))
+    hub.inject("POST", r"/discussions/2/comment$", Fault.status(403))  # a refused comment
     code, report, stderr = review(world, "--merge", "--comment", token=WRITE_TOKEN)
     assert code == 1, stderr
-    first, second = report["pull_requests"]
+    first, second, third = report["pull_requests"]
     assert (first["reviewed"], first["clean"], first["merge"]) == (False, False, "not-asked")
-    assert checks(first)["review"]["detail"].startswith("could not be reviewed: downloading")
+    assert checks(first)["review"]["detail"].startswith("could not be reviewed:")
     assert len(comments(world, 1)) == 1  # nothing posted on the PR that was not reviewed
-    assert (second["reviewed"], second["merge"], second["comment"]) == (True, "merged", "posted")
-    assert hub.pull_requests(repo_id)[1].status == "merged"
-    assert report["card"] is None and "HTTP 400" in report["card_error"]
-    assert "dataset card not regenerated" in stderr
+    assert (second["reviewed"], second["merge"]) == (False, "not-asked")
+    assert "commenting on PR #2" in checks(second)["review"]["detail"]
+    assert hub.pull_requests(repo_id)[1].status == "open"
+    assert (third["reviewed"], third["merge"], third["comment"]) == (True, "merged", "posted")
+    assert hub.pull_requests(repo_id)[2].status == "closed"
+
+
+def test_a_bug_on_one_pr_is_that_prs_alone(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    propose(world, SUBMITTER_TOKEN, world.bundles("buggy", [world.spec(model="buggy")]))
+    propose(world, OTHER_SUBMITTER_TOKEN, world.bundles("fine", [world.spec(model="fine")]))
+    real = review_act._reviewed_files
+    calls = iter([MemoryError("no room"), None])
+
+    def flaky(gathered: Any) -> Any:
+        error = next(calls)
+        if error is not None:
+            raise error
+        return real(gathered)
+
+    monkeypatch.setattr(review_act, "_reviewed_files", flaky)
+    options = ReviewOptions(repo_id=world.repo_id, merge=True, token=SecretStr(WRITE_TOKEN))
+    report = review_in_process(options)
+    first, second = report.pull_requests
+    assert not first.reviewed and "MemoryError: no room" in first.checks[-1].detail
+    assert (second.reviewed, second.merge) == (True, "merged")
+    assert report.exit_code == 1
 
 
 def test_a_hub_down_for_the_whole_review_asks_for_a_retry(world: World) -> None:
@@ -550,3 +555,187 @@ def test_markdown_escaping_leaves_strangers_text_inert() -> None:
     assert markdown_code("a`b|c") == "``a`b\\|c``"
     assert markdown_code("`x`") == "`` `x` ``"
     assert markdown_code("a\x1b[2J\n b") == "`a [2J b`"
+
+
+# ------------------------------------------------------------------------ hostile PRs
+
+
+def test_names_no_file_system_holds_fail_layout_before_any_download(
+    world: World, tmp_path: Path
+) -> None:
+    bundles = world.bundles("long", [world.spec(model="long-names")])
+    long_name = f"bundles/evil_0123abcd/{'x' * 250}@unpinned.tar.zst"
+    odd = "bundles/evil_0123abcd/ma\u202eze@unpinned.json"
+    propose(world, SUBMITTER_TOKEN, bundles, extra={long_name: b"x" * 10, odd: b"{}"})
+    world.hub.request_log.clear()
+    code, report, stderr = review(world, "--merge", token=WRITE_TOKEN)
+    assert code == 1, stderr
+    (pr,) = report["pull_requests"]
+    layout = checks(pr)["layout"]
+    assert layout["status"] == "failed" and "no bundle's file" in layout["detail"]
+    assert long_name in layout["detail"]
+    assert pr["reviewed"] is True and pr["bundles"] == [] and pr["merge"] == "refused"
+    assert downloaded_paths(world) == set()
+    # download of that PR neither crashes nor writes the name it cannot hold.
+    fetched = run_cli(
+        "download", "--repo", world.repo_id, "--revision", "refs/pr/1", "-o", tmp_path / "out",
+        env={"HF_TOKEN": ""},
+    )  # fmt: skip
+    assert "Traceback" not in fetched.stderr and fetched.returncode in (0, 1), fetched.stderr
+    assert "not a bundle layout" in fetched.stderr
+    written = [p.name for p in (tmp_path / "out").rglob("*")]
+    assert not any(len(name) > 255 for name in written)
+
+
+def test_more_bundles_than_the_cap_are_judged_without_download(world: World) -> None:
+    specs = [world.spec(model=f"many-{i}") for i in range(3)]
+    propose(world, SUBMITTER_TOKEN, world.bundles("many", specs))
+    world.hub.request_log.clear()
+    code, report, _ = review(world, "--max-bundles", "2")
+    (pr,) = report["pull_requests"]
+    assert code == 1
+    assert "proposes 3 bundles, more than the 2 allowed" in checks(pr)["layout"]["detail"]
+    assert pr["bundles"] == [] and downloaded_paths(world) == set()
+
+
+def test_an_archive_larger_than_its_sidecar_says_is_not_downloaded(world: World) -> None:
+    bundles = world.bundles("sized", [world.spec(model="sized")])
+
+    def lie(bundle: LocalBundle) -> dict[str, bytes]:
+        sidecar = json.loads(bundle.sidecar_data)
+        sidecar["archive"]["size"] = 100  # the real archive is larger
+        return {repo_sidecar(bundle.key): json.dumps(sidecar).encode()}
+
+    propose(world, SUBMITTER_TOKEN, bundles, tamper=lie)
+    world.hub.request_log.clear()
+    code, report, _ = review(world)
+    (pr,) = report["pull_requests"]
+    (bundle,) = pr["bundles"]
+    assert code == 1 and checks(bundle)["size"]["status"] == "failed"
+    assert "its sidecar says 100" in checks(bundle)["size"]["detail"]
+    assert {p.endswith(".json") for p in downloaded_paths(world)} == {True}  # only the sidecar
+
+
+def test_a_bundle_naming_another_dataset_fails_task_and_gets_no_token(world: World) -> None:
+    hub = world.hub
+    # A private dataset of the maintainers' organisation, with a card giving its row counts:
+    # only the maintainer's token can read it.
+    private = f"gptnt/private-{uuid.uuid4().hex[:8]}"
+    card = "---\ndataset_info:\n  splits:\n  - name: test\n    num_examples: 4\n---\n"
+    hub.create_repo(private, private=True, files={"README.md": card.encode()})
+    sha = hub.commits(private)[0].oid
+    specs = [
+        world.spec(model="elsewhere", hf_repo_id=private, resolved_revision=sha),
+        world.spec(task="undefined", model="elsewhere", hf_repo_id=private, resolved_revision=sha),
+    ]
+    propose(
+        world,
+        SUBMITTER_TOKEN,
+        world.bundles("elsewhere", specs, expected={TASK: 4, "undefined": 4}),
+    )
+    hub.request_log.clear()
+    code, report, _ = review(world, "--merge", token=WRITE_TOKEN)
+    (pr,) = report["pull_requests"]
+    found = {
+        bundle["bundle_id"].split("@")[0].split("/")[1]: checks(bundle) for bundle in pr["bundles"]
+    }
+    assert code == 1 and pr["merge"] == "refused"
+    task = found[TASK]["task"]
+    assert (
+        task["status"] == "failed" and f"dataset {private}, not {world.dataset}" in task["detail"]
+    )
+    undefined = found["undefined"]
+    assert undefined["task"]["status"] == "warned"
+    # Looked up without the maintainer's token: the private dataset's count stays unknown.
+    assert undefined["dataset-rows"]["status"] == "warned"
+    assert "row count not resolved" in undefined["dataset-rows"]["detail"]
+    # Once the maintainers define that task on their dataset, its count is read with the token.
+    define(world, "undefined", private, "test")
+    _, report, _ = review(world, token=WRITE_TOKEN)
+    (pr,) = report["pull_requests"]
+    (defined,) = [b for b in pr["bundles"] if "/undefined@" in b["bundle_id"]]
+    assert checks(defined)["task"]["status"] == "passed"
+    assert checks(defined)["dataset-rows"]["detail"].startswith("all 4 rows of")
+
+
+def test_a_complete_run_on_a_dev_split_of_the_pinned_dataset_fails_task(world: World) -> None:
+    bundles = world.bundles("dev", [world.spec(model="dev-split", rows=3, dataset_split="dev")])
+    propose(world, SUBMITTER_TOKEN, bundles)
+    code, report, _ = review(world, "--merge", token=WRITE_TOKEN)
+    (pr,) = report["pull_requests"]
+    (bundle,) = pr["bundles"]
+    assert code == 1 and pr["merge"] == "refused"
+    assert bundle["coverage"] == "complete"  # 3 of 3: the dev split is whole
+    task = checks(bundle)["task"]
+    assert task["status"] == "failed" and "split dev, not test" in task["detail"]
+
+
+def test_a_pr_rewriting_the_task_definitions_fails_layout(world: World) -> None:
+    on_main = world.hub.file_bytes(world.repo_id, TASKS_FILE)
+    assert on_main is not None and b'"split": "test"' in on_main
+    bundles = world.bundles(
+        "redefine", [world.spec(model="redefiner", rows=3, dataset_split="dev")]
+    )
+    forged = on_main.replace(b'"split": "test"', b'"split": "dev"')
+    propose(world, SUBMITTER_TOKEN, bundles, extra={TASKS_FILE: forged})
+    code, report, _ = review(world, "--merge", token=WRITE_TOKEN)
+    (pr,) = report["pull_requests"]
+    assert code == 1 and pr["merge"] == "refused" and pr["bundles"] == []
+    assert "task definitions" in checks(pr)["layout"]["detail"]
+    assert world.hub.file_bytes(world.repo_id, TASKS_FILE) == on_main
+
+
+def test_what_is_merged_is_what_was_reviewed(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The submitter pushes another archive (consistently re-hashed) to the PR after the merge
+    checked its head, before the merge commit: the commit carries the reviewed bytes."""
+    hub, repo_id = world.hub, world.repo_id
+    bundles = world.bundles("honest", [world.spec(model="switcher")])
+    (bundle,) = local(bundles)
+    reviewed = bundle.archive.read_bytes()
+    propose(world, SUBMITTER_TOKEN, bundles)
+    forged = world.bundles(
+        "forged", [world.spec(model="switcher", metrics={"exact_match": {"accuracy": 1.0}})]
+    )
+    (other,) = local(forged)
+    assert other.key == bundle.key and other.archive.read_bytes() != reviewed
+    real = review_act.read_branch
+
+    def pushed_first(*args: Any, **kwargs: Any) -> Any:
+        HfApi(token=SUBMITTER_TOKEN).create_commit(
+            repo_id,
+            [CommitOperationAdd(p, d) for p, d in other.repo_files().items()],
+            commit_message="switch",
+            repo_type="dataset",
+            revision="refs/pr/1",
+        )
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(review_act, "read_branch", pushed_first)
+    options = ReviewOptions(repo_id=repo_id, merge=True, token=SecretStr(WRITE_TOKEN))
+    (pr,) = review_in_process(options).pull_requests
+    assert pr.merge == "merged", pr.merge_detail
+    assert hub.file_bytes(repo_id, repo_archive(bundle.key)) == reviewed
+    assert hub.file_bytes(repo_id, repo_sidecar(bundle.key)) == bundle.sidecar_data
+
+
+def test_a_concurrent_commit_to_main_makes_the_merge_plan_again(world: World) -> None:
+    hub, repo_id = world.hub, world.repo_id
+    propose(world, SUBMITTER_TOKEN, world.bundles("raced", [world.spec(model="raced")]))
+    hub.inject("POST", rf"{repo_id}/commit/main$", Fault.RACE)
+    code, report, stderr = review(world, "--merge", token=WRITE_TOKEN)
+    (pr,) = report["pull_requests"]
+    assert code == 0 and pr["merge"] == "merged", stderr
+    assert ".race/1" in hub.list_files(repo_id)  # someone else's commit, kept
+    table = Leaderboard.read(hub.file_bytes(repo_id, ALL_TABLE) or b"")
+    assert any(row.bundle_id.startswith("raced_") for row in table.rows())
+    assert hub.commits(repo_id)[0].oid == pr["merge_commit"]
+
+
+def test_only_the_last_line_of_a_comment_is_its_digest() -> None:
+    real, spoof = "b" * 64, "a" * 64
+    marker = f"<!-- bundler-review sha256:{spoof} -->"
+    # A metric name holding a marker, shown in a code span of the report.
+    report = f"| metric {markdown_code(marker)} | `1` |\n\n<!-- bundler-review sha256:{real} -->\n"
+    assert report_digest(report) == real
+    assert report_digest(f"a metric {markdown_code(marker)}") is None
+    assert report_digest(f"text\n{marker} and more") is None

@@ -3,22 +3,22 @@ bundles read from disk, and no server at all."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from factory import RunSpec, make_row, write_tree
+from factory import RunSpec, write_tree
 
 from bundler.core.checks import CheckResult
+from bundler.core.errors import HubError
 from bundler.core.progress import NoProgress
-from bundler.hub.layout import repo_archive, repo_paths, repo_row, repo_sidecar
+from bundler.hub.layout import TASKS_FILE, bundle_of_path, repo_archive, repo_paths, repo_sidecar
 from bundler.hub.plan import LocalBundle
 from bundler.hub.remote import RemoteFile, git_blob_id
 from bundler.hub.review_judge import (
     BundleReview,
     GatheredBundle,
     GatheredPullRequest,
-    PublicationWindow,
     PullRequestFacts,
     changed_paths,
     conflict_check,
@@ -26,21 +26,17 @@ from bundler.hub.review_judge import (
     judge_pull_request,
     layout_check,
     proposed_bundles,
-    published_at_check,
     replacement_check,
 )
-from bundler.hub.rows import build_row, row_files
+from bundler.hub.taskdefs import TaskDefinition, TaskDefinitions
 from bundler.hub.upload import gather_local
 from bundler.local.collect import CollectOptions, collect
-from bundler.local.layout import BundleId
+from bundler.local.layout import BundleId, LayoutError
 from bundler.local.submitter import Submitter
 from bundler.local.verify import BundleReading, read_bundle
 
 ADA = BundleId("ada_0123abcd", "maze", "unpinned")
 BOB = BundleId("bob_4567cdef", "maze", "unpinned")
-HEAD = datetime(2026, 6, 16, 10, 0, tzinfo=UTC)
-BASE = datetime(2026, 6, 16, 8, 0, tzinfo=UTC)
-WINDOW = PublicationWindow(earliest=BASE, latest=HEAD)
 FACTS = PullRequestFacts(
     num=3, title="Add a result", author="ada", status="open", url="u", base_branch="main"
 )
@@ -69,18 +65,13 @@ def local_bundle(root: Path, rows: int = 5, submitter: str | None = "Ada") -> Lo
     return found[0]
 
 
-def published(bundle: LocalBundle, published_at: str) -> tuple[dict[str, RemoteFile], bytes]:
-    """The PR's listing of `bundle` with its rows dated `published_at`, and its row's bytes."""
-    row = build_row(bundle.sidecar, bundle.metrics_text, published_at)
-    contents = row_files(row)
-    listing = {
-        path: RemoteFile(path, len(data), git_blob_id(data), None)
-        for path, data in contents.items()
-    }
+def published(bundle: LocalBundle) -> dict[str, RemoteFile]:
+    """The PR's listing of `bundle`: its archive and sidecar."""
     archive, sidecar = repo_archive(bundle.key), repo_sidecar(bundle.key)
-    listing[archive] = RemoteFile(archive, bundle.size, "a" * 40, bundle.sidecar.archive.sha256)
-    listing[sidecar] = RemoteFile(sidecar, 1, git_blob_id(bundle.sidecar_data), None)
-    return listing, contents[repo_row(bundle.key)]
+    return {
+        archive: RemoteFile(archive, bundle.size, "a" * 40, bundle.sidecar.archive.sha256),
+        sidecar: RemoteFile(sidecar, 1, git_blob_id(bundle.sidecar_data), None),
+    }
 
 
 def by_name(checks: list[CheckResult]) -> dict[str, tuple[str, str]]:
@@ -107,14 +98,60 @@ def test_a_pr_that_removes_a_bundle_fails_layout() -> None:
     assert check.detail == f"removes bundle(s): {BOB}"
 
 
-def test_a_pr_that_rewrites_the_rows_of_a_bundle_it_leaves_alone_fails_layout() -> None:
+def test_a_pr_that_rewrites_the_sidecar_of_a_bundle_it_leaves_alone_fails_layout() -> None:
     base = files(ADA)
     head = files(ADA, BOB) | files(ADA, version="2")
-    head[repo_archive(ADA)] = base[repo_archive(ADA)]  # the archive as it was, its rows not
+    head[repo_archive(ADA)] = base[repo_archive(ADA)]  # the archive as it was, its sidecar not
     check = layout_check(changed_paths(base, head), base, head)
     assert check.status == "failed"
-    assert "whose archive it does not change" in check.detail
-    assert repo_archive(ADA) not in check.detail and repo_sidecar(ADA) in check.detail
+    assert "the other file of a bundle it changes" in check.detail
+    assert repo_archive(ADA) in check.detail and repo_sidecar(ADA) not in check.detail
+
+
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [
+        ({TASKS_FILE: "mine"}, "changes the maintainers' task definitions"),
+        ({"leaderboard/bundles.parquet": "x"}, "changes the leaderboard's tables"),
+        ({"leaderboard/tasks/maze.parquet": "x"}, "changes the leaderboard's tables"),
+        ({"rows/ada_0123abcd/maze@unpinned.jsonl": "x"}, "changes files no bundle owns"),
+        ({".gitattributes": "*"}, "changes files no bundle owns"),
+        ({"bundles/ada_0123abcd/notes.txt": "x"}, "no bundle's file"),
+        ({f"bundles/ada_0123abcd/{'m' * 250}@unpinned.tar.zst": "x"}, "no bundle's file"),
+        ({"bundles/ada_0123abcd/maze@unpinned.tar.zst.json": "x"}, "no bundle's file"),
+        ({"bundles/ada_0123abcd/ma\u202eze@unpinned.json": "x"}, "no bundle's file"),
+    ],
+)
+def test_a_pr_touching_anything_but_its_bundles_files_fails_layout(
+    extra: dict[str, str], words: str
+) -> None:
+    base = files(ADA)
+    head = files(ADA, BOB, extra=extra)
+    check = layout_check(changed_paths(base, head), base, head)
+    assert check.status == "failed" and words in check.detail, check.detail
+
+
+def test_an_archive_without_its_sidecar_fails_layout() -> None:
+    base = files(ADA)
+    head = files(ADA, BOB)
+    del head[repo_sidecar(BOB)]
+    check = layout_check(changed_paths(base, head), base, head)
+    assert check.status == "failed" and repo_sidecar(BOB) in check.detail
+
+
+def test_more_bundles_than_the_cap_fail_layout() -> None:
+    many = [BundleId(f"p{i}_0123abcd", "maze", "unpinned") for i in range(5)]
+    head = files(*many)
+    assert layout_check(changed_paths({}, head), {}, head, max_bundles=5).status == "passed"
+    check = layout_check(changed_paths({}, head), {}, head, max_bundles=4)
+    assert check.status == "failed" and "proposes 5 bundles, more than the 4" in check.detail
+
+
+def test_a_pr_of_thousands_of_odd_paths_is_named_briefly() -> None:
+    head = {f"junk/{i}": RemoteFile(f"junk/{i}", 1, "b" * 40, None) for i in range(5000)}
+    check = layout_check(changed_paths({}, head), {}, head)
+    assert check.status == "failed" and "and 4990 more" in check.detail
+    assert len(check.detail) < 1000
 
 
 @pytest.mark.parametrize(
@@ -141,31 +178,6 @@ def test_conflicts_are_the_hubs_and_the_paths_both_branches_changed_differently(
     assert conflict_check(True, set(), head, main).detail == "the Hub reports conflicting files"
     hub = conflict_check(["README.md"], set(), head, main)
     assert hub.detail == "conflicts with the target branch on README.md"
-
-
-# ------------------------------------------------------------------------ published-at
-
-
-@pytest.mark.parametrize(
-    ("published_at", "status"),
-    [
-        ("2026-06-16T09:00:00Z", "passed"),
-        ("2026-06-16T10:04:59Z", "passed"),  # the head commit, within the clocks' skew
-        ("2026-06-16T10:05:01Z", "failed"),  # after the head commit: never upload's stamp
-        ("2026-06-16T07:55:00Z", "passed"),
-        ("2026-06-16T07:54:59Z", "warned"),  # before the base: backdated, or a long upload
-    ],
-)
-def test_published_at_must_fall_within_the_prs_commits(published_at: str, status: str) -> None:
-    check = published_at_check(make_row(published_at=published_at), WINDOW)
-    assert check.status == status
-
-
-def test_without_a_base_only_a_date_after_the_head_is_judged() -> None:
-    window = PublicationWindow(earliest=None, latest=HEAD)
-    assert (
-        published_at_check(make_row(published_at="2000-01-01T00:00:00Z"), window).status == "passed"
-    )
 
 
 # --------------------------------------------------------------------- policy on claims
@@ -210,26 +222,82 @@ def test_a_replacement_is_always_left_to_a_maintainer(failure: str | None, compa
 # --------------------------------------------------------------------- a whole PR judged
 
 
-def adding(bundle: LocalBundle, published_at: str) -> GatheredPullRequest:
-    """A PR that adds `bundle` (read again from disk) with rows dated `published_at`, to a
-    branch that has none, as the gathering gives it."""
-    head_files, row = published(bundle, published_at)
-    gathered = GatheredBundle(bundle.key, read_bundle(bundle.archive), row, (5, None))
-    return GatheredPullRequest(FACTS, "h" * 40, "b" * 40, WINDOW, head_files, {}, {}, (gathered,))
+def adding(bundle: LocalBundle, definitions: TaskDefinitions | None = None) -> GatheredPullRequest:
+    """A PR that adds `bundle` (read again from disk) to a branch that has none, as the
+    gathering gives it."""
+    head_files = published(bundle)
+    gathered = GatheredBundle(bundle.key, read_bundle(bundle.archive), (5, None))
+    return GatheredPullRequest(
+        FACTS,
+        "h" * 40,
+        "b" * 40,
+        head_files,
+        {},
+        {},
+        (gathered,),
+        definitions=definitions or TaskDefinitions(),
+    )
 
 
-def test_a_pr_adding_one_verified_bundle_with_its_own_rows_is_clean(tmp_path: Path) -> None:
-    pr = judge_pull_request(adding(local_bundle(tmp_path), "2026-06-16T09:30:00Z"), 0.05)
+def defined(bundle: LocalBundle, **changes: object) -> TaskDefinitions:
+    """Definitions naming exactly what `bundle` ran on, with `changes`."""
+    statics = bundle.sidecar.statics
+    fields = {
+        "hf_repo_id": statics.hf_repo_id,
+        "split": statics.dataset_split or "test",
+        "metric": "exact_match.accuracy",
+    }
+    return TaskDefinitions(tasks={"maze": TaskDefinition(**(fields | changes))})  # type: ignore[arg-type]
+
+
+def test_a_pr_adding_one_verified_bundle_of_a_defined_task_is_clean(tmp_path: Path) -> None:
+    bundle = local_bundle(tmp_path)
+    pr = judge_pull_request(adding(bundle, defined(bundle)), 0.05)
     assert pr.clean, by_name(pr.checks) | by_name(pr.bundles[0].checks)
     assert [bundle.classification for bundle in pr.bundles] == ["new"]
     assert pr.model_dump()["title"] == "Add a result" and "conflicting_files" not in pr.model_dump()
 
 
+def test_a_task_without_a_definition_is_warned(tmp_path: Path) -> None:
+    pr = judge_pull_request(adding(local_bundle(tmp_path)), 0.05)
+    status, detail = by_name(pr.bundles[0].checks)["task"]
+    assert status == "warned" and "task maze has no definition" in detail
+    assert not pr.clean
+
+
+@pytest.mark.parametrize(
+    ("changes", "words"),
+    [
+        ({"hf_repo_id": "GPTNT/the-real-one"}, "not GPTNT/the-real-one"),
+        ({"split": "validation"}, "split test, not validation"),
+        ({"revisions": ["f" * 40]}, "is not one of the 1 accepted"),
+    ],
+)
+def test_a_bundle_contradicting_its_tasks_definition_fails_task(
+    tmp_path: Path, changes: dict[str, object], words: str
+) -> None:
+    bundle = local_bundle(tmp_path)
+    pr = judge_pull_request(adding(bundle, defined(bundle, **changes)), 0.05)
+    status, detail = by_name(pr.bundles[0].checks)["task"]
+    assert status == "failed" and words in detail, detail
+    assert not pr.clean
+
+
+def test_a_bundle_listed_larger_than_the_format_allows_is_judged_undownloaded(
+    tmp_path: Path,
+) -> None:
+    bundle = local_bundle(tmp_path)
+    gathered = adding(bundle)
+    refused = GatheredBundle(bundle.key, BundleReading(path=bundle.archive), refused="too big")
+    pr = judge_pull_request(replace(gathered, bundles=(refused,)), 0.05)
+    assert by_name(pr.bundles[0].checks) == {"size": ("failed", "too big")}
+
+
 def test_a_bundle_that_does_not_verify_is_judged_on_nothing_else(tmp_path: Path) -> None:
     bundle = local_bundle(tmp_path)
-    head_files, _ = published(bundle, "2026-06-16T09:30:00Z")
+    head_files = published(bundle)
     unread = GatheredBundle(bundle.key, BundleReading(path=bundle.archive))
-    gathered = GatheredPullRequest(FACTS, "h" * 40, None, WINDOW, head_files, {}, {}, (unread,))
+    gathered = GatheredPullRequest(FACTS, "h" * 40, None, head_files, {}, {}, (unread,))
     pr = judge_pull_request(gathered, max_exception_rate=0.05)
     assert by_name(pr.bundles[0].checks) == {
         "verification": ("failed", "the bundle could not be read")
@@ -238,7 +306,35 @@ def test_a_bundle_that_does_not_verify_is_judged_on_nothing_else(tmp_path: Path)
     assert not pr.clean
 
 
-def test_rows_dated_after_the_head_commit_make_the_pr_unclean(tmp_path: Path) -> None:
-    gathered = adding(local_bundle(tmp_path), "2026-06-17T00:00:00Z")
-    checks = by_name(judge_pull_request(gathered, 0.05).bundles[0].checks)
-    assert checks["row"][0] == "passed" and checks["published-at"][0] == "failed"
+# ------------------------------------------------------------------ task definitions
+
+
+def test_task_definitions_read_back_and_refuse_what_they_do_not_define() -> None:
+    definition = TaskDefinition(
+        hf_repo_id="GPTNT/expert-VQA", split="test", metric="em.acc", revisions=["a" * 40]
+    )
+    defined = TaskDefinitions(tasks={"maze": definition})
+    data = defined.to_bytes()
+    assert data.isascii() and TaskDefinitions.parse(data) == defined
+    for bad in (
+        b'{"version": 1, "tasks": {"maze": {"hf_repo_id": "a/b", "split": "t", "metric": "m",'
+        b' "direction": "sideways"}}}',
+        b'{"version": 1, "tasks": {"maze": {"hf_repo_id": "a/b", "split": "t", "metric": "m",'
+        b' "revisions": ["main"]}}}',
+        b'{"version": 1, "tasks": {"../x": {"hf_repo_id": "a/b", "split": "t", "metric": "m"}}}',
+        b'{"version": 1, "tasks": {}, "extra": 1}',
+        b"not json",
+    ):
+        with pytest.raises(HubError, match=r"leaderboard/tasks\.json is not valid"):
+            TaskDefinitions.parse(bad)
+
+
+def test_a_bundle_id_no_file_system_can_hold_is_no_bundle_id() -> None:
+    with pytest.raises(LayoutError, match="a file system takes 255"):
+        BundleId.parse(f"ada_0123abcd/{'m' * 250}@unpinned")
+    assert bundle_of_path(f"bundles/ada_0123abcd/{'m' * 238}@unpinned.tar.zst") is not None
+    assert bundle_of_path(f"bundles/ada_0123abcd/{'m' * 250}@unpinned.tar.zst") is None
+    assert bundle_of_path("bundles/ada_0123abcd/maze@unpinned.tar.zst") == BundleId(
+        "ada_0123abcd", "maze", "unpinned"
+    )
+    assert bundle_of_path("bundles/ada_0123abcd/sub/maze@unpinned.json") is None

@@ -243,6 +243,7 @@ def test_the_report_file_is_written_when_a_file_name_is_not_utf8(
     written = json.loads(report_file.read_text(encoding="utf-8"))
     assert written["collect"]["refused"] == report["collect"]["refused"]
     assert "prediction_1\\xff.json" in written["collect"]["refused"][0]["error"]
+    assert report_file.read_bytes().isascii()  # like --json
 
 
 class StopOnFirstBundle(NoProgress):
@@ -302,3 +303,24 @@ def test_unusable_options_still_write_the_report(repo_id: str, tree: Path, tmp_p
     written = json.loads(report_file.read_text())
     assert written["exit_code"] == 2 and "--expect 'expert-vqa=four'" in written["error"]
     assert written["repo_id"] == repo_id and written["collect"] is None
+
+
+def test_the_report_file_is_ascii_whatever_the_names(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from bundler.sync import SyncReport, write_report
+
+    hostile = "out\u202eput-\u200bé"
+    report = SyncReport(
+        output_root=str(tmp_path / hostile),
+        bundles_dir=str(tmp_path / "bundles"),
+        repo_id="org/board",
+        revision="main",
+        dry_run=True,
+        started_at=datetime.now(UTC),
+        error=f"cannot read {hostile}",
+    )
+    write_report(report, tmp_path / "report.json")
+    data = (tmp_path / "report.json").read_bytes()
+    assert data.isascii() and "\\u202e" in data.decode()
+    assert json.loads(data)["error"] == f"cannot read {hostile}"

@@ -468,3 +468,31 @@ def test_the_upload_command_verifies_in_a_forked_child(
     )
     assert code == 0
     assert state["forks"] == 1
+
+
+def test_a_bundle_contradicting_its_task_definition_is_refused(
+    hub: HubServer, repo_id: str, tmp_path: Path
+) -> None:
+    first = make_bundles(tmp_path / "a", [RunSpec(rows=3)])
+    assert upload(first, "--repo", repo_id)[0] == 0
+    defined = run_cli(
+        "tasks", "define", "expert-vqa", "--repo", repo_id, "--dataset", "GPTNT/expert-VQA",
+        "--split", "test", "--metric", "exact_match.accuracy", env={"HF_TOKEN": WRITE_TOKEN},
+    )  # fmt: skip
+    assert defined.returncode == 0, defined.stderr
+    assert b"GPTNT/expert-VQA" in (hub.file_bytes(repo_id, "README.md") or b"")  # card re-ranked
+    specs = [
+        RunSpec(model="dev-split", rows=3, dataset_split="dev"),
+        RunSpec(model="fine", rows=3),
+    ]
+    code, report, stderr = upload(make_bundles(tmp_path / "b", specs), "--repo", repo_id)
+    assert code == 1, stderr
+    outcomes = {b["bundle_id"].split("_")[0]: b for b in report["bundles"]}
+    refused = outcomes["dev-split"]
+    assert (refused["action"], refused["outcome"]) == ("refused", "refused")
+    assert (
+        "contradicts the definition of task expert-vqa on main: split dev, not test"
+        in (refused["detail"])
+    )
+    assert outcomes["fine"]["outcome"] == "published"
+    assert not any(p.startswith("bundles/dev-split_") for p in hub.list_files(repo_id))

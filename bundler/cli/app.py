@@ -200,3 +200,14 @@ COMMANDS: tuple[tuple[str, Callable[..., None]], ...] = (
 
 for _name, _command in COMMANDS:
     app.command(_name)(_command)
+
+tasks_app = typer.Typer(
+    name="tasks",
+    help="The leaderboard's task definitions (leaderboard/tasks.json), kept by its maintainers.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+tasks_app.command("define")(hub_commands.tasks_define_command)
+app.add_typer(tasks_app)

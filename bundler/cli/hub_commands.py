@@ -27,6 +27,9 @@ from bundler.cli.render import finish, progress_on
 from bundler.cli.tokens import secrets_of, token_to_send
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
+    from bundler.hub.taskdefine import DefineReport
     from bundler.hub.upload import UploadOptions
 
 
@@ -253,16 +256,26 @@ def review_command(
             help="Highest share of predictions that may have raised in the harness (0 to 1).",
         ),
     ] = 0.05,
+    max_bundles: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            metavar="N",
+            help="A PR proposing more bundles than this fails `layout` and is judged without"
+            " downloading any.",
+        ),
+    ] = 100,
     token: TokenOption = None,
     json_output: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
     """Review pull requests: fetch and verify only the bundles each one adds or changes, classify
-    them against main (new, replacement, unchanged), and check policy (coverage, the dataset's
-    row count, pin, harness tree, exception rate, submitter, files outside the bundles,
-    conflicts). The Markdown report goes to stdout (the JSON with --json), a summary to stderr.
-    Exit 0 if every PR is clean, 1 if any is not, 2 for a problem to fix first, 75 when only
-    temporary Hub failures stood in the way."""
+    them against main (new, replacement, unchanged), and check policy (the task's definition,
+    coverage, the defined dataset's row count, pin, harness tree, exception rate, submitter,
+    files outside the bundles, conflicts). --merge commits exactly the reviewed files with the
+    leaderboard's tables and card, then closes the PR. The Markdown report goes to stdout (the
+    JSON with --json), a summary to stderr. Exit 0 if every PR is clean, 1 if any is not, 2
+    for a problem to fix first, 75 when only temporary Hub failures stood in the way."""
     from bundler.cli.render import render_review
     from bundler.hub.review import ReviewOptions, review
 
@@ -275,6 +288,7 @@ def review_command(
             comment=comment,
             merge=merge,
             max_exception_rate=max_exception_rate,
+            max_bundles=max_bundles,
             token=token_to_send(token),
         )
         from bundler.hub.session import quiet_hub_client
@@ -289,3 +303,83 @@ def review_command(
     raise typer.Exit(
         run_command(action, json_output=json_output, debug=debug, secrets=secrets_of(token))
     )
+
+
+def tasks_define_command(
+    task: Annotated[str, typer.Argument(metavar="TASK", help="The task's name.")],
+    repo: RepoOption = ...,  # type: ignore[assignment]
+    dataset: Annotated[
+        str,
+        typer.Option(metavar="OWNER/NAME", help="The dataset repository its results run on."),
+    ] = ...,  # type: ignore[assignment]
+    split: Annotated[
+        str, typer.Option(metavar="SPLIT", help="The dataset split its results run on.")
+    ] = ...,  # type: ignore[assignment]
+    metric: Annotated[
+        str,
+        typer.Option(metavar="SCORER.KEY", help="The flattened metric the leaderboard ranks by."),
+    ] = ...,  # type: ignore[assignment]
+    direction: Annotated[
+        str,
+        typer.Option(metavar="higher|lower", help="Whether a higher or a lower value is better."),
+    ] = "higher",
+    dataset_revision: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--revision",
+            metavar="SHA",
+            help="A dataset commit (40 hex) accepted (repeatable; none: any revision).",
+        ),
+    ] = None,
+    branch: Annotated[
+        str, typer.Option(metavar="BRANCH", help="The branch whose definitions to change.")
+    ] = "main",
+    token: TokenOption = None,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Define a leaderboard task in leaderboard/tasks.json (one commit naming its parent, by a
+    maintainer: needs write access): the dataset and split its results must have run on, the
+    metric it is ranked by and its direction, and the dataset revisions accepted. review fails
+    a bundle that contradicts its task's definition, the card ranks by the defined metric, and
+    upload to the branch holds such a bundle back."""
+    from pydantic import ValidationError
+
+    from bundler.core.errors import UsageError
+    from bundler.hub.session import HubSession
+    from bundler.hub.taskdefine import define_task
+    from bundler.hub.taskdefs import TaskDefinition
+
+    console = stderr_console()
+
+    def action() -> int:
+        from bundler.hub.session import quiet_hub_client
+
+        quiet_hub_client()
+        try:
+            definition = TaskDefinition(
+                hf_repo_id=dataset,
+                split=split,
+                metric=metric,
+                direction=direction,
+                revisions=list(dataset_revision or []),
+            )
+        except ValidationError as error:
+            first = error.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise UsageError(f"{where}: {first['msg']}") from None
+        session = HubSession(repo, token=token_to_send(token))
+        report = define_task(session, task, definition, branch)
+
+        return finish(report, render_define, console, json_output)
+
+    raise typer.Exit(
+        run_command(action, json_output=json_output, debug=debug, secrets=secrets_of(token))
+    )
+
+
+def render_define(report: DefineReport, console: Console) -> None:
+    from bundler.cli.console import shown
+
+    done = f"committed {report.commit[:12]}" if report.commit else "already so defined"
+    console.print(f"task {shown(report.task)}: {done}")

@@ -483,13 +483,5 @@ def render_review(report: ReviewReport, console: Console) -> None:
         if pr.merge != "not-asked":
             detail = f": {shown(pr.merge_detail)}" if pr.merge_detail else ""
             console.print(f"  merge: [{MERGE_STYLE[pr.merge]}]{pr.merge}[/]{detail}")
-    if report.card is not None:
-        card = report.card
-        state = f"regenerated (commit {card.commit[:12]})" if card.commit else "already true"
-        console.print(
-            f"dataset card on {shown(card.revision)}: {state}, {card.bundle_count} bundle(s)"
-        )
-    if report.card_error:
-        console.print(f"[bold red]dataset card not regenerated[/]: {shown(report.card_error)}")
     clean = sum(pr.clean for pr in report.pull_requests)
     console.print(f"{clean} of {len(report.pull_requests)} pull request(s) clean")

@@ -12,6 +12,7 @@ from datetime import datetime
 
 from bundler.hub.layout import task_config_name
 from bundler.hub.rows import BundleRow, metric_columns
+from bundler.hub.taskdefs import TaskDefinition
 
 
 @dataclass(frozen=True)
@@ -19,10 +20,12 @@ class TaskBoard:
     """One task's leaderboard: its bundles best first, and its metric columns.
 
     `columns` is the union of the bundles' metric columns, in the order they first appear
-    when the bundles are taken earliest published first, each in its metrics.json order. The
-    ranking column is the first of them: the first numeric metric of the earliest-published
-    bundle that has one. Rows are ordered by it, descending, bundles without it last, then by
-    publication date and bundle id.
+    when the bundles are taken earliest published first, each in its metrics.json order, with
+    the ranking column moved first. When the maintainers defined the task
+    (`bundler.hub.taskdefs`), the ranking column is the defined metric's, in its direction
+    (`higher` or `lower` is better); otherwise, as a fallback the card warns about, the first
+    numeric metric of the earliest-published bundle that has one, higher first. Rows are
+    ordered by it, bundles without it last, then by publication date and bundle id.
     """
 
     task: str
@@ -30,9 +33,12 @@ class TaskBoard:
     columns: list[str]
     names: dict[str, str]
     values: dict[str, dict[str, float]]
+    definition: TaskDefinition | None = None
 
     @classmethod
-    def of(cls, task: str, rows: Sequence[BundleRow]) -> TaskBoard:
+    def of(
+        cls, task: str, rows: Sequence[BundleRow], definition: TaskDefinition | None = None
+    ) -> TaskBoard:
         by_date = sorted(rows, key=lambda row: (row.published, row.bundle_id))
         names: dict[str, str] = {}
         values: dict[str, dict[str, float]] = {}
@@ -41,14 +47,22 @@ class TaskBoard:
             values[row.bundle_id] = {metric.column: metric.value for metric in metrics}
             for metric in metrics:
                 names.setdefault(metric.column, metric.name)
-        ranking = next(iter(names), None)
+        columns = list(names)
+        if definition is not None:
+            defined = [column for column, name in names.items() if name == definition.metric]
+            ranking = defined[0] if defined else None
+            sign = -1.0 if definition.direction == "higher" else 1.0
+        else:
+            ranking, sign = next(iter(names), None), -1.0
+        if ranking is not None:
+            columns = [ranking, *(column for column in columns if column != ranking)]
 
         def rank_key(row: BundleRow) -> tuple[bool, float, datetime, str]:
             score = values[row.bundle_id].get(ranking) if ranking is not None else None
-            return (score is None, -(score or 0.0), row.published, row.bundle_id)
+            return (score is None, sign * (score or 0.0), row.published, row.bundle_id)
 
         ranked = sorted(by_date, key=rank_key)
-        return cls(task=task, rows=ranked, columns=list(names), names=names, values=values)
+        return cls(task, ranked, columns, names, values, definition)
 
     @property
     def config(self) -> str:
@@ -56,7 +70,17 @@ class TaskBoard:
 
     @property
     def sort_column(self) -> str | None:
-        return self.columns[0] if self.columns else None
+        """The ranking column; None when no bundle has it (a defined metric none reports)."""
+        if not self.columns:
+            return None
+        first = self.columns[0]
+        if self.definition is not None and self.names[first] != self.definition.metric:
+            return None
+        return first
+
+    @property
+    def direction(self) -> str:
+        return self.definition.direction if self.definition is not None else "higher"
 
     @property
     def complete(self) -> int:

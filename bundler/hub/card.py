@@ -111,6 +111,10 @@ def compiled_template(name: str) -> jinja2.Template:
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+_INVISIBLE = re.compile(r"[\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]+")
+"""Bidi controls (which reorder what a reader sees: `\u202e` shows `gpt-5` for `5-tpg`) and
+zero-width characters (which make two names look the same): stripped from the card, as the
+terminal output escapes them."""
 _MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_\[\]|~!#])")
 
 
@@ -119,8 +123,9 @@ def md_cell(text: str) -> str:
     and control characters become spaces, HTML is escaped to entities, the punctuation that
     Markdown gives a meaning to (a `|` ends the cell) is backslash-escaped, and what a
     GitHub-flavoured renderer would turn into a link by itself (`https://`, `www.`, an e-mail
-    address) is broken by an entity that shows the same character."""
-    text = _CONTROL.sub(" ", text).strip()
+    address) is broken by an entity that shows the same character. Bidi controls and
+    zero-width characters are removed (`_INVISIBLE`)."""
+    text = _CONTROL.sub(" ", _INVISIBLE.sub("", text)).strip()
     if len(text) > CELL_MAX_LENGTH:
         text = text[: CELL_MAX_LENGTH - 1] + "…"
     # Markdown first, then HTML: escaping the other way round would escape the `#` of the

@@ -7,6 +7,7 @@ bundles/<player>_<fp8>/<task>@<rev8>.tar.zst   a bundle: exactly a local bundles
 bundles/<player>_<fp8>/<task>@<rev8>.json      its sidecar
 leaderboard/bundles.parquet                    every bundle's row (the `default` config)
 leaderboard/tasks/<task>.parquet               each task's ranked table (one config per task)
+leaderboard/tasks.json                         the maintainers' task definitions (hub.taskdefs)
 ```
 
 Every bundle path is derived from a `BundleId` (`bundler.local.layout`), never built from
@@ -21,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from bundler.core.naming import SAFE_TASK_NAME
-from bundler.local.layout import ARCHIVE_SUFFIX, BundleId, LayoutError
+from bundler.local.layout import ARCHIVE_SUFFIX, SIDECAR_SUFFIX, BundleId, LayoutError
 
 BUNDLES_DIR = "bundles"
 """The repository folder holding bundles: exactly a local bundles folder's layout."""
@@ -35,6 +36,12 @@ TABLE_SUFFIX = ".parquet"
 ALL_TASKS_CONFIG = "default"
 """The dataset viewer's config showing every bundle of every task as one table."""
 README = "README.md"
+TASKS_FILE = f"{TABLES_DIR}/tasks.json"
+"""The maintainers' definitions of the leaderboard's tasks (`bundler.hub.taskdefs`); only a
+maintainer's commit changes it, never a pull request."""
+MAX_NAME_BYTES = 255
+"""The longest file or folder name a file system takes (ext4, APFS, NTFS): a path component
+past it gives `File name too long` on every machine that downloads it."""
 ROWS_DIR = "rows"
 """Layout 1: one row file per bundle, `rows/<player>_<fp8>/<task>@<rev8>.jsonl`."""
 LEGACY_DIRS = (ROWS_DIR, "tasks")
@@ -90,11 +97,31 @@ def bundle_ids_in(repo_paths: Iterable[str]) -> tuple[list[BundleId], list[str]]
     for path in repo_paths:
         if not (path.startswith(prefix) and path.endswith(ARCHIVE_SUFFIX)):
             continue
-        try:
-            found.add(BundleId.parse(path.removeprefix(prefix).removesuffix(ARCHIVE_SUFFIX)))
-        except LayoutError:
+        bundle = bundle_of_path(path)
+        if bundle is None:
             invalid.append(path)
+        else:
+            found.add(bundle)
     return sorted(found), sorted(invalid)
+
+
+def bundle_of_path(path: str) -> BundleId | None:
+    """The bundle whose archive or sidecar `path` is, exactly as `repo_paths` spells them;
+    None for any other path, including one a file system could not hold (a name past
+    MAX_NAME_BYTES) or one BundleId does not parse."""
+    if any(len(part.encode("utf-8")) > MAX_NAME_BYTES for part in path.split("/")):
+        return None
+    prefix = f"{BUNDLES_DIR}/"
+    if not path.startswith(prefix):
+        return None
+    for suffix in (ARCHIVE_SUFFIX, SIDECAR_SUFFIX):
+        if path.endswith(suffix):
+            try:
+                bundle = BundleId.parse(path.removeprefix(prefix).removesuffix(suffix))
+            except LayoutError:
+                return None
+            return bundle if path in repo_paths(bundle) else None
+    return None
 
 
 def row_ids_in(repo_paths: Iterable[str]) -> list[BundleId]:

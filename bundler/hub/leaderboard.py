@@ -34,6 +34,7 @@ from bundler.hub.layout import (
     README,
     ROWS_DIR,
     TASK_TABLES_DIR,
+    TASKS_FILE,
     repo_archive,
     repo_paths,
     repo_row,
@@ -46,6 +47,7 @@ from bundler.hub.remote import RemoteFile, RemoteFolder, git_blob_id, holds_byte
 from bundler.hub.rows import TableRow, build_row, read_row, utc_timestamp
 from bundler.hub.session import HubSession
 from bundler.hub.tables import Leaderboard, task_table_bytes
+from bundler.hub.taskdefs import MAX_TASKS_FILE_BYTES, TaskDefinitions
 from bundler.local.layout import SIDECAR_SUFFIX, TEMP_PREFIX, BundleId, LayoutError
 from bundler.local.verify import read_bundle
 
@@ -69,6 +71,8 @@ class BranchTables:
     failed verification, each named."""
     current: bool = True
     """The tables on the branch were already true (nothing caught up, nothing upgraded)."""
+    definitions: TaskDefinitions = field(default_factory=TaskDefinitions)
+    """The maintainers' task definitions on the branch: the card ranks by them."""
     has_task_tables: bool = False
     """The branch has task tables, listed into `held` only when a commit is about to write
     them (`list_task_tables`): planning an upload needs only the all-tasks table."""
@@ -84,7 +88,8 @@ class BranchTables:
         differ from the branch's: the all-tasks table, the card, and the task tables of
         `tasks` (every task when None)."""
         board = self.leaderboard
-        boards = [TaskBoard.of(task, board.rows(task)) for task in board.tasks()]
+        defined = self.definitions
+        boards = [TaskBoard.of(task, board.rows(task), defined.get(task)) for task in board.tasks()]
         wanted = {b.task for b in boards} if tasks is None else tasks
         written = {ALL_TABLE: board.bytes()}
         written |= {task_table(b.task): task_table_bytes(b) for b in boards if b.task in wanted}
@@ -125,7 +130,9 @@ class BranchTables:
             and row.archive_sha256 == bundle.sidecar.archive.sha256
         }
         files = self.remote_files(session, [bundle.key for bundle in local])
-        return RepositoryView(self.revision, self.head, files, published=published)
+        return RepositoryView(
+            self.revision, self.head, files, published=published, definitions=self.definitions
+        )
 
     def change(
         self,
@@ -206,11 +213,19 @@ def read_branch(
     """The branch's leaderboard, caught up with its bundles (see the module docstring)."""
     progress = progress or NoProgress()
     head = session.head(revision)
-    top = session.entries([ALL_TABLE, BUNDLES_DIR, README, *LEGACY_DIRS, TASK_TABLES_DIR], head)
-    held = {path: entry for path, entry in top.items() if isinstance(entry, RemoteFile)}
+    wanted = [ALL_TABLE, BUNDLES_DIR, README, *LEGACY_DIRS, TASK_TABLES_DIR, TASKS_FILE]
+    top = session.entries(wanted, head)
+    held = {
+        path: entry
+        for path, entry in top.items()
+        if isinstance(entry, RemoteFile) and path != TASKS_FILE
+    }
     bundles = top.get(BUNDLES_DIR)
     table = top.get(ALL_TABLE)
     state = BranchTables(revision, head, Leaderboard.empty(), held)
+    if isinstance(top.get(TASKS_FILE), RemoteFile):
+        data = session.read_file(TASKS_FILE, head, MAX_TASKS_FILE_BYTES)
+        state.definitions = TaskDefinitions.parse(data)
     state.has_task_tables = TASK_TABLES_DIR in top
     if isinstance(table, RemoteFile):
         state.leaderboard = _read_table(session, head)

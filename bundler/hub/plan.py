@@ -32,6 +32,7 @@ from bundler.hub.pullrequest import ClaimDifference, ProposedBundle
 from bundler.hub.remote import RemoteFile, git_blob_id
 from bundler.hub.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
 from bundler.hub.rows import TableRow, build_row
+from bundler.hub.taskdefs import TaskDefinitions
 from bundler.local.diff import claim_differences as bundle_claim_differences
 from bundler.local.fileio import CHUNK_SIZE
 from bundler.local.layout import BundleId
@@ -195,6 +196,9 @@ class RepositoryView:
     pr_files: dict[str, RemoteFile] | None = None
     published: dict[str, str] = field(default_factory=dict)
     """When the branch's table says each bundle's very archive was first published."""
+    definitions: TaskDefinitions | None = None
+    """The maintainers' task definitions on the branch, when the commits go to it: a bundle
+    contradicting its task's definition is refused."""
 
     @property
     def target_files(self) -> dict[str, RemoteFile]:
@@ -326,6 +330,15 @@ def decide(
     )
     on_target = view.target_files.get(repo_archive(key))
     expected = on_target.identity if on_target else None
+    definition = view.definitions.get(key.task) if view.definitions is not None else None
+    contradiction = definition.mismatch(bundle.sidecar.statics) if definition else None
+    if contradiction is not None:
+        plan.action, plan.outcome = "refused", "refused"
+        plan.detail = (
+            f"contradicts the definition of task {key.task} on {base}: {contradiction}"
+            " (leaderboard/tasks.json, kept by the maintainers)"
+        )
+        return Decision(plan, expected=expected)
     seen = triage(bundle, view, create_pr=options.create_pr)
     if seen == "on-base":
         plan.action, plan.outcome = "unchanged", "already-there"

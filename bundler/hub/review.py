@@ -4,8 +4,10 @@ Each pull request goes through three steps: `bundler.hub.review_gather` reads wh
 needs from the Hub (what the PR changes against its base, the bundles it changes, staged and
 verified), `bundler.hub.review_judge` runs the checks on those values, and
 `bundler.hub.review_act` posts the report and merges, when asked. A PR is clean when every
-check passed; only a clean PR is merged, and the dataset card is regenerated on the target
-branch afterwards. A Hub failure while reading one PR fails that PR's review only.
+check passed; only a clean PR is merged, by a commit of exactly its reviewed files with the
+leaderboard's tables and card (`review_act.merge`). Whatever goes wrong with one PR (a Hub
+failure, a refused comment, a file system's refusal, a bug) fails that PR's review only: it is
+reported as not reviewed, with the reason, and the round goes on.
 """
 
 from __future__ import annotations
@@ -18,15 +20,15 @@ from pathlib import Path
 from pydantic import ConfigDict, Field, SecretStr
 
 from bundler.core import exitcodes
-from bundler.core.errors import HubAccessError, HubError
+from bundler.core.errors import BundlerError, HubAccessError, TemporaryError
 from bundler.core.model import Model
 from bundler.core.progress import NoProgress, ProgressSink
 from bundler.core.version import bundler_version
 from bundler.hub.markdown import markdown_template
-from bundler.hub.refresh import CardRefresh
-from bundler.hub.review_act import merge, post_report, refresh_cards, writer
+from bundler.hub.review_act import merge, post_report, writer
 from bundler.hub.review_gather import PullRequestGatherer
 from bundler.hub.review_judge import (
+    MAX_BUNDLES,
     PullRequestFacts,
     PullRequestReview,
     judge_pull_request,
@@ -49,6 +51,7 @@ class ReviewOptions(Model):
     comment: bool = False
     merge: bool = False
     max_exception_rate: float = Field(default=MAX_EXCEPTION_RATE, ge=0, le=1)
+    max_bundles: int = Field(default=MAX_BUNDLES, ge=1)
     token: SecretStr | None = None
 
 
@@ -56,19 +59,12 @@ class ReviewReport(Model):
     repo_id: str
     max_exception_rate: float
     pull_requests: list[PullRequestReview] = Field(default_factory=list)
-    card: CardRefresh | None = None
-    card_error: str | None = None
-    """Why the dataset card could not be regenerated after a merge."""
-    card_error_code: int = exitcodes.LOOK
 
     @property
     def exit_code(self) -> int:
         """0 all clean (and merged where asked), 75 when only temporary Hub failures stood in
         the way (a retry may get past them), else 1."""
-        codes = [pr.exit_code for pr in self.pull_requests]
-        if self.card_error is not None:
-            codes.append(self.card_error_code)
-        return exitcodes.combine(*codes)
+        return exitcodes.combine(*(pr.exit_code for pr in self.pull_requests))
 
 
 def review(options: ReviewOptions, progress: ProgressSink | None = None) -> ReviewReport:
@@ -77,7 +73,9 @@ def review(options: ReviewOptions, progress: ProgressSink | None = None) -> Revi
     without a write token."""
     token = options.token.get_secret_value() if options.token else None
     session = HubSession(options.repo_id, token=token)
-    gatherer = PullRequestGatherer(session, RowCountResolver(token), progress or NoProgress())
+    gatherer = PullRequestGatherer(
+        session, RowCountResolver(token), progress or NoProgress(), options.max_bundles
+    )
     acting = options.comment or options.merge
     reviewer = (
         writer(session, token, comment=options.comment, merge=options.merge) if acting else None
@@ -88,42 +86,54 @@ def review(options: ReviewOptions, progress: ProgressSink | None = None) -> Revi
             hint="check --repo, and that the token can see the repository",
         )
     report = ReviewReport(repo_id=options.repo_id, max_exception_rate=options.max_exception_rate)
-    merged_into: set[str] = set()
-    try:
-        with tempfile.TemporaryDirectory(prefix=f"{TEMP_PREFIX}review-") as work:
-            for facts in gatherer.pull_requests(options.pull_requests):
-                pr = _review_one(gatherer, facts, Path(work) / f"pr-{facts.num}", options)
-                pr.markdown = render_markdown(report, pr)
-                pr.digest = hashlib.sha256(pr.markdown.encode("utf-8")).hexdigest()
-                report.pull_requests.append(pr)
-                if not pr.reviewed:
-                    continue  # nothing to say on the PR, and nothing to merge
-                if reviewer is not None and options.comment:
-                    post_report(session, pr, reviewer)
-                if options.merge:
-                    merge(session, pr)
-                    if pr.merge == "merged":
-                        merged_into.add(pr.base_branch)
-    finally:  # merged PRs never leave a stale card behind, whatever happened after
-        report.card, failure = refresh_cards(session, sorted(merged_into))
-        if failure is not None:
-            report.card_error, report.card_error_code = str(failure), failure.exit_code
+    with tempfile.TemporaryDirectory(prefix=f"{TEMP_PREFIX}review-") as work:
+        for facts in gatherer.pull_requests(options.pull_requests):
+            folder = Path(work) / f"pr-{facts.num}"
+            try:
+                pr = _review_one(gatherer, facts, folder, options, report, reviewer)
+            except Exception as error:  # one PR's failure, whatever it is, is that PR's alone
+                pr = unreviewed(facts, _reason(error), _exit_code(error))
+                try:
+                    pr.markdown = render_markdown(report, pr)
+                except Exception:  # the JSON and the summary still say why
+                    pr.markdown = ""
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)  # one PR's bundles on disk at a time
+            report.pull_requests.append(pr)
     return report
 
 
 def _review_one(
-    gatherer: PullRequestGatherer, facts: PullRequestFacts, work: Path, options: ReviewOptions
+    gatherer: PullRequestGatherer,
+    facts: PullRequestFacts,
+    work: Path,
+    options: ReviewOptions,
+    report: ReviewReport,
+    reviewer: str | None,
 ) -> PullRequestReview:
-    """One PR's review; a Hub failure on this PR is its failed `review` check, so the other
-    PRs are still reviewed (access problems stop everything: they concern them all)."""
-    try:
-        return judge_pull_request(gatherer.gather(facts, work), options.max_exception_rate)
-    except HubError as error:
-        if isinstance(error, HubAccessError):
-            raise
-        return unreviewed(facts, str(error), error.exit_code)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)  # one PR's bundles on disk at a time
+    """One PR: gathered, judged, reported on and (when clean and asked) merged, while its
+    verified copies are still in `work`."""
+    session = gatherer.session
+    gathered = gatherer.gather(facts, work)
+    pr = judge_pull_request(gathered, options.max_exception_rate)
+    pr.markdown = render_markdown(report, pr)
+    pr.digest = hashlib.sha256(pr.markdown.encode("utf-8")).hexdigest()
+    if reviewer is not None and options.comment:
+        post_report(session, pr, reviewer)
+    if options.merge:
+        merge(session, pr, gathered)
+    return pr
+
+
+def _reason(error: Exception) -> str:
+    if isinstance(error, BundlerError):
+        return error.message
+    return f"{type(error).__name__}: {error}".strip()[:500]
+
+
+def _exit_code(error: Exception) -> int:
+    """75 for a temporary Hub failure (the same command may get past it), else 1."""
+    return exitcodes.TEMPORARY if isinstance(error, TemporaryError) else exitcodes.LOOK
 
 
 def render_markdown(report: ReviewReport, pr: PullRequestReview) -> str:

@@ -2,44 +2,57 @@
 
 Every pull request to review is looked up first, so a wrong number stops the command before it
 changed anything. For each, the PR's head, the target branch's tip and both histories give the
-PR's base (the newest commit of its history that is also on the target branch) and the window
-its rows may be dated in; the listings at head, base and tip say what the PR changes. Only the
-bundles whose archive it changes are fetched, each into a temporary staging folder with
-download's containment and verified there; past verification, their row file, the row count of
-the split they claim, and for a replacement the target branch's copy (compared with the PR's)
-are read. What to read is asked of `bundler.hub.review_judge`, which judges the result.
+PR's base (the newest commit of its history that is also on the target branch); the listings at
+head, base and tip say what the PR changes, and the target branch's task definitions what its
+bundles are held to. A PR failing `layout` (or proposing more bundles than the cap) is judged on
+those listings alone: nothing of it is downloaded. Otherwise only the bundles whose archive it
+changes are fetched, each into a temporary staging folder with download's containment: the
+listed sizes are checked against the format's limits first, then the small sidecar is read and
+the archive's listed size compared with the size it claims, and only then is the archive
+downloaded and verified. Past verification, the row count of the split its task's definition
+names is read (with the maintainer's token only for a defined dataset), and for a replacement
+the target branch's copy (compared with the PR's). The verified copies stay in the staging
+folder: a merge commits exactly those bytes. What to read is asked of
+`bundler.hub.review_judge`, which judges the result.
 """
 
 from __future__ import annotations
 
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from huggingface_hub import GitCommitInfo
 from huggingface_hub.community import DiscussionWithDetails
 from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
+from pydantic import ValidationError
 
 from bundler.core.errors import BundlerError, UsageError
+from bundler.core.limits import MAX_SIDECAR_BYTES
 from bundler.core.progress import ProgressSink
 from bundler.hub.download import FetchedBundle, fetch_verified
-from bundler.hub.layout import repo_archive, repo_row
+from bundler.hub.layout import repo_archive, repo_sidecar
 from bundler.hub.remote import RemoteFile
 from bundler.hub.review_judge import (
+    MAX_BUNDLES,
     OPEN_STATES,
     GatheredBundle,
     GatheredPullRequest,
-    PublicationWindow,
     PullRequestFacts,
     changed_paths,
+    claimed_size_problem,
     classify,
+    layout_check,
+    listed_size_problem,
     proposed_bundles,
-    unreadable_row,
     verified_claim,
 )
 from bundler.hub.rowcount import RowCountResolver
 from bundler.hub.session import REPO_TYPE, HubSession, status_of
+from bundler.hub.taskdefs import TaskDefinitions, read_definitions
 from bundler.local.diff import diff_verified
 from bundler.local.layout import TEMP_PREFIX, BundleId
+from bundler.local.manifest import Sidecar
 from bundler.local.verify import BundleReading
 
 
@@ -70,11 +83,17 @@ class PullRequestGatherer:
     """Reads the pull requests of one repository, and what their review needs about each."""
 
     def __init__(
-        self, session: HubSession, row_counts: RowCountResolver, progress: ProgressSink
+        self,
+        session: HubSession,
+        row_counts: RowCountResolver,
+        progress: ProgressSink,
+        max_bundles: int = MAX_BUNDLES,
     ) -> None:
         self.session = session
         self.row_counts = row_counts
         self.progress = progress
+        self.max_bundles = max_bundles
+        self._definitions: dict[str, TaskDefinitions] = {}
 
     def pull_requests(self, nums: list[int]) -> list[PullRequestFacts]:
         """Every PR to review (`nums`, or every open one), all looked up before any is
@@ -109,20 +128,32 @@ class PullRequestGatherer:
         on_target = {commit.commit_id for commit in self._history(tip)}
         fork = next((commit for commit in pr_history if commit.commit_id in on_target), None)
         base = fork.commit_id if fork else None
-        window = PublicationWindow(
-            earliest=fork.created_at if fork else None, latest=pr_history[0].created_at
-        )
         head_files = session.list_files("", head)
         main_files = session.list_files("", tip)
         base_files = session.list_files("", base) if base not in (None, tip) else main_files
-        touched = proposed_bundles(changed_paths(base_files, head_files), head_files)
+        definitions = self.definitions(facts.base_branch, tip)
+        changed = changed_paths(base_files, head_files)
+        listings = (head_files, base_files, main_files)
+        gathered = GatheredPullRequest(
+            facts, head, base, *listings, definitions=definitions, max_bundles=self.max_bundles
+        )
+        if layout_check(changed, base_files, head_files, self.max_bundles).status == "failed":
+            return gathered  # judged on its listings: nothing of it is downloaded
+        touched = proposed_bundles(changed, head_files)
         self.progress.begin(f"reviewing PR #{facts.num}", len(touched))
         bundles = []
         for bundle in touched:
-            bundles.append(self._bundle(bundle, head, head_files, tip, main_files, work))
+            bundles.append(
+                self._bundle(bundle, head, head_files, tip, main_files, work, definitions)
+            )
             self.progress.advance()
-        listings = (head_files, base_files, main_files)
-        return GatheredPullRequest(facts, head, base, window, *listings, tuple(bundles))
+        return replace(gathered, bundles=tuple(bundles))
+
+    def definitions(self, branch: str, tip: str) -> TaskDefinitions:
+        """The task definitions at the tip of `branch`, read once per branch."""
+        if branch not in self._definitions:
+            self._definitions[branch] = read_definitions(self.session, tip)
+        return self._definitions[branch]
 
     def _history(self, revision: str) -> list[GitCommitInfo]:
         """The commits of `revision`, newest (the revision itself) first. The PR's base is the
@@ -142,21 +173,37 @@ class PullRequestGatherer:
         tip: str,
         main_files: dict[str, RemoteFile],
         work: Path,
+        definitions: TaskDefinitions,
     ) -> GatheredBundle:
-        """The PR's copy of `bundle`; when it verifies, its row, its split's row count and, for
-        a replacement, the target branch's copy compared with it."""
+        """The PR's copy of `bundle`: its listed sizes, then its sidecar's claimed size, then
+        the archive, verified; when it verifies, its defined split's row count and, for a
+        replacement, the target branch's copy compared with it."""
+        empty = BundleReading(path=work / "pr" / repo_archive(bundle))
+        refused = listed_size_problem(bundle, head_files)
+        if refused is None and repo_sidecar(bundle) in head_files:
+            data = self.session.read_file(repo_sidecar(bundle), head, MAX_SIDECAR_BYTES)
+            refused = claimed_size_problem(head_files[repo_archive(bundle)], _claimed_size(data))
+        if refused is not None:
+            return GatheredBundle(bundle, empty, refused=refused)
         fetched, reading = self._fetch(bundle, head, head_files, work / "pr")
         claim = verified_claim(reading)
         if claim is None:
             return GatheredBundle(bundle, reading)
-        row_data = None
-        if unreadable_row(bundle, head_files) is None:
-            row_data = self.session.read_small_file(repo_row(bundle), head)
-        row_count = self.row_counts.rows(claim.statics)
+        definition = definitions.get(bundle.task)
+        if definition is None:  # the bundle's own dataset, asked without the maintainer's token
+            row_count = self.row_counts.rows(claim.statics, authenticated=False)
+        elif definition.mismatch(claim.statics) is None:
+            defined = claim.statics.model_copy(
+                update={"hf_repo_id": definition.hf_repo_id, "dataset_split": definition.split}
+            )
+            row_count = self.row_counts.rows(defined, authenticated=True)
+        else:
+            row_count = (None, "not looked up: the bundle is not of its task's definition")
         archive = fetched.archive
+        staged = Path(archive) if archive is not None and fetched.outcome == "downloaded" else None
         replaced = classify(head_files[repo_archive(bundle)], main_files.get(repo_archive(bundle)))
         if replaced != "replacement" or archive is None:
-            return GatheredBundle(bundle, reading, row_data, row_count)
+            return GatheredBundle(bundle, reading, row_count, staged=staged)
         main, main_reading = self._fetch(bundle, tip, main_files, work / "main")
         diff = failure = None
         if main.outcome == "downloaded" and main.archive is not None:
@@ -164,7 +211,9 @@ class PullRequestGatherer:
                 diff = diff_verified(Path(main.archive), main_reading, Path(archive), reading)
             except BundlerError as error:
                 failure = error.message
-        return GatheredBundle(bundle, reading, row_data, row_count, main_reading, diff, failure)
+        return GatheredBundle(
+            bundle, reading, row_count, main_reading, diff, failure, staged=staged
+        )
 
     def _fetch(
         self, bundle: BundleId, commit: str, listed: dict[str, RemoteFile], into: Path
@@ -175,3 +224,11 @@ class PullRequestGatherer:
         return fetch_verified(
             self.session, bundle, commit, set(listed), staging, into, self.progress
         )
+
+
+def _claimed_size(sidecar: bytes) -> int | None:
+    """The archive size a sidecar claims; None when it cannot be read (verification says)."""
+    try:
+        return Sidecar.model_validate_json(sidecar).archive.size
+    except (ValidationError, ValueError):
+        return None

@@ -4,32 +4,41 @@ A pull request is judged by what it changes, not by what its branch holds: `chan
 compares the listing of its base (the newest commit of its history that is also on the target
 branch) with its head's, and only the bundles whose archive differs (`proposed_bundles`) are
 reviewed. Each is classified against the target branch's copy (new, replacement, unchanged) and
-held to the repository's policy, and the PR as a whole must touch nothing but the files of the
-bundles whose archive it adds or replaces and must not conflict. A PR is clean when every check
-passed.
+held to the repository's policy and to its task's definition (`bundler.hub.taskdefs`), and the
+PR as a whole must touch nothing but both files (archive and sidecar) of each bundle it adds or
+replaces, and must not conflict. A PR that fails `layout`, or proposes more bundles than the
+cap, is judged without downloading anything. A PR is clean when every check passed.
 
 Nothing here reads the network: `bundler.hub.review_gather` reads the PR into a
-`GatheredPullRequest` (asking `proposed_bundles`, `verified_claim`, `unreadable_row` and
-`classify` what to read), and `judge_pull_request` turns it into the PR's review, so the checks
-can be tested on values, without a server.
+`GatheredPullRequest` (asking `layout_check`, `proposed_bundles`, `listed_size_problem`,
+`verified_claim` and `classify` what to read), and `judge_pull_request` turns it into the PR's
+review, so the checks can be tested on values, without a server.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
-from pydantic import ConfigDict, Field, computed_field
+from pydantic import Field, computed_field
 
 from bundler.core import exitcodes
 from bundler.core.checks import CheckResult, failed, passed, warned
-from bundler.core.errors import RowError
+from bundler.core.limits import MAX_ARCHIVE_BYTES, MAX_SIDECAR_BYTES
 from bundler.core.model import Model
-from bundler.hub.layout import bundle_ids_in, repo_archive, repo_paths, repo_row
-from bundler.hub.remote import RemoteFile, git_blob_id
-from bundler.hub.rows import BundleRow, build_row, read_row, row_files, utc_timestamp
-from bundler.hub.session import MAX_SMALL_FILE_BYTES
+from bundler.hub.layout import (
+    BUNDLES_DIR,
+    TABLES_DIR,
+    TASKS_FILE,
+    bundle_ids_in,
+    bundle_of_path,
+    repo_archive,
+    repo_paths,
+    repo_sidecar,
+)
+from bundler.hub.remote import RemoteFile
+from bundler.hub.taskdefs import TaskDefinitions
 from bundler.local.diff import BundleDiff
 from bundler.local.layout import BundleId
 from bundler.local.manifest import BundleClaim
@@ -37,10 +46,8 @@ from bundler.local.schema import Provenance
 from bundler.local.verify import BundleReading
 
 OPEN_STATES = ("open", "draft")
-PUBLISHED_AT_SKEW = timedelta(minutes=5)
-"""How far a submitter's clock may be from the Hub's: `published_at` comes from the one, commit
-dates from the other. Clocks kept by NTP agree within a second; five minutes spare a machine
-that drifts, and bound what a forged date within them can gain."""
+MAX_BUNDLES = 100
+"""How many bundles one PR may propose before it is judged without downloading any."""
 
 Classification = Literal["new", "replacement", "unchanged"]
 CommentOutcome = Literal["not-asked", "posted", "already-posted"]
@@ -50,24 +57,6 @@ RowCount = tuple[int | None, str | None]
 
 
 # ------------------------------------------------------------------ what was gathered
-
-
-class PublicationWindow(Model):
-    """When the rows of a PR can honestly say their bundle was published. upload stamps
-    `published_at` (rows.utc_timestamp) as it starts, before it commits the rows, so no row is
-    dated after the PR's head commit. No commit is sure to come before the stamp, though:
-    upload reads the target branch only after stamping, then verifies, uploads the archives
-    and, when the branch moved (412), reads it again. A date before the PR's base commit is
-    therefore what a backdated row looks like (an earlier date ranks a bundle ahead of the
-    others on the card) but also what a long upload can give, so it is warned, not failed: the
-    PR is not clean, and a maintainer judges."""
-
-    model_config = ConfigDict(frozen=True)
-
-    earliest: datetime | None
-    """The date of the PR's base commit (None when the PR has no base on the target branch)."""
-    latest: datetime
-    """The date of the PR's head commit."""
 
 
 class PullRequestFacts(Model):
@@ -93,10 +82,8 @@ class GatheredBundle:
     bundle: BundleId
     reading: BundleReading
     """The verifying read of the PR's copy."""
-    row_data: bytes | None = None
-    """The PR's row file, read when `unreadable_row` had nothing against it."""
     row_count: RowCount = (None, None)
-    """The row count of the split the bundle claims to have run on."""
+    """The row count of the split its task's definition names (RowCountResolver.rows)."""
     main: BundleReading | None = None
     """The verifying read of the target branch's copy, for a replacement whose PR copy was
     placed."""
@@ -104,6 +91,12 @@ class GatheredBundle:
     """How the PR's copy differs from `main`, when `main` verified."""
     diff_failure: str | None = None
     """Why the two copies could not be compared, when the comparison failed."""
+    staged: Path | None = None
+    """Where the verified archive of the PR's copy is (its sidecar beside it): what a merge
+    commits."""
+    refused: str | None = None
+    """Why the PR's copy was not downloaded (listed sizes the format does not allow); then
+    `reading` is empty."""
 
 
 @dataclass(frozen=True)
@@ -114,12 +107,14 @@ class GatheredPullRequest:
     head: str
     base: str | None
     """The commit the PR branched from (None when it is not on the target branch any more)."""
-    window: PublicationWindow
     head_files: dict[str, RemoteFile]
     base_files: dict[str, RemoteFile]
     main_files: dict[str, RemoteFile]
     """The target branch's files at its tip."""
     bundles: tuple[GatheredBundle, ...] = ()
+    definitions: TaskDefinitions = field(default_factory=TaskDefinitions)
+    """The task definitions on the target branch."""
+    max_bundles: int = MAX_BUNDLES
 
 
 # ------------------------------------------------------------------------- verdicts
@@ -157,7 +152,9 @@ class PullRequestReview(PullRequestFacts):
     merge: MergeOutcome = "not-asked"
     merge_detail: str | None = None
     reviewed: bool = True
-    """False when the Hub failed while reading this PR (its `review` check says why)."""
+    """False when anything failed while reviewing this PR (its `review` check says why)."""
+    merge_commit: str | None = None
+    """The commit that merged the PR's reviewed files, tables and card into the branch."""
     error_code: int = exitcodes.LOOK
     """The exit code the failure that stopped this PR's review or merge asks for."""
     markdown: str = Field(default="", exclude=True)
@@ -205,7 +202,7 @@ def judge_pull_request(
     changed = changed_paths(base_files, head_files)
     on_main = changed_paths(base_files, main_files)
     pr.checks.append(state_check(facts.status, facts.base_branch, gathered.base is not None))
-    pr.checks.append(layout_check(changed, base_files, head_files))
+    pr.checks.append(layout_check(changed, base_files, head_files, gathered.max_bundles))
     pr.checks.append(
         conflict_check(facts.conflicting_files, changed & on_main, head_files, main_files)
     )
@@ -216,7 +213,8 @@ def judge_pull_request(
 def judge_bundle(
     gathered: GatheredBundle, pr: GatheredPullRequest, max_exception_rate: float
 ) -> BundleReview:
-    """One bundle's review: verification first; past it, its row and the repository's policy."""
+    """One bundle's review: listed sizes and verification first; past them, its task's
+    definition and the repository's policy."""
     bundle = gathered.bundle
     proposed = pr.head_files[repo_archive(bundle)]
     current = pr.main_files.get(repo_archive(bundle))
@@ -226,6 +224,9 @@ def judge_bundle(
         sha256=proposed.lfs_sha256,
         main_sha256=current.lfs_sha256 if current else None,
     )
+    if gathered.refused is not None:
+        review.checks.append(failed("size", gathered.refused, hint="the bundle was not downloaded"))
+        return review
     reading = gathered.reading
     claim = verified_claim(reading)
     if claim is None:
@@ -242,10 +243,7 @@ def judge_bundle(
     review.coverage = claim.coverage.status
     review.predictions = claim.predictions.count
     review.submitter = claim.submitter.name
-    checked, row = row_check(bundle, pr.head_files, reading, gathered.row_data)
-    review.checks.append(checked)
-    if row is not None:
-        review.checks.append(published_at_check(row, pr.window))
+    review.checks.append(task_check(bundle, claim, pr.definitions))
     review.checks.extend(policy_checks(claim, gathered.row_count, max_exception_rate))
     if gathered.main is not None:
         review.checks.append(replacement_check(review, gathered))
@@ -289,14 +287,22 @@ def verified_claim(reading: BundleReading) -> BundleClaim | None:
     return reading.claim
 
 
-def unreadable_row(bundle: BundleId, head_files: dict[str, RemoteFile]) -> CheckResult | None:
-    """Why the PR's row of `bundle` is not read (its failed `row` check); None to read it."""
-    path = repo_row(bundle)
-    remote = head_files.get(path)
-    if remote is None:
-        return failed("row", f"{path} is missing", hint="re-run bundler upload --create-pr")
-    if remote.size > MAX_SMALL_FILE_BYTES:
-        return failed("row", f"{path} is implausibly large ({remote.size} bytes)")
+def listed_size_problem(bundle: BundleId, head_files: dict[str, RemoteFile]) -> str | None:
+    """Why the PR's copy of `bundle` is not to be downloaded at all, from the sizes the
+    listing gives: beyond what the format allows. None to download (its sidecar first)."""
+    archive, sidecar = head_files[repo_archive(bundle)], head_files.get(repo_sidecar(bundle))
+    if archive.size > MAX_ARCHIVE_BYTES:
+        return f"{archive.path} is listed at {archive.size} bytes, above {MAX_ARCHIVE_BYTES}"
+    if sidecar is not None and sidecar.size > MAX_SIDECAR_BYTES:
+        return f"{sidecar.path} is listed at {sidecar.size} bytes, above {MAX_SIDECAR_BYTES}"
+    return None
+
+
+def claimed_size_problem(archive: RemoteFile, claimed: int | None) -> str | None:
+    """The archive's listed size against the size its sidecar claims (None: unreadable
+    sidecar, left to verification)."""
+    if claimed is not None and claimed != archive.size:
+        return f"{archive.path} is listed at {archive.size} bytes; its sidecar says {claimed}"
     return None
 
 
@@ -318,42 +324,77 @@ def state_check(status: str, base_branch: str, base_found: bool) -> CheckResult:
 
 
 def layout_check(
-    changed: set[str], base_files: dict[str, RemoteFile], head_files: dict[str, RemoteFile]
+    changed: set[str],
+    base_files: dict[str, RemoteFile],
+    head_files: dict[str, RemoteFile],
+    max_bundles: int = MAX_BUNDLES,
 ) -> CheckResult:
-    """Whether the PR changes anything but the bundles whose archive it adds or changes: a
-    bundle PR touches only the paths those bundles own, never README.md or another shared
-    file, nor the sidecar or rows of a bundle whose archive it leaves as it is. Such a bundle is
-    not reviewed, so nothing else would check those files, and its rows' `published_at` ranks
-    it on the leaderboard."""
-    in_head, _ = bundle_ids_in(head_files)
-    in_base, _ = bundle_ids_in(base_files)
-    bundles = {*in_head, *in_base}
-    owned = {path for bundle in bundles for path in repo_paths(bundle)}
-    proposed = {
-        path for bundle in bundles if repo_archive(bundle) in changed for path in repo_paths(bundle)
-    }
-    touched = proposed_bundles(changed, head_files)
-    outside = sorted(path for path in changed if path not in owned)
-    others = sorted(path for path in changed & owned if path not in proposed)
-    removed = [str(b) for b in in_base if repo_archive(b) in changed and b not in in_head]
+    """Whether the PR proposes bundles and nothing else: every path it changes is the archive
+    or the sidecar of a bundle (as `repo_paths` spells them, names a file system can hold),
+    and of each bundle it touches it adds or replaces both files. Never README.md, the task
+    definitions, anything under leaderboard/ (only the bundler's own commits write those), a
+    removed bundle, a sidecar changed without its archive, or more bundles than the cap. A PR
+    failing this is judged without downloading anything."""
     problems = []
+    definitions = sorted(path for path in changed if path == TASKS_FILE)
+    shared = sorted(
+        path for path in changed if path.startswith(f"{TABLES_DIR}/") and path != TASKS_FILE
+    )
+    touched: dict[BundleId, set[str]] = {}
+    outside: list[str] = []
+    for path in sorted(changed - set(definitions) - set(shared)):
+        bundle = bundle_of_path(path)
+        if bundle is None:
+            outside.append(path)
+        else:
+            touched.setdefault(bundle, set()).add(path)
+    if definitions:
+        problems.append(f"changes the maintainers' task definitions: {TASKS_FILE}")
+    if shared:
+        problems.append(f"changes the leaderboard's tables: {', '.join(_few(shared))}")
     if outside:
-        problems.append(f"changes files no bundle owns: {', '.join(outside)}")
-    if others:
-        problems.append(
-            f"changes the files of bundle(s) whose archive it does not change: {', '.join(others)}"
-        )
+        under = [p for p in outside if p.startswith(f"{BUNDLES_DIR}/")]
+        others = [p for p in outside if p not in under]
+        if others:
+            problems.append(f"changes files no bundle owns: {', '.join(_few(others))}")
+        if under:
+            problems.append(f"changes paths that are no bundle's file: {', '.join(_few(under))}")
+    removed = sorted(
+        str(b) for b, paths in touched.items() if any(p not in head_files for p in paths)
+    )
+    halves = sorted(
+        path
+        for b, paths in touched.items()
+        if str(b) not in removed
+        for path in repo_paths(b)
+        if path not in paths or path not in head_files
+    )
     if removed:
-        problems.append(f"removes bundle(s): {', '.join(removed)}")
+        problems.append(f"removes bundle(s): {', '.join(_few(removed))}")
+    if halves:
+        problems.append(
+            f"leaves as it is (or without) the other file of a bundle it changes:"
+            f" {', '.join(_few(halves))}"
+        )
+    if len(touched) > max_bundles:
+        problems.append(f"proposes {len(touched)} bundles, more than the {max_bundles} allowed")
     if problems:
         return failed(
             "layout",
             "; ".join(problems),
-            hint="a bundle PR changes only the files of the bundles it adds or replaces",
+            hint="a bundle PR adds or replaces the archive and sidecar of its bundles, nothing"
+            " else; its bundles were not downloaded",
         )
     if not touched:
         return warned("layout", "the PR adds or changes no bundle")
     return passed("layout", f"only the files of its {len(touched)} bundle(s)")
+
+
+def _few(paths: list[str], shown: int = 10) -> list[str]:
+    """At most `shown` of `paths`, and how many more (a hostile PR may list thousands)."""
+    if len(paths) <= shown:
+        return paths
+    return [*paths[:shown], f"and {len(paths) - shown} more"]
 
 
 def conflict_check(
@@ -380,61 +421,27 @@ def conflict_check(
 # --------------------------------------------------------------- one bundle's checks
 
 
-def row_check(
-    bundle: BundleId,
-    head_files: dict[str, RemoteFile],
-    reading: BundleReading,
-    data: bytes | None,
-) -> tuple[CheckResult, BundleRow | None]:
-    """The viewer's rows must say what the verified bundle says: nothing else verifies
-    them, and they are what people read. Only `published_at` is the submitter's to set
-    (the `published-at` check judges it), so the row is returned when it is the bundle's.
-    `data` is the row file as read (the gathering reads it unless `unreadable_row` objects)."""
-    path = repo_row(bundle)
-    problem = unreadable_row(bundle, head_files)
-    if problem is not None:
-        return problem, None
-    assert data is not None, f"{path} was listed but not read"
-    assert reading.sidecar is not None and reading.metrics_text is not None
-    try:
-        row = read_row(data)
-    except RowError as error:
-        return failed("row", f"{path}: {error.message}"), None
-    expected = build_row(reading.sidecar, reading.metrics_text, row.published_at)
-    hint = "the viewer would show what the bundle does not back"
-    differing = [
-        name for name in BundleRow.model_fields if getattr(row, name) != getattr(expected, name)
-    ]
-    if differing:
-        detail = f"{path} differs from the bundle on {', '.join(differing)}"
-        return failed("row", detail, hint=hint), None
-    wrong = [
-        file_path
-        for file_path, content in row_files(expected).items()
-        if file_path not in head_files or head_files[file_path].blob_id != git_blob_id(content)
-    ]
-    if wrong:
-        return failed("row", f"not the bundle's row: {', '.join(wrong)}", hint=hint), None
-    return passed("row", "the viewer's rows match the bundle"), row
-
-
-def published_at_check(row: BundleRow, window: PublicationWindow) -> CheckResult:
-    """The row's `published_at` against the window the PR's commits give (PublicationWindow
-    says why a date after it fails and a date before it is only warned)."""
-    published, shown = row.published, row.published_at
-    if published > window.latest + PUBLISHED_AT_SKEW:
-        return failed(
-            "published-at",
-            f"{shown} is after the PR's head commit ({utc_timestamp(window.latest)})",
-            hint="upload dates a row when it publishes it, never in the future",
-        )
-    if window.earliest is not None and published < window.earliest - PUBLISHED_AT_SKEW:
+def task_check(bundle: BundleId, claim: BundleClaim, definitions: TaskDefinitions) -> CheckResult:
+    """The bundle against its task's definition: the dataset, split and revisions the
+    maintainers accept. A task without one is warned: it would be ranked by its first bundle."""
+    definition = definitions.get(bundle.task)
+    if definition is None:
         return warned(
-            "published-at",
-            f"{shown} is before the PR's base commit ({utc_timestamp(window.earliest)})",
-            hint="an earlier date ranks the bundle ahead of others; only a long upload explains it",
+            "task",
+            f"task {bundle.task} has no definition: ranked by its earliest bundle's first metric",
+            hint="a maintainer defines it: bundler tasks define",
         )
-    return passed("published-at", shown)
+    problem = definition.mismatch(claim.statics)
+    if problem is not None:
+        return failed(
+            "task",
+            f"not a result of task {bundle.task}: {problem}",
+            hint="the task's definition names the dataset and split its results run on",
+        )
+    return passed(
+        "task",
+        f"{definition.hf_repo_id} split {definition.split}, ranked by {definition.metric}",
+    )
 
 
 def policy_checks(claim: BundleClaim, row_count: RowCount, limit: float) -> list[CheckResult]:
@@ -457,8 +464,9 @@ def coverage_check(claim: BundleClaim) -> CheckResult:
 
 
 def dataset_rows_check(claim: BundleClaim, row_count: RowCount) -> CheckResult:
-    """Coverage judged again, against the pinned split's row count on the Hub: a submitter
-    can pass `--expect` equal to the rows they ran."""
+    """Coverage judged again, against the row count on the Hub of the split its task's
+    definition names (the gathering reads it): a submitter can pass `--expect` equal to the
+    rows they ran."""
     count, why = row_count
     coverage = claim.coverage
     statics = claim.statics

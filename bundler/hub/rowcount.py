@@ -17,25 +17,38 @@ from bundler.local.schema import StaticsIdentity
 
 
 class RowCountResolver:
-    """Looks up row counts, once per (dataset, revision, split)."""
+    """Looks up row counts, once per (dataset, revision, split, with the token or not)."""
 
     def __init__(self, token: str | None = None) -> None:
         self._token = token
-        self._cache: dict[tuple[str, str, str | None], tuple[int | None, str | None]] = {}
+        self._cache: dict[tuple[str, str, str | None, bool], tuple[int | None, str | None]] = {}
 
-    def rows(self, identity: StaticsIdentity) -> tuple[int | None, str | None]:
-        """The split's row count, or None with the reason as a warning."""
+    def rows(
+        self, identity: StaticsIdentity, *, authenticated: bool = True
+    ) -> tuple[int | None, str | None]:
+        """The split's row count, or None with the reason as a warning. Unless
+        `authenticated`, the token is not sent: review asks a dataset a stranger named
+        anonymously, so a maintainer's token only ever reaches the datasets the task
+        definitions name."""
         if identity.resolved_revision is None:
             return None, "row count not resolved: the dataset revision is unpinned"
-        key = (identity.hf_repo_id, identity.resolved_revision, identity.dataset_split)
+        key = (
+            identity.hf_repo_id,
+            identity.resolved_revision,
+            identity.dataset_split,
+            authenticated,
+        )
         if key not in self._cache:
-            self._cache[key] = self._lookup(identity, identity.resolved_revision)
+            self._cache[key] = self._lookup(identity, identity.resolved_revision, authenticated)
         return self._cache[key]
 
-    def _lookup(self, identity: StaticsIdentity, revision: str) -> tuple[int | None, str | None]:
+    def _lookup(
+        self, identity: StaticsIdentity, revision: str, authenticated: bool
+    ) -> tuple[int | None, str | None]:
         where = f"{identity.hf_repo_id}@{revision[:8]}"
+        token: str | bool | None = self._token if authenticated else False
         try:
-            session = HubSession(identity.hf_repo_id, token=self._token, owned=False)
+            session = HubSession(identity.hf_repo_id, token=token, owned=False)
             info = session.call(
                 f"reading {where}",
                 lambda: session.api.dataset_info(identity.hf_repo_id, revision=revision),

@@ -147,14 +147,14 @@ class HubSession:
         self,
         repo_id: str,
         *,
-        token: str | None = None,
+        token: str | bool | None = None,
         owned: bool = True,
         max_wait: float | None = None,
     ) -> None:
         """`owned`: the id must be OWNER/NAME (any repository the user names); else a bare
         NAME is accepted too (a dataset a run was measured on). `max_wait`: the longest wait
         for a rate-limit window to reset (None: BUNDLER_MAX_WAIT, else 300 s); see
-        bundler.hub.ratelimit."""
+        bundler.hub.ratelimit. `token=False` sends no token at all (not even a saved one)."""
         if not (REPO_ID if owned else DATASET_ID).fullmatch(repo_id):
             raise UsageError(
                 f"--repo {repo_id!r}: expected OWNER/NAME, e.g. my-org/gptnt-leaderboard"

@@ -42,6 +42,8 @@ lock file, so never taken for a bundle, outside the TEMP_PREFIX pattern (no left
 not ending in `.json` like a sidecar (JSON inside, all the same)."""
 
 FINGERPRINT_PREFIX_LENGTH = 8
+MAX_NAME_CHARS = 255
+"""The longest file name a file system takes: a bundle's folder and file names stay within it."""
 _PLAYER_DIR = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*_[0-9a-f]{8}")
 _REVISION_LABEL = re.compile(rf"[0-9a-f]{{8}}|{UNPINNED_LABEL}")
 """Lower-case hex only: one pin has one name, on a case-insensitive disk too."""
@@ -68,6 +70,12 @@ class BundleId:
             raise LayoutError(
                 f"{self.revision_label!r} is not a revision label (8 lower-case hex digits "
                 f"or {UNPINNED_LABEL})"
+            )
+        longest = max(len(self.player_dir), len(self.archive_name), len(self.sidecar_name))
+        if longest > MAX_NAME_CHARS:  # ASCII by the patterns above: characters are bytes
+            raise LayoutError(
+                f"{self.player_dir}/{self.target} makes a file name of {longest} characters;"
+                f" a file system takes {MAX_NAME_CHARS}"
             )
 
     @classmethod

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import WRITE_TOKEN
+from conftest import SUBMITTER_TOKEN, WRITE_TOKEN
 from helpers import run_cli, run_python
 from hubserver import HubServer
 from scalelib import bundles_of, publish_directly, run_specs
@@ -44,11 +44,13 @@ def leaderboards(
     yield boards
 
 
-def counted(hub: HubServer, repo_id: str, *args: object) -> tuple[dict[str, int], object]:
+def counted(
+    hub: HubServer, repo_id: str, *args: object, codes: tuple[int, ...] = (0,)
+) -> tuple[dict[str, int], object]:
     """Run a bundler command and count the requests it made about `repo_id`."""
     hub.reset_requests()
     result = run_cli(*args, "--json", env={"HF_TOKEN": WRITE_TOKEN})
-    assert result.returncode == 0, result.stderr
+    assert result.returncode in codes, result.stderr
     return hub.request_counts(repo_id), json.loads(result.stdout)
 
 
@@ -142,6 +144,33 @@ def test_a_bulk_upload_costs_what_its_new_bundles_do_not_what_is_there(
         new = bundles_of(tmp_path / f"bulk{size}", run_specs(80, start=size + 10))
         counts, report = counted(hub, board.repo_id, "upload", new, "--repo", board.repo_id)
         assert {b["outcome"] for b in report["bundles"]} == {"published"}  # type: ignore[index]
+        costs[size] = total(counts)
+    assert abs(costs[SIZES[0]] - costs[SIZES[1]]) <= 3, costs
+
+
+def test_a_review_of_a_pull_request_adding_one_bundle_costs_the_same_at_any_size(
+    hub: HubServer, leaderboards: dict[int, Leaderboard], tmp_path: Path
+) -> None:
+    """Review reads only what the pull request touches: no listing of the whole repository."""
+    costs = {}
+    for size, board in leaderboards.items():
+        new = bundles_of(tmp_path / f"pr{size}", run_specs(1, start=size + 500))
+        proposed = run_cli(
+            "upload",
+            new,
+            "--repo",
+            board.repo_id,
+            "--create-pr",
+            "--json",
+            env={"HF_TOKEN": SUBMITTER_TOKEN},
+        )
+        assert proposed.returncode == 0, proposed.stderr
+        num = json.loads(proposed.stdout)["pull_request_num"]
+        counts, report = counted(
+            hub, board.repo_id, "review", "--repo", board.repo_id, "--pr", num, codes=(0, 1)
+        )
+        (pr,) = report["pull_requests"]  # type: ignore[index]
+        assert [b["classification"] for b in pr["bundles"]] == ["new"]
         costs[size] = total(counts)
     assert abs(costs[SIZES[0]] - costs[SIZES[1]]) <= 3, costs
 

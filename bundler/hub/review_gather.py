@@ -32,7 +32,7 @@ from bundler.core.limits import MAX_SIDECAR_BYTES
 from bundler.core.progress import ProgressSink
 from bundler.hub.download import FetchedBundle, fetch_verified
 from bundler.hub.layout import repo_archive, repo_sidecar
-from bundler.hub.remote import RemoteFile
+from bundler.hub.remote import RemoteFile, RemoteFolder
 from bundler.hub.review_judge import (
     MAX_BUNDLES,
     OPEN_STATES,
@@ -54,6 +54,32 @@ from bundler.local.diff import diff_verified
 from bundler.local.layout import TEMP_PREFIX, BundleId
 from bundler.local.manifest import Sidecar
 from bundler.local.verify import BundleReading
+
+
+def differing_files(session: HubSession, revisions: list[str]) -> list[dict[str, RemoteFile]]:
+    """Per revision, the files that are not the same in all of them, and nothing else: the
+    folders whose git tree ids agree are never listed, so what a review reads depends on what
+    the pull request touched (and what its target branch changed since), not on the size of
+    the repository."""
+    found: list[dict[str, RemoteFile]] = [{} for _ in revisions]
+    pending = [""]
+    while pending:
+        folder = pending.pop()
+        listed = [session.list_folder(folder, revision) for revision in revisions]
+        for path in sorted(set().union(*listed)):
+            entries = [listing.get(path) for listing in listed]
+            if all(isinstance(entry, RemoteFolder) for entry in entries):
+                if len({entry.tree_id for entry in entries if isinstance(entry, RemoteFolder)}) > 1:
+                    pending.append(path)
+                continue
+            if any(isinstance(entry, RemoteFolder) for entry in entries):
+                pending.append(path)  # a folder in one revision, a file in another
+            files = [entry if isinstance(entry, RemoteFile) else None for entry in entries]
+            if len({(f.identity, f.size) if f else None for f in files}) > 1:
+                for listing, entry in zip(found, files, strict=True):
+                    if entry is not None:
+                        listing[path] = entry
+    return found
 
 
 def read_details(session: HubSession, num: int) -> DiscussionWithDetails:
@@ -128,9 +154,9 @@ class PullRequestGatherer:
         on_target = {commit.commit_id for commit in self._history(tip)}
         fork = next((commit for commit in pr_history if commit.commit_id in on_target), None)
         base = fork.commit_id if fork else None
-        head_files = session.list_files("", head)
-        main_files = session.list_files("", tip)
-        base_files = session.list_files("", base) if base not in (None, tip) else main_files
+        head_files, main_files, base_files = differing_files(
+            session, [head, tip, base if base is not None else tip]
+        )
         definitions = self.definitions(facts.base_branch, tip)
         changed = changed_paths(base_files, head_files)
         listings = (head_files, base_files, main_files)

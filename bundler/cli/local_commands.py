@@ -50,6 +50,15 @@ def collect_command(
         ),
     ] = False,
     resolve_rows: ResolveRowsOption = False,
+    replace: Annotated[
+        bool,
+        typer.Option(
+            "--replace",
+            help="Replace a bundle even by one that claims less (weaker coverage, fewer rows, "
+            "a row count, submitter or --resolve-rows note dropped); without it such a bundle "
+            "is kept, and the run exits 1.",
+        ),
+    ] = False,
     token: TokenOption = None,
     level: LevelOption = 3,
     wait: WaitOption = 0,
@@ -59,8 +68,9 @@ def collect_command(
     """Bundle every run under OUTPUT_ROOT into BUNDLES_DIR/<player>_<fp8>/<target>.tar.zst.
 
     A run that is wrong, unattributable or (without --allow-partial) partial is refused with a
-    one-line reason; the valid runs are still bundled. Exit 1 if any input was refused, 75 if
-    another run kept the bundles folder busy.
+    one-line reason; the valid runs are still bundled. A bundle is never replaced by one that
+    claims less without --replace: it is kept, saying what would be lost. Exit 1 if any input
+    was refused or a bundle kept, 75 if another run kept the bundles folder busy.
     """
     console = stderr_console()
 
@@ -76,6 +86,7 @@ def collect_command(
             allow_partial=allow_partial,
             level=level,
             wait=wait,
+            replace=replace,
         )
         row_counts = None
         if resolve_rows:
@@ -100,6 +111,7 @@ def collect_options(
     allow_partial: bool,
     level: int,
     wait: float,
+    replace: bool = False,
 ) -> CollectOptions:
     """The collect options from the command line (shared by collect and sync)."""
     from bundler.local.collect import CollectOptions, parse_expectations
@@ -114,6 +126,7 @@ def collect_options(
         allow_partial=allow_partial,
         level=level,
         lock_wait=wait,
+        replace=replace,
     )
 
 

@@ -94,6 +94,9 @@ def render_collect(report: CollectReport, console: Console) -> None:
         for bundle in report.bundles:
             for warning in bundle.warnings:
                 console.print(f"[yellow]warning[/] {shown(bundle.bundle_id)}: {shown(warning)}")
+    for bundle in report.bundles:
+        if bundle.kept is not None:
+            console.print(f"[bold yellow]kept[/] {shown(bundle.bundle_id)}: {shown(bundle.kept)}")
     for item in report.skipped:
         console.print(f"[dim]skipped {shown(item.path)}: {shown(item.reason)}[/]")
     for path in report.removed_temporaries:

@@ -65,9 +65,12 @@ class CollectOptions(Model):
     lock_wait: float = Field(
         default=0, ge=0, description="seconds to wait for another run to release the folder"
     )
+    replace: bool = Field(
+        default=False, description="replace a bundle even by one that claims less (downgrade)"
+    )
 
 
-BundleStatus = Literal["written", "unchanged", "replaced"]
+BundleStatus = Literal["written", "unchanged", "replaced", "kept"]
 
 
 class CollectedBundle(Model):
@@ -81,6 +84,9 @@ class CollectedBundle(Model):
     coverage: str
     predictions: int
     warnings: list[str]
+    kept: str | None = Field(
+        default=None, description="status kept: what the new bundle would have lost, and how"
+    )
 
 
 class RefusedInput(Model):
@@ -108,8 +114,9 @@ class CollectReport(Model):
     def exit_code(self) -> int:
         """1 when an input was refused, else 75 when the bundles folder was in use, else 0: a
         refusal asks more of a person than a retry does (bundler.core.exitcodes)."""
+        kept = any(bundle.status == "kept" for bundle in self.bundles)
         return exitcodes.combine(
-            exitcodes.LOOK if self.refused else exitcodes.OK,
+            exitcodes.LOOK if self.refused or kept else exitcodes.OK,
             exitcodes.TEMPORARY if self.error is not None else exitcodes.OK,
         )
 
@@ -344,6 +351,9 @@ def _write_bundle(
     claim = _claim_of(run, options)
     archive_path = run.header.bundle_id.local_archive(bundles_dir)
     sidecar_path = run.header.bundle_id.local_sidecar(bundles_dir)
+    kept = _kept(run, claim, archive_path, sidecar_path, options)
+    if kept is not None:
+        return kept
     previous = sha256_file(archive_path)[0] if os.path.isfile(archive_path) else None
     with StagedFile(archive_path) as archive:
         sha256, size = write_archive(claim, run.files(), body, archive.handle)
@@ -368,6 +378,38 @@ def _write_bundle(
         coverage=run.coverage.status,
         predictions=run.summary.count,
         warnings=run.warnings,
+    )
+
+
+def _kept(
+    run: ValidatedRun,
+    claim: BundleClaim,
+    archive_path: Path,
+    sidecar_path: Path,
+    options: CollectOptions,
+) -> CollectedBundle | None:
+    """The existing bundle, reported as kept, when the new one would claim less and --replace
+    was not given (bundler.local.downgrade); None when the new one may be written."""
+    from bundler.local.downgrade import downgrade, existing_claim
+
+    if options.replace or not os.path.isfile(archive_path):
+        return None
+    old = existing_claim(sidecar_path)
+    why = downgrade(old, claim)
+    if why is None or old is None:
+        return None
+    return CollectedBundle(
+        bundle_id=claim.bundle_id,
+        run_directory=str(run.header.run.path),
+        archive=str(archive_path),
+        sidecar=str(sidecar_path),
+        status="kept",
+        sha256=old.archive.sha256,
+        size=old.archive.size,
+        coverage=old.coverage.status,
+        predictions=old.predictions.count,
+        warnings=list(old.warnings),
+        kept=why,
     )
 
 

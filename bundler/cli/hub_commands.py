@@ -10,6 +10,7 @@ import typer
 from bundler.cli.console import emit_text, stderr_console
 from bundler.cli.errors import run_command
 from bundler.cli.options import (
+    ConfigOption,
     CreatePrOption,
     DebugOption,
     DryRunOption,
@@ -84,6 +85,7 @@ def upload_command(
     message: MessageOption = None,
     wait: WaitOption = 0,
     max_wait: MaxWaitOption = None,
+    config: ConfigOption = None,
     json_output: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
@@ -184,6 +186,7 @@ def download_command(
         ),
     ] = None,
     token: TokenOption = None,
+    config: ConfigOption = None,
     json_output: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:

@@ -12,6 +12,7 @@ from bundler.cli.console import stderr_console
 from bundler.cli.errors import run_command
 from bundler.cli.options import (
     BundlesDirOption,
+    ConfigOption,
     DebugOption,
     ExpectOption,
     JsonOption,
@@ -62,6 +63,7 @@ def collect_command(
     token: TokenOption = None,
     level: LevelOption = 3,
     wait: WaitOption = 0,
+    config: ConfigOption = None,
     json_output: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:

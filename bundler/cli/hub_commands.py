@@ -256,6 +256,16 @@ def review_command(
             help="Highest share of predictions that may have raised in the harness (0 to 1).",
         ),
     ] = 0.05,
+    accept: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--accept",
+            metavar="CHECK",
+            help="With --merge: also merge a PR whose only findings are warnings of this check "
+            "(repeatable); the report says which warnings were accepted, and by whom. A failed "
+            "check can never be accepted.",
+        ),
+    ] = None,
     token: TokenOption = None,
     json_output: JsonOption = False,
     debug: DebugOption = False,
@@ -266,6 +276,10 @@ def review_command(
     conflicts). The Markdown report goes to stdout (the JSON with --json), a summary to stderr.
     Exit 0 if every PR is clean, 1 if any is not, 2 for a problem to fix first, 75 when only
     temporary Hub failures stood in the way."""
+    if accept and not merge:
+        raise typer.BadParameter(
+            "accepts warnings for a merge: give --merge too", param_hint="--accept"
+        )
     from bundler.cli.render import render_review
     from bundler.hub.review import ReviewOptions, review
 
@@ -279,6 +293,7 @@ def review_command(
             merge=merge,
             max_exception_rate=max_exception_rate,
             token=token_to_send(token),
+            accept=accept or [],
         )
         from bundler.hub.session import quiet_hub_client
 

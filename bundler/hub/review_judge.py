@@ -26,6 +26,8 @@ from bundler.core import exitcodes
 from bundler.core.checks import CheckResult, failed, passed, warned
 from bundler.core.errors import RowError
 from bundler.core.model import Model
+from bundler.hub.acceptance import acceptance_lines as acceptance_lines  # --accept
+from bundler.hub.acceptance import clean_with as clean_with
 from bundler.hub.layout import bundle_ids_in, repo_archive, repo_paths, repo_row
 from bundler.hub.remote import RemoteFile, git_blob_id
 from bundler.hub.rows import BundleRow, build_row, read_row, row_files, utc_timestamp

@@ -251,14 +251,24 @@ def export_gptnt_command(
             metavar="NAME", help="Their affiliation; else the bundle's (empty clears it)."
         ),
     ] = None,
+    allow_partial: Annotated[
+        bool,
+        typer.Option(
+            "--allow-partial",
+            help="Export partial or unknown-coverage bundles too (GPTNT's folder does not say "
+            "so), instead of refusing them.",
+        ),
+    ] = False,
     json_output: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
     """Write each bundle as the folder GPTNT's `gptnt submission new` writes for the same run
     (submission.yaml and metrics.json), for leaderboards that take submissions through GPTNT.
-    Bundles are verified first. Exit 1 if any bundle was refused (failed verification, blank
-    submitter, a capability field GPTNT does not know, another player's config), 2 for a config
-    or path that cannot be used."""
+    Bundles are verified first. In a folder, only the config's player's bundles are exported
+    (each other one is a `skipped: another player` line). Exit 1 if any bundle was refused
+    (failed verification, blank submitter, a capability field GPTNT does not know, partial
+    coverage without --allow-partial, another player's config for a bundle named directly), 2
+    for a config or path that cannot be used."""
     from bundler.cli.render import render_export
     from bundler.local.export import SubmitterOverrides, export_gptnt
 
@@ -269,7 +279,9 @@ def export_gptnt_command(
             name=submitter_name, contact=submitter_contact, affiliation=submitter_affiliation
         )
         with progress_on(console) as progress:
-            report = export_gptnt(paths, out_dir, player_config, overrides, progress)
+            report = export_gptnt(
+                paths, out_dir, player_config, overrides, progress, allow_partial=allow_partial
+            )
         return finish(report, render_export, console, json_output)
 
     raise typer.Exit(run_command(action, json_output=json_output, debug=debug))

@@ -418,17 +418,20 @@ def render_export(report: ExportReport, console: Console) -> None:
                     "--submitter-contact",
                     markup=False,
                 )
+        elif bundle.outcome == "skipped":
+            console.print(f"[dim]  skipped: {shown(bundle.skipped or '')}: {name}[/]")
         else:
             console.print(f"[{style}]{bundle.outcome:>9}[/] {name} -> {shown(bundle.folder or '')}")
         for warning in bundle.warnings:
             console.print(f"  [yellow]warning[/] {name}: {shown(warning)}")
     counts = {
         outcome: sum(bundle.outcome == outcome for bundle in report.bundles)
-        for outcome in ("exported", "unchanged", "refused")
+        for outcome in ("exported", "unchanged", "refused", "skipped")
     }
+    skipped = f", {counts['skipped']} skipped" if counts["skipped"] else ""
     console.print(
         f"{counts['exported']} exported, {counts['unchanged']} unchanged, "
-        f"{counts['refused']} refused, into {shown(report.out_dir)} "
+        f"{counts['refused']} refused{skipped}, into {shown(report.out_dir)} "
         f"(player {shown(report.player_name)})"
     )
 

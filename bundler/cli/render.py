@@ -68,29 +68,70 @@ TABLE_MAX_BUNDLES = 40
 rows is no reading for a person (and took rich a second to lay out); --json lists them all."""
 
 
+def print_id_table(
+    console: Console,
+    title: str,
+    headers: tuple[str, ...],
+    rows: list[tuple[str, ...]],
+    *,
+    right: tuple[str, ...] = (),
+) -> None:
+    """A table whose first column is bundle ids, which never wrap or are cut: the id column is
+    as wide as its longest id (no_wrap), and the other columns fold. When even their headers
+    no longer fit beside the ids (a narrow terminal, a long player name), each row is printed
+    as its id on a line of its own, then the other values, indented, instead."""
+    from rich.table import Column, Table
+
+    widest = max((len(row[0]) for row in rows), default=len(headers[0]))
+    widest = max(widest, len(headers[0]))
+    needed = widest + sum(min(len(header), 8) for header in headers[1:]) + 3 * len(headers) + 1
+    if needed > console.width:
+        console.print(title)
+        for row in rows:
+            console.print(f"  {row[0]}")
+            values = ", ".join(
+                f"{header} {value}" for header, value in zip(headers[1:], row[1:], strict=True)
+            )
+            console.print(f"    {values}")
+        return
+    table = Table(
+        Column(headers[0], no_wrap=True, min_width=widest),
+        *(
+            Column(header, overflow="fold", justify="right" if header in right else "left")
+            for header in headers[1:]
+        ),
+        title=title,
+        title_justify="left",
+    )
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+
+
 def render_collect(report: CollectReport, console: Console) -> None:
-    from rich.table import Table  # imported by the renderers that draw tables, only
 
     if len(report.bundles) > TABLE_MAX_BUNDLES:
         _summarise_bundles(report, console)
     elif report.bundles:
-        table = Table(title=f"Bundles in {shown(report.bundles_dir)}", title_justify="left")
-        for column in ("bundle", "status", "coverage", "predictions", "size"):
-            table.add_column(
-                column,
-                justify="right" if column in ("predictions", "size") else "left",
-                overflow="fold",
-            )
+        rows = []
         for bundle in report.bundles:
             coverage_style = "green" if bundle.coverage == "complete" else "yellow"
-            table.add_row(
-                shown(bundle.bundle_id),
-                bundle.status,
-                f"[{coverage_style}]{bundle.coverage}[/]",
-                str(bundle.predictions),
-                human_size(bundle.size),
+            rows.append(
+                (
+                    shown(bundle.bundle_id),
+                    bundle.status,
+                    f"[{coverage_style}]{bundle.coverage}[/]",
+                    str(bundle.predictions),
+                    human_size(bundle.size),
+                )
             )
-        console.print(table)
+        print_id_table(
+            console,
+            f"Bundles in {shown(report.bundles_dir)}",
+            ("bundle", "status", "coverage", "predictions", "size"),
+            rows,
+            right=("predictions", "size"),
+        )
         for bundle in report.bundles:
             for warning in bundle.warnings:
                 console.print(f"[yellow]warning[/] {shown(bundle.bundle_id)}: {shown(warning)}")
@@ -245,25 +286,22 @@ OUTCOME_STYLE = {
 
 
 def render_upload(report: UploadReport, console: Console) -> None:
-    from rich.table import Table  # imported by the renderers that draw tables, only
 
     mode = " (dry run: nothing was changed)" if report.dry_run else ""
     where = f"{shown(report.repo_id)} @ {shown(report.revision)}"
     if report.pull_request_num is not None:
         where = f"{shown(report.repo_id)}, pull request #{report.pull_request_num}"
         where += f" on {shown(report.revision)}"
-    table = Table(title=f"{where}{mode}", title_justify="left")
-    for column in ("bundle", "plan", "outcome", "detail"):
-        table.add_column(column, overflow="fold")
-    for bundle in report.bundles:
-        style = OUTCOME_STYLE.get(bundle.outcome, "")
-        table.add_row(
+    rows = [
+        (
             shown(bundle.bundle_id),
             bundle.action,
-            f"[{style}]{bundle.outcome}[/]",
+            f"[{OUTCOME_STYLE.get(bundle.outcome, '')}]{bundle.outcome}[/]",
             shown(bundle.detail or ""),
         )
-    console.print(table)
+        for bundle in report.bundles
+    ]
+    print_id_table(console, f"{where}{mode}", ("bundle", "plan", "outcome", "detail"), rows)
     for bundle in report.bundles:
         if bundle.outcome == "held-back":
             detail = shown(bundle.detail or "")

@@ -290,7 +290,7 @@ def _bundle_one(
         expected, note = row_counts.rows(statics)
     try:
         _refuse_linked_folder(header.bundle_id.local_archive(bundles_dir).parent)
-        progress.begin(f"bundling {header.bundle_id}", header.run.predictions)
+        progress.begin(f"bundling {header.bundle_id}", header.run.predictions, unit="predictions")
         with BodyWriter(header.meta.run_timestamp, compressors, header.run.predictions) as body:
             run = validate_run(
                 header,

@@ -302,3 +302,17 @@ def test_unusable_options_still_write_the_report(repo_id: str, tree: Path, tmp_p
     written = json.loads(report_file.read_text())
     assert written["exit_code"] == 2 and "--expect 'expert-vqa=four'" in written["error"]
     assert written["repo_id"] == repo_id and written["collect"] is None
+
+
+def test_an_output_root_without_runs_still_uploads_the_bundles_there(
+    repo_id: str, tree: Path, tmp_path: Path
+) -> None:
+    bundles = tmp_path / "bundles"
+    code, _, stderr = sync(tree, bundles, repo_id)
+    assert code == 0, stderr
+    empty = tmp_path / "empty-output"
+    (empty / "how_do_you").mkdir(parents=True)
+    code, report, stderr = sync(empty, bundles, repo_id)
+    assert code == 0, stderr
+    assert "nothing to do" in " ".join(report["collect"]["warnings"])
+    assert report["counts"]["already_there"] == 2  # the upload still ran

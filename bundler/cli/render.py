@@ -110,6 +110,8 @@ def print_id_table(
 
 def render_collect(report: CollectReport, console: Console) -> None:
 
+    for warning in report.warnings:
+        console.print(f"[yellow]warning[/] {shown(warning)}")
     if len(report.bundles) > TABLE_MAX_BUNDLES:
         _summarise_bundles(report, console)
     elif report.bundles:

@@ -109,6 +109,9 @@ class CollectReport(Model):
         "bundles folder (they are under `skipped`; run again later)",
     )
     hint: str | None = None
+    warnings: list[str] = Field(
+        default_factory=list, description="e.g. that the output root holds no run: nothing to do"
+    )
 
     @property
     def exit_code(self) -> int:
@@ -154,14 +157,12 @@ def collect(
     if bundles_dir.exists() and not bundles_dir.is_dir():
         raise UsageError(f"{bundles_dir}: exists and is not a directory")
     found = discover(output_root)
-    if not found.runs and not found.refused:
-        raise UsageError(
-            f"{output_root}: no run directories found under <task>_predictions/",
-            hint="point collect at the harness's output root",
-        )
     report = CollectReport(
         output_root=str(output_root), bundles_dir=str(bundles_dir), skipped=list(found.skipped)
     )
+    if not found.runs and not found.refused:
+        report.warnings.append(_nothing_to_do(output_root))
+        return report  # an output root with no run yet: nothing to do, not unusable input
     report.refused.extend(
         RefusedInput(path=item.path, error=f"{item.path}: {item.reason}") for item in found.refused
     )
@@ -203,6 +204,12 @@ def collect(
             Skipped(path=str(header.run.path), reason=f"not bundled: {error}") for header in runs
         )
     return report
+
+
+def _nothing_to_do(output_root: Path) -> str:
+    """The warning of an output root that holds no dataset-backed run (empty, or how_do_you/
+    only): a harness that has not run a statics task yet, not a mistake."""
+    return f"{output_root}: no dataset-backed run under <task>_predictions/ yet; nothing to do"
 
 
 class _FilterMatches:

@@ -179,9 +179,12 @@ def inspect_command(
 
 def diff_command(
     a: Annotated[
-        Path, typer.Argument(help="The first bundle archive (.tar.zst), e.g. the old one.")
+        Path,
+        typer.Argument(metavar="A", help="The first bundle archive (.tar.zst), e.g. the old one."),
     ],
-    b: Annotated[Path, typer.Argument(help="The second bundle archive, e.g. the new one.")],
+    b: Annotated[
+        Path, typer.Argument(metavar="B", help="The second bundle archive, e.g. the new one.")
+    ],
     predictions: Annotated[
         int,
         typer.Option(

@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from bundler.local.verify import VerifyReport
     from bundler.sync import SyncReport
 
+FILTERED_OUT = "not selected by filters"
+"""The reason collect gives a run that --task or --model left out (bundler.local.collect)."""
 STATUS_STYLE = {"passed": "green", "warned": "yellow", "failed": "bold red"}
 
 
@@ -140,8 +142,12 @@ def render_collect(report: CollectReport, console: Console) -> None:
     for bundle in report.bundles:
         if bundle.kept is not None:
             console.print(f"[bold yellow]kept[/] {shown(bundle.bundle_id)}: {shown(bundle.kept)}")
+    filtered = [item for item in report.skipped if item.reason == FILTERED_OUT]
     for item in report.skipped:
-        console.print(f"[dim]skipped {shown(item.path)}: {shown(item.reason)}[/]")
+        if item.reason != FILTERED_OUT:
+            console.print(f"[dim]skipped {shown(item.path)}: {shown(item.reason)}[/]")
+    if filtered:  # counted, not listed: a filter is there to leave most runs out
+        console.print(f"[dim]{len(filtered)} run(s) left out by the filters (--json lists them)[/]")
     for path in report.removed_temporaries:
         console.print(f"[dim]removed {shown(path)}: left by an interrupted collect[/]")
     for refusal in report.refused:

@@ -246,7 +246,10 @@ class _FilterMatches:
                 if values
             }
         if unmatched:
-            raise NoRunSelectedError(unmatched)
+            seen = {"tasks": self.seen_tasks, "models": self.seen_models}
+            raise NoRunSelectedError(
+                unmatched, known={field: sorted(seen[field]) for field in unmatched}
+            )
 
 
 def _model_path(run: RunDirectory) -> str:

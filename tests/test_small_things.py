@@ -63,3 +63,13 @@ def test_runs_left_out_by_filters_are_counted_not_listed(tmp_path: Path) -> None
     assert result.returncode == 0, result.stderr
     assert "4 run(s) left out by the filters" in result.stderr
     assert "not selected by filters" not in result.stderr
+
+
+def test_an_interrupted_collect_leaves_no_empty_player_folder(tmp_path: Path) -> None:
+    import signal
+
+    from test_cli import _interrupt_mid_write
+
+    returncode, bundles = _interrupt_mid_write(tmp_path, signal.SIGINT)
+    assert returncode == 130
+    assert [path for path in bundles.iterdir() if path.is_dir()] == []

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
@@ -195,7 +197,10 @@ def collect(
     try:
         with bundles_lock(bundles_dir, operation="collect", wait=options.lock_wait):
             for header in runs:
-                _bundle_one(header, bundles_dir, options, compressors, row_counts, progress, report)
+                with _no_empty_player_folder(header.bundle_id.local_archive(bundles_dir).parent):
+                    _bundle_one(
+                        header, bundles_dir, options, compressors, row_counts, progress, report
+                    )
     except BundlesLockedError as error:  # from the lock: _bundle_one reports its own errors
         if not report.refused:
             raise  # the lock is the whole story: its one line and exit 75, as for upload
@@ -318,6 +323,19 @@ def _bundle_one(
         )
         shown = str(error) if named else f"{header.run.path}: {error}"
         report.refused.append(RefusedInput(path=str(header.run.path), error=shown))
+
+
+@contextmanager
+def _no_empty_player_folder(folder: Path) -> Iterator[None]:
+    """A player folder this run created is removed again when it ends up empty (the run was
+    interrupted or refused before its bundle was committed): no empty folder is left behind."""
+    existed = os.path.lexists(folder)
+    try:
+        yield
+    finally:
+        if not existed:
+            with suppress(OSError):  # not empty, or already gone: nothing to tidy
+                folder.rmdir()
 
 
 def _refuse_linked_folder(folder: Path) -> None:

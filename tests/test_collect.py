@@ -521,7 +521,7 @@ class InterruptAfter:
         self.steps = steps
         self.writing = False
 
-    def begin(self, label: str, total: int | None) -> None:
+    def begin(self, label: str, total: int | None, *, unit: str = "items") -> None:
         self.writing = label.startswith("bundling")
 
     def advance(self, steps: int = 1) -> None:
@@ -558,7 +558,7 @@ class ChangeAfterReading:
         self.path = path
         self.remaining = after
 
-    def begin(self, label: str, total: int | None) -> None:
+    def begin(self, label: str, total: int | None, *, unit: str = "items") -> None:
         pass
 
     def advance(self, steps: int = 1) -> None:

@@ -178,7 +178,9 @@ def test_sync_with_create_pr_counts_the_bundles_it_proposes(
     assert code == 0, stderr
     assert report["pull_request_url"] is not None
     assert (report["counts"]["proposed"], report["counts"]["published"]) == (2, 0)
-    assert "0 bundle(s) published, 2 proposed" in stderr
+    number = report["pull_request_url"].rstrip("/").rsplit("/", 1)[-1]
+    assert f"2 bundle(s) proposed in PR #{number}," in stderr
+    assert "published" not in stderr.splitlines()[-1]
 
 
 def test_sync_unusable_token_exits_2(repo_id: str, tree: Path, tmp_path: Path) -> None:

@@ -498,9 +498,15 @@ def render_sync(report: SyncReport, console: Console) -> None:
         console.print(f"[bold red]error[/]: {shown(report.report_path_error)}")
     counts = report.counts
     took = (report.finished_at or report.started_at) - report.started_at
+    number = report.upload.pull_request_num if report.upload is not None else None
+    outcome = (  # a pull request publishes nothing: say what was proposed, and where
+        f"{counts.proposed} bundle(s) proposed in PR #{number}"
+        if number is not None
+        else f"{counts.published} bundle(s) published, {counts.proposed} proposed"
+    )
     console.print(
         f"sync: {counts.runs_bundled} run(s) bundled, {counts.runs_refused} refused; "
-        f"{counts.published} bundle(s) published, {counts.proposed} proposed, "
+        f"{outcome}, "
         f"{counts.already_there} already there, {counts.held_back} held back, "
         f"{counts.refused + counts.failed} refused or failed; {counts.commits} commit(s); "
         f"{took.total_seconds():.1f} s; exit code {report.exit_code}"

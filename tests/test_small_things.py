@@ -73,3 +73,22 @@ def test_an_interrupted_collect_leaves_no_empty_player_folder(tmp_path: Path) ->
     returncode, bundles = _interrupt_mid_write(tmp_path, signal.SIGINT)
     assert returncode == 130
     assert [path for path in bundles.iterdir() if path.is_dir()] == []
+
+
+def test_inspect_of_a_bad_bundle_shows_what_it_could_read_and_the_failing_check(
+    tmp_path: Path,
+) -> None:
+    root, bundles = tmp_path / "out", tmp_path / "bundles"
+    write_tree(root, [RunSpec(model="gpt-5.2", rows=4)])
+    assert run_cli("collect", root, "-o", bundles, "--expect", "expert-vqa=4").returncode == 0
+    (archive,) = bundles.rglob("*.tar.zst")
+    data = bytearray(archive.read_bytes())
+    data[10:30] = b"x" * 20  # the manifest's frame: the archive's own claim is unreadable
+    archive.write_bytes(bytes(data))
+    result = run_cli("inspect", archive)
+    assert result.returncode == 1
+    assert "its sidecar claims (not backed by the archive)" in result.stderr
+    assert "expert-vqa@a1b2c3d4" in result.stderr and "complete: 4 of 4 rows" in result.stderr
+    assert "failed zstd" in result.stderr
+    as_json = json.loads(run_cli("inspect", archive, "--json").stdout)
+    assert as_json["claim"] is None and as_json["sidecar_claim"]["target"] == "expert-vqa@a1b2c3d4"

@@ -206,12 +206,17 @@ def render_inspection(inspection: BundleInspection, console: Console) -> None:
     from rich.table import Table  # imported by the renderers that draw tables, only
 
     verification = inspection.verification
-    claim = inspection.claim
+    claim = inspection.claim or inspection.sidecar_claim
     verdict = "[green]intact[/]" if verification.ok else "[bold red]FAILED verification[/]"
     console.print(f"[bold]{shown(claim.bundle_id if claim else verification.archive)}[/] {verdict}")
     if claim is None:
         render_checks(verification.checks, console)
         return
+    if inspection.claim is None:
+        console.print(
+            "[bold yellow]the archive's own claim could not be read; its sidecar claims "
+            "(not backed by the archive):[/]"
+        )
     statics = claim.statics
     pin = (
         f"[green]pinned[/] {shown(str(statics.resolved_revision))}"

@@ -73,3 +73,26 @@ def test_progress_shows_totals_and_units() -> None:
         column = bar._progress.columns[2]
         task = bar._progress.tasks[0]
         assert column.render(task).plain == "3/7 predictions"  # type: ignore[attr-defined]
+
+
+def test_sync_download_and_export_keep_ids_whole_at_80_columns(
+    tmp_path: Path, repo_id: str
+) -> None:
+    root = tmp_path / "out"
+    write_tree(root, [RunSpec(model=LONG, rows=3)])
+    env = {**WIDE, "HF_TOKEN": WRITE_TOKEN}
+    sync = run_cli(
+        "sync", root, "-o", tmp_path / "b", "--repo", repo_id, "--allow-partial", env=env
+    )
+    assert sync.returncode == 0, sync.stderr
+    (archive,) = (tmp_path / "b").rglob("*.tar.zst")
+    bundle_id = f"{archive.parent.name}/{archive.name.removesuffix('.tar.zst')}"
+    ids_whole(sync.stderr, [bundle_id])
+    download = run_cli("download", "--repo", repo_id, "-o", tmp_path / "d", env=env)
+    assert download.returncode == 0, download.stderr
+    ids_whole(download.stderr, [bundle_id])
+    config = Path(__file__).parent / "fixtures" / "gptnt" / "gpt-5-2.yaml"
+    export = run_cli(
+        "export-gptnt", tmp_path / "b", "-o", tmp_path / "e", "--player-config", config, env=WIDE
+    )
+    ids_whole(export.stderr, [bundle_id])  # skipped: another player, named whole

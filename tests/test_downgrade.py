@@ -47,6 +47,8 @@ def test_a_bundle_claiming_less_is_kept_without_replace(
     (bundle,) = json.loads(again.stdout)["bundles"]
     assert bundle["status"] == "kept" and lost in bundle["kept"]
     assert "--replace" in bundle["kept"] and "bundler.toml" in bundle["kept"]
+    if lost == "expected row count 4":
+        assert "give the first run's flags (--expect expert-vqa=4)" in bundle["kept"]
     (archive,) = bundles.rglob("*.tar.zst")
     assert archive.read_bytes() == before  # the existing bundle is untouched
     human = run_cli("collect", root, "-o", bundles, *second)

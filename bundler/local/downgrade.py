@@ -19,10 +19,7 @@ from bundler.core.limits import MAX_SIDECAR_BYTES
 from bundler.local.manifest import BundleClaim, Sidecar
 
 COVERAGE_RANK = {"unknown": 0, "partial": 1, "complete": 2}
-KEEP_HINT = (
-    "give the flags of the first run (--expect, --resolve-rows, --submitter-*) or set them "
-    "in bundler.toml, or --replace to replace it anyway"
-)
+KEEP_HINT = "or set them in bundler.toml, or give --replace to replace it anyway"
 
 
 def existing_claim(sidecar: Path) -> Sidecar | None:
@@ -54,6 +51,24 @@ def losses(old: BundleClaim, new: BundleClaim) -> list[str]:
     return lost
 
 
+def first_run_flags(old: BundleClaim, new: BundleClaim) -> list[str]:
+    """The flags that give the new bundle what the old one claimed and it would lose."""
+    import shlex
+
+    flags: list[str] = []
+    if old.coverage.expected_rows is not None and new.coverage.expected_rows is None:
+        flags.append(
+            f"--expect {shlex.quote(f'{old.statics.task_name}={old.coverage.expected_rows}')}"
+        )
+    if old.inputs.row_count_note is not None and new.inputs.row_count_note is None:
+        flags.append("--resolve-rows")
+    for field in ("name", "contact", "affiliation"):
+        before, after = getattr(old.submitter, field), getattr(new.submitter, field)
+        if before is not None and after is None:
+            flags.append(f"--submitter-{field} {shlex.quote(before)}")
+    return flags
+
+
 def downgrade(old: BundleClaim | None, new: BundleClaim) -> str | None:
     """The one line saying what replacing the bundle claiming `old` with `new` would lose and
     how to keep it, or None when the new claim loses nothing (or there is no old one)."""
@@ -62,4 +77,10 @@ def downgrade(old: BundleClaim | None, new: BundleClaim) -> str | None:
     lost = losses(old, new)
     if not lost:
         return None
-    return f"kept the existing bundle: the new one would lose {', '.join(lost)}; {KEEP_HINT}"
+    flags = first_run_flags(old, new)
+    how = (
+        f"give the first run's flags ({' '.join(flags)}) "
+        if flags
+        else "give the first run's flags "
+    )
+    return f"kept the existing bundle: the new one would lose {', '.join(lost)}; {how}{KEEP_HINT}"

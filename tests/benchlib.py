@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import random
 import statistics
 import subprocess
 import sys
@@ -20,7 +21,9 @@ from pathlib import Path
 
 BUNDLER = Path(sys.executable).parent / "bundler"
 """The console script installed beside the interpreter running the benchmark."""
-GEN_STATICS = Path(__file__).resolve().parents[2] / "shared" / "tools" / "gen_statics.py"
+PREDICTION_BYTES = 4096
+"""Each prediction of a realistic run: about 4 KB, as `gen_statics.py --text-words 410` writes."""
+TASK = "expert-vqa"
 
 
 def compile_bytecode() -> None:
@@ -176,11 +179,63 @@ def write_json(path: Path | None, comparisons: list[Comparison]) -> None:
     path.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
 
 
-def write_gen_statics(root: Path, rows: int) -> None:
-    """One run of `rows` realistic predictions of about 4 KB each (`--text-words 410`)."""
-    command = [sys.executable, str(GEN_STATICS), str(root), "--tasks", "1", "--models", "1"]
+def corpus(seed: int = 11, size: int = 4 << 20) -> str:
+    """Text that compresses roughly like model reasoning does (a large vocabulary, not noise),
+    made once so writing 100,000 predictions takes seconds, not minutes."""
+    rng = random.Random(seed)
+    letters = "etaoinshrdlucmfwypvbgkjqxz"
+    weights = [len(letters) - i for i in range(len(letters))]
+    vocabulary = ["".join(rng.choices(letters, weights, k=rng.randint(2, 10))) for _ in range(6000)]
+    words: list[str] = []
+    length = 0
+    while length < size:
+        word = rng.choice(vocabulary)
+        words.append(word)
+        length += len(word) + 1
+    return " ".join(words)
+
+
+def write_own_run(root: Path, rows: int, *, model: str = "bench/model-1", text: str = "") -> None:
+    """One run with `rows` predictions of about PREDICTION_BYTES each, from tests/factory.py."""
+    from factory import RunSpec, write_run
+
+    spec = RunSpec(task=TASK, model=model, rows=0, thoughts_chars=0)
+    run_dir = write_run(root, spec)
+    text = text or corpus()
+    rng = random.Random(3)
+    record_rng = random.Random(5)
+    base = len(json.dumps(spec.prediction(0, record_rng)))
+    thoughts_length = PREDICTION_BYTES - base
+    for index in range(rows):
+        record = spec.prediction(index, record_rng)
+        start = rng.randrange(0, len(text) - thoughts_length)
+        record["thoughts"] = text[start : start + thoughts_length]
+        (run_dir / f"prediction_{index}.json").write_text(json.dumps(record))
+    metrics = spec.default_metrics() | {"exact_match": {"accuracy": 0.5, "n": rows}}
+    (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
+
+
+def write_realistic(root: Path, rows: int, gen_statics: Path | None = None) -> None:
+    """One run of `rows` realistic predictions of about 4 KB each: by default from the project's
+    own writer (tests/factory.py); with `gen_statics` (the harness's statics generator script,
+    given with a benchmark's --gen-statics PATH) from `gen_statics.py --text-words 410`."""
+    if gen_statics is None:
+        write_own_run(root, rows)
+        return
+    command = [sys.executable, str(gen_statics), str(root), "--tasks", "1", "--models", "1"]
     command += ["--rows", str(rows), "--text-words", "410"]
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+
+
+def realistic_name(rows: int, gen_statics: Path | None) -> str:
+    """A realistic row's name says which writer made its tree."""
+    return f"{'gen-statics' if gen_statics is not None else 'realistic'}-{rows}"
+
+
+GEN_STATICS_HELP = (
+    "write the realistic trees with this statics generator script (gen_statics.py) "
+    "instead of the project's own writer"
+)
 
 
 def tree_bytes(root: Path) -> int:

@@ -5,7 +5,8 @@ tiny size as a smoke test). Every row alternates rounds of the installed `bundle
 script and its baseline in the same run and prints both medians, the ratio of medians, the
 spread of per-round ratios and the bundler's peak RSS:
 
-- collect of a `gen_statics.py --text-words 410` tree (about 4 KB per prediction) at --rows and
+- collect of a realistic tree (about 4 KB per prediction; the project's own writer, or with
+  --gen-statics PATH a `gen_statics.py --text-words 410` tree) at --rows and
   --large-rows predictions, against `tar -cf - DIR | zstd -3 -T0`;
 - collect of a tree from the project's own writer (tests/factory.py) at --rows;
 - collect of --runs runs of --run-rows predictions each (per-run overhead);
@@ -18,8 +19,6 @@ spread of per-round ratios and the bundler's peak RSS:
 from __future__ import annotations
 
 import argparse
-import json
-import random
 import shutil
 import sys
 import tempfile
@@ -31,22 +30,24 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from benchlib import (
     BUNDLER,
+    GEN_STATICS_HELP,
+    TASK,
     Comparison,
     Measured,
     alternate,
     compile_bytecode,
+    corpus,
     machine,
+    realistic_name,
     run_measured,
     tree_bytes,
-    write_gen_statics,
     write_json,
+    write_own_run,
+    write_realistic,
 )
-from factory import RunSpec, write_run
 
-TASK = "expert-vqa"
 STARTUP_TARGET_SECONDS = 0.030
 """Start-up goal: within 30 ms of the bare typer app's --help."""
-PREDICTION_BYTES = 4096
 BARE_TYPER_APP = """
 import typer
 app = typer.Typer(help="A bare typer app: the floor of a typer CLI's start-up.")
@@ -58,40 +59,6 @@ def two(count: int = 1) -> None:
     "Another command."
 app()
 """
-
-
-def corpus(seed: int = 11, size: int = 4 << 20) -> str:
-    """Text that compresses roughly like model reasoning does (a large vocabulary, not noise),
-    made once so writing 100,000 predictions takes seconds, not minutes."""
-    rng = random.Random(seed)
-    letters = "etaoinshrdlucmfwypvbgkjqxz"
-    weights = [len(letters) - i for i in range(len(letters))]
-    vocabulary = ["".join(rng.choices(letters, weights, k=rng.randint(2, 10))) for _ in range(6000)]
-    words: list[str] = []
-    length = 0
-    while length < size:
-        word = rng.choice(vocabulary)
-        words.append(word)
-        length += len(word) + 1
-    return " ".join(words)
-
-
-def write_own_run(root: Path, rows: int, *, model: str = "bench/model-1", text: str = "") -> None:
-    """One run with `rows` predictions of about PREDICTION_BYTES each, from tests/factory.py."""
-    spec = RunSpec(task=TASK, model=model, rows=0, thoughts_chars=0)
-    run_dir = write_run(root, spec)
-    text = text or corpus()
-    rng = random.Random(3)
-    record_rng = random.Random(5)
-    base = len(json.dumps(spec.prediction(0, record_rng)))
-    thoughts_length = PREDICTION_BYTES - base
-    for index in range(rows):
-        record = spec.prediction(index, record_rng)
-        start = rng.randrange(0, len(text) - thoughts_length)
-        record["thoughts"] = text[start : start + thoughts_length]
-        (run_dir / f"prediction_{index}.json").write_text(json.dumps(record))
-    metrics = spec.default_metrics() | {"exact_match": {"accuracy": 0.5, "n": rows}}
-    (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
 
 
 def write_many_runs(root: Path, runs: int, rows: int) -> None:
@@ -178,6 +145,7 @@ def main() -> int:
     parser.add_argument("--only", action="append", help="run only these rows (repeatable)")
     parser.add_argument("--workdir", type=Path, default=None, help="where to write (a tmp dir)")
     parser.add_argument("--json-out", type=Path, default=None, help="write the figures as JSON")
+    parser.add_argument("--gen-statics", type=Path, default=None, help=GEN_STATICS_HELP)
     args = parser.parse_args()
 
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bundler-bench-"))
@@ -187,8 +155,8 @@ def main() -> int:
     plans: dict[str, Callable[[], list[Comparison]]] = {
         "gen-statics": lambda: [
             collect_row(
-                f"gen-statics-{args.rows}",
-                lambda root: write_gen_statics(root, args.rows),
+                realistic_name(args.rows, args.gen_statics),
+                lambda root: write_realistic(root, args.rows, args.gen_statics),
                 f"{TASK}={args.rows}",
                 workdir,
                 args.rounds,
@@ -198,8 +166,8 @@ def main() -> int:
         "gen-statics-large": lambda: (
             [
                 collect_row(
-                    f"gen-statics-{args.large_rows}",
-                    lambda root: write_gen_statics(root, args.large_rows),
+                    realistic_name(args.large_rows, args.gen_statics),
+                    lambda root: write_realistic(root, args.large_rows, args.gen_statics),
                     f"{TASK}={args.large_rows}",
                     workdir,
                     max(1, args.rounds // 2),

@@ -1,9 +1,10 @@
 """Benchmark: `bundler verify` against `zstd -dc BUNDLE | sha256sum` on the same bundle.
 
 A script, not a test (the suite runs it once at a tiny size as a smoke test). For each of
---rows and --large-rows it writes one run of predictions of about 4 KB each with the statics
-generator (`gen_statics.py --text-words 410`), collects it once, then alternates rounds of the
-installed `bundler verify` and the decompress-and-hash pipeline, and prints both medians, the
+--rows and --large-rows it writes one run of predictions of about 4 KB each (the project's own
+writer, or with --gen-statics PATH the statics generator `gen_statics.py --text-words 410`),
+collects it once, then alternates rounds of the installed `bundler verify` and the
+decompress-and-hash pipeline, and prints both medians, the
 ratio of medians, the spread of per-round ratios and verify's peak RSS. Targets: verify within
 1.5x of the pipeline, peak RSS under 150 MB.
 
@@ -22,25 +23,26 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from benchlib import (
     BUNDLER,
+    GEN_STATICS_HELP,
+    TASK,
     Comparison,
     Measured,
     alternate,
     compile_bytecode,
     machine,
     run_measured,
-    write_gen_statics,
     write_json,
+    write_realistic,
 )
 
-TASK = "expert-vqa"
 TARGET_RATIO = 1.5
 
 
-def write_bundle(workdir: Path, rows: int) -> Path:
+def write_bundle(workdir: Path, rows: int, gen_statics: Path | None) -> Path:
     """Generate one run of `rows` predictions, collect it, and return the archive."""
     root = workdir / f"tree-{rows}"
     shutil.rmtree(root, ignore_errors=True)
-    write_gen_statics(root, rows)
+    write_realistic(root, rows, gen_statics)
     bundles = workdir / f"bundles-{rows}"
     shutil.rmtree(bundles, ignore_errors=True)
     run_measured(
@@ -51,8 +53,8 @@ def write_bundle(workdir: Path, rows: int) -> Path:
     return archive
 
 
-def verify_row(workdir: Path, rows: int, rounds: int) -> Comparison:
-    archive = write_bundle(workdir, rows)
+def verify_row(workdir: Path, rows: int, rounds: int, gen_statics: Path | None) -> Comparison:
+    archive = write_bundle(workdir, rows, gen_statics)
 
     def verify() -> Measured:
         measured = run_measured([str(BUNDLER), "verify", str(archive)])
@@ -78,6 +80,7 @@ def main() -> int:
     parser.add_argument("--large-rows", type=int, default=100_000, help="0 skips the large run")
     parser.add_argument("--workdir", type=Path, default=None, help="where to write (a tmp dir)")
     parser.add_argument("--json-out", type=Path, default=None, help="write the figures as JSON")
+    parser.add_argument("--gen-statics", type=Path, default=None, help=GEN_STATICS_HELP)
     args = parser.parse_args()
 
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bundler-verify-bench-"))
@@ -88,7 +91,7 @@ def main() -> int:
     try:
         for rows in (args.rows, args.large_rows):
             if rows:
-                comparisons.append(verify_row(workdir, rows, args.rounds))
+                comparisons.append(verify_row(workdir, rows, args.rounds, args.gen_statics))
     finally:
         if args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -97,7 +97,7 @@ class Recorder:
         self.begun: list[tuple[str, int | None]] = []
         self.advanced = 0
 
-    def begin(self, label: str, total: int | None) -> None:
+    def begin(self, label: str, total: int | None, *, unit: str = "items") -> None:
         self.begun.append((label, total))
 
     def advance(self, steps: int = 1) -> None:

@@ -521,7 +521,7 @@ class InterruptAfter:
         self.steps = steps
         self.writing = False
 
-    def begin(self, label: str, total: int | None) -> None:
+    def begin(self, label: str, total: int | None, *, unit: str = "items") -> None:
         self.writing = label.startswith("bundling")
 
     def advance(self, steps: int = 1) -> None:
@@ -558,7 +558,7 @@ class ChangeAfterReading:
         self.path = path
         self.remaining = after
 
-    def begin(self, label: str, total: int | None) -> None:
+    def begin(self, label: str, total: int | None, *, unit: str = "items") -> None:
         pass
 
     def advance(self, steps: int = 1) -> None:
@@ -602,10 +602,25 @@ def test_output_root_that_does_not_exist_is_unusable(tmp_path: Path) -> None:
     assert not (tmp_path / "b").exists()
 
 
-def test_output_root_without_runs_is_unusable(tmp_path: Path) -> None:
-    (tmp_path / "how_do_you").mkdir()
-    with pytest.raises(UsageError, match="no run directories found"):
-        collect(tmp_path, tmp_path / "b")
+@pytest.mark.parametrize("how_do_you", [False, True])
+def test_an_output_root_without_runs_is_nothing_to_do(tmp_path: Path, how_do_you: bool) -> None:
+    root = tmp_path / "out"
+    root.mkdir()
+    if how_do_you:
+        (root / "how_do_you").mkdir()
+    result = run_cli("collect", root, "-o", tmp_path / "b")
+    assert result.returncode == 0, result.stderr
+    assert f"warning {root}: no dataset-backed run" in result.stderr
+    assert "nothing to do" in result.stderr
+    assert not (tmp_path / "b").exists()
+
+
+def test_a_predictions_folder_is_refused_naming_its_parent(tmp_path: Path) -> None:
+    write_tree(tmp_path / "out", [GOOD])
+    result = run_cli("collect", tmp_path / "out" / "expert-vqa_predictions", "-o", tmp_path / "b")
+    assert result.returncode == 2
+    assert "not an output root" in result.stderr
+    assert f"hint: give its parent: {(tmp_path / 'out').resolve()}" in result.stderr
 
 
 @pytest.mark.parametrize(

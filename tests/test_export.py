@@ -108,7 +108,7 @@ def test_capabilities_are_written_in_gptnt_order_whatever_the_recorded_order(
 def test_unpinned_runs_and_other_offsets_are_named_as_gptnt_names_them(tmp_path: Path) -> None:
     spec = gptnt_spec(resolved_revision=None, run_date="2026-06-15T01:30:00.250+02:00")
     archive = collect_one(tmp_path, spec, rows=None)
-    [exported] = export_gptnt([archive], tmp_path / "o", CONFIG).bundles
+    [exported] = export_gptnt([archive], tmp_path / "o", CONFIG, allow_partial=True).bundles
     assert exported.outcome == "exported", exported
     # 01:30 at +02:00 is the previous day in UTC, and GPTNT dates by UTC
     assert Path(exported.folder or "").name == "20260614_gpt-5-2-high_d34f0ac3_expert-vqa_unpinned"
@@ -356,3 +356,30 @@ def test_identity_values_are_read_as_gptnt_reads_them(tmp_path: Path) -> None:
     loaded = load_player_config(config)
     assert loaded.player_name == "qwen3-5-27b"
     assert loaded.identity.is_os_model is True and loaded.identity.url is None
+
+
+def test_a_folder_exports_its_player_and_skips_the_others(tmp_path: Path) -> None:
+    qwen = "qwen3-5-27b"
+    other = gptnt_spec(model=qwen, player_name=qwen, exact_capabilities=gptnt_capabilities(qwen))
+    options = CollectOptions(submitter=ADA, expected_rows={"expert-vqa": 4})
+    _, bundles = build(tmp_path, [gptnt_spec(), other], options)
+    out = tmp_path / "submissions"
+    result = run_cli("export-gptnt", bundles, "-o", out, "--player-config", CONFIG)
+    assert result.returncode == 0, result.stderr
+    (line,) = [line for line in result.stderr.splitlines() if "skipped" in line and ":" in line]
+    assert "skipped: another player (qwen3-5-27b)" in line
+    assert "1 exported, 0 unchanged, 0 refused, 1 skipped" in result.stderr
+    assert (out / FOLDER / "submission.yaml").is_file()
+
+
+def test_partial_or_unknown_coverage_is_refused_unless_allow_partial(tmp_path: Path) -> None:
+    archive = collect_one(tmp_path, gptnt_spec(), rows=None)
+    out = tmp_path / "submissions"
+    refused = run_cli("export-gptnt", archive, "-o", out, "--player-config", CONFIG)
+    assert refused.returncode == 1
+    assert "coverage is unknown" in refused.stderr and "--allow-partial" in refused.stderr
+    allowed = run_cli(
+        "export-gptnt", archive, "-o", out, "--player-config", CONFIG, "--allow-partial"
+    )
+    assert allowed.returncode == 0, allowed.stderr
+    assert "warning" in allowed.stderr and "coverage is unknown" in allowed.stderr

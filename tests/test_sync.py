@@ -178,7 +178,9 @@ def test_sync_with_create_pr_counts_the_bundles_it_proposes(
     assert code == 0, stderr
     assert report["pull_request_url"] is not None
     assert (report["counts"]["proposed"], report["counts"]["published"]) == (2, 0)
-    assert "0 bundle(s) published, 2 proposed" in stderr
+    number = report["pull_request_url"].rstrip("/").rsplit("/", 1)[-1]
+    assert f"2 bundle(s) proposed in PR #{number}," in stderr
+    assert "published" not in stderr.splitlines()[-1]
 
 
 def test_sync_unusable_token_exits_2(repo_id: str, tree: Path, tmp_path: Path) -> None:
@@ -324,3 +326,17 @@ def test_the_report_file_is_ascii_whatever_the_names(tmp_path: Path) -> None:
     data = (tmp_path / "report.json").read_bytes()
     assert data.isascii() and "\\u202e" in data.decode()
     assert json.loads(data)["error"] == f"cannot read {hostile}"
+
+
+def test_an_output_root_without_runs_still_uploads_the_bundles_there(
+    repo_id: str, tree: Path, tmp_path: Path
+) -> None:
+    bundles = tmp_path / "bundles"
+    code, _, stderr = sync(tree, bundles, repo_id)
+    assert code == 0, stderr
+    empty = tmp_path / "empty-output"
+    (empty / "how_do_you").mkdir(parents=True)
+    code, report, stderr = sync(empty, bundles, repo_id)
+    assert code == 0, stderr
+    assert "nothing to do" in " ".join(report["collect"]["warnings"])
+    assert report["counts"]["already_there"] == 2  # the upload still ran

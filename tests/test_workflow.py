@@ -109,7 +109,10 @@ class Runner:
 @pytest.fixture
 def runner(repo_id: str, tmp_path: Path) -> Runner:
     workflow = load()
-    runner = Runner(workflow, tmp_path, BUNDLER_REPO=repo_id, SYNC_RETRY_SECONDS="0")
+    runner = Runner(workflow, tmp_path, SYNC_RETRY_SECONDS="0")
+    # what the template asks to commit beside it: the nightly's repeated options
+    config = f'[sync]\nrepo = "{repo_id}"\nsubmitter = {{ name = "nightly" }}\n'
+    (tmp_path / runner.env["BUNDLER_CONFIG"]).write_text(config)
     write_tree(tmp_path / runner.env["OUTPUT_ROOT"], [RunSpec(rows=3), RunSpec(model="m2", rows=2)])
     return runner
 
@@ -135,6 +138,18 @@ def test_the_workflow_is_scheduled_dispatchable_and_keeps_the_report() -> None:
     commands = [line for s in steps(workflow) for line in bundler_lines(s.get("run", ""))]
     assert [line.split()[1] for line in commands] == ["--version", "sync"]
     assert '--report "$REPORT_FILE"' in commands[1]
+    assert '--config "$BUNDLER_CONFIG"' in commands[1] and "--resolve-rows" in commands[1]
+
+
+def test_the_template_ships_in_the_installed_package() -> None:
+    from importlib.resources import files
+
+    shipped = files("bundler.templates").joinpath("nightly-sync.yml").read_text()
+    assert shipped == WORKFLOW.read_text()
+    printed = subprocess.run(
+        [str(BUNDLER), "template", "nightly-sync"], capture_output=True, text=True, check=False
+    )
+    assert printed.returncode == 0 and printed.stdout == shipped
 
 
 def test_its_bundler_command_lines_run_against_the_hub(

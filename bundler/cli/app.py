@@ -29,8 +29,9 @@ from typer.core import TyperArgument, TyperGroup, TyperOption
 # even an empty one, is respected.
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
-from bundler.cli import hub_commands, local_commands, sync_command
+from bundler.cli import hub_commands, local_commands, sync_command, template_command
 from bundler.cli.console import emit_json, shown, stderr_console
+from bundler.cli.options import CONFIG_EXAMPLE_HELP, ConfigOption
 from bundler.core import exitcodes
 from bundler.core.version import bundler_version
 
@@ -75,6 +76,7 @@ class BundlerGroup(TyperGroup):
     ) -> Any:
         argv = list(sys.argv[1:] if args is None else args)
         try:
+            extra.setdefault("default_map", _config_defaults(argv))
             result = super().main(
                 argv,
                 prog_name,
@@ -90,9 +92,58 @@ class BundlerGroup(TyperGroup):
         except typer.Abort:
             stderr_console().print("[red]aborted[/]")
             result = exitcodes.LOOK
+        except SystemExit:
+            if not _pipe_closed():
+                raise
+            result = exitcodes.OK  # `bundler ... | head`: the reader had what it wanted
         if not standalone_mode:
             return result
         sys.exit(result if isinstance(result, int) else exitcodes.OK)
+
+
+class ConfigError(click_exceptions.UsageError):
+    """The config file cannot be used: one line naming the key, exit 2."""
+
+
+def _config_defaults(argv: list[str]) -> dict[str, Any] | None:
+    """The config file's values as the commands' option defaults (bundler.cli.config); None
+    when there is no config file. Only a run that has one pays for reading it."""
+    from bundler.cli.config import config_path
+
+    path, _named = config_path(argv)
+    if path is None:
+        return None
+    from bundler.cli.config import default_map, load_config
+    from bundler.core.errors import UsageError
+
+    try:
+        return default_map(load_config(path))
+    except UsageError as error:
+        raise ConfigError(error.message) from None
+
+
+def _pipe_closed() -> bool:
+    """Whether typer ended the command because the reader of stdout or stderr closed the pipe
+    (it then wraps both streams to stay quiet, and exits 1): a closed pipe is no failure."""
+    from typer._click.utils import PacifyFlushWrapper
+
+    return isinstance(sys.stdout, PacifyFlushWrapper) or isinstance(sys.stderr, PacifyFlushWrapper)
+
+
+def _closed_pipe_ends_quietly() -> None:
+    """rich ends a process whose output pipe was closed with exit 1 (Console.on_broken_pipe);
+    the bundler's is 0: `bundler verify ./bundles | head` is not a failure. As rich does,
+    stdout then points at /dev/null, so the interpreter's final flush says nothing either."""
+    from rich.console import Console
+
+    def on_broken_pipe(console: Console) -> None:
+        if console.quiet:
+            return
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        raise SystemExit(exitcodes.OK)
+
+    Console.on_broken_pipe = on_broken_pipe  # type: ignore[method-assign,assignment]
 
 
 def _plain_placeholders(params: list[Any]) -> None:
@@ -124,7 +175,11 @@ app = typer.Typer(
         "Bundle GPTNT statics outputs into verified, byte-reproducible .tar.zst submission "
         "bundles, check them, and publish them to a Hugging Face dataset repository.\n\n"
         "Typical use: `bundler collect ./output` then `bundler verify ./bundles`, then "
-        "`bundler upload ./bundles --repo OWNER/NAME --create-pr`."
+        "`bundler upload ./bundles --repo OWNER/NAME --create-pr`.\n\n"
+        "What a job repeats every run can live in bundler.toml in the working folder (or "
+        "--config FILE): one table per command (collect, upload, sync, download), its keys "
+        "the options' names; options given on the command line win. For example:\n\n"
+        + CONFIG_EXAMPLE_HELP
     ),
     no_args_is_help=True,
     add_completion=False,
@@ -157,6 +212,7 @@ def main() -> None:
     final collection does not walk them all once more just before the process ends. Together,
     measured: 4-9% of collect and verify, and 30-70 ms of a command's start-up."""
     gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
+    _closed_pipe_ends_quietly()
     named = next((word for word in sys.argv[1:] if not word.startswith("-")), None)
     chosen = [info for info in app.registered_commands if info.name == named]
     if chosen:
@@ -178,6 +234,7 @@ def _bundler_options(
             help="Show the bundler's version and exit.",
         ),
     ] = False,
+    config: ConfigOption = None,
 ) -> None:
     """Options that come before the command."""
 
@@ -195,6 +252,7 @@ COMMANDS: tuple[tuple[str, Callable[..., None]], ...] = (
     ("diff", local_commands.diff_command),
     ("export-gptnt", local_commands.export_gptnt_command),
     ("review", hub_commands.review_command),
+    ("template", template_command.template_command),
 )
 """Every command, in the order --help lists them."""
 

@@ -47,8 +47,9 @@ def run_command(
             return action()
         except BaseException as error:
             exit_if_stopped(console, error)
-            if not isinstance(error, Exception):
-                raise  # SystemExit and the like end the process as they meant to
+            if not isinstance(error, Exception) or isinstance(error, BrokenPipeError):
+                raise  # SystemExit and the like end the process as they meant to; a closed
+                # pipe ends it quietly (BundlerGroup.main)
             code, message, hint = described(error, secrets)
             trace = traceback.format_exc()
     if debug:

@@ -10,6 +10,7 @@ import typer
 from bundler.cli.console import emit_text, stderr_console
 from bundler.cli.errors import run_command
 from bundler.cli.options import (
+    ConfigOption,
     CreatePrOption,
     DebugOption,
     DryRunOption,
@@ -87,6 +88,7 @@ def upload_command(
     message: MessageOption = None,
     wait: WaitOption = 0,
     max_wait: MaxWaitOption = None,
+    config: ConfigOption = None,
     json_output: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
@@ -187,6 +189,7 @@ def download_command(
         ),
     ] = None,
     token: TokenOption = None,
+    config: ConfigOption = None,
     json_output: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
@@ -265,6 +268,16 @@ def review_command(
             " downloading any.",
         ),
     ] = 100,
+    accept: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--accept",
+            metavar="CHECK",
+            help="With --merge: also merge a PR whose only findings are warnings of this check "
+            "(repeatable); the report says which warnings were accepted, and by whom. A failed "
+            "check can never be accepted.",
+        ),
+    ] = None,
     token: TokenOption = None,
     json_output: JsonOption = False,
     debug: DebugOption = False,
@@ -276,6 +289,10 @@ def review_command(
     leaderboard's tables and card, then closes the PR. The Markdown report goes to stdout (the
     JSON with --json), a summary to stderr. Exit 0 if every PR is clean, 1 if any is not, 2
     for a problem to fix first, 75 when only temporary Hub failures stood in the way."""
+    if accept and not merge:
+        raise typer.BadParameter(
+            "accepts warnings for a merge: give --merge too", param_hint="--accept"
+        )
     from bundler.cli.render import render_review
     from bundler.hub.review import ReviewOptions, review
 
@@ -290,6 +307,7 @@ def review_command(
             max_exception_rate=max_exception_rate,
             max_bundles=max_bundles,
             token=token_to_send(token),
+            accept=accept or [],
         )
         from bundler.hub.session import quiet_hub_client
 

@@ -12,6 +12,7 @@ from bundler.cli.console import stderr_console
 from bundler.cli.errors import run_command
 from bundler.cli.options import (
     BundlesDirOption,
+    ConfigOption,
     DebugOption,
     ExpectOption,
     FullOption,
@@ -51,18 +52,29 @@ def collect_command(
         ),
     ] = False,
     resolve_rows: ResolveRowsOption = False,
+    replace: Annotated[
+        bool,
+        typer.Option(
+            "--replace",
+            help="Replace a bundle even by one that claims less (weaker coverage, fewer rows, "
+            "a row count, submitter or --resolve-rows note dropped); without it such a bundle "
+            "is kept, and the run exits 1.",
+        ),
+    ] = False,
     token: TokenOption = None,
     level: LevelOption = 3,
     wait: WaitOption = 0,
     full: FullOption = False,
+    config: ConfigOption = None,
     json_output: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
     """Bundle every run under OUTPUT_ROOT into BUNDLES_DIR/<player>_<fp8>/<target>.tar.zst.
 
     A run that is wrong, unattributable or (without --allow-partial) partial is refused with a
-    one-line reason; the valid runs are still bundled. Exit 1 if any input was refused, 75 if
-    another run kept the bundles folder busy.
+    one-line reason; the valid runs are still bundled. A bundle is never replaced by one that
+    claims less without --replace: it is kept, saying what would be lost. Exit 1 if any input
+    was refused or a bundle kept, 75 if another run kept the bundles folder busy.
     """
     console = stderr_console()
 
@@ -79,6 +91,7 @@ def collect_command(
             level=level,
             wait=wait,
             full=full,
+            replace=replace,
         )
         row_counts = None
         if resolve_rows:
@@ -104,6 +117,7 @@ def collect_options(
     level: int,
     wait: float,
     full: bool = False,
+    replace: bool = False,
 ) -> CollectOptions:
     """The collect options from the command line (shared by collect and sync)."""
     from bundler.local.collect import CollectOptions, parse_expectations
@@ -119,6 +133,7 @@ def collect_options(
         level=level,
         lock_wait=wait,
         full=full,
+        replace=replace,
     )
 
 
@@ -169,9 +184,12 @@ def inspect_command(
 
 def diff_command(
     a: Annotated[
-        Path, typer.Argument(help="The first bundle archive (.tar.zst), e.g. the old one.")
+        Path,
+        typer.Argument(metavar="A", help="The first bundle archive (.tar.zst), e.g. the old one."),
     ],
-    b: Annotated[Path, typer.Argument(help="The second bundle archive, e.g. the new one.")],
+    b: Annotated[
+        Path, typer.Argument(metavar="B", help="The second bundle archive, e.g. the new one.")
+    ],
     predictions: Annotated[
         int,
         typer.Option(
@@ -241,14 +259,24 @@ def export_gptnt_command(
             metavar="NAME", help="Their affiliation; else the bundle's (empty clears it)."
         ),
     ] = None,
+    allow_partial: Annotated[
+        bool,
+        typer.Option(
+            "--allow-partial",
+            help="Export partial or unknown-coverage bundles too (GPTNT's folder does not say "
+            "so), instead of refusing them.",
+        ),
+    ] = False,
     json_output: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
     """Write each bundle as the folder GPTNT's `gptnt submission new` writes for the same run
     (submission.yaml and metrics.json), for leaderboards that take submissions through GPTNT.
-    Bundles are verified first. Exit 1 if any bundle was refused (failed verification, blank
-    submitter, a capability field GPTNT does not know, another player's config), 2 for a config
-    or path that cannot be used."""
+    Bundles are verified first. In a folder, only the config's player's bundles are exported
+    (each other one is a `skipped: another player` line). Exit 1 if any bundle was refused
+    (failed verification, blank submitter, a capability field GPTNT does not know, partial
+    coverage without --allow-partial, another player's config for a bundle named directly), 2
+    for a config or path that cannot be used."""
     from bundler.cli.render import render_export
     from bundler.local.export import SubmitterOverrides, export_gptnt
 
@@ -259,7 +287,9 @@ def export_gptnt_command(
             name=submitter_name, contact=submitter_contact, affiliation=submitter_affiliation
         )
         with progress_on(console) as progress:
-            report = export_gptnt(paths, out_dir, player_config, overrides, progress)
+            report = export_gptnt(
+                paths, out_dir, player_config, overrides, progress, allow_partial=allow_partial
+            )
         return finish(report, render_export, console, json_output)
 
     raise typer.Exit(run_command(action, json_output=json_output, debug=debug))

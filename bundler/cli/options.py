@@ -159,3 +159,29 @@ MessageOption = Annotated[
         help="Commit summary (with --create-pr: the pull request's title).",
     ),
 ]
+
+
+CONFIG_EXAMPLE = """[collect]
+expect = { expert-vqa = 1200 }
+resolve_rows = true
+submitter = { name = "Ada", contact = "@ada" }
+
+[sync]
+repo = "my-org/gptnt-statics"
+expect = { expert-vqa = 1200 }
+resolve_rows = true"""
+"""An example bundler.toml (bundler.cli.config), shown in --help and the README."""
+CONFIG_EXAMPLE_HELP = "\n".join(
+    "    " + line.replace("[", "\\[") for line in CONFIG_EXAMPLE.splitlines() if line
+)
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        metavar="FILE",
+        help="Read option defaults from this TOML file (default: ./bundler.toml when it "
+        "exists): one table per command, e.g. \\[collect] expect = { TASK = ROWS }. Options "
+        "given here win; an unknown key or a wrong type is refused (exit 2).",
+        show_default=False,
+    ),
+]

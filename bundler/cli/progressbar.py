@@ -12,7 +12,6 @@ from rich.console import Console
 from rich.progress import (
     BarColumn,
     DownloadColumn,
-    MofNCompleteColumn,
     Progress,
     ProgressColumn,
     Task,
@@ -26,16 +25,19 @@ from bundler.core.progress import Unit
 
 
 class _CountColumn(ProgressColumn):
-    """`3/7` for items, `1.2/9.5 MB` for bytes: the unit is chosen per task."""
+    """`3/7 predictions` (the task's unit), `1.2/9.5 MB` for bytes; `3 predictions` while the
+    total is not known yet."""
 
     def __init__(self) -> None:
         super().__init__()
-        self._items = MofNCompleteColumn()
         self._bytes = DownloadColumn()
 
     def render(self, task: Task) -> Text:
-        column = self._bytes if task.fields.get("unit") == "bytes" else self._items
-        return column.render(task)
+        unit = task.fields.get("unit", "items")
+        if unit == "bytes":
+            return self._bytes.render(task)
+        total = "" if task.total is None else f"/{int(task.total)}"
+        return Text(f"{int(task.completed)}{total} {unit}", style="progress.download")
 
 
 class ProgressBar:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from bundler.local.verify import VerifyReport
     from bundler.sync import SyncReport
 
+FILTERED_OUT = "not selected by filters"
+"""The reason collect gives a run that --task or --model left out (bundler.local.collect)."""
 STATUS_STYLE = {"passed": "green", "warned": "yellow", "failed": "bold red"}
 
 
@@ -68,34 +70,84 @@ TABLE_MAX_BUNDLES = 40
 rows is no reading for a person (and took rich a second to lay out); --json lists them all."""
 
 
-def render_collect(report: CollectReport, console: Console) -> None:
-    from rich.table import Table  # imported by the renderers that draw tables, only
+def print_id_table(
+    console: Console,
+    title: str,
+    headers: tuple[str, ...],
+    rows: Sequence[tuple[str, ...]],
+    *,
+    right: tuple[str, ...] = (),
+) -> None:
+    """A table whose first column is bundle ids, which never wrap or are cut: the id column is
+    as wide as its longest id (no_wrap), and the other columns fold. When even their headers
+    no longer fit beside the ids (a narrow terminal, a long player name), each row is printed
+    as its id on a line of its own, then the other values, indented, instead."""
+    from rich.table import Column, Table
 
+    widest = max((len(row[0]) for row in rows), default=len(headers[0]))
+    widest = max(widest, len(headers[0]))
+    needed = widest + sum(min(len(header), 8) for header in headers[1:]) + 3 * len(headers) + 1
+    if needed > console.width:
+        console.print(title)
+        for row in rows:
+            console.print(f"  {row[0]}")
+            values = ", ".join(
+                f"{header} {value}" for header, value in zip(headers[1:], row[1:], strict=True)
+            )
+            console.print(f"    {values}")
+        return
+    table = Table(
+        Column(headers[0], no_wrap=True, min_width=widest),
+        *(
+            Column(header, overflow="fold", justify="right" if header in right else "left")
+            for header in headers[1:]
+        ),
+        title=title,
+        title_justify="left",
+    )
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+
+
+def render_collect(report: CollectReport, console: Console) -> None:
+
+    for warning in report.warnings:
+        console.print(f"[yellow]warning[/] {shown(warning)}")
     if len(report.bundles) > TABLE_MAX_BUNDLES:
         _summarise_bundles(report, console)
     elif report.bundles:
-        table = Table(title=f"Bundles in {shown(report.bundles_dir)}", title_justify="left")
-        for column in ("bundle", "status", "coverage", "predictions", "size"):
-            table.add_column(
-                column,
-                justify="right" if column in ("predictions", "size") else "left",
-                overflow="fold",
-            )
+        rows = []
         for bundle in report.bundles:
             coverage_style = "green" if bundle.coverage == "complete" else "yellow"
-            table.add_row(
-                shown(bundle.bundle_id),
-                bundle.status,
-                f"[{coverage_style}]{bundle.coverage}[/]",
-                str(bundle.predictions),
-                human_size(bundle.size),
+            rows.append(
+                (
+                    shown(bundle.bundle_id),
+                    bundle.status,
+                    f"[{coverage_style}]{bundle.coverage}[/]",
+                    str(bundle.predictions),
+                    human_size(bundle.size),
+                )
             )
-        console.print(table)
+        print_id_table(
+            console,
+            f"Bundles in {shown(report.bundles_dir)}",
+            ("bundle", "status", "coverage", "predictions", "size"),
+            rows,
+            right=("predictions", "size"),
+        )
         for bundle in report.bundles:
             for warning in bundle.warnings:
                 console.print(f"[yellow]warning[/] {shown(bundle.bundle_id)}: {shown(warning)}")
+    for bundle in report.bundles:
+        if bundle.kept is not None:
+            console.print(f"[bold yellow]kept[/] {shown(bundle.bundle_id)}: {shown(bundle.kept)}")
+    filtered = [item for item in report.skipped if item.reason == FILTERED_OUT]
     for item in report.skipped:
-        console.print(f"[dim]skipped {shown(item.path)}: {shown(item.reason)}[/]")
+        if item.reason != FILTERED_OUT:
+            console.print(f"[dim]skipped {shown(item.path)}: {shown(item.reason)}[/]")
+    if filtered:  # counted, not listed: a filter is there to leave most runs out
+        console.print(f"[dim]{len(filtered)} run(s) left out by the filters (--json lists them)[/]")
     for path in report.removed_temporaries:
         console.print(f"[dim]removed {shown(path)}: left by an interrupted collect[/]")
     for refusal in report.refused:
@@ -154,12 +206,17 @@ def render_inspection(inspection: BundleInspection, console: Console) -> None:
     from rich.table import Table  # imported by the renderers that draw tables, only
 
     verification = inspection.verification
-    claim = inspection.claim
+    claim = inspection.claim or inspection.sidecar_claim
     verdict = "[green]intact[/]" if verification.ok else "[bold red]FAILED verification[/]"
     console.print(f"[bold]{shown(claim.bundle_id if claim else verification.archive)}[/] {verdict}")
     if claim is None:
         render_checks(verification.checks, console)
         return
+    if inspection.claim is None:
+        console.print(
+            "[bold yellow]the archive's own claim could not be read; its sidecar claims "
+            "(not backed by the archive):[/]"
+        )
     statics = claim.statics
     pin = (
         f"[green]pinned[/] {shown(str(statics.resolved_revision))}"
@@ -242,25 +299,22 @@ OUTCOME_STYLE = {
 
 
 def render_upload(report: UploadReport, console: Console) -> None:
-    from rich.table import Table  # imported by the renderers that draw tables, only
 
     mode = " (dry run: nothing was changed)" if report.dry_run else ""
     where = f"{shown(report.repo_id)} @ {shown(report.revision)}"
     if report.pull_request_num is not None:
         where = f"{shown(report.repo_id)}, pull request #{report.pull_request_num}"
         where += f" on {shown(report.revision)}"
-    table = Table(title=f"{where}{mode}", title_justify="left")
-    for column in ("bundle", "plan", "outcome", "detail"):
-        table.add_column(column, overflow="fold")
-    for bundle in report.bundles:
-        style = OUTCOME_STYLE.get(bundle.outcome, "")
-        table.add_row(
+    rows = [
+        (
             shown(bundle.bundle_id),
             bundle.action,
-            f"[{style}]{bundle.outcome}[/]",
+            f"[{OUTCOME_STYLE.get(bundle.outcome, '')}]{bundle.outcome}[/]",
             shown(bundle.detail or ""),
         )
-    console.print(table)
+        for bundle in report.bundles
+    ]
+    print_id_table(console, f"{where}{mode}", ("bundle", "plan", "outcome", "detail"), rows)
     for bundle in report.bundles:
         if bundle.outcome == "held-back":
             detail = shown(bundle.detail or "")
@@ -415,17 +469,20 @@ def render_export(report: ExportReport, console: Console) -> None:
                     "--submitter-contact",
                     markup=False,
                 )
+        elif bundle.outcome == "skipped":
+            console.print(f"[dim]  skipped: {shown(bundle.skipped or '')}: {name}[/]")
         else:
             console.print(f"[{style}]{bundle.outcome:>9}[/] {name} -> {shown(bundle.folder or '')}")
         for warning in bundle.warnings:
             console.print(f"  [yellow]warning[/] {name}: {shown(warning)}")
     counts = {
         outcome: sum(bundle.outcome == outcome for bundle in report.bundles)
-        for outcome in ("exported", "unchanged", "refused")
+        for outcome in ("exported", "unchanged", "refused", "skipped")
     }
+    skipped = f", {counts['skipped']} skipped" if counts["skipped"] else ""
     console.print(
         f"{counts['exported']} exported, {counts['unchanged']} unchanged, "
-        f"{counts['refused']} refused, into {shown(report.out_dir)} "
+        f"{counts['refused']} refused{skipped}, into {shown(report.out_dir)} "
         f"(player {shown(report.player_name)})"
     )
 
@@ -446,9 +503,15 @@ def render_sync(report: SyncReport, console: Console) -> None:
         console.print(f"[bold red]error[/]: {shown(report.report_path_error)}")
     counts = report.counts
     took = (report.finished_at or report.started_at) - report.started_at
+    number = report.upload.pull_request_num if report.upload is not None else None
+    outcome = (  # a pull request publishes nothing: say what was proposed, and where
+        f"{counts.proposed} bundle(s) proposed in PR #{number}"
+        if number is not None
+        else f"{counts.published} bundle(s) published, {counts.proposed} proposed"
+    )
     console.print(
         f"sync: {counts.runs_bundled} run(s) bundled, {counts.runs_refused} refused; "
-        f"{counts.published} bundle(s) published, {counts.proposed} proposed, "
+        f"{outcome}, "
         f"{counts.already_there} already there, {counts.held_back} held back, "
         f"{counts.refused + counts.failed} refused or failed; {counts.commits} commit(s); "
         f"{took.total_seconds():.1f} s; exit code {report.exit_code}"

@@ -13,6 +13,7 @@ from bundler.cli.hub_commands import upload_options
 from bundler.cli.local_commands import collect_options
 from bundler.cli.options import (
     BundlesDirOption,
+    ConfigOption,
     CreatePrOption,
     DebugOption,
     ExpectOption,
@@ -84,6 +85,7 @@ def sync_command(
     wait: WaitOption = 0,
     full: FullOption = False,
     max_wait: MaxWaitOption = None,
+    config: ConfigOption = None,
     json_output: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:

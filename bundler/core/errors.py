@@ -150,13 +150,28 @@ class NoRunSelectedError(UsageError):
     run; when each value matched some run but their combination selects none, it holds them all.
     """
 
-    def __init__(self, unmatched: dict[str, list[str]]) -> None:
+    def __init__(
+        self, unmatched: dict[str, list[str]], known: dict[str, list[str]] | None = None
+    ) -> None:
         shown = "; ".join(f"{field} {', '.join(values)}" for field, values in unmatched.items())
+        hint = "a task is statics.task_name; a model is player_name or model_name"
+        there = "; ".join(
+            f"{field} here: {_some(values)}" for field, values in (known or {}).items() if values
+        )
         super().__init__(
-            f"the filters matched no run ({shown})",
-            hint="a task is statics.task_name; a model is player_name or model_name",
+            f"the filters matched no run ({shown})", hint=f"{there} ({hint})" if there else hint
         )
         self.unmatched = unmatched
+        self.known = known or {}
+
+
+MAX_NAMES_SHOWN = 20
+"""How many of the names that exist a hint lists before saying how many more there are."""
+
+
+def _some(values: list[str]) -> str:
+    more = len(values) - MAX_NAMES_SHOWN
+    return ", ".join(values[:MAX_NAMES_SHOWN]) + (f" and {more} more" if more > 0 else "")
 
 
 class NotCanonicalError(BundlerError):

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Literal, Protocol
 
-Unit = Literal["items", "bytes"]
+Unit = Literal["items", "bytes", "predictions", "bundles"]
+"""What a step counts; the bar shows it beside the totals (`3/7 predictions`, `1.2/9.5 MB`)."""
 
 
 class ProgressSink(Protocol):

@@ -124,7 +124,7 @@ def download(
             return FetchedBundle(bundle_id=str(bundle), outcome="failed", detail=str(error))
 
     try:
-        progress.begin(f"downloading from {repo_id}", len(wanted))
+        progress.begin(f"downloading from {repo_id}", len(wanted), unit="bundles")
         with ThreadPoolExecutor(DOWNLOAD_WORKERS) as pool:
             for fetched in pool.map(one, wanted):
                 report.bundles.append(fetched)

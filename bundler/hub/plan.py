@@ -279,17 +279,22 @@ def claim_differences(old: Sidecar, new: Sidecar) -> list[ClaimDifference]:
 def extension_claims_problem(old: Sidecar, new: Sidecar) -> str | None:
     """Why `new` cannot extend `old` from their claims alone, or None when it may: the same
     claims but for counts and coverage, and more rows. Only then are the Hub's predictions
-    read (`extension_predictions_problem`)."""
-    differing = [
-        difference.field
-        for difference in claim_differences(old, new)
-        if difference.field.split(".")[0] not in EXTENSIBLE_CLAIMS
-    ]
+    read (`extension_predictions_problem`). A conflict names every claim that differs, the
+    counts and coverage a resumed run may change included."""
+    fields = [difference.field for difference in claim_differences(old, new)]
+    differing = [field for field in fields if field.split(".")[0] not in EXTENSIBLE_CLAIMS]
+    also = [field for field in fields if field not in differing]
     if differing:
-        return "it differs in " + ", ".join(differing)
+        return (
+            "it differs in "
+            + ", ".join(differing)
+            + (f" (and in {', '.join(also)})" if also else "")
+        )
     before, after = old.coverage.rows_present, new.coverage.rows_present
     if after <= before:
-        return f"it has {after} rows, the Hub's copy {before}"
+        return f"it has {after} rows, the Hub's copy {before}" + (
+            f"; it differs in {', '.join(also)}" if also else ""
+        )
     return None
 
 

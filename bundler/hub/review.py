@@ -53,6 +53,7 @@ class ReviewOptions(Model):
     max_exception_rate: float = Field(default=MAX_EXCEPTION_RATE, ge=0, le=1)
     max_bundles: int = Field(default=MAX_BUNDLES, ge=1)
     token: SecretStr | None = None
+    accept: list[str] = Field(default_factory=list, description="checks whose warnings merge")
 
 
 class ReviewReport(Model):

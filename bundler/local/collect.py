@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
@@ -73,9 +74,12 @@ class CollectOptions(Model):
         default=False,
         description="read every run again, trusting no cache (bundler.local.collectcache)",
     )
+    replace: bool = Field(
+        default=False, description="replace a bundle even by one that claims less (downgrade)"
+    )
 
 
-BundleStatus = Literal["written", "unchanged", "replaced"]
+BundleStatus = Literal["written", "unchanged", "replaced", "kept"]
 
 
 class CollectedBundle(Model):
@@ -89,6 +93,9 @@ class CollectedBundle(Model):
     coverage: str
     predictions: int
     warnings: list[str]
+    kept: str | None = Field(
+        default=None, description="status kept: what the new bundle would have lost, and how"
+    )
 
 
 class RefusedInput(Model):
@@ -111,13 +118,17 @@ class CollectReport(Model):
         "bundles folder (they are under `skipped`; run again later)",
     )
     hint: str | None = None
+    warnings: list[str] = Field(
+        default_factory=list, description="e.g. that the output root holds no run: nothing to do"
+    )
 
     @property
     def exit_code(self) -> int:
         """1 when an input was refused, else 75 when the bundles folder was in use, else 0: a
         refusal asks more of a person than a retry does (bundler.core.exitcodes)."""
+        kept = any(bundle.status == "kept" for bundle in self.bundles)
         return exitcodes.combine(
-            exitcodes.LOOK if self.refused else exitcodes.OK,
+            exitcodes.LOOK if self.refused or kept else exitcodes.OK,
             exitcodes.TEMPORARY if self.error is not None else exitcodes.OK,
         )
 
@@ -155,14 +166,12 @@ def collect(
     if bundles_dir.exists() and not bundles_dir.is_dir():
         raise UsageError(f"{bundles_dir}: exists and is not a directory")
     found = discover(output_root)
-    if not found.runs and not found.refused:
-        raise UsageError(
-            f"{output_root}: no run directories found under <task>_predictions/",
-            hint="point collect at the harness's output root",
-        )
     report = CollectReport(
         output_root=str(output_root), bundles_dir=str(bundles_dir), skipped=list(found.skipped)
     )
+    if not found.runs and not found.refused:
+        report.warnings.append(_nothing_to_do(output_root))
+        return report  # an output root with no run yet: nothing to do, not unusable input
     report.refused.extend(
         RefusedInput(path=item.path, error=f"{item.path}: {item.reason}") for item in found.refused
     )
@@ -209,7 +218,7 @@ def collect(
     try:
         with bundles_lock(bundles_dir, operation="collect", wait=options.lock_wait):
             work = _Work(bundles_dir, options, compressors, row_counts, progress, cache)
-            with DurableBatch() as batch:
+            with _no_new_empty_folders(bundles_dir), DurableBatch() as batch:
                 for number, item in enumerate(runs):
                     if isinstance(item, CachedRun):
                         unchanged = cache.still_bundled(item)
@@ -236,6 +245,12 @@ def collect(
             Skipped(path=str(header.run.path), reason=f"not bundled: {error}") for header in runs
         )
     return report
+
+
+def _nothing_to_do(output_root: Path) -> str:
+    """The warning of an output root that holds no dataset-backed run (empty, or how_do_you/
+    only): a harness that has not run a statics task yet, not a mistake."""
+    return f"{output_root}: no dataset-backed run under <task>_predictions/ yet; nothing to do"
 
 
 class _FilterMatches:
@@ -272,7 +287,10 @@ class _FilterMatches:
                 if values
             }
         if unmatched:
-            raise NoRunSelectedError(unmatched)
+            seen = {"tasks": self.seen_tasks, "models": self.seen_models}
+            raise NoRunSelectedError(
+                unmatched, known={field: sorted(seen[field]) for field in unmatched}
+            )
 
 
 def _model_path(run: RunDirectory) -> str:
@@ -402,6 +420,8 @@ def _bundle_one(
             refuse(error)
             return
         slots[number] = bundle
+        if bundle.status == "kept":
+            return  # not what the run would give: the cache must not skip it next time
         kept = CachedBundle(
             archive=Path(bundle.archive),
             sidecar=Path(bundle.sidecar),
@@ -424,7 +444,7 @@ def _bundle_one(
 
     try:
         _refuse_linked_folder(header.bundle_id.local_archive(work.bundles_dir).parent)
-        progress.begin(f"bundling {header.bundle_id}", header.run.predictions)
+        progress.begin(f"bundling {header.bundle_id}", header.run.predictions, unit="predictions")
         with BodyWriter(
             header.meta.run_timestamp, work.compressors, header.run.predictions
         ) as body:
@@ -439,6 +459,22 @@ def _bundle_one(
             _write_bundle(run, body, work.bundles_dir, options, batch, done)
     except BundlerError as error:
         refuse(error)
+
+
+@contextmanager
+def _no_new_empty_folders(bundles_dir: Path) -> Iterator[None]:
+    """The player folders this collect created are removed again when they end up empty (a
+    run interrupted or refused before its bundle was committed, the batch's temporary files
+    removed): no empty folder is left behind, and nothing else is touched (rmdir removes
+    only empty folders)."""
+    before = set(os.listdir(bundles_dir)) if os.path.isdir(bundles_dir) else set()
+    try:
+        yield
+    finally:
+        with suppress(OSError):
+            for name in set(os.listdir(bundles_dir)) - before:
+                with suppress(OSError):
+                    (bundles_dir / name).rmdir()
 
 
 def _refuse_linked_folder(folder: Path) -> None:
@@ -491,6 +527,10 @@ def _write_bundle(
     claim = _claim_of(run, options)
     archive_path = run.header.bundle_id.local_archive(bundles_dir)
     sidecar_path = run.header.bundle_id.local_sidecar(bundles_dir)
+    kept = _kept(run, claim, archive_path, sidecar_path, options)
+    if kept is not None:
+        done(kept, "", None)
+        return
     previous = sha256_file(archive_path)[0] if os.path.isfile(archive_path) else None
     archive = StagedFile(archive_path)
     sidecar: StagedFile | None = None
@@ -531,6 +571,38 @@ def _write_bundle(
         sidecar,
         size + len(data),
         lambda error: done(bundle, sha256_bytes(data), error),
+    )
+
+
+def _kept(
+    run: ValidatedRun,
+    claim: BundleClaim,
+    archive_path: Path,
+    sidecar_path: Path,
+    options: CollectOptions,
+) -> CollectedBundle | None:
+    """The existing bundle, reported as kept, when the new one would claim less and --replace
+    was not given (bundler.local.downgrade); None when the new one may be written."""
+    from bundler.local.downgrade import downgrade, existing_claim
+
+    if options.replace or not os.path.isfile(archive_path):
+        return None
+    old = existing_claim(sidecar_path)
+    why = downgrade(old, claim)
+    if why is None or old is None:
+        return None
+    return CollectedBundle(
+        bundle_id=claim.bundle_id,
+        run_directory=str(run.header.run.path),
+        archive=str(archive_path),
+        sidecar=str(sidecar_path),
+        status="kept",
+        sha256=old.archive.sha256,
+        size=old.archive.size,
+        coverage=old.coverage.status,
+        predictions=old.predictions.count,
+        warnings=list(old.warnings),
+        kept=why,
     )
 
 

@@ -79,6 +79,7 @@ def discover(output_root: Path) -> Discovery:
         )
     if output_root.is_symlink() or not output_root.is_dir():
         raise UsageError(f"{output_root}: output root is not a directory")
+    _refuse_predictions_folder(output_root)
     runs: list[RunDirectory] = []
     skipped: list[Skipped] = []
     refused: list[Skipped] = []
@@ -100,6 +101,19 @@ def discover(output_root: Path) -> Discovery:
             task = entry.name.removesuffix(PREDICTIONS_SUFFIX)
             _walk(Path(entry.path), output_root, task, runs, skipped, refused)
     return Discovery(runs=runs, skipped=skipped, refused=refused)
+
+
+def _refuse_predictions_folder(output_root: Path) -> None:
+    """A `<task>_predictions` folder given as the output root is one task's runs, not the root:
+    refused, naming the folder to give instead (its parent)."""
+    name = output_root.resolve().name
+    if name.endswith(PREDICTIONS_SUFFIX) and name != PREDICTIONS_SUFFIX:
+        parent = output_root.resolve().parent
+        raise UsageError(
+            f"{output_root}: a {name} folder, not an output root (which holds "
+            "<task>_predictions/ folders)",
+            hint=f"give its parent: {parent}",
+        )
 
 
 def _walk(

@@ -207,7 +207,14 @@ def load_player_config(path: Path) -> PlayerConfig:
 # Planning one submission ----------------------------------------------------------------------
 
 RefusalKind = Literal[
-    "verification", "player", "capabilities", "provenance", "submitter", "exists", "write"
+    "verification",
+    "player",
+    "capabilities",
+    "provenance",
+    "submitter",
+    "coverage",
+    "exists",
+    "write",
 ]
 
 
@@ -230,11 +237,14 @@ def plan_submission(
     capabilities: dict[str, Any],
     config: PlayerConfig,
     submitter: Submitter,
+    *,
+    allow_partial: bool = False,
 ) -> SubmissionPlan:
     """The GPTNT submission of one verified bundle, pure: nothing is read or written.
 
     `capabilities` are the run's as recorded; `submitter` is the one to write (the bundle's
-    with any overrides applied).
+    with any overrides applied). A partial or unknown-coverage bundle is refused unless
+    `allow_partial`, as collect refuses such a run: nothing in GPTNT's folder would say so.
     """
     refusals: list[Refusal] = []
     warnings: list[str] = []
@@ -278,7 +288,15 @@ def plan_submission(
     run_instant = gptnt_instant(claim.run_date)
     if run_instant != claim.run_date:
         warnings.append(f"run_date {claim.run_date} is written as {run_instant}, as GPTNT does")
-    if claim.coverage.status != "complete":
+    if claim.coverage.status != "complete" and not allow_partial:
+        refusals.append(
+            Refusal(
+                kind="coverage",
+                detail=f"coverage is {claim.coverage.status}, and GPTNT's folder would not say "
+                "so (--allow-partial exports it anyway)",
+            )
+        )
+    elif claim.coverage.status != "complete":
         warnings.append(
             f"coverage is {claim.coverage.status}: GPTNT's validator does not check coverage, "
             "so nothing in the folder says so"
@@ -372,7 +390,7 @@ def gptnt_instant(run_date: str) -> str:
 
 # Exporting --------------------------------------------------------------------------------------
 
-ExportOutcome = Literal["exported", "unchanged", "refused"]
+ExportOutcome = Literal["exported", "unchanged", "refused", "skipped"]
 
 
 class ExportedBundle(Model):
@@ -383,6 +401,9 @@ class ExportedBundle(Model):
     submission_id: str | None = None
     refusals: list[Refusal] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
+    skipped: str | None = Field(
+        default=None, description="outcome skipped: why (a folder's bundle of another player)"
+    )
 
     @property
     def reason(self) -> str:
@@ -426,11 +447,15 @@ def export_gptnt(
     player_config: Path,
     submitter: SubmitterOverrides | None = None,
     progress: ProgressSink | None = None,
+    *,
+    allow_partial: bool = False,
 ) -> ExportReport:
     """Export every bundle at or below `paths` into `out_dir`, one GPTNT folder per bundle.
 
-    Each bundle is verified first; a refused bundle never stops the others. Raises UsageError
-    for a config, path or output folder that cannot be used at all.
+    Each bundle is verified first; a refused bundle never stops the others. A bundle found in
+    a folder whose player is not the config's is skipped (a folder holds every player's
+    bundles); one named directly is refused. Raises UsageError for a config, path or output
+    folder that cannot be used at all.
     """
     progress = progress or NoProgress()
     overrides = submitter or SubmitterOverrides()
@@ -441,8 +466,16 @@ def export_gptnt(
         os.rmdir(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=out_dir))
     except OSError as error:
         raise unusable_output_folder(out_dir, error) from None
+    named = {path for path in paths if not path.is_dir()}
     bundles = [
-        _export_one(read_bundle(archive, progress), out_dir, config, overrides)
+        _export_one(
+            read_bundle(archive, progress),
+            out_dir,
+            config,
+            overrides,
+            allow_partial=allow_partial,
+            skip_others=archive not in named,
+        )
         for archive in archives
     ]
     return ExportReport(
@@ -454,7 +487,13 @@ def export_gptnt(
 
 
 def _export_one(
-    reading: BundleReading, out_dir: Path, config: PlayerConfig, overrides: SubmitterOverrides
+    reading: BundleReading,
+    out_dir: Path,
+    config: PlayerConfig,
+    overrides: SubmitterOverrides,
+    *,
+    allow_partial: bool,
+    skip_others: bool,
 ) -> ExportedBundle:
     verification = reading.verification()
     if not verification.ok:
@@ -467,8 +506,19 @@ def _export_one(
     assert reading.claim is not None and reading.raw_capabilities is not None
     assert reading.metrics_text is not None  # a verified bundle has all three
     claim = reading.claim
+    if skip_others and claim.player_name != config.player_name:
+        return ExportedBundle(
+            archive=str(reading.path),
+            bundle_id=claim.bundle_id,
+            outcome="skipped",
+            skipped=f"another player ({claim.player_name})",
+        )
     plan = plan_submission(
-        claim, reading.raw_capabilities, config, overrides.apply(claim.submitter)
+        claim,
+        reading.raw_capabilities,
+        config,
+        overrides.apply(claim.submitter),
+        allow_partial=allow_partial,
     )
     exported = ExportedBundle(
         archive=str(reading.path),

@@ -22,6 +22,9 @@ class BundleInspection(Model):
     metrics: list[MetricValue]
     error_rate: float | None
     exception_rate: float | None
+    sidecar_claim: BundleClaim | None = None
+    """When the archive's own claim could not be read: what its sidecar claims (unbacked), so a
+    bad bundle still shows what could be read beside the check that failed."""
 
     @property
     def exit_code(self) -> int:
@@ -41,4 +44,10 @@ def inspect_bundle(path: Path, progress: ProgressSink | None = None) -> BundleIn
         metrics=flatten_metrics(metrics) if metrics is not None else [],
         error_rate=claim.predictions.errors / count if claim and count else None,
         exception_rate=claim.predictions.exceptions / count if claim and count else None,
+        sidecar_claim=_claim_part(reading.sidecar) if claim is None and reading.sidecar else None,
     )
+
+
+def _claim_part(sidecar: BundleClaim) -> BundleClaim:
+    """The claim fields of a sidecar (without its archive digest and file count)."""
+    return BundleClaim.model_validate(sidecar.model_dump(include=set(BundleClaim.model_fields)))

@@ -243,7 +243,7 @@ def read_bundle(path: Path, progress: ProgressSink | None = None) -> BundleReadi
     """Read and check one bundle; never raises for a bad bundle, records failed checks instead."""
     reading = BundleReading(path=path)
     progress = progress or NoProgress()
-    progress.begin(f"verifying {path.name}", None)
+    progress.begin(f"verifying {path.name}", None, unit="predictions")
     sidecar_problem = _read_sidecar(reading)
     derived: BundleClaim | None = None
     try:
@@ -308,7 +308,9 @@ def _read_archive(
             manifest = _Manifest(spool, size)  # type: ignore[arg-type]
             reading.claim = stored = _parse_claim(manifest.head)
             reading.checks.append(passed("manifest", f"version {stored.manifest_version}"))
-            progress.begin(f"verifying {stored.bundle_id}", stored.predictions.count)
+            progress.begin(
+                f"verifying {stored.bundle_id}", stored.predictions.count, unit="predictions"
+            )
             body = TarReader(frame_chunks(chunks), offset=head.offset, mtime=head.mtime)
             files = _read_members(reading, body, manifest, progress)
         TarReader(frame_chunks(chunks), offset=body.offset).expect_end_of_archive()

@@ -1,0 +1,169 @@
+"""The config file: what a job repeats every night, in `bundler.toml` (in the working folder)
+or the file `--config FILE` names.
+
+TOML, read with the standard library, one table per command (`[collect]`, `[upload]`,
+`[sync]`, `[download]`), each a pydantic model that refuses unknown keys and wrong types with
+one line naming the key (exit 2). Its values become the defaults of the command's options
+(click's `default_map`), so an option given on the command line (or its environment variable)
+always wins, and the commands themselves stay as they are.
+
+    [collect]
+    output = "bundles"
+    expect = { expert-vqa = 1200 }
+    resolve_rows = true
+    submitter = { name = "Ada Lovelace", contact = "@ada", affiliation = "Analytical Engines" }
+    level = 9
+
+    [sync]
+    repo = "my-org/gptnt-statics"
+    resolve_rows = true
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from bundler.core.errors import UsageError
+from bundler.core.limits import MAX_LEVEL
+
+CONFIG_NAME = "bundler.toml"
+"""The config file read from the working folder when --config is not given."""
+MAX_CONFIG_BYTES = 1 << 20
+
+
+class _Table(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class SubmitterTable(_Table):
+    name: str | None = None
+    contact: str | None = None
+    affiliation: str | None = None
+
+
+class _CollectKeys(_Table):
+    output: str | None = None
+    task: list[str] | None = None
+    model: list[str] | None = None
+    expect: dict[str, int] | None = None
+    resolve_rows: bool | None = None
+    allow_partial: bool | None = None
+    submitter: SubmitterTable | None = None
+    level: int | None = Field(default=None, ge=1, le=MAX_LEVEL)
+    wait: float | None = Field(default=None, ge=0)
+
+
+class _UploadKeys(_Table):
+    repo: str | None = None
+    revision: str | None = None
+    create_pr: bool | None = None
+    private: bool | None = None
+    allow_partial: bool | None = None
+    message: str | None = None
+    wait: float | None = Field(default=None, ge=0)
+    max_wait: float | None = Field(default=None, ge=0)
+
+
+class CollectConfig(_CollectKeys):
+    """`[collect]`."""
+
+
+class UploadConfig(_UploadKeys):
+    """`[upload]`."""
+
+    output: str | None = Field(default=None, description="the bundles folder (BUNDLES_DIR)")
+
+
+class SyncConfig(_CollectKeys, _UploadKeys):
+    """`[sync]`: collect's keys and upload's."""
+
+
+class DownloadConfig(_Table):
+    """`[download]`."""
+
+    repo: str | None = None
+    output: str | None = None
+    revision: str | None = None
+
+
+class BundlerConfig(_Table):
+    collect: CollectConfig = Field(default_factory=CollectConfig)
+    upload: UploadConfig = Field(default_factory=UploadConfig)
+    sync: SyncConfig = Field(default_factory=SyncConfig)
+    download: DownloadConfig = Field(default_factory=DownloadConfig)
+
+
+def _parameter(command: str, key: str) -> str:
+    if key == "output":
+        return "output_dir" if command == "download" else "bundles_dir"
+    return key
+
+
+def default_map(config: BundlerConfig) -> dict[str, dict[str, Any]]:
+    """The config as click's default_map: per command, each option's parameter name and the
+    value it takes when the command line does not give it."""
+    result: dict[str, dict[str, Any]] = {}
+    for command in BundlerConfig.model_fields:
+        table: BaseModel = getattr(config, command)
+        defaults: dict[str, Any] = {}
+        for key, value in table.model_dump(exclude_none=True).items():
+            if key == "expect":
+                defaults["expect"] = [f"{task}={rows}" for task, rows in value.items()]
+            elif key == "submitter":
+                for field, text in value.items():
+                    if text is not None:
+                        defaults[f"submitter_{field}"] = text
+            else:
+                defaults[_parameter(command, key)] = value
+        if defaults:
+            result[command] = defaults
+    return result
+
+
+def config_path(argv: Sequence[str]) -> tuple[Path | None, bool]:
+    """The config file the command line names (`--config FILE`, `--config=FILE`), else
+    ./bundler.toml when it exists; and whether it was named (a named file must exist)."""
+    for number, word in enumerate(argv):
+        if word == "--":
+            break
+        if word == "--config" and number + 1 < len(argv):
+            return Path(argv[number + 1]), True
+        if word.startswith("--config="):
+            return Path(word.partition("=")[2]), True
+    default = Path(CONFIG_NAME)
+    return (default, False) if default.is_file() else (None, False)
+
+
+def load_config(path: Path) -> BundlerConfig:
+    """The config file at `path`; UsageError (exit 2) with one line naming the key when it is
+    not TOML, has an unknown table or key, or a value of the wrong type."""
+    import tomllib
+
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_CONFIG_BYTES + 1)
+    except OSError as error:
+        raise UsageError(f"{path}: cannot read the config file ({error.strerror})") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise UsageError(f"{path}: larger than {MAX_CONFIG_BYTES} bytes; not a config file")
+    try:
+        parsed = tomllib.loads(data.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise UsageError(f"{path}: not a TOML file ({error})") from None
+    try:
+        return BundlerConfig.model_validate(parsed)
+    except ValidationError as error:
+        first = error.errors()[0]
+        loc = [str(part) for part in first["loc"]]
+        table, key = (loc[0], ".".join(loc[1:])) if loc else ("", "")
+        where = f"[{table}] {key}" if key else f"[{table}]"
+        message = "unknown key" if first["type"] == "extra_forbidden" else first["msg"]
+        if not key and first["type"] == "extra_forbidden":
+            message = f"unknown table (known: {', '.join(BundlerConfig.model_fields)})"
+        raise UsageError(
+            f"{path}: {where}: {message}", hint="see the config example in `bundler --help`"
+        ) from None

@@ -1,0 +1,98 @@
+"""Readable at 80 columns: every command's human output, rendered as a CI log renders it
+(COLUMNS=80), shows each bundle id whole on one line: never wrapped, folded or cut."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import WRITE_TOKEN
+from factory import RunSpec, write_tree
+from helpers import run_cli
+
+LONG = "Qwen/Qwen3.5-27B-Instruct-2507-FP8-reasoning"
+WIDE = {"COLUMNS": "80"}
+
+
+def ids_whole(output: str, ids: list[str]) -> None:
+    lines = output.splitlines()
+    tables = [line for line in lines if line[:1] in "┏┃┡│└"]
+    assert all(len(line) <= 80 for line in tables), output  # a log line may be longer
+    for bundle_id in ids:
+        assert any(bundle_id in line for line in lines), f"{bundle_id} broken in:\n{output}"
+
+
+def collected(tmp_path: Path) -> tuple[Path, list[str], list[Path]]:
+    root, bundles = tmp_path / "out", tmp_path / "bundles"
+    specs = [RunSpec(model=LONG, rows=3), RunSpec(model="gpt-5.2", rows=3, task="maze-solve")]
+    write_tree(root, specs)
+    result = run_cli("collect", root, "-o", bundles, "--allow-partial", "--json", env=WIDE)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    ids = [bundle["bundle_id"] for bundle in report["bundles"]]
+    human = run_cli("collect", root, "-o", bundles, "--allow-partial", env=WIDE)
+    ids_whole(human.stderr, ids)
+    return bundles, ids, [Path(bundle["archive"]) for bundle in report["bundles"]]
+
+
+def test_local_commands_keep_ids_whole_at_80_columns(tmp_path: Path) -> None:
+    bundles, ids, archives = collected(tmp_path)
+    assert max(len(bundle_id) for bundle_id in ids) > 50
+    long_archive = next(a for a, i in zip(archives, ids, strict=True) if i.startswith("qwen"))
+    long_id = next(i for i in ids if i.startswith("qwen"))
+    ids_whole(run_cli("verify", bundles, env=WIDE).stderr, [])
+    ids_whole(run_cli("inspect", long_archive, env=WIDE).stderr, [long_id])
+    ids_whole(run_cli("diff", long_archive, long_archive, env=WIDE).stderr, [long_id])
+
+
+def test_upload_keeps_ids_whole_at_80_columns(tmp_path: Path, repo_id: str) -> None:
+    bundles, ids, _ = collected(tmp_path)
+    result = run_cli(
+        "upload",
+        bundles,
+        "--repo",
+        repo_id,
+        "--allow-partial",
+        env={**WIDE, "HF_TOKEN": WRITE_TOKEN},
+    )
+    assert result.returncode == 0, result.stderr
+    ids_whole(result.stderr, ids)
+
+
+def test_progress_shows_totals_and_units() -> None:
+    from io import StringIO
+
+    from rich.console import Console
+
+    from bundler.cli.progressbar import ProgressBar
+
+    console = Console(file=StringIO(), width=80, force_terminal=True)
+    with ProgressBar(console) as bar:
+        bar.begin("verifying x", 7, unit="predictions")
+        bar.advance(3)
+        column = bar._progress.columns[2]
+        task = bar._progress.tasks[0]
+        assert column.render(task).plain == "3/7 predictions"  # type: ignore[attr-defined]
+
+
+def test_sync_download_and_export_keep_ids_whole_at_80_columns(
+    tmp_path: Path, repo_id: str
+) -> None:
+    root = tmp_path / "out"
+    write_tree(root, [RunSpec(model=LONG, rows=3)])
+    env = {**WIDE, "HF_TOKEN": WRITE_TOKEN}
+    sync = run_cli(
+        "sync", root, "-o", tmp_path / "b", "--repo", repo_id, "--allow-partial", env=env
+    )
+    assert sync.returncode == 0, sync.stderr
+    (archive,) = (tmp_path / "b").rglob("*.tar.zst")
+    bundle_id = f"{archive.parent.name}/{archive.name.removesuffix('.tar.zst')}"
+    ids_whole(sync.stderr, [bundle_id])
+    download = run_cli("download", "--repo", repo_id, "-o", tmp_path / "d", env=env)
+    assert download.returncode == 0, download.stderr
+    ids_whole(download.stderr, [bundle_id])
+    config = Path(__file__).parent / "fixtures" / "gptnt" / "gpt-5-2.yaml"
+    export = run_cli(
+        "export-gptnt", tmp_path / "b", "-o", tmp_path / "e", "--player-config", config, env=WIDE
+    )
+    ids_whole(export.stderr, [bundle_id])  # skipped: another player, named whole

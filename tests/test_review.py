@@ -739,3 +739,39 @@ def test_only_the_last_line_of_a_comment_is_its_digest() -> None:
     assert report_digest(report) == real
     assert report_digest(f"a metric {markdown_code(marker)}") is None
     assert report_digest(f"text\n{marker} and more") is None
+
+
+def test_a_maintainer_merges_past_the_warnings_they_accept_never_past_a_failure(
+    world: World,
+) -> None:
+    anonymous = world.bundles("anonymous", [world.spec(model="m-anonymous")], submitter=None)
+    num = propose(world, SUBMITTER_TOKEN, anonymous)
+    code, report, _ = review(world, "--pr", num, "--merge", token=WRITE_TOKEN)
+    (pr,) = report["pull_requests"]
+    assert code == 1 and pr["merge"] == "refused"
+    assert "--accept CHECK" in pr["merge_detail"]
+    assert any("--merge --accept submitter" in line for line in pr["acceptance"])
+    # a failure can never be accepted, whatever --accept names
+    tampered = propose(world, OTHER_SUBMITTER_TOKEN, world.bundles("t", [world.spec(model="m-t")]),
+                       tamper=_corruption)  # fmt: skip
+    code, report, _ = review(
+        world, "--pr", tampered, "--merge", "--accept", "verification", token=WRITE_TOKEN
+    )
+    assert report["pull_requests"][0]["merge"] == "refused"
+    assert any("cannot be accepted" in line for line in report["pull_requests"][0]["acceptance"])
+
+    code, report, _ = review(
+        world, "--pr", num, "--merge", "--accept", "submitter", "--comment", token=WRITE_TOKEN
+    )
+    (pr,) = report["pull_requests"]
+    assert code == 0 and pr["merge"] == "merged", pr
+    accepted = "accepted by leaderboard-bot: warning submitter: no submitter name"
+    assert accepted in pr["acceptance"]
+    (posted,) = [text for text in comments(world, num) if "Accepting warnings" in text]
+    assert "accepted by leaderboard" in posted  # the report, escaped as Markdown text
+    assert "m-anonymous" in " ".join(world.hub.list_files(world.repo_id))
+
+
+def test_accept_needs_merge(world: World) -> None:
+    code, _, stderr = review(world, "--accept", "submitter", token=WRITE_TOKEN)
+    assert code == 2 and "--merge" in stderr

@@ -117,6 +117,8 @@ def _review_one(
     session = gatherer.session
     gathered = gatherer.gather(facts, work)
     pr = judge_pull_request(gathered, options.max_exception_rate)
+    if options.merge:
+        pr.accept(options.accept, reviewer or "the maintainer")
     pr.markdown = render_markdown(report, pr)
     pr.digest = hashlib.sha256(pr.markdown.encode("utf-8")).hexdigest()
     if reviewer is not None and options.comment:

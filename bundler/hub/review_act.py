@@ -27,6 +27,7 @@ from huggingface_hub.community import DiscussionComment
 
 from bundler.core import exitcodes
 from bundler.core.errors import BundlerError, HubError, TemporaryError, WriteTokenRequired
+from bundler.hub.acceptance import every_check
 from bundler.hub.access import require_review
 from bundler.hub.layout import README, repo_archive, repo_paths, repo_sidecar
 from bundler.hub.leaderboard import read_branch, table_operations
@@ -91,8 +92,10 @@ def merge(session: HubSession, pr: PullRequestReview, gathered: GatheredPullRequ
     """Merge a clean PR whose head is still the one reviewed, by committing its reviewed
     files with the tables and card (see the module docstring); `pr.merge` says what came of
     it. Must run while the staging copies of `gathered` are still on disk."""
-    if not pr.clean:
+    if not pr.mergeable:
         pr.merge, pr.merge_detail = "refused", "not every check passed"
+        if all(check.status != "failed" for check in every_check(pr)):
+            pr.merge_detail += " (only warnings: `--accept CHECK` merges past those accepted)"
         return
     try:
         files, rows = _reviewed_files(gathered)

@@ -27,6 +27,7 @@ from bundler.core import exitcodes
 from bundler.core.checks import CheckResult, failed, passed, warned
 from bundler.core.limits import MAX_ARCHIVE_BYTES, MAX_SIDECAR_BYTES
 from bundler.core.model import Model
+from bundler.hub.acceptance import acceptance_lines, clean_with
 from bundler.hub.layout import (
     BUNDLES_DIR,
     TABLES_DIR,
@@ -157,6 +158,11 @@ class PullRequestReview(PullRequestFacts):
     """The commit that merged the PR's reviewed files, tables and card into the branch."""
     error_code: int = exitcodes.LOOK
     """The exit code the failure that stopped this PR's review or merge asks for."""
+    accepted: list[str] = Field(default_factory=list)
+    """The checks whose warnings the maintainer accepted for the merge (`--accept`)."""
+    acceptance: list[str] = Field(default_factory=list)
+    """What the report says of them: each accepted warning and by whom, each warning still in
+    the way and how to accept it, each failure (never accepted)."""
     markdown: str = Field(default="", exclude=True)
 
     @computed_field  # type: ignore[prop-decorator]
@@ -167,10 +173,21 @@ class PullRequestReview(PullRequestFacts):
         )
 
     @property
+    def mergeable(self) -> bool:
+        """Clean, or its only findings are warnings of the accepted checks."""
+        return self.reviewed and clean_with(self, self.accepted)
+
+    @property
     def exit_code(self) -> int:
         if not self.reviewed or self.merge == "failed":
             return self.error_code
-        return exitcodes.OK if self.clean and self.merge != "refused" else exitcodes.LOOK
+        return exitcodes.OK if self.mergeable and self.merge != "refused" else exitcodes.LOOK
+
+    def accept(self, checks: list[str], by: str) -> None:
+        """Accept the warnings of `checks` (never a failure), as `by`, for the merge."""
+        self.accepted = list(checks)
+        if not self.clean:
+            self.acceptance = acceptance_lines(self, checks, by)
 
 
 def pull_request_review(

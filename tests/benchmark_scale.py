@@ -8,7 +8,8 @@ tables and card, put on the server in one commit). For each N it runs, as a user
 
 - `upload` of 1 new bundle, and `upload` of the folder of all N bundles with nothing new;
 - `card` with nothing to do;
-- `download --bundle ID`, and a full `download` (at the smallest sizes only: it fetches all);
+- `download --bundle ID`, and a full `download` against `hf download --repo-type dataset` of
+  the same repository (at the smallest sizes only: both fetch everything);
 - `datasets.load_dataset(repo)` and `load_dataset(repo, task)`;
 
 and prints, per command, the requests (API and file) and the wall time at each N, and the
@@ -37,6 +38,7 @@ from hubserver import HubServer, TokenInfo, client_env
 from scalelib import bundles_of, publish_directly, run_specs
 
 TOKEN = "hf_BenchmarkWriteToken0123456789abcdef"
+HF = Path(sys.executable).parent / "hf"
 LOAD = """
 import sys, datasets
 datasets.disable_progress_bars()
@@ -131,16 +133,12 @@ def main() -> int:
                 ),
             )
             if size <= FULL_DOWNLOAD_UP_TO:
-                record(
-                    "download all",
-                    size,
-                    measure(
-                        hub,
-                        repo_id,
-                        [*bundler, "download", "--repo", repo_id, "-o", str(root / "all")],
-                        env,
-                    ),
-                )
+                everything = [*bundler, "download", "--repo", repo_id, "-o", str(root / "all")]
+                record("download all", size, measure(hub, repo_id, everything, env))
+                hf = [str(HF), "download", repo_id, "--repo-type", "dataset", "--local-dir"]
+                hf_env = env | {"HF_HUB_CACHE": str(root / "hf-cache")}
+                baseline = measure(hub, repo_id, [*hf, str(root / "hf")], hf_env)
+                record("hf download (baseline)", size, baseline)
             cache = {"HF_DATASETS_CACHE": str(root / "ds"), "HF_HUB_CACHE": str(root / "hub")}
             python = [sys.executable, "-c", LOAD, repo_id]
             record("load_dataset(repo)", size, measure(hub, repo_id, python, env | cache))

@@ -1022,6 +1022,23 @@ def test_request_counts_split_api_and_file(hub: HubServer, api: HfApi, tmp_path:
     assert hub.request_counts("alice/counted") == {"api": 0, "file": 0, "storage": 0}
 
 
+@pytest.fixture
+def plain_client() -> Iterator[None]:
+    """huggingface_hub's own client, as any user of the server has it: the bundler's commands
+    run in this process may have bounded the shared session's waits on 429s (a response hook,
+    bundler.hub.ratelimit), which would answer for the server here; it is put back after."""
+    from huggingface_hub import set_client_factory
+    from huggingface_hub.utils._http import default_client_factory
+
+    from bundler.hub import ratelimit
+
+    set_client_factory(default_client_factory)
+    yield
+    if ratelimit._installed:
+        set_client_factory(ratelimit.bounded_client)
+
+
+@pytest.mark.usefixtures("plain_client")
 def test_rate_limits_answer_429_with_ratelimit_headers(hub: HubServer, api: HfApi) -> None:
     hub.create_repo("alice/limited", files={"a.json": b"{}"})
     hub.enable_rate_limits(RateLimits(api=3, commits_per_hour=2))

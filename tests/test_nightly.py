@@ -168,8 +168,8 @@ def test_an_added_or_removed_file_is_noticed(tmp_path: Path) -> None:
     run_collect(out, bundles, allow_partial=True)
     (directories[0] / "notes.txt").write_text("a note")
     (directories[1] / "prediction_2.json").unlink()
-    with opens() as opened:
-        report = run_collect(out, bundles, allow_partial=True)
+    with opens() as opened:  # --replace: a run with fewer rows would otherwise keep its bundle
+        report = run_collect(out, bundles, allow_partial=True, replace=True)
     assert read_runs(opened, directories) == ["model-0", "model-1"]
     warnings = {Path(b.run_directory).name: b.warnings for b in report.bundles}
     assert any("notes.txt" in warning for warning in warnings["model-0"])
@@ -190,8 +190,8 @@ def test_a_changed_option_is_noticed(tmp_path: Path, changed: dict[str, object])
     out, bundles = tmp_path / "out", tmp_path / "b"
     directories = make_tree(out)
     run_collect(out, bundles, expected_rows={"expert-vqa": 3})
-    with opens() as opened:
-        report = run_collect(out, bundles, **changed)
+    with opens() as opened:  # --replace: a weaker claim (4 expected) would otherwise be kept
+        report = run_collect(out, bundles, **changed, replace=True)
     assert read_runs(opened, directories) == [d.name for d in directories]
     fresh = run_collect(out, tmp_path / "fresh", **changed)
     assert [b.sha256 for b in report.bundles] == [b.sha256 for b in fresh.bundles]

@@ -137,7 +137,8 @@ def test_other_content_under_the_id_extends_replaces_or_conflicts(tmp_path: Path
     unreadable = decide(new, view, HubEvidence(), OPTIONS, NOW)
     assert "its sidecar on the Hub is unreadable" in (unreadable.plan.detail or "")
     # Fewer rows than the Hub's copy never extend it.
-    assert extension_claims_problem(new.sidecar, old.sidecar) == "it has 3 rows, the Hub's copy 5"
+    fewer = extension_claims_problem(new.sidecar, old.sidecar) or ""
+    assert fewer.startswith("it has 3 rows, the Hub's copy 5")
 
 
 def test_an_extension_must_keep_every_prediction_of_the_hubs_copy() -> None:

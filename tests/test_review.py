@@ -229,7 +229,7 @@ def test_two_submitters_reviewed_commented_once_and_the_clean_one_merged(world: 
     assert code == 1, stderr
     prs = by_num(report)
     assert (prs[1]["merge"], prs[2]["merge"]) == ("merged", "refused")
-    assert prs[2]["merge_detail"] == "not every check passed"
+    assert prs[2]["merge_detail"].startswith("not every check passed")
     records = {pr.num: pr for pr in hub.pull_requests(repo_id)}
     assert (records[1].status, records[2].status) == ("closed", "open")
     merge_commit = hub.commits(repo_id)[0]

@@ -83,6 +83,8 @@ class CollectCache:
         entry = cached.entry
         archive = cached.bundle_id.local_archive(self.bundles_dir)
         sidecar = cached.bundle_id.local_sidecar(self.bundles_dir)
+        if archive.parent.is_symlink():
+            return None  # read again, so that collect refuses to write through the link
         try:
             for path, name in ((archive, "archive"), (sidecar, "sidecar")):
                 recorded = entry[name]

@@ -31,7 +31,7 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 from bundler.cli import hub_commands, local_commands, sync_command, template_command
 from bundler.cli.console import emit_json, shown, stderr_console
-from bundler.cli.options import CONFIG_EXAMPLE_HELP, ConfigOption
+from bundler.cli.options import CONFIG_EXAMPLE_HELP, ConfigOption, config_path
 from bundler.core import exitcodes
 from bundler.core.version import bundler_version
 
@@ -108,7 +108,6 @@ class ConfigError(click_exceptions.UsageError):
 def _config_defaults(argv: list[str]) -> dict[str, Any] | None:
     """The config file's values as the commands' option defaults (bundler.cli.config); None
     when there is no config file. Only a run that has one pays for reading it."""
-    from bundler.cli.config import config_path
 
     path, _named = config_path(argv)
     if path is None:

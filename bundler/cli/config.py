@@ -21,7 +21,6 @@ always wins, and the commands themselves stay as they are.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +29,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from bundler.core.errors import UsageError
 from bundler.core.limits import MAX_LEVEL
 
-CONFIG_NAME = "bundler.toml"
-"""The config file read from the working folder when --config is not given."""
 MAX_CONFIG_BYTES = 1 << 20
 
 
@@ -122,20 +119,6 @@ def default_map(config: BundlerConfig) -> dict[str, dict[str, Any]]:
         if defaults:
             result[command] = defaults
     return result
-
-
-def config_path(argv: Sequence[str]) -> tuple[Path | None, bool]:
-    """The config file the command line names (`--config FILE`, `--config=FILE`), else
-    ./bundler.toml when it exists; and whether it was named (a named file must exist)."""
-    for number, word in enumerate(argv):
-        if word == "--":
-            break
-        if word == "--config" and number + 1 < len(argv):
-            return Path(argv[number + 1]), True
-        if word.startswith("--config="):
-            return Path(word.partition("=")[2]), True
-    default = Path(CONFIG_NAME)
-    return (default, False) if default.is_file() else (None, False)
 
 
 def load_config(path: Path) -> BundlerConfig:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
@@ -185,3 +186,22 @@ ConfigOption = Annotated[
         show_default=False,
     ),
 ]
+
+
+CONFIG_NAME = "bundler.toml"
+"""The config file read from the working folder when --config is not given."""
+
+
+def config_path(argv: Sequence[str]) -> tuple[Path | None, bool]:
+    """Where the config file is, without reading it (so that a command without one loads
+    nothing of it): the config file the command line names (`--config FILE`, `--config=FILE`), else
+    ./bundler.toml when it exists; and whether it was named (a named file must exist)."""
+    for number, word in enumerate(argv):
+        if word == "--":
+            break
+        if word == "--config" and number + 1 < len(argv):
+            return Path(argv[number + 1]), True
+        if word.startswith("--config="):
+            return Path(word.partition("=")[2]), True
+    default = Path(CONFIG_NAME)
+    return (default, False) if default.is_file() else (None, False)

@@ -53,6 +53,18 @@ class LayoutError(ValueError):
     """A string that claims to be a bundle id or a bundle path but is not one."""
 
 
+def check_target(task: str, revision_label: str) -> None:
+    """A target's parts as a bundle's name needs them: a safe task name, and a canonical
+    revision label (8 lower-case hex digits, or `unpinned`); LayoutError otherwise."""
+    if not SAFE_TASK_NAME.fullmatch(task):
+        raise LayoutError(f"{task!r} is not a safe task name")
+    if not _REVISION_LABEL.fullmatch(revision_label):
+        raise LayoutError(
+            f"{revision_label!r} is not a revision label (8 lower-case hex digits "
+            f"or {UNPINNED_LABEL})"
+        )
+
+
 @dataclass(frozen=True, order=True)
 class BundleId:
     """`<player-slug>_<fp8>/<task>@<rev8>`: one player setup's result on one dataset revision."""
@@ -64,13 +76,7 @@ class BundleId:
     def __post_init__(self) -> None:
         if not _PLAYER_DIR.fullmatch(self.player_dir):
             raise LayoutError(f"{self.player_dir!r} is not <player-slug>_<fp8>")
-        if not SAFE_TASK_NAME.fullmatch(self.task):
-            raise LayoutError(f"{self.task!r} is not a safe task name")
-        if not _REVISION_LABEL.fullmatch(self.revision_label):
-            raise LayoutError(
-                f"{self.revision_label!r} is not a revision label (8 lower-case hex digits "
-                f"or {UNPINNED_LABEL})"
-            )
+        check_target(self.task, self.revision_label)
         longest = max(len(self.player_dir), len(self.archive_name), len(self.sidecar_name))
         if longest > MAX_NAME_CHARS:  # ASCII by the patterns above: characters are bytes
             raise LayoutError(
@@ -179,13 +185,7 @@ class GptntSubmissionName:
             raise LayoutError(f"{self.fingerprint!r} is not a 32-hex capability fingerprint")
         if not _GPTNT_INSTANT.fullmatch(self.run_instant):
             raise LayoutError(f"{self.run_instant!r} is not a UTC instant as GPTNT writes it")
-        if not SAFE_TASK_NAME.fullmatch(self.task):
-            raise LayoutError(f"{self.task!r} is not a safe task name")
-        if not _REVISION_LABEL.fullmatch(self.revision_label):
-            raise LayoutError(
-                f"{self.revision_label!r} is not a revision label (8 lower-case hex digits "
-                f"or {UNPINNED_LABEL})"
-            )
+        check_target(self.task, self.revision_label)
 
     @property
     def _short_fingerprint(self) -> str:

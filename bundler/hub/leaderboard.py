@@ -127,7 +127,7 @@ class BranchTables:
             bundle.bundle_id: row.published_at
             for bundle in local
             if (row := index.get(bundle.bundle_id)) is not None
-            and row.archive_sha256 == bundle.sidecar.archive.sha256
+            and row.archive_sha256 == bundle.archive_sha256
         }
         files = self.remote_files(session, [bundle.key for bundle in local])
         return RepositoryView(

@@ -37,6 +37,7 @@ from bundler.local.diff import claim_differences as bundle_claim_differences
 from bundler.local.fileio import CHUNK_SIZE
 from bundler.local.layout import BundleId
 from bundler.local.manifest import PREDICTIONS_DIR, Sidecar
+from bundler.local.verifycache import VerifiedBundle
 
 MAX_FILES_PER_COMMIT = 100
 """The Hub recommends about 100 files per commit at most."""
@@ -149,26 +150,42 @@ class UploadReport(Model):
 
 @dataclass
 class LocalBundle:
-    """A verified local bundle; `row` is set from the plan once it knows the publication time."""
+    """A verified local bundle; `row` is set from the plan once it knows the publication time.
+    Planning asks every bundle for its facts only (`bundle_id`, `archive_sha256`, `size`); the
+    sidecar is parsed for the bundles it publishes."""
 
     archive: Path
-    sidecar: Sidecar
-    sidecar_data: bytes
-    metrics_text: str
+    verified: VerifiedBundle
     row: TableRow | None = None
 
     @property
+    def sidecar(self) -> Sidecar:
+        return self.verified.sidecar
+
+    @property
+    def sidecar_data(self) -> bytes:
+        return self.verified.sidecar_data
+
+    @property
+    def metrics_text(self) -> str:
+        return self.verified.metrics_text
+
+    @property
     def bundle_id(self) -> str:
-        return self.sidecar.bundle_id
+        return self.verified.facts.bundle_id
 
     @property
     def key(self) -> BundleId:
         """The verified bundle id, from which every repository path is derived."""
-        return BundleId.parse(self.sidecar.bundle_id)
+        return BundleId.parse(self.bundle_id)
+
+    @property
+    def archive_sha256(self) -> str:
+        return self.verified.facts.archive_sha256
 
     @property
     def size(self) -> int:
-        return self.sidecar.archive.size
+        return self.verified.facts.archive_size
 
     def archive_blob_id(self) -> str:
         """The archive's git blob id, for a Hub that stored it as a regular file."""
@@ -240,7 +257,7 @@ def holds(remote: RemoteFile | None, bundle: LocalBundle) -> bool:
     if remote is None:
         return False
     if remote.lfs_sha256 is not None:
-        return remote.lfs_sha256 == bundle.sidecar.archive.sha256
+        return remote.lfs_sha256 == bundle.archive_sha256
     return remote.blob_id == bundle.archive_blob_id()
 
 
@@ -330,7 +347,7 @@ def decide(
     plan = BundlePlan(
         bundle_id=bundle.bundle_id,
         action="new",
-        sha256=bundle.sidecar.archive.sha256,
+        sha256=bundle.archive_sha256,
         size=bundle.size,
     )
     on_target = view.target_files.get(repo_archive(key))

@@ -27,7 +27,7 @@ from bundler.core.progress import NoProgress, ProgressSink, Unit
 from bundler.hub.plan import BundlePlan, LocalBundle, UploadOptions, UploadReport
 from bundler.local.lock import bundles_lock
 from bundler.local.verify import find_archives, read_bundle
-from bundler.local.verifycache import VerifiedBundle, VerifyCache
+from bundler.local.verifycache import SidecarFacts, VerifiedBundle, VerifyCache
 
 
 def gather_local(
@@ -60,12 +60,17 @@ def gather_local(
                 failures = verification.describe_failures()
                 refuse(label, f"{archive}: failed verification ({failures})")
                 continue
-            verified = VerifiedBundle(reading.sidecar, reading.sidecar_data, reading.metrics_text)
+            verified = VerifiedBundle(
+                reading.sidecar_data,
+                reading.metrics_text,
+                SidecarFacts.of(reading.sidecar),
+                parsed=reading.sidecar,
+            )
             cache.record(archive, identity, verified)
-        sidecar = verified.sidecar
-        label = sidecar.bundle_id
-        if sidecar.coverage.status == "partial" and not allow_partial:
-            coverage = sidecar.coverage
+        facts = verified.facts
+        label = facts.bundle_id
+        if facts.coverage.status == "partial" and not allow_partial:
+            coverage = facts.coverage
             set_aside.append(
                 BundlePlan(
                     bundle_id=label,
@@ -77,19 +82,14 @@ def gather_local(
                 )
             )
             continue
-        twin = accepted.get(sidecar.bundle_id)
+        twin = accepted.get(label)
         if twin is not None:
-            if twin.sidecar.archive.sha256 != sidecar.archive.sha256:
+            if twin.archive_sha256 != facts.archive_sha256:
                 # Two different results under one name: neither may silently win.
-                del accepted[sidecar.bundle_id]
+                del accepted[label]
                 refuse(label, f"{twin.archive} and {archive} differ; publish one of them")
             continue  # an identical copy elsewhere in the folder is the same bundle
-        accepted[sidecar.bundle_id] = LocalBundle(
-            archive=archive,
-            sidecar=sidecar,
-            sidecar_data=verified.sidecar_data,
-            metrics_text=verified.metrics_text,
-        )
+        accepted[label] = LocalBundle(archive=archive, verified=verified)
     cache.save()
     return list(accepted.values()), set_aside
 

@@ -15,6 +15,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
@@ -77,6 +78,11 @@ class CollectOptions(Model):
     replace: bool = Field(
         default=False, description="replace a bundle even by one that claims less (downgrade)"
     )
+
+    @cached_property
+    def submitter_json(self) -> dict[str, object]:
+        """The submitter as the stat cache records it: dumped once, not once per run."""
+        return self.submitter.model_dump(mode="json")
 
 
 BundleStatus = Literal["written", "unchanged", "replaced", "kept"]
@@ -329,7 +335,7 @@ def _collect_inputs(
 ) -> dict[str, object]:
     """What shaped a run's bundle besides its files (the bundler version is the cache's)."""
     return {
-        "submitter": options.submitter.model_dump(mode="json"),
+        "submitter": options.submitter_json,
         "expected_rows": expected_rows,
         "row_count_note": row_count_note,
         "allow_partial": options.allow_partial,
@@ -362,8 +368,8 @@ def _reported(cached: CachedRun, bundle: CachedBundle) -> CollectedBundle:
     return CollectedBundle(
         bundle_id=str(cached.bundle_id),
         run_directory=str(cached.run.path),
-        archive=str(bundle.archive),
-        sidecar=str(bundle.sidecar),
+        archive=bundle.archive,
+        sidecar=bundle.sidecar,
         status="unchanged",
         sha256=bundle.sha256,
         size=bundle.size,
@@ -423,8 +429,8 @@ def _bundle_one(
         if bundle.status == "kept":
             return  # not what the run would give: the cache must not skip it next time
         kept = CachedBundle(
-            archive=Path(bundle.archive),
-            sidecar=Path(bundle.sidecar),
+            archive=bundle.archive,
+            sidecar=bundle.sidecar,
             sha256=bundle.sha256,
             size=bundle.size,
             coverage=bundle.coverage,

@@ -16,15 +16,15 @@ from typing import Any
 from bundler.local.discover import RunDirectory
 from bundler.local.fileio import sha256_file
 from bundler.local.layout import BundleId, LayoutError
-from bundler.local.statcache import COLLECT_CACHE_NAME, StatCache, listing_probe, stat_key
+from bundler.local.statcache import COLLECT_CACHE_NAME, StatCache, stat_key
 
 
 @dataclass(frozen=True)
 class CachedBundle:
     """What collect reports for a run it bundled before (as `unchanged`)."""
 
-    archive: Path
-    sidecar: Path
+    archive: str
+    sidecar: str
     sha256: str
     size: int
     coverage: str
@@ -48,25 +48,25 @@ class CollectCache:
     def __init__(self, bundles_dir: Path, *, full: bool) -> None:
         self.bundles_dir = bundles_dir
         self.file = StatCache(bundles_dir / COLLECT_CACHE_NAME, "collect", ignore=full)
-        self.probes: dict[str, tuple[str, int] | None] = {}
 
     @staticmethod
     def key(run: RunDirectory) -> str:
         return os.path.abspath(run.path)
 
     def lookup(self, run: RunDirectory) -> CachedRun | None:
-        """The cached run, if its listing and every file's stat are as recorded (and not
-        racy); else None, and the run is read. Either way its files are stat'ed here, before
-        anything is read, and that is what a later `record` keeps."""
-        key = self.key(run)
-        probe = self.probes[key] = listing_probe(run.path)
-        entry = self.file.loaded.get(key)
-        if probe is None or not isinstance(entry, dict):
+        """The cached run, if its listing (every file's stat, taken by discovery before
+        anything was read; what a later `record` keeps) is as recorded and not racy; else None,
+        and the run is read."""
+        listing = run.listing
+        entry = self.file.loaded.get(self.key(run))
+        if listing is None or not isinstance(entry, dict):
             return None
         try:
-            if entry["listing"] != probe[0] or entry["left_out"] != list(run.left_out_folders):
+            if entry["listing"] != listing.digest or entry["left_out"] != list(
+                run.left_out_folders
+            ):
                 return None
-            if self.file.is_racy(probe[1]):
+            if self.file.is_racy(listing.newest_mtime_ns):
                 self.file.dirty = True  # written again, later than the file: then trusted
                 return None
             bundle_id = BundleId.parse(entry["bundle_id"])
@@ -75,15 +75,17 @@ class CollectCache:
             return None
         if not isinstance(task, str) or not all(isinstance(name, str) for name in names):
             return None
-        return CachedRun(run, key, entry, bundle_id, task, names)
+        return CachedRun(run, self.key(run), entry, bundle_id, task, names)
 
     def still_bundled(self, cached: CachedRun) -> CachedBundle | None:
         """What collect reports for the run, if its archive and sidecar are still the ones it
         wrote; a racy one is hashed again. Call with the folder locked."""
         entry = cached.entry
-        archive = cached.bundle_id.local_archive(self.bundles_dir)
-        sidecar = cached.bundle_id.local_sidecar(self.bundles_dir)
-        if archive.parent.is_symlink():
+        bundle_id = cached.bundle_id  # paths as strings: this runs for every unchanged run
+        folder = os.path.join(self.bundles_dir, bundle_id.player_dir)
+        archive = os.path.join(folder, bundle_id.archive_name)
+        sidecar = os.path.join(folder, bundle_id.sidecar_name)
+        if os.path.islink(folder):
             return None  # read again, so that collect refuses to write through the link
         try:
             for path, name in ((archive, "archive"), (sidecar, "sidecar")):
@@ -92,7 +94,7 @@ class CollectCache:
                 if stat_key(status) != recorded["stat"]:
                     return None
                 if self.file.is_racy(status.st_mtime_ns):
-                    if sha256_file(path)[0] != recorded["sha256"]:
+                    if sha256_file(Path(path))[0] != recorded["sha256"]:
                         return None
                     self.file.dirty = True
             report = entry["report"]
@@ -139,9 +141,7 @@ class CollectCache:
         sidecar_sha256: str,
     ) -> None:
         """Remember a run just bundled, with its files as stat'ed before they were read."""
-        key = self.key(run)
-        probe = self.probes.get(key)
-        if probe is None:
+        if run.listing is None:
             return
         try:
             archive = stat_key(os.stat(bundle.archive, follow_symlinks=False))
@@ -149,9 +149,9 @@ class CollectCache:
         except OSError:
             return
         self.file.keep(
-            key,
+            self.key(run),
             {
-                "listing": probe[0],
+                "listing": run.listing.digest,
                 "left_out": list(run.left_out_folders),
                 "bundle_id": bundle_id,
                 "task": task,

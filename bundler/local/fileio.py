@@ -422,22 +422,23 @@ def remove_leftovers(bundles_dir: Path) -> list[Path]:
     removed: list[Path] = []
     removed.extend(_top_leftovers(bundles_dir))
     try:
-        folders = [
-            Path(entry.path)
+        folders = sorted(
+            entry.name
             for entry in os.scandir(bundles_dir)
             if not entry.name.startswith(".") and entry.is_dir(follow_symlinks=False)
-        ]
+        )
     except OSError:
         return removed  # no folder yet, or one collect cannot list: nothing it left there
-    for folder in sorted(folders):
+    for folder in folders:  # names, not paths: a nightly folder holds thousands of them
         try:
-            names = sorted(entry.name for entry in os.scandir(folder))
+            with os.scandir(os.path.join(bundles_dir, folder)) as entries:
+                names = sorted(entry.name for entry in entries if is_temporary_name(entry.name))
         except OSError:
             continue
         removed.extend(
-            folder / name
+            bundles_dir / folder / name
             for name in names
-            if is_temporary_name(name) and _remove_if_abandoned(folder / name)
+            if _remove_if_abandoned(bundles_dir / folder / name)
         )
     return removed
 

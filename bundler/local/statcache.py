@@ -49,7 +49,7 @@ MAX_CACHED_METRICS_BYTES = 64 << 10
 hundred bytes; the format allows 1 MiB, which 2,000 bundles could not keep under the cap)."""
 
 assert not any(name.startswith(TEMP_PREFIX) for name in CACHE_NAMES), "a cache is no leftover"
-__all__ = ["COLLECT_CACHE_NAME", "VERIFY_CACHE_NAME", "StatCache", "listing_probe", "stat_key"]
+__all__ = ["COLLECT_CACHE_NAME", "VERIFY_CACHE_NAME", "StatCache", "stat_key"]
 
 
 def stat_key(status: os.stat_result) -> list[int]:
@@ -62,39 +62,6 @@ def stat_key(status: os.stat_result) -> list[int]:
         status.st_ctime_ns,
         status.st_ino,
     ]
-
-
-def listing_probe(directory: Path | str) -> tuple[str, int] | None:
-    """A digest of a run directory's listing and of the identity of every entry that is not a
-    folder, with the newest mtime among them; None when it cannot be listed or stat'ed.
-    Folders count by name only: a folder below a run is a run of its own or left out by name."""
-    parts: list[tuple[str, int, int, int, int, int]] = []
-    newest = 0
-    try:
-        with os.scandir(directory) as entries:
-            for entry in entries:
-                if entry.is_dir(follow_symlinks=False):
-                    parts.append((entry.name, -1, 0, 0, 0, 0))
-                    continue
-                status = entry.stat(follow_symlinks=False)
-                mtime = status.st_mtime_ns
-                parts.append(
-                    (
-                        entry.name,
-                        status.st_mode,
-                        status.st_size,
-                        mtime,
-                        status.st_ctime_ns,
-                        status.st_ino,
-                    )
-                )
-                if mtime > newest:
-                    newest = mtime
-    except OSError:
-        return None
-    parts.sort()
-    text = repr(parts).encode("ascii", "backslashreplace")  # names and numbers, unambiguous
-    return hashlib.blake2b(text, digest_size=16).hexdigest(), newest
 
 
 class StatCache:

@@ -212,10 +212,12 @@ def bundle_file(path: Path) -> Path:
 
 
 def _archives_below(top: Path) -> list[Path]:
-    """Regular `.tar.zst` files below `top`, with an explicit stack (a tree of any depth).
-    Hidden entries are staging, rejected or temporary areas, never bundles to trust."""
-    found: list[Path] = []
-    pending = [top]
+    """Regular `.tar.zst` files below `top`, with an explicit stack (a tree of any depth), in
+    the order of their paths' parts (as Paths sort; sorted as strings split at the separator,
+    which is faster). Hidden entries are staging, rejected or temporary areas, never bundles
+    to trust."""
+    found: list[str] = []
+    pending = [str(top)]
     while pending:
         directory = pending.pop()
         try:
@@ -224,12 +226,12 @@ def _archives_below(top: Path) -> list[Path]:
                     if entry.name.startswith(".") or entry.is_symlink():
                         continue
                     if entry.is_dir(follow_symlinks=False):
-                        pending.append(Path(entry.path))
+                        pending.append(entry.path)
                     elif is_archive_path(entry.name) and entry.is_file(follow_symlinks=False):
-                        found.append(Path(entry.path))
+                        found.append(entry.path)
         except OSError as error:
             raise UsageError(f"{directory}: cannot list: {error.strerror}") from None
-    return sorted(found)
+    return [Path(path) for path in sorted(found, key=lambda path: path.split(os.sep))]
 
 
 def verify(paths: list[Path], progress: ProgressSink | None = None) -> VerifyReport:

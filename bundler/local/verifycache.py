@@ -3,10 +3,12 @@ not verified again (bundler.local.statcache has the file and its rules).
 
 An entry is made only for a bundle that passed, keyed by its path in the bundles folder, and
 holds the archive's mode, size, mtime_ns, ctime_ns and inode (stat'ed before it was read), the
-sha256 of its sidecar's bytes, and its metrics.json text: upload builds each bundle's table
-row from the sidecar and that text, and reading the text again would mean decompressing the
-archive. The sidecar itself is read every time (it is small, and its bytes are what upload
-publishes) and must hash to the recorded digest.
+sha256 of its sidecar's bytes, the sidecar's facts that planning needs of every bundle
+(SidecarFacts), and its metrics.json text: upload builds each bundle's table row from the
+sidecar and that text, and reading the text again would mean decompressing the archive. The
+sidecar itself is read every time (it is small, and its bytes are what upload publishes) and
+must hash to the recorded digest; it is parsed only when upload needs more than its facts
+(a bundle it publishes): validating 2,000 sidecars took most of a no-op upload's local part.
 """
 
 from __future__ import annotations
@@ -21,17 +23,67 @@ from bundler.core.errors import InputError
 from bundler.core.limits import MAX_SIDECAR_BYTES
 from bundler.local.fileio import read_bounded
 from bundler.local.layout import VERIFY_CACHE_NAME, sidecar_of
-from bundler.local.manifest import Sidecar
+from bundler.local.manifest import Coverage, Sidecar
 from bundler.local.statcache import MAX_CACHED_METRICS_BYTES, StatCache, sha256_bytes, stat_key
 
 
 @dataclass(frozen=True)
-class VerifiedBundle:
-    """What upload needs of a bundle that passed verification."""
+class SidecarFacts:
+    """What planning an upload asks of every bundle, published or not: which bundle it is,
+    which archive, and how complete."""
 
-    sidecar: Sidecar
+    bundle_id: str
+    archive_sha256: str
+    archive_size: int
+    coverage: Coverage
+
+    @classmethod
+    def of(cls, sidecar: Sidecar) -> SidecarFacts:
+        archive = sidecar.archive
+        return cls(sidecar.bundle_id, archive.sha256, archive.size, sidecar.coverage)
+
+    def recorded(self) -> dict[str, object]:
+        return {
+            "bundle_id": self.bundle_id,
+            "archive_sha256": self.archive_sha256,
+            "archive_size": self.archive_size,
+            "coverage": self.coverage.model_dump(mode="json"),
+        }
+
+    @classmethod
+    def from_recorded(cls, entry: object) -> SidecarFacts | None:
+        """The facts as an entry recorded them; None when they are not all there, typed."""
+        if not isinstance(entry, dict):
+            return None
+        bundle_id, sha256, size = (
+            entry.get(name) for name in ("bundle_id", "archive_sha256", "archive_size")
+        )
+        if not (isinstance(bundle_id, str) and isinstance(sha256, str) and type(size) is int):
+            return None
+        try:
+            coverage = Coverage.model_validate(entry.get("coverage"))
+        except ValidationError:
+            return None
+        return cls(bundle_id, sha256, size, coverage)
+
+
+@dataclass
+class VerifiedBundle:
+    """What upload needs of a bundle that passed verification: the sidecar's bytes and facts,
+    the metrics text, and the sidecar itself, parsed when first asked for. Its bytes are the
+    ones that passed (verified now, or hashing to the cache's digest), so parsing them cannot
+    fail but for a cache written by hand."""
+
     sidecar_data: bytes
     metrics_text: str
+    facts: SidecarFacts
+    parsed: Sidecar | None = None
+
+    @property
+    def sidecar(self) -> Sidecar:
+        if self.parsed is None:
+            self.parsed = Sidecar.model_validate_json(self.sidecar_data)
+        return self.parsed
 
 
 class VerifyCache:
@@ -40,10 +92,12 @@ class VerifyCache:
         self.file = StatCache(bundles_dir / VERIFY_CACHE_NAME, "verify")
 
     def _key(self, archive: Path) -> str:
-        try:
-            return archive.relative_to(self.bundles_dir).as_posix()
-        except ValueError:
-            return os.path.abspath(archive)
+        """The archive's path in the folder (as relative_to would give it, as a string: this
+        runs twice for every bundle of every upload); an absolute path for one outside it."""
+        shown, prefix = str(archive), f"{self.bundles_dir}{os.sep}"
+        if shown.startswith(prefix):
+            return shown[len(prefix) :]
+        return os.path.abspath(archive)
 
     def stat(self, archive: Path) -> list[int] | None:
         """The archive's identity now: taken before it is read, and kept with its verdict."""
@@ -62,17 +116,17 @@ class VerifyCache:
             self.file.dirty = True
             return None
         metrics_text = entry.get("metrics_text")
-        if not isinstance(metrics_text, str):
+        facts = SidecarFacts.from_recorded(entry.get("sidecar"))
+        if not isinstance(metrics_text, str) or facts is None:
             return None
         try:
             data = read_bounded(sidecar_of(archive), MAX_SIDECAR_BYTES)
-            if sha256_bytes(data) != entry.get("sidecar_sha256"):
-                return None
-            sidecar = Sidecar.model_validate_json(data)
-        except (InputError, ValidationError):
+        except InputError:
+            return None
+        if sha256_bytes(data) != entry.get("sidecar_sha256"):
             return None
         self.file.keep(self._key(archive), entry)
-        return VerifiedBundle(sidecar, data, metrics_text)
+        return VerifiedBundle(data, metrics_text, facts)
 
     def record(self, archive: Path, identity: list[int] | None, bundle: VerifiedBundle) -> None:
         """Remember a bundle that just passed verification."""
@@ -83,6 +137,7 @@ class VerifyCache:
             {
                 "archive": identity,
                 "sidecar_sha256": sha256_bytes(bundle.sidecar_data),
+                "sidecar": bundle.facts.recorded(),
                 "metrics_text": bundle.metrics_text,
             },
         )

@@ -8,6 +8,9 @@ alternates rounds of
   --large runs against the same at --small runs (goal: at most 1.5x), and
 - upload's local part with nothing changed (`gather_local`, which verifies the bundles unless
   the verification cache vouches for them, in a child process like the command's), likewise,
+- the whole nightly command with nothing changed, `bundler sync` against the local Hub server
+  (each tree's bundles already published there, in a repository of their own; sync then
+  collects nothing, verifies nothing and uploads nothing), likewise: the goal of issue 16,
 printing both medians, the ratio of medians, the spread of per-round ratios and peak RSS. With
 --full-rounds N it also times `collect --full` (everything read again) at --large runs against
 the no-op, N rounds: what the cache saves.
@@ -18,6 +21,7 @@ the no-op, N rounds: what the cache saves.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import tempfile
@@ -38,9 +42,12 @@ from benchlib import (
     write_json,
 )
 from factory import RunSpec, write_tree
+from hubserver import HubServer, TokenInfo, client_env
+from scalelib import publish_directly
 
 TASK = "expert-vqa"
 TARGET_RATIO = 1.5
+TOKEN = "hf_BenchmarkWriteToken0123456789abcdef"
 GATHER = """
 import sys
 from pathlib import Path
@@ -82,8 +89,13 @@ def gather_command(bundles: Path, runs: int) -> list[str]:
     return [sys.executable, "-c", GATHER, str(bundles), str(runs)]
 
 
-def checked(command: list[str]) -> Measured:
-    measured = run_measured(command)
+def sync_command(root: Path, bundles: Path, rows: int, repo_id: str) -> list[str]:
+    sync = [str(BUNDLER), "sync", str(root), "-o", str(bundles), "--repo", repo_id]
+    return [*sync, "--expect", f"{TASK}={rows}"]
+
+
+def checked(command: list[str], env: dict[str, str] | None = None) -> Measured:
+    measured = run_measured(command, env=env)
     if measured.exit_code != 0:
         raise SystemExit(f"{' '.join(command)} exited {measured.exit_code}")
     return measured
@@ -147,6 +159,9 @@ def main() -> int:
                     lambda: checked(collect_command(large_root, large_bundles, args.rows)).seconds,
                 )
             )
+        comparisons.append(
+            sync_row(args, workdir, (small_root, small_bundles), (large_root, large_bundles))
+        )
         for comparison in comparisons:
             comparison.extra["rows_per_run"] = args.rows
     finally:
@@ -157,6 +172,48 @@ def main() -> int:
         print(comparison.line())
     write_json(args.json_out, comparisons)
     return 0
+
+
+def sync_row(
+    args: argparse.Namespace,
+    workdir: Path,
+    small: tuple[Path, Path],
+    large: tuple[Path, Path],
+) -> Comparison:
+    """`bundler sync` with nothing changed, at --large runs against --small runs, each tree's
+    bundles already published (as the bundler's uploads leave a repository)."""
+    hub = HubServer(tokens={TOKEN: TokenInfo(name="bench", role="write", orgs=("bench",))})
+    hub.start()
+    try:
+        env = os.environ | client_env(hub, TOKEN, hf_home=str(workdir / "hf-home"))
+        commands = {}
+        for label, (root, bundles) in (("small", small), ("large", large)):
+            repo_id = f"bench/nightly-{label}"
+            publish_directly(hub, repo_id, bundles)
+            commands[label] = sync_command(root, bundles, args.rows, repo_id)
+            checked(commands[label], env)  # the first sync fills nothing new: a no-op already
+        comparison = Comparison(
+            "noop-sync",
+            f"sync no-op R={args.large}",
+            f"sync no-op R={args.small}",
+            TARGET_RATIO,
+        )
+        hub.reset_requests()
+        alternate(
+            comparison,
+            args.rounds,
+            lambda: checked(commands["large"], env),
+            lambda: checked(commands["small"], env).seconds,
+        )
+        counts = {
+            label: hub.request_counts(f"bench/nightly-{label}") for label in ("small", "large")
+        }
+        comparison.extra["hub_requests_per_sync"] = {
+            label: (count["api"] + count["file"]) / args.rounds for label, count in counts.items()
+        }
+        return comparison
+    finally:
+        hub.stop()
 
 
 if __name__ == "__main__":

@@ -81,11 +81,18 @@ def test_upload_benchmark_counts_requests(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_nightly_benchmark_times_the_noop(tmp_path: Path) -> None:
     figures = run_benchmark("benchmark_nightly.py", tmp_path, "--smoke", "--full-rounds", "1")
-    check_rows(figures, {"noop-collect", "noop-gather", "full-collect"})
+    check_rows(figures, {"noop-collect", "noop-gather", "full-collect", "noop-sync"})
     comparisons = figures["comparisons"]
     assert isinstance(comparisons, list)
     targets = {row["name"]: row["target_ratio"] for row in comparisons}
-    assert targets == {"noop-collect": 1.5, "noop-gather": 1.5, "full-collect": None}
+    assert targets == {
+        "noop-collect": 1.5,
+        "noop-gather": 1.5,
+        "full-collect": None,
+        "noop-sync": 1.5,
+    }
+    sync = next(row for row in comparisons if row["name"] == "noop-sync")
+    assert 0 < sync["extra"]["hub_requests_per_sync"]["large"] <= 6  # plans against the tables
 
 
 @pytest.mark.slow

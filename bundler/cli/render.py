@@ -21,6 +21,7 @@ from bundler.core.progress import NoProgress, ProgressSink
 if TYPE_CHECKING:
     from bundler.core.checks import CheckResult
     from bundler.hub.download import DownloadReport
+    from bundler.hub.plan import BundlePlan
     from bundler.hub.refresh import CardRefresh
     from bundler.hub.review import ReviewReport
     from bundler.hub.upload import UploadReport
@@ -305,6 +306,7 @@ def render_upload(report: UploadReport, console: Console) -> None:
     if report.pull_request_num is not None:
         where = f"{shown(report.repo_id)}, pull request #{report.pull_request_num}"
         where += f" on {shown(report.revision)}"
+    tabled, untabled = _upload_rows_to_table(report.bundles)
     rows = [
         (
             shown(bundle.bundle_id),
@@ -312,9 +314,15 @@ def render_upload(report: UploadReport, console: Console) -> None:
             f"[{OUTCOME_STYLE.get(bundle.outcome, '')}]{bundle.outcome}[/]",
             shown(bundle.detail or ""),
         )
-        for bundle in report.bundles
+        for bundle in tabled
     ]
-    print_id_table(console, f"{where}{mode}", ("bundle", "plan", "outcome", "detail"), rows)
+    title = f"{where}{mode}"
+    if untabled:
+        title += f" ({untabled} bundle(s) not tabled, counted below; --json lists every bundle)"
+    if rows or not untabled:
+        print_id_table(console, title, ("bundle", "plan", "outcome", "detail"), rows)
+    else:
+        console.print(title)
     for bundle in report.bundles:
         if bundle.outcome == "held-back":
             detail = shown(bundle.detail or "")
@@ -351,6 +359,19 @@ def render_upload(report: UploadReport, console: Console) -> None:
     )
     if report.exit_code == TemporaryError.exit_code:
         console.print("temporary failure: run the same command again later; it resumes")
+
+
+def _upload_rows_to_table(bundles: list[BundlePlan]) -> tuple[list[BundlePlan], int]:
+    """The bundles an upload's table shows, and how many it leaves to the counts: all of them
+    up to TABLE_MAX_BUNDLES; beyond, those not already there (a nightly run's thousands of
+    unchanged bundles are no reading), and when even those are too many, the refused and
+    failed ones, which a person must see one by one."""
+    if len(bundles) <= TABLE_MAX_BUNDLES:
+        return bundles, 0
+    notable = [bundle for bundle in bundles if bundle.outcome != "already-there"]
+    if len(notable) > TABLE_MAX_BUNDLES:
+        notable = [bundle for bundle in notable if bundle.outcome in ("refused", "failed")]
+    return notable, len(bundles) - len(notable)
 
 
 def render_card(refresh: CardRefresh, console: Console) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
@@ -174,9 +175,10 @@ class LocalBundle:
     def bundle_id(self) -> str:
         return self.verified.facts.bundle_id
 
-    @property
+    @cached_property
     def key(self) -> BundleId:
-        """The verified bundle id, from which every repository path is derived."""
+        """The verified bundle id, from which every repository path is derived (parsed once:
+        planning asks for it several times a bundle, for thousands of bundles)."""
         return BundleId.parse(self.bundle_id)
 
     @property

@@ -25,6 +25,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Generator, Iterable, Iterator
+from concurrent.futures import Future
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from queue import Empty, Queue
@@ -41,6 +42,10 @@ if TYPE_CHECKING:
     from bundler.local.runs import ArchivedFile
 
 MANIFEST_SPOOL_BYTES = 4 << 20
+BODY_SPOOL_BYTES = 8 << 20
+"""A compressed body up to this size stays in memory."""
+DEFERRED_BODY_BYTES = 16 << 20
+"""A small run's tar body up to this size waits, uncompressed, for the background worker."""
 TAR_BLOCK: Final = 512
 TAR_RECORD: Final = 20 * TAR_BLOCK
 """tar's default record: the archive is padded with zeros to a whole number of records."""
@@ -140,16 +145,43 @@ millisecond, more than compressing a small run. The choice depends on the run al
 same run always gives the same bytes."""
 
 
+class BackgroundCompressor:
+    """One worker thread that compresses the bodies of small runs while the calling thread
+    reads and validates the next run: on two cores the compression no longer adds to the
+    reading (zstd releases the GIL). It compresses in line (single-threaded mode), with a
+    compressor of its own made like `inline`, so a body's bytes are the ones `inline` would
+    write: zstd's streaming output does not depend on how its input is cut into writes."""
+
+    def __init__(self, level: int) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self._compressor = make_compressor(level, 0)  # used by the one worker only
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="bundler-body")
+
+    def submit(self, raw: bytearray, out: BinaryIO) -> Future[None]:
+        """Compress `raw` as one frame into `out`, in the worker."""
+        return self._pool.submit(self._compress, raw, out)
+
+    def _compress(self, raw: bytearray, out: BinaryIO) -> None:
+        with self._compressor.stream_writer(out, closefd=False) as compressed:
+            compressed.write(raw)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+
 @dataclass(frozen=True)
 class Compressors:
     """The compressors one collect uses for all its bundles (making a multi-threaded one
-    starts its workers, so it is made once): `threaded` and `inline` for bodies, by size, and
-    `frames` for the small manifest and end frames, which are written while a body's frame is
-    still open (a compressor does one thing at a time)."""
+    starts its workers, so it is made once): `threaded` and `inline` for bodies, by size,
+    `background` for the bodies of small runs (see BodyWriter), and `frames` for the small
+    manifest and end frames, which are written while a body's frame is still open (a
+    compressor does one thing at a time). `close` stops the background worker."""
 
     threaded: zstandard.ZstdCompressor
     inline: zstandard.ZstdCompressor
     frames: zstandard.ZstdCompressor
+    background: BackgroundCompressor
 
     @classmethod
     def of(cls, level: int = DEFAULT_LEVEL, threads: int | None = None) -> Compressors:
@@ -157,31 +189,78 @@ class Compressors:
             threaded=make_compressor(level, threads or default_threads()),
             inline=make_compressor(level, 0),
             frames=make_compressor(level, 0),
+            background=BackgroundCompressor(level),
         )
 
     def for_body(self, predictions: int) -> zstandard.ZstdCompressor:
         return self.threaded if predictions >= THREADED_BODY_PREDICTIONS else self.inline
 
+    def close(self) -> None:
+        self.background.close()
+
+
+class _BodySink:
+    """Where a body's tar bytes go. A small run's are kept as they come, up to
+    DEFERRED_BODY_BYTES, for the background worker to compress once the run is validated;
+    past that (or for a large run) they go to the compressor as they come, so memory stays
+    bounded."""
+
+    def __init__(self, compressor: zstandard.ZstdCompressor, out: BinaryIO, defer: bool) -> None:
+        self._compressor, self._out = compressor, out
+        self.raw: bytearray | None = bytearray() if defer else None
+        self._compressed: Any = None if defer else compressor.stream_writer(out, closefd=False)
+
+    def write(self, data: bytes | bytearray) -> None:
+        if self.raw is not None:
+            self.raw += data
+            if len(self.raw) <= DEFERRED_BODY_BYTES:
+                return
+            self._compressed = self._compressor.stream_writer(self._out, closefd=False)
+            data, self.raw = self.raw, None
+        self._compressed.write(data)
+
+    def end(self, background: BackgroundCompressor) -> Future[None]:
+        """End the frame: in the background for kept bytes, else here."""
+        if self.raw is not None:
+            raw, self.raw = self.raw, None
+            return background.submit(raw, self._out)
+        self._compressed.close()
+        done: Future[None] = Future()
+        done.set_result(None)
+        return done
+
 
 class BodyWriter:
-    """Compresses the tar members that follow the manifest, as the run is validated.
+    """Compresses the tar members that follow the manifest, as the run is validated (a large
+    run), or after it (a small one, in the background: `start`).
 
-    The compressed body goes to an anonymous temporary file (it vanishes with the process, even
-    on a crash), so a refused run leaves nothing behind and a valid one is never read twice.
+    The compressed body is kept in memory up to BODY_SPOOL_BYTES, then in an anonymous
+    temporary file (it vanishes with the process, even on a crash), so a refused run leaves
+    nothing behind and a valid one is never read twice. In memory first: creating a file cost
+    more than compressing a small run (0.4 ms a file here, for 500 runs of 40 predictions).
     """
 
     def __init__(self, mtime: int, compressors: Compressors, predictions: int) -> None:
         self.mtime = mtime
         self.compressors = compressors
-        self._file = tempfile.TemporaryFile()  # noqa: SIM115 - closed by __exit__
-        body = compressors.for_body(predictions)
-        self._compressed = body.stream_writer(self._file, closefd=False)
-        self._tar = TarStream(self._compressed)
+        self._file = tempfile.SpooledTemporaryFile(max_size=BODY_SPOOL_BYTES)  # noqa: SIM115
+        small = predictions < THREADED_BODY_PREDICTIONS
+        body: Any = self._file  # a SpooledTemporaryFile, which typeshed does not call BinaryIO
+        self._sink = _BodySink(compressors.for_body(predictions), body, defer=small)
+        self._tar = TarStream(self._sink)
+        self._ended: Future[None] | None = None
 
     def __enter__(self) -> BodyWriter:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Done with the body (the worker first, if it is still writing it)."""
+        if self._ended is not None:
+            with contextlib.suppress(BaseException):
+                self._ended.result()
         self._file.close()
 
     def add(self, archive_path: str, data: bytes) -> None:
@@ -189,21 +268,36 @@ class BodyWriter:
         try:
             self._tar.add_member(archive_path, data, self.mtime)
         except OSError as error:
-            raise WriteError(
-                f"temporary bundle data: cannot write: {describe_os_error(error)}"
-            ) from None
+            raise _temporary_write_error(error) from None
 
     @property
     def tar_size(self) -> int:
         """Uncompressed tar bytes in the body so far."""
         return self._tar.offset
 
+    def start(self) -> None:
+        """No more members: end the body's frame (a small run's in the background)."""
+        if self._ended is None:
+            try:
+                self._tar.flush()
+                self._ended = self._sink.end(self.compressors.background)
+            except OSError as error:
+                raise _temporary_write_error(error) from None
+
     def copy_frame_to(self, out: BinaryIO) -> None:
-        """End the body's zstd frame and copy it to `out`."""
-        self._tar.flush()
-        self._compressed.close()  # type: ignore[no-untyped-call]
+        """End the body's zstd frame, if `start` did not, and copy it to `out`."""
+        self.start()
+        assert self._ended is not None
+        try:
+            self._ended.result()
+        except OSError as error:
+            raise _temporary_write_error(error) from None
         self._file.seek(0)
         shutil.copyfileobj(self._file, out, CHUNK_SIZE)
+
+
+def _temporary_write_error(error: OSError) -> WriteError:
+    return WriteError(f"temporary bundle data: cannot write: {describe_os_error(error)}")
 
 
 def write_archive(

@@ -224,7 +224,11 @@ def collect(
     try:
         with bundles_lock(bundles_dir, operation="collect", wait=options.lock_wait):
             work = _Work(bundles_dir, options, compressors, row_counts, progress, cache)
-            with _no_new_empty_folders(bundles_dir), DurableBatch() as batch:
+            with (
+                _no_new_empty_folders(bundles_dir),
+                DurableBatch() as batch,
+                _OneBehind() as writes,
+            ):
                 for number, item in enumerate(runs):
                     if isinstance(item, CachedRun):
                         unchanged = cache.still_bundled(item)
@@ -240,7 +244,7 @@ def collect(
                             continue
                     else:
                         header = item
-                    _bundle_one(header, work, batch, report, slots, number)
+                    writes.then(_bundle_one(header, work, batch, report, slots, number))
             report.bundles = [bundle for bundle in slots if bundle is not None]
             cache.save()
     except BundlesLockedError as error:  # from the lock: _bundle_one reports its own errors
@@ -250,7 +254,37 @@ def collect(
         report.skipped.extend(
             Skipped(path=str(header.run.path), reason=f"not bundled: {error}") for header in runs
         )
+    finally:
+        compressors.close()
     return report
+
+
+class _OneBehind:
+    """Writes each run's bundle once the next run has been validated: meanwhile the background
+    worker compresses its body (bundler.local.archive.BackgroundCompressor), so on two cores
+    compressing no longer adds to reading. Left by an exception, the write still pending is
+    dropped with its body (nothing of it was staged yet)."""
+
+    def __init__(self) -> None:
+        self.pending: _PendingWrite | None = None
+
+    def __enter__(self) -> _OneBehind:
+        return self
+
+    def then(self, write: _PendingWrite | None) -> None:
+        """Queue `write` (None: the run was refused), after doing the one queued before."""
+        previous, self.pending = self.pending, write
+        if previous is not None:
+            previous.write()
+
+    def __exit__(self, kind: object, error: BaseException | None, trace: object) -> None:
+        pending, self.pending = self.pending, None
+        if pending is None:
+            return
+        if error is None:
+            pending.write()
+        else:
+            pending.drop()
 
 
 def _nothing_to_do(output_root: Path) -> str:
@@ -398,9 +432,10 @@ def _bundle_one(
     report: CollectReport,
     slots: list[CollectedBundle | None],
     number: int,
-) -> None:
-    """Bundle one run into `slots[number]`; a new or replaced bundle is committed with the
-    batch (`DurableBatch`), an unchanged one is left as it is."""
+) -> _PendingWrite | None:
+    """Validate one run and start compressing its body; return the write of its bundle into
+    `slots[number]` (a new or replaced bundle is committed with the batch, `DurableBatch`; an
+    unchanged one is left as it is), or None when the run was refused."""
     from bundler.local.archive import BodyWriter
     from bundler.local.collectcache import CachedBundle
     from bundler.local.runs import validate_run
@@ -451,9 +486,8 @@ def _bundle_one(
     try:
         _refuse_linked_folder(header.bundle_id.local_archive(work.bundles_dir).parent)
         progress.begin(f"bundling {header.bundle_id}", header.run.predictions, unit="predictions")
-        with BodyWriter(
-            header.meta.run_timestamp, work.compressors, header.run.predictions
-        ) as body:
+        body = BodyWriter(header.meta.run_timestamp, work.compressors, header.run.predictions)
+        try:
             run = validate_run(
                 header,
                 expected_rows=expected,
@@ -462,9 +496,36 @@ def _bundle_one(
                 on_prediction=progress.advance,
                 on_file=body.add,
             )
-            _write_bundle(run, body, work.bundles_dir, options, batch, done)
+            body.start()
+        except BaseException:
+            body.close()
+            raise
     except BundlerError as error:
         refuse(error)
+        return None
+    return _PendingWrite(
+        lambda: _write_bundle(run, body, work.bundles_dir, options, batch, done), body, refuse
+    )
+
+
+@dataclass(frozen=True)
+class _PendingWrite:
+    """A validated run's bundle, to be written (its body being compressed meanwhile)."""
+
+    writer: Callable[[], None]
+    body: BodyWriter
+    refuse: Callable[[BundlerError], None]
+
+    def write(self) -> None:
+        try:
+            self.writer()
+        except BundlerError as error:
+            self.refuse(error)
+        finally:
+            self.body.close()
+
+    def drop(self) -> None:
+        self.body.close()
 
 
 @contextmanager

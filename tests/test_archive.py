@@ -25,8 +25,12 @@ from hypothesis import strategies as st
 from bundler.core.errors import NotCanonicalError
 from bundler.local.archive import (
     BUNDLE_FRAMES,
+    DEFERRED_BODY_BYTES,
     PREFETCH_SWITCH_INTERVAL,
     READ_AHEAD_MIN_BYTES,
+    THREADED_BODY_PREDICTIONS,
+    BodyWriter,
+    Compressors,
     FrameReader,
     TarReader,
     TarStream,
@@ -206,6 +210,38 @@ def test_same_inputs_give_identical_bytes_across_threads_mtimes_order_owner_umas
         assert Path(one.archive).read_bytes() == Path(two.archive).read_bytes()
         assert Path(one.sidecar).read_bytes() == Path(two.sidecar).read_bytes()
         assert (os.stat(two.archive).st_mode & 0o777) == 0o644
+
+
+@pytest.mark.parametrize("body_bytes", [200_000, DEFERRED_BODY_BYTES + 300_000])
+def test_a_small_runs_body_is_the_same_frame_in_the_background_in_line_or_past_the_cap(
+    body_bytes: int,
+) -> None:
+    # A small run's body waits for the background worker (or, past DEFERRED_BODY_BYTES, is
+    # compressed as it comes): either way its frame must be the one an in-line compressor
+    # writes member by member, or every bundle written before would now read as replaced.
+    seed, count = hashlib.sha256(b"body").digest(), 900  # a small run: under 1,000 predictions
+    members = [
+        (f"predictions/prediction_{index}.json", seed * (1 + index % 7) + os.urandom(size))
+        for index, size in enumerate([body_bytes // count] * count)
+    ]
+    compressors = Compressors.of(level=3, threads=2)
+    try:
+        with BodyWriter(1_760_000_000, compressors, len(members)) as body:
+            for name, data in members:
+                body.add(name, data)
+            body.start()  # from here the background worker compresses what was kept
+            written = io.BytesIO()
+            body.copy_frame_to(written)
+    finally:
+        compressors.close()
+    reference = io.BytesIO()
+    with compressors.inline.stream_writer(reference, closefd=False) as compressed:
+        tar = TarStream(compressed)
+        for name, data in members:
+            tar.add_member(name, data, 1_760_000_000)
+        tar.flush()
+    assert len(members) < THREADED_BODY_PREDICTIONS
+    assert written.getvalue() == reference.getvalue()
 
 
 def normalised_tar_info(name: str, size: int, mtime: int) -> tarfile.TarInfo:

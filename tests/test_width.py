@@ -96,3 +96,51 @@ def test_sync_download_and_export_keep_ids_whole_at_80_columns(
         "export-gptnt", tmp_path / "b", "-o", tmp_path / "e", "--player-config", config, env=WIDE
     )
     ids_whole(export.stderr, [bundle_id])  # skipped: another player, named whole
+
+
+def rendered_upload(outcomes: dict[str, int]) -> str:
+    from io import StringIO
+
+    from rich.console import Console
+
+    from bundler.cli.render import render_upload
+    from bundler.hub.plan import BundlePlan, UploadReport
+
+    bundles = [
+        BundlePlan(
+            bundle_id=f"model-{outcome}-{number}_1054f537/maze@unpinned",
+            action="refused" if outcome == "refused" else "new",
+            outcome=outcome,  # type: ignore[arg-type]
+            detail="failed verification (sha256)" if outcome == "refused" else None,
+        )
+        for outcome, count in outcomes.items()
+        for number in range(count)
+    ]
+    console = Console(file=StringIO(), width=200, force_terminal=False)
+    render_upload(
+        UploadReport(repo_id="gptnt/lb", revision="main", dry_run=False, bundles=bundles), console
+    )
+    return console.file.getvalue()  # type: ignore[attr-defined]
+
+
+def test_an_upload_of_thousands_of_unchanged_bundles_tables_only_what_changed() -> None:
+    shown = rendered_upload({"already-there": 2_000, "published": 2, "refused": 1})
+    assert "model-already-there-" not in shown  # the nightly's unchanged bundles: counted only
+    for bundle_id in ("model-published-0_", "model-published-1_", "model-refused-0_"):
+        assert bundle_id in shown
+    assert "failed verification (sha256)" in shown
+    assert "2000 bundle(s) not tabled" in shown
+    assert "2 published to main, 2000 already there, 0 held back, 1 refused or failed" in shown
+
+
+def test_an_upload_of_many_new_bundles_still_tables_each_refused_one() -> None:
+    shown = rendered_upload({"published": 300, "refused": 3})
+    assert "model-published-" not in shown
+    assert all(f"model-refused-{number}_" in shown for number in range(3))
+    assert "300 bundle(s) not tabled" in shown
+
+
+def test_an_upload_of_a_few_bundles_tables_every_one() -> None:
+    shown = rendered_upload({"already-there": 30, "published": 2})
+    assert all(f"model-already-there-{number}_" in shown for number in range(30))
+    assert "not tabled" not in shown

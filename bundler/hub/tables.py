@@ -132,6 +132,7 @@ class Leaderboard:
 
     def __init__(self, table: pa.Table) -> None:
         self.table = table
+        self._index: dict[str, Indexed] | None = None
 
     @classmethod
     def empty(cls) -> Leaderboard:
@@ -167,7 +168,13 @@ class Leaderboard:
         return parquet_bytes(self.table)
 
     def index(self) -> dict[str, Indexed]:
-        """Bundle id to what its row says of its archive, sidecar and first publication."""
+        """Bundle id to what its row says of its archive, sidecar and first publication (made
+        once: a table is never changed in place, `updated` makes a new one)."""
+        if self._index is None:
+            self._index = self._indexed()
+        return self._index
+
+    def _indexed(self) -> dict[str, Indexed]:
         columns = self.table.select(
             ["bundle_id", "archive_sha256", "sidecar_blob_id", "published_at"]
         ).to_pydict()

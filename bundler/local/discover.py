@@ -44,6 +44,16 @@ class Listing(Model):
     """The newest mtime among the entries: the cache does not trust a listing as new as
     itself (git's racy rule)."""
 
+    @classmethod
+    def of(cls, parts: list[tuple[str, int, int, int, int, int]], newest: int) -> Listing:
+        """From each entry's name, mode, size, mtime_ns, ctime_ns and inode (-1 and zeros
+        for a folder), in any order."""
+        parts.sort()
+        # marshal's version 0 writes values only (no object sharing, no interning flags): the
+        # same names and numbers give the same bytes, at C speed (repr took four times as long).
+        digest = hashlib.blake2b(marshal.dumps(parts, 0), digest_size=16).hexdigest()
+        return cls(digest=digest, newest_mtime_ns=newest)
+
 
 class RunDirectory(Model):
     """A directory that holds run_meta.json, metrics.json or prediction files."""
@@ -171,6 +181,10 @@ def _walk(
         subdirectories: list[str] = []
         linked_directories: list[str] = []
         files: list[str] = []
+        # The stat cache's listing, in the same pass (see Listing): a folder by name, any
+        # other entry (a link too) by its lstat; None when one cannot be stat'ed.
+        parts: list[tuple[str, int, int, int, int, int]] | None = []
+        newest = 0
         for entry in entries:
             name = entry.name
             run_file = name in RUN_INFO_FILES
@@ -178,19 +192,31 @@ def _walk(
                 run_file = True
                 predictions += 1
             holds_run_file = holds_run_file or run_file
-            if entry.is_symlink():
-                # Links to run files are refused with their run; other links would be skipped
-                # silently as "extra files", so a linked directory is called out here.
-                if not run_file and entry.is_dir():
-                    linked_directories.append(entry.path)
-                    continue
-            elif entry.is_dir(follow_symlinks=False):
+            if entry.is_dir(follow_symlinks=False):  # a folder, not a link to one
                 subdirectories.append(entry.path)
+                if parts is not None:
+                    parts.append((name, -1, 0, 0, 0, 0))
+                continue
+            if parts is not None:
+                try:
+                    status = entry.stat(follow_symlinks=False)
+                except OSError:
+                    parts = None
+                else:
+                    mtime = status.st_mtime_ns
+                    size, changed, inode = status.st_size, status.st_ctime_ns, status.st_ino
+                    parts.append((name, status.st_mode, size, mtime, changed, inode))
+                    newest = max(newest, mtime)
+            # Links to run files are refused with their run; other links would be skipped
+            # silently as "extra files", so a linked directory is called out here.
+            if entry.is_symlink() and not run_file and entry.is_dir():
+                linked_directories.append(entry.path)
                 continue
             if not holds_run_file:
                 files.append(entry.path)  # only until a run file shows the folder is a run
         if holds_run_file:
-            found.append((directory, predictions, subdirectories, _listing(entries)))
+            listing = None if parts is None else Listing.of(parts, newest)
+            found.append((directory, predictions, subdirectories, listing))
         else:
             elsewhere.append((directory, files))
         refused.extend(
@@ -226,28 +252,3 @@ def _walk(
                 listing=listing,
             )
         )
-
-
-def _listing(entries: list[os.DirEntry[str]]) -> Listing | None:
-    """The run directory's listing as a Listing (one lstat per entry that is not a folder, in
-    the walk's own pass over the directory); None when an entry cannot be stat'ed."""
-    parts: list[tuple[str, int, int, int, int, int]] = []
-    newest = 0
-    try:
-        for entry in entries:
-            if entry.is_dir(follow_symlinks=False):
-                parts.append((entry.name, -1, 0, 0, 0, 0))
-                continue
-            status = entry.stat(follow_symlinks=False)
-            mtime = status.st_mtime_ns
-            size, changed, inode = status.st_size, status.st_ctime_ns, status.st_ino
-            parts.append((entry.name, status.st_mode, size, mtime, changed, inode))
-            if mtime > newest:
-                newest = mtime
-    except OSError:
-        return None
-    parts.sort()
-    # marshal's version 0 writes values only (no object sharing, no interning flags): the
-    # same names and numbers give the same bytes, at C speed (repr took four times as long).
-    digest = hashlib.blake2b(marshal.dumps(parts, 0), digest_size=16).hexdigest()
-    return Listing(digest=digest, newest_mtime_ns=newest)

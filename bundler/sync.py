@@ -141,8 +141,14 @@ def sync(
     bundles_dir: Path,
     options: SyncOptions,
     progress: ProgressSink | None = None,
+    *,
+    may_fork: bool = False,
 ) -> SyncReport:
     """Collect the runs under `output_root` into `bundles_dir`, then publish the folder.
+    `may_fork`, for a caller that knows its process has no other thread (the console script;
+    bundler.core.forked): collect walks a wide tree half in a forked child, and upload
+    verifies the bundles in one while the Hub client loads (collect's own threads have ended
+    by then).
 
     Never raises a BundlerError: an error that stops the sync (the lock held, the Hub down,
     unusable input) is recorded in the report with its exit code, so the report, and the
@@ -161,12 +167,19 @@ def sync(
     try:
         with bundles_lock(bundles_dir, operation="sync", wait=options.lock_wait):
             report.collect = collect(
-                output_root, bundles_dir, options.collect, progress, _row_counts(options)
+                output_root,
+                bundles_dir,
+                options.collect,
+                progress,
+                _row_counts(options),
+                walk_in_child=may_fork,
             )
             if report.collect.refused and not _holds_bundles(bundles_dir):
                 report.upload_skipped = "no bundle to publish: every selected run was refused"
             else:
-                report.upload = upload(bundles_dir, options.upload, progress)
+                report.upload = upload(
+                    bundles_dir, options.upload, progress, verify_in_child=may_fork
+                )
     except BundlerError as error:
         report.error, report.hint, error_code = error.message, error.hint, error.exit_code
     except BaseException as error:  # stopped, or a bug: said in the report, then raised

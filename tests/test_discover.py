@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pytest
 from factory import RunSpec, write_how_do_you, write_run, write_tree
-from helpers import nested_folders
+from helpers import FORK_COUNTER, nested_folders, run_python
 
 from bundler.core.errors import UsageError
-from bundler.local.discover import discover
+from bundler.local.discover import SPLIT_PENDING, Discovery, Skipped, discover
 
 
 def test_runs_are_found_at_any_depth_in_name_order(tmp_path: Path) -> None:
@@ -195,3 +196,61 @@ def test_files_outside_every_run_are_reported_as_skipped(tmp_path: Path) -> None
         "expert-vqa_predictions/Qwen/Qwen3.5-27B",
         "expert-vqa_predictions/gpt-5.2",
     ]
+
+
+SPLIT_WALK = (
+    FORK_COUNTER
+    + """
+import json, sys
+from pathlib import Path
+from bundler.local.discover import discover
+found = discover(Path(sys.argv[1]), split_in_child=sys.argv[2] == "split")
+print(json.dumps({"forks": len(forks), "discovery": found.model_dump(mode="json")}))
+"""
+)
+
+
+def test_a_wide_tree_walked_half_in_a_forked_child_is_found_as_in_one_walk(
+    tmp_path: Path,
+) -> None:
+    """Past SPLIT_PENDING folders the console script hands half of the walk to a child (one
+    lstat per file is most of a nightly no-op collect): what it finds must be exactly what one
+    walk finds, in the same order, listings included, whatever sits among the runs."""
+    root = tmp_path / "out"
+    # Wide at one level: the walk splits among the model folders of one org, where a folder
+    # that is no run, a stray file, a link and a run's own subfolder fall in either half.
+    wide = [f"wide/model-{number:03d}" for number in range(SPLIT_PENDING + 40)]
+    narrow = [f"org-{number % 3}/model-{number}" for number in range(60)]  # never split
+    specs = [RunSpec(task="maze", model=model, rows=2) for model in wide]
+    write_tree(root, specs + [RunSpec(model=model, rows=1) for model in narrow], how_do_you=False)
+    org = root / "maze_predictions" / "wide"
+    (org / "model-000-notes.txt").write_text("not a run")
+    (org / "model-200-empty").mkdir()
+    (org / "model-100-linked").symlink_to(org / "model-001")
+    (org / "model-290" / "scratch").mkdir()
+    models = wide + narrow
+
+    def walked(how: str) -> dict[str, object]:
+        result = run_python(SPLIT_WALK, root, how)
+        assert result.returncode == 0, result.stderr
+        report: dict[str, object] = json.loads(result.stdout)
+        return report
+
+    split, single = walked("split"), walked("in line")
+    assert (split["forks"], single["forks"]) == (1, 0)
+    assert split["discovery"] == single["discovery"]
+    discovery = single["discovery"]
+    assert isinstance(discovery, dict)
+    runs = discovery["runs"]
+    assert len(runs) == len(models)
+    assert all(run["listing"] is not None for run in runs)
+    assert [Skipped.model_validate(item).path for item in discovery["refused"]] == [
+        str(org / "model-100-linked")
+    ]
+    assert [item["path"] for item in discovery["skipped"]] == [
+        str(org / "model-000-notes.txt"),
+        str(org / "model-200-empty"),
+    ]
+    (scratched,) = [run for run in runs if run["relative"].endswith("model-290")]
+    assert scratched["left_out_folders"] == ["scratch"]
+    assert discover(root) == Discovery.model_validate(discovery)  # and as a library walks it

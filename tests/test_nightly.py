@@ -28,8 +28,10 @@ from bundler.local.layout import (
     TEMP_SUFFIX,
     VERIFY_CACHE_NAME,
 )
+from bundler.local.manifest import Sidecar
 from bundler.local.statcache import MAX_CACHE_BYTES
 from bundler.local.submitter import Submitter
+from bundler.local.verifycache import SidecarFacts
 
 _opened: list[str] | None = None
 
@@ -339,6 +341,41 @@ def test_an_archive_tampered_keeping_size_and_mtime_is_verified_again_and_refuse
             local, refused = gather(bundles)
         assert [p for p in opened if p.endswith(".tar.zst")] == [str(archive)]
         assert refused == [report.bundles[1].bundle_id] and len(local) == 2
+
+
+def test_an_unchanged_bundles_facts_come_from_the_cache_and_mistyped_ones_are_not_trusted(
+    tmp_path: Path,
+) -> None:
+    """Planning asks every bundle for its id, archive, coverage and statics: for an unchanged
+    one they come from the verification cache, its sidecar unparsed. What the cache says must
+    be what the sidecar says; facts a hand-edited cache mistyped are not taken (the bundle is
+    verified again), and statics it spoiled are read from the sidecar itself."""
+    out, bundles = tmp_path / "out", tmp_path / "b"
+    make_tree(out)
+    run_collect(out, bundles, expected_rows={"expert-vqa": 3})
+    gather(bundles)
+    time.sleep(0.02)  # past the racy window of the cache just written
+    os.utime(bundles / VERIFY_CACHE_NAME)
+    cached, _ = gather_local(bundles, allow_partial=False, progress=NoProgress())
+    for bundle in cached:
+        assert bundle.verified.parsed is None  # not parsed to plan
+        sidecar = Sidecar.model_validate_json(bundle.sidecar_data)
+        assert bundle.verified.facts == SidecarFacts.of(sidecar)
+        assert bundle.verified.statics == sidecar.statics
+
+    cache = json.loads((bundles / VERIFY_CACHE_NAME).read_bytes())
+    first, second = sorted(cache["entries"])[:2]
+    cache["entries"][first]["sidecar"]["rows_present"] = "3"  # mistyped: verified again
+    cache["entries"][second]["sidecar"]["statics"] = {"task_name": "../escape"}
+    (bundles / VERIFY_CACHE_NAME).write_text(json.dumps(cache))
+    time.sleep(0.02)
+    with opens() as opened:
+        local, refused = gather_local(bundles, allow_partial=False, progress=NoProgress())
+    assert refused == [] and len(local) == 3
+    assert [p for p in opened if p.endswith(".tar.zst")] == [str(bundles / first)]
+    spoiled = next(bundle for bundle in local if str(bundle.archive).endswith(second))
+    assert spoiled.verified.statics == spoiled.sidecar.statics  # from the sidecar's own bytes
+    assert spoiled.verified.statics.task_name == "expert-vqa"
 
 
 def test_a_corrupt_verification_cache_is_ignored(tmp_path: Path) -> None:

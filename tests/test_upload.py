@@ -448,10 +448,11 @@ def test_the_verifying_childs_watch_ends_it_once_its_parent_is_another() -> None
     the next run may be using."""
     probe = (
         "import os, sys\n"
+        "from bundler.core.forked import orphan_watch\n"
         "from bundler.hub.upload import ParentWatch\n"
-        "ParentWatch(os.getppid()).advance()\n"
+        "ParentWatch(orphan_watch(os.getppid())).advance()\n"
         "print('same parent: going on')\n"
-        "ParentWatch(os.getppid() + 1).advance()\n"
+        "ParentWatch(orphan_watch(os.getppid() + 1)).begin('x', None)\n"
         "print('never printed')\n"
     )
     result = run_python(probe)

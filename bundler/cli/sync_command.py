@@ -116,7 +116,7 @@ def sync_command(
 
         quiet_hub_client()
         with progress_on(console) as progress:
-            result = sync(output_root, bundles_dir, options, progress)
+            result = sync(output_root, bundles_dir, options, progress, may_fork=True)
         return finish(result, render_sync, console, json_output)
 
     def sync_options() -> SyncOptions:

@@ -355,7 +355,7 @@ def decide(
     on_target = view.target_files.get(repo_archive(key))
     expected = on_target.identity if on_target else None
     definition = view.definitions.get(key.task) if view.definitions is not None else None
-    contradiction = definition.mismatch(bundle.sidecar.statics) if definition else None
+    contradiction = definition.mismatch(bundle.verified.statics) if definition else None
     if contradiction is not None:
         plan.action, plan.outcome = "refused", "refused"
         plan.detail = (

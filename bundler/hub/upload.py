@@ -14,15 +14,12 @@ on a platform without fork or when the child fails; the result is the same.
 
 from __future__ import annotations
 
-import os
-import pickle
-import signal
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 from bundler.core.errors import HubError, UsageError
+from bundler.core.forked import Watch, ahead_in_child
 from bundler.core.progress import NoProgress, ProgressSink, Unit
 from bundler.hub.plan import BundlePlan, LocalBundle, UploadOptions, UploadReport
 from bundler.local.lock import bundles_lock
@@ -69,15 +66,14 @@ def gather_local(
             cache.record(archive, identity, verified)
         facts = verified.facts
         label = facts.bundle_id
-        if facts.coverage.status == "partial" and not allow_partial:
-            coverage = facts.coverage
+        if facts.coverage_status == "partial" and not allow_partial:
             set_aside.append(
                 BundlePlan(
                     bundle_id=label,
                     action="held-back",
                     outcome="held-back",
-                    detail=f"partial coverage ({coverage.rows_present} of "
-                    f"{coverage.expected_rows} rows): held back until its run is complete; "
+                    detail=f"partial coverage ({facts.rows_present} of "
+                    f"{facts.expected_rows} rows): held back until its run is complete; "
                     "pass --allow-partial to publish it marked partial",
                 )
             )
@@ -99,71 +95,30 @@ Gathered = tuple[list[LocalBundle], list[BundlePlan]]
 
 class ParentWatch(NoProgress):
     """The verifying child's progress sink: it shows nothing, and ends the child once its
-    parent is gone (killed with -9, which nothing else would tell it), rather than let it go
-    on reading a folder that the next run may be using."""
+    parent is gone (bundler.core.forked), at each bundle it begins."""
 
-    def __init__(self, parent: int) -> None:
-        self.parent = parent
+    def __init__(self, watch: Watch) -> None:
+        self.watch = watch
 
     def begin(self, label: str, total: int | None, *, unit: Unit = "items") -> None:
         self.advance()
 
     def advance(self, steps: int = 1) -> None:
-        if os.getppid() != self.parent:
-            os._exit(1)
+        self.watch()
 
 
-@contextmanager
 def verifying_ahead(
     bundles_dir: Path, *, allow_partial: bool, progress: ProgressSink, in_child: bool
-) -> Iterator[Callable[[], Gathered]]:
-    """Start `gather_local` and give a function that waits for its result. In a forked child
-    when asked (`in_child`), this process is one thread and it can fork: the child shares
-    nothing with this process but the pipe it writes the result to, and leaves with os._exit
-    (no buffer of ours flushed twice, no lock or temporary file of ours touched); leaving the
-    block without its result (an error, Ctrl-C) stops it. When the child fails, for whatever
-    reason, the same work is done in line, which then says why."""
-
-    def in_line() -> Gathered:
-        return gather_local(bundles_dir, allow_partial=allow_partial, progress=progress)
-
-    if not in_child or not hasattr(os, "fork") or threading.active_count() > 1:
-        yield in_line  # forking a process with threads can leave the child deadlocked
-        return
-    reading, writing = os.pipe()
-    parent = os.getpid()
-    child = os.fork()
-    if child == 0:
-        code = 1
-        try:
-            os.close(reading)
-            watch = ParentWatch(parent)
-            gathered = gather_local(bundles_dir, allow_partial=allow_partial, progress=watch)
-            with os.fdopen(writing, "wb") as pipe:
-                pickle.dump(gathered, pipe, protocol=pickle.HIGHEST_PROTOCOL)
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(writing)
-    running = True
-
-    def collected() -> Gathered:
-        nonlocal running
-        with os.fdopen(reading, "rb") as pipe:
-            data = pipe.read()
-        status = os.waitpid(child, 0)[1]
-        running = False
-        if os.waitstatus_to_exitcode(status) != 0:
-            return in_line()
-        verified: Gathered = pickle.loads(data)  # our own child's objects, not a stranger's
-        return verified
-
-    try:
-        yield collected
-    finally:
-        if running:  # its work is of no use any more
-            os.kill(child, signal.SIGKILL)
-            os.waitpid(child, 0)
+) -> AbstractContextManager[Callable[[], Gathered]]:
+    """Start `gather_local` and give a function that waits for its result: in a forked child
+    when asked (`in_child`, bundler.core.forked), else in line, with the same result."""
+    return ahead_in_child(
+        lambda watch: gather_local(
+            bundles_dir, allow_partial=allow_partial, progress=ParentWatch(watch)
+        ),
+        lambda: gather_local(bundles_dir, allow_partial=allow_partial, progress=progress),
+        enabled=in_child,
+    )
 
 
 def upload(

@@ -159,10 +159,14 @@ def collect(
     options: CollectOptions | None = None,
     progress: ProgressSink | None = None,
     row_counts: RowCountLookup | None = None,
+    *,
+    walk_in_child: bool = False,
 ) -> CollectReport:
     """Bundle every run under `output_root` into `bundles_dir`; see CollectReport for what was
     written, refused and skipped. `row_counts` gives the row count of a task `expected_rows`
-    does not name (`--resolve-rows`). Raises UsageError when the output root cannot be used, and
+    does not name (`--resolve-rows`). `walk_in_child`: a wide tree is walked half in a forked
+    child, for a caller that knows its process has no other thread (the console script;
+    bundler.core.forked). Raises UsageError when the output root cannot be used, and
     BundlesLockedError when another run holds `bundles_dir` for longer than
     `options.lock_wait` seconds and no input was refused. When some were, the report says so
     instead (`error`, and the runs not bundled under `skipped`): a retry would not make a
@@ -171,7 +175,7 @@ def collect(
     progress = progress or NoProgress()
     if bundles_dir.exists() and not bundles_dir.is_dir():
         raise UsageError(f"{bundles_dir}: exists and is not a directory")
-    found = discover(output_root)
+    found = discover(output_root, split_in_child=walk_in_child)
     report = CollectReport(
         output_root=str(output_root), bundles_dir=str(bundles_dir), skipped=list(found.skipped)
     )

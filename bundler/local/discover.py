@@ -11,11 +11,13 @@ import hashlib
 import marshal
 import os
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import ConfigDict
 
 from bundler.core.errors import UsageError
+from bundler.core.forked import Watch, ahead_in_child
 from bundler.core.model import Model
 
 PREDICTIONS_SUFFIX = "_predictions"
@@ -100,8 +102,10 @@ def _sorted_entries(directory: Path) -> list[os.DirEntry[str]]:
         return sorted(entries, key=lambda entry: entry.name)
 
 
-def discover(output_root: Path) -> Discovery:
-    """List the run directories below `output_root`, plus what was skipped or refused."""
+def discover(output_root: Path, *, split_in_child: bool = False) -> Discovery:
+    """List the run directories below `output_root`, plus what was skipped or refused.
+    `split_in_child`: a wide tree is walked half in a forked child (see `_scan`), for a caller
+    that knows its process has no other thread (bundler.core.forked)."""
     if not output_root.exists():
         raise UsageError(
             f"{output_root}: output root does not exist",
@@ -129,8 +133,21 @@ def discover(output_root: Path) -> Discovery:
             skipped.append(Skipped(path=shown, reason="not a <task>_predictions directory"))
         else:
             task = entry.name.removesuffix(PREDICTIONS_SUFFIX)
-            _walk(Path(entry.path), output_root, task, runs, skipped, refused)
+            _walk(
+                Path(entry.path),
+                output_root,
+                task,
+                runs,
+                skipped,
+                refused,
+                split_in_child=split_in_child,
+            )
     return Discovery(runs=runs, skipped=skipped, refused=refused)
+
+
+def _cores() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
 
 
 def _refuse_predictions_folder(output_root: Path) -> None:
@@ -146,33 +163,45 @@ def _refuse_predictions_folder(output_root: Path) -> None:
         )
 
 
-def _walk(
-    top: Path,
-    output_root: Path,
-    task: str,
-    runs: list[RunDirectory],
-    skipped: list[Skipped],
-    refused: list[Skipped],
-) -> None:
-    """Every run directory below `top`, depth first in name order, with an explicit stack: a
-    tree thousands of folders deep is walked like any other, never overflowing the call stack.
-    Which folders lead to no run is known once the whole tree has been walked: a run's own
-    such subfolders are left out with the run; outside a run, each file in a folder on the
-    way to a run, and each topmost folder that leads to none, is reported skipped. Paths are
-    strings until a run is reported: a nightly tree has tens of thousands of entries, and
-    this walk is most of what a collect with nothing new does."""
-    top_path = str(top)
-    found: list[tuple[str, int, list[str], Listing | None]] = []
-    elsewhere: list[tuple[str, list[str]]] = []
-    """Folders that are no run: their regular files, by path."""
-    pending = [top_path]
+@dataclass
+class _Scanned:
+    """What a walk of some folders found, in walk order: the run directories (with their
+    prediction count, subfolders and listing), the folders that are no run (with their
+    files) and what was refused."""
+
+    found: list[tuple[str, int, list[str], Listing | None]] = field(default_factory=list)
+    elsewhere: list[tuple[str, list[str]]] = field(default_factory=list)
+    refused: list[Skipped] = field(default_factory=list)
+
+    def extend(self, other: _Scanned) -> None:
+        self.found += other.found
+        self.elsewhere += other.elsewhere
+        self.refused += other.refused
+
+
+SPLIT_PENDING = 256
+"""Folders waiting to be walked from which half go to a forked child (`split_in_child`): a
+tree that wide costs tens of thousands of lstats, where a child's start costs a few ms."""
+
+
+def _scan(pending: list[str], *, split_in_child: bool, watch: Watch | None) -> _Scanned:
+    """Walk the folders of `pending` (a stack: the last is walked first) and all below them.
+    With `split_in_child`, once SPLIT_PENDING folders wait and a second core is there, the
+    half that would be walked last goes to a forked child (bundler.core.forked) while this
+    process walks the other; their findings, joined, are the ones of one walk."""
+    scanned = _Scanned()
     while pending:
+        if split_in_child and len(pending) >= SPLIT_PENDING and _cores() > 1:
+            scanned.extend(_scan_halves(pending))
+            return scanned
         directory = pending.pop()
+        if watch is not None:
+            watch()
         try:
             with os.scandir(directory) as scan:
                 entries = list(scan)
         except OSError as error:
-            refused.append(Skipped(path=directory, reason=f"cannot list: {error.strerror}"))
+            scanned.refused.append(Skipped(path=directory, reason=f"cannot list: {error.strerror}"))
             continue
         # One pass in listing order (a run directory can hold 100,000 files; sorting them all
         # cost more than the pass); only what is reported or walked further is put in order.
@@ -216,14 +245,51 @@ def _walk(
                 files.append(entry.path)  # only until a run file shows the folder is a run
         if holds_run_file:
             listing = None if parts is None else Listing.of(parts, newest)
-            found.append((directory, predictions, subdirectories, listing))
+            scanned.found.append((directory, predictions, subdirectories, listing))
         else:
-            elsewhere.append((directory, files))
-        refused.extend(
+            scanned.elsewhere.append((directory, files))
+        scanned.refused.extend(
             Skipped(path=path, reason="symbolic link; links are never followed")
             for path in sorted(linked_directories)
         )
         pending.extend(sorted(subdirectories, reverse=True))
+    return scanned
+
+
+def _scan_halves(pending: list[str]) -> _Scanned:
+    """`_scan(pending)`, the half of the stack walked last in a forked child."""
+    later, first = pending[: len(pending) // 2], pending[len(pending) // 2 :]
+    with ahead_in_child(
+        lambda watch: _scan(later, split_in_child=False, watch=watch),
+        lambda: _scan(later, split_in_child=False, watch=None),
+        enabled=True,
+    ) as theirs:
+        scanned = _scan(first, split_in_child=False, watch=None)
+        scanned.extend(theirs())
+    return scanned
+
+
+def _walk(
+    top: Path,
+    output_root: Path,
+    task: str,
+    runs: list[RunDirectory],
+    skipped: list[Skipped],
+    refused: list[Skipped],
+    *,
+    split_in_child: bool,
+) -> None:
+    """Every run directory below `top`, depth first in name order, with an explicit stack: a
+    tree thousands of folders deep is walked like any other, never overflowing the call stack.
+    Which folders lead to no run is known once the whole tree has been walked: a run's own
+    such subfolders are left out with the run; outside a run, each file in a folder on the
+    way to a run, and each topmost folder that leads to none, is reported skipped. Paths are
+    strings until a run is reported: a nightly tree has tens of thousands of entries, and
+    this walk is most of what a collect with nothing new does."""
+    top_path = str(top)
+    scanned = _scan([top_path], split_in_child=split_in_child, watch=None)
+    found, elsewhere = scanned.found, scanned.elsewhere
+    refused.extend(scanned.refused)
     leading_to_runs: set[str] = {top_path}
     for directory, _, _, _ in found:
         while directory != top_path and directory not in leading_to_runs:

@@ -14,7 +14,8 @@ must hash to the recorded digest; it is parsed only when upload needs more than 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from functools import cached_property
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -23,48 +24,60 @@ from bundler.core.errors import InputError
 from bundler.core.limits import MAX_SIDECAR_BYTES
 from bundler.local.fileio import read_bounded
 from bundler.local.layout import VERIFY_CACHE_NAME, sidecar_of
-from bundler.local.manifest import Coverage, Sidecar
+from bundler.local.manifest import Sidecar
+from bundler.local.schema import StaticsIdentity
 from bundler.local.statcache import MAX_CACHED_METRICS_BYTES, StatCache, sha256_bytes, stat_key
 
 
 @dataclass(frozen=True)
 class SidecarFacts:
     """What planning an upload asks of every bundle, published or not: which bundle it is,
-    which archive, and how complete."""
+    which archive, how complete, and what it measured (the task definitions are checked
+    against it). Plain values, recorded in the cache as they are: an unchanged bundle's facts
+    are read back with a few type checks, not a model's validation."""
 
     bundle_id: str
     archive_sha256: str
     archive_size: int
-    coverage: Coverage
+    coverage_status: str
+    rows_present: int
+    expected_rows: int | None
+    statics: dict[str, object]
+    """The sidecar's `statics`, as recorded; `VerifiedBundle.statics` validates it."""
 
     @classmethod
     def of(cls, sidecar: Sidecar) -> SidecarFacts:
-        archive = sidecar.archive
-        return cls(sidecar.bundle_id, archive.sha256, archive.size, sidecar.coverage)
+        archive, coverage = sidecar.archive, sidecar.coverage
+        return cls(
+            sidecar.bundle_id,
+            archive.sha256,
+            archive.size,
+            coverage.status,
+            coverage.rows_present,
+            coverage.expected_rows,
+            sidecar.statics.model_dump(mode="json"),
+        )
 
     def recorded(self) -> dict[str, object]:
-        return {
-            "bundle_id": self.bundle_id,
-            "archive_sha256": self.archive_sha256,
-            "archive_size": self.archive_size,
-            "coverage": self.coverage.model_dump(mode="json"),
-        }
+        return asdict(self)
 
     @classmethod
     def from_recorded(cls, entry: object) -> SidecarFacts | None:
         """The facts as an entry recorded them; None when they are not all there, typed."""
-        if not isinstance(entry, dict):
+        if not isinstance(entry, dict) or entry.keys() != cls.__dataclass_fields__.keys():
             return None
-        bundle_id, sha256, size = (
-            entry.get(name) for name in ("bundle_id", "archive_sha256", "archive_size")
+        facts = cls(**entry)
+        typed = (
+            isinstance(facts.bundle_id, str)
+            and isinstance(facts.archive_sha256, str)
+            and isinstance(facts.coverage_status, str)
+            and isinstance(facts.statics, dict)
+            and all(
+                type(number) is int
+                for number in (facts.archive_size, facts.rows_present, facts.expected_rows or 0)
+            )
         )
-        if not (isinstance(bundle_id, str) and isinstance(sha256, str) and type(size) is int):
-            return None
-        try:
-            coverage = Coverage.model_validate(entry.get("coverage"))
-        except ValidationError:
-            return None
-        return cls(bundle_id, sha256, size, coverage)
+        return facts if typed else None
 
 
 @dataclass
@@ -84,6 +97,15 @@ class VerifiedBundle:
         if self.parsed is None:
             self.parsed = Sidecar.model_validate_json(self.sidecar_data)
         return self.parsed
+
+    @cached_property
+    def statics(self) -> StaticsIdentity:
+        """What the bundle measured: from its facts, or (facts a hand-edited cache spoiled)
+        from the sidecar itself."""
+        try:
+            return StaticsIdentity.model_validate(self.facts.statics)
+        except ValidationError:
+            return self.sidecar.statics
 
 
 class VerifyCache:

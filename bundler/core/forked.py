@@ -1,0 +1,94 @@
+"""Work done ahead in a forked child while this process does something else, on a second core.
+
+Two stages use it: upload verifies the bundles while the Hub client loads
+(bundler.hub.upload), and collect's discovery walks half of a large tree of runs, one lstat per
+file, while this process walks the other half (bundler.local.discover). Only a caller that
+knows its process to be one thread, with no native threads either, may ask for it (the
+console script does): forking a process with threads can leave the child deadlocked on a lock
+another thread held. Even then the child is started only where fork exists and no other
+Python thread runs.
+
+The child shares nothing with this process but the pipe it writes its result to (pickled),
+and leaves with os._exit: no buffer of ours flushed twice, no lock or temporary file of ours
+touched. Leaving the block without its result (an error, Ctrl-C) kills it. When the child
+fails, for whatever reason, the same work is done in line, which then raises what it raises.
+A child whose parent is gone (killed with -9, which nothing else would tell it) ends itself
+at its next `watch` call rather than go on reading a folder that the next run may be using.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+T = TypeVar("T")
+Watch = Callable[[], None]
+"""Called now and then by work in a child: ends the child once its parent is gone."""
+
+
+def can_fork() -> bool:
+    """Whether a child may be forked here: a platform with fork and no other Python thread
+    (native threads are the caller's to rule out)."""
+    return hasattr(os, "fork") and threading.active_count() == 1
+
+
+def orphan_watch(parent: int) -> Watch:
+    """The watch of a child forked by `parent`."""
+
+    def watch() -> None:
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return watch
+
+
+@contextmanager
+def ahead_in_child(
+    in_child: Callable[[Watch], T], in_line: Callable[[], T], *, enabled: bool
+) -> Iterator[Callable[[], T]]:
+    """Start `in_child(watch)` in a forked child when `enabled` and `can_fork()`, and give a
+    function that waits for its result; otherwise (or when the child fails) that function does
+    `in_line()`."""
+    if not enabled or not can_fork():
+        yield in_line
+        return
+    reading, writing = os.pipe()
+    parent = os.getpid()
+    child = os.fork()
+    if child == 0:
+        code = 1
+        try:
+            os.close(reading)
+            result = in_child(orphan_watch(parent))
+            with os.fdopen(writing, "wb") as out:
+                pickle.dump(result, out, protocol=pickle.HIGHEST_PROTOCOL)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(writing)
+    pipe = os.fdopen(reading, "rb")
+    running = True
+
+    def collected() -> T:
+        nonlocal running
+        with pipe:
+            data = pipe.read()
+        status = os.waitpid(child, 0)[1]
+        running = False
+        if os.waitstatus_to_exitcode(status) != 0:
+            return in_line()
+        result: T = pickle.loads(data)  # our own child's objects, not a stranger's
+        return result
+
+    try:
+        yield collected
+    finally:
+        if running:  # its work is of no use any more
+            os.kill(child, signal.SIGKILL)
+            os.waitpid(child, 0)
+            pipe.close()

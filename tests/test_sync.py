@@ -12,15 +12,16 @@ from typing import Any
 import pytest
 from conftest import WRITE_TOKEN
 from factory import RunSpec, write_run, write_tree
-from helpers import one_line_error, run_cli
+from helpers import one_line_error, probe_console_script, run_cli
 from hubserver import Fault, HubServer
-from test_upload import commit_posts, local_files
+from test_upload import commit_posts, local_files, table_rows
 
 from bundler.core import exitcodes
 from bundler.core.errors import Terminated
 from bundler.core.progress import NoProgress
 from bundler.hub.upload import UploadOptions
 from bundler.local.collect import CollectOptions
+from bundler.local.discover import SPLIT_PENDING
 from bundler.sync import SyncOptions
 from bundler.sync import sync as sync_library
 
@@ -340,3 +341,27 @@ def test_an_output_root_without_runs_still_uploads_the_bundles_there(
     assert code == 0, stderr
     assert "nothing to do" in " ".join(report["collect"]["warnings"])
     assert report["counts"]["already_there"] == 2  # the upload still ran
+
+
+def test_the_sync_command_forks_its_helpers(hub: HubServer, repo_id: str, tmp_path: Path) -> None:
+    """The console script is one thread, so sync may fork (bundler.core.forked): collect walks
+    a tree SPLIT_PENDING folders wide half in a child, and upload verifies in one while the
+    Hub client loads. (A library caller forks nothing unless it says so.)"""
+    root = tmp_path / "out"
+    specs = [RunSpec(model=f"org/model-{number:03d}", rows=1) for number in range(SPLIT_PENDING)]
+    write_tree(root, specs, how_do_you=False)
+    code, state = probe_console_script(
+        tmp_path,
+        "sync",
+        root,
+        "-o",
+        tmp_path / "b",
+        "--repo",
+        repo_id,
+        "--expect",
+        "expert-vqa=1",
+        env={"HF_TOKEN": WRITE_TOKEN},
+    )
+    assert code == 0
+    assert state["forks"] == 2
+    assert len(table_rows(hub, repo_id)) == SPLIT_PENDING

@@ -24,7 +24,7 @@ from bundler.core.progress import NoProgress, ProgressSink, Unit
 from bundler.hub.plan import BundlePlan, LocalBundle, UploadOptions, UploadReport
 from bundler.local.lock import bundles_lock
 from bundler.local.verify import find_archives, read_bundle
-from bundler.local.verifycache import SidecarFacts, VerifiedBundle, VerifyCache
+from bundler.local.verifycache import VerifiedBundle, VerifyCache
 
 
 def gather_local(
@@ -57,11 +57,8 @@ def gather_local(
                 failures = verification.describe_failures()
                 refuse(label, f"{archive}: failed verification ({failures})")
                 continue
-            verified = VerifiedBundle(
-                reading.sidecar_data,
-                reading.metrics_text,
-                SidecarFacts.of(reading.sidecar),
-                parsed=reading.sidecar,
+            verified = VerifiedBundle.of(
+                reading.sidecar, reading.sidecar_data, reading.metrics_text
             )
             cache.record(archive, identity, verified)
         facts = verified.facts

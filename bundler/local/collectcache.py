@@ -57,8 +57,8 @@ class CollectCache:
         """The cached run, if its listing (every file's stat, taken by discovery before
         anything was read; what a later `record` keeps) is as recorded and not racy; else None,
         and the run is read."""
-        listing = run.listing
-        entry = self.file.loaded.get(self.key(run))
+        listing, key = run.listing, self.key(run)
+        entry = self.file.loaded.get(key)
         if listing is None or not isinstance(entry, dict):
             return None
         try:
@@ -75,7 +75,7 @@ class CollectCache:
             return None
         if not isinstance(task, str) or not all(isinstance(name, str) for name in names):
             return None
-        return CachedRun(run, self.key(run), entry, bundle_id, task, names)
+        return CachedRun(run, key, entry, bundle_id, task, names)
 
     def still_bundled(self, cached: CachedRun) -> CachedBundle | None:
         """What collect reports for the run, if its archive and sidecar are still the ones it

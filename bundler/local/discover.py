@@ -8,9 +8,9 @@ a link), so the user sees what the bundler did not take and why.
 from __future__ import annotations
 
 import hashlib
-import marshal
 import os
 import re
+import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,14 +47,32 @@ class Listing(Model):
     itself (git's racy rule)."""
 
     @classmethod
-    def of(cls, parts: list[tuple[str, int, int, int, int, int]], newest: int) -> Listing:
-        """From each entry's name, mode, size, mtime_ns, ctime_ns and inode (-1 and zeros
-        for a folder), in any order."""
+    def of(cls, parts: list[bytes], newest: int) -> Listing:
+        """From each entry's `listing_part`, in any order."""
         parts.sort()
-        # marshal's version 0 writes values only (no object sharing, no interning flags): the
-        # same names and numbers give the same bytes, at C speed (repr took four times as long).
-        digest = hashlib.blake2b(marshal.dumps(parts, 0), digest_size=16).hexdigest()
-        return cls(digest=digest, newest_mtime_ns=newest)
+        return cls(
+            digest=hashlib.blake2b(b"".join(parts), digest_size=16).hexdigest(),
+            newest_mtime_ns=newest,
+        )
+
+
+_IDENTITY = struct.Struct("<5q")
+_FOLDER = _IDENTITY.pack(-1, 0, 0, 0, 0)
+
+
+def listing_part(name: str, status: os.stat_result | None) -> bytes:
+    """One entry of a Listing: its name, a NUL (no name holds one, so the parts of a listing
+    read back one way only), then its mode, size, mtime_ns, ctime_ns and inode, or -1 and
+    zeros for a folder. Packed bytes, about 100 a file: a run directory of 100,000 predictions
+    holds them all while it is walked."""
+    identity = (
+        _FOLDER
+        if status is None
+        else _IDENTITY.pack(
+            status.st_mode, status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino
+        )
+    )
+    return name.encode("utf-8", "surrogateescape") + b"\0" + identity
 
 
 class RunDirectory(Model):
@@ -212,9 +230,11 @@ def _scan(pending: list[str], *, split_in_child: bool, watch: Watch | None) -> _
         files: list[str] = []
         # The stat cache's listing, in the same pass (see Listing): a folder by name, any
         # other entry (a link too) by its lstat; None when one cannot be stat'ed.
-        parts: list[tuple[str, int, int, int, int, int]] | None = []
+        parts: list[bytes] | None = []
         newest = 0
-        for entry in entries:
+        entries.reverse()
+        while entries:  # each entry let go once seen: it keeps its lstat result while it lives
+            entry = entries.pop()
             name = entry.name
             run_file = name in RUN_INFO_FILES
             if not run_file and PREDICTION_FILE.fullmatch(name) is not None:
@@ -224,7 +244,7 @@ def _scan(pending: list[str], *, split_in_child: bool, watch: Watch | None) -> _
             if entry.is_dir(follow_symlinks=False):  # a folder, not a link to one
                 subdirectories.append(entry.path)
                 if parts is not None:
-                    parts.append((name, -1, 0, 0, 0, 0))
+                    parts.append(listing_part(name, None))
                 continue
             if parts is not None:
                 try:
@@ -232,10 +252,8 @@ def _scan(pending: list[str], *, split_in_child: bool, watch: Watch | None) -> _
                 except OSError:
                     parts = None
                 else:
-                    mtime = status.st_mtime_ns
-                    size, changed, inode = status.st_size, status.st_ctime_ns, status.st_ino
-                    parts.append((name, status.st_mode, size, mtime, changed, inode))
-                    newest = max(newest, mtime)
+                    parts.append(listing_part(name, status))
+                    newest = max(newest, status.st_mtime_ns)
             # Links to run files are refused with their run; other links would be skipped
             # silently as "extra files", so a linked directory is called out here.
             if entry.is_symlink() and not run_file and entry.is_dir():

@@ -92,6 +92,11 @@ class VerifiedBundle:
     facts: SidecarFacts
     parsed: Sidecar | None = None
 
+    @classmethod
+    def of(cls, sidecar: Sidecar, sidecar_data: bytes, metrics_text: str) -> VerifiedBundle:
+        """A bundle just verified: its sidecar parsed already, its facts taken from it."""
+        return cls(sidecar_data, metrics_text, SidecarFacts.of(sidecar), parsed=sidecar)
+
     @property
     def sidecar(self) -> Sidecar:
         if self.parsed is None:

@@ -172,7 +172,7 @@ def sync(
                 options.collect,
                 progress,
                 _row_counts(options),
-                walk_in_child=may_fork,
+                may_fork=may_fork,
             )
             if report.collect.refused and not _holds_bundles(bundles_dir):
                 report.upload_skipped = "no bundle to publish: every selected run was refused"

@@ -28,6 +28,9 @@ from helpers import (
     run_python,
 )
 
+from bundler.local.collect import FORK_WEIGHT, RUN_WEIGHT
+from bundler.local.layout import is_temporary_name
+
 SAMPLE = Path(__file__).parent / "sample_output"
 SAMPLE_EXPECT = ("--expect", "expert-vqa=4", "--expect", "maze-solve=3")
 
@@ -480,6 +483,56 @@ def test_sigterm_while_writing_leaves_nothing_partial(tmp_path: Path) -> None:
     returncode, bundles = _interrupt_mid_write(tmp_path, signal.SIGTERM)
     assert returncode == 143
     assert all_files(bundles) == []
+
+
+@pytest.mark.parametrize("how", ["SIGTERM to the command", "SIGINT to its process group"])
+def test_a_stop_while_a_forked_child_writes_half_the_runs_leaves_nothing_partial(
+    tmp_path: Path, how: str
+) -> None:
+    """Many runs are bundled half in a forked child (bundler.local.collect._bundle_all). A stop
+    signal while it writes (`kill` reaches the command alone, Ctrl-C the whole group) must
+    still leave no temporary file: the child is told to stop and cleans up as the command
+    does, and a second signal cannot cut that short. What is left is whole bundles only."""
+    rows = 10
+    count = FORK_WEIGHT // (rows + RUN_WEIGHT) + 4
+    root, bundles = tmp_path / "out", tmp_path / "b"
+    write_tree(root, [RunSpec(model=f"m-{n:03d}", rows=rows) for n in range(count)])
+    later = tuple(f"m-{n:03d}_" for n in range(count // 2 + 2, count))  # the child's half
+
+    def child_writing() -> bool:
+        return any(path.parent.name.startswith(later) for path in partial_files(bundles))
+
+    process = subprocess.Popen(
+        [str(BUNDLER), "collect", str(root), "-o", str(bundles), "--expect", f"expert-vqa={rows}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env=cli_env(),
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not child_writing() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert child_writing(), "the child never started writing"
+        if how.startswith("SIGTERM"):
+            process.send_signal(signal.SIGTERM)
+        else:
+            os.killpg(process.pid, signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    assert process.returncode == (143 if how.startswith("SIGTERM") else 130), stderr
+    assert "nothing partial was left behind" in stderr
+    assert [path for path in bundles.rglob("*") if is_temporary_name(path.name)] == []
+    archives = sorted(bundles.rglob("*.tar.zst"))
+    sidecars = [path.with_name(path.name.removesuffix(".tar.zst") + ".json") for path in archives]
+    assert sorted(bundles.rglob("*.json")) == sidecars  # whole pairs, nothing else
+    if archives:
+        assert run_cli("verify", bundles).returncode == 0
 
 
 def test_full_disk_while_replacing_keeps_the_previous_bundle(tmp_path: Path) -> None:

@@ -345,8 +345,9 @@ def test_an_output_root_without_runs_still_uploads_the_bundles_there(
 
 def test_the_sync_command_forks_its_helpers(hub: HubServer, repo_id: str, tmp_path: Path) -> None:
     """The console script is one thread, so sync may fork (bundler.core.forked): collect walks
-    a tree SPLIT_PENDING folders wide half in a child, and upload verifies in one while the
-    Hub client loads. (A library caller forks nothing unless it says so.)"""
+    a tree SPLIT_PENDING folders wide half in a child and bundles its runs (well past
+    FORK_WEIGHT) half in another, and upload verifies in a third while the Hub client loads.
+    (A library caller forks nothing unless it says so.)"""
     root = tmp_path / "out"
     specs = [RunSpec(model=f"org/model-{number:03d}", rows=1) for number in range(SPLIT_PENDING)]
     write_tree(root, specs, how_do_you=False)
@@ -363,5 +364,5 @@ def test_the_sync_command_forks_its_helpers(hub: HubServer, repo_id: str, tmp_pa
         env={"HF_TOKEN": WRITE_TOKEN},
     )
     assert code == 0
-    assert state["forks"] == 2
+    assert state["forks"] == 3
     assert len(table_rows(hub, repo_id)) == SPLIT_PENDING

@@ -99,9 +99,7 @@ def collect_command(
 
             row_counts = RowCountResolver(token_to_send(token))
         with progress_on(console) as progress:
-            report = collect(
-                output_root, bundles_dir, options, progress, row_counts, walk_in_child=True
-            )
+            report = collect(output_root, bundles_dir, options, progress, row_counts, may_fork=True)
         return finish(report, render_collect, console, json_output)
 
     raise typer.Exit(

@@ -10,8 +10,10 @@ Python thread runs.
 
 The child shares nothing with this process but the pipe it writes its result to (pickled),
 and leaves with os._exit: no buffer of ours flushed twice, no lock or temporary file of ours
-touched. Leaving the block without its result (an error, Ctrl-C) kills it. When the child
-fails, for whatever reason, the same work is done in line, which then raises what it raises.
+touched. Leaving the block without its result (an error, Ctrl-C) stops it as a stop signal
+stops this process (SIGTERM: a child that writes removes its temporary files on the way out),
+and kills it if it has not ended within STOP_WAIT seconds. When the child fails, for whatever
+reason, the same work is done in line, which then raises what it raises.
 A child whose parent is gone (killed with -9, which nothing else would tell it) ends itself
 at its next `watch` call rather than go on reading a folder that the next run may be using.
 """
@@ -22,11 +24,15 @@ import os
 import pickle
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
 T = TypeVar("T")
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+STOP_WAIT = 10.0
+"""Seconds a child told to stop may take to clean up before it is killed."""
 Watch = Callable[[], None]
 """Called now and then by work in a child: ends the child once its parent is gone."""
 
@@ -35,6 +41,11 @@ def can_fork() -> bool:
     """Whether a child may be forked here: a platform with fork and no other Python thread
     (native threads are the caller's to rule out)."""
     return hasattr(os, "fork") and threading.active_count() == 1
+
+
+def cores() -> int:
+    """The cores this process may run on: a child is worth forking only when there are two."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
 
 
 def orphan_watch(parent: int) -> Watch:
@@ -63,6 +74,7 @@ def ahead_in_child(
     if child == 0:
         code = 1
         try:
+            _stopped_once()
             os.close(reading)
             result = in_child(orphan_watch(parent))
             with os.fdopen(writing, "wb") as out:
@@ -89,6 +101,36 @@ def ahead_in_child(
         yield collected
     finally:
         if running:  # its work is of no use any more
+            _stop(child)
+            pipe.close()
+
+
+def _stopped_once() -> None:
+    """In a child: the first stop signal is acted on as this process's handler would (it
+    raises, and the work cleans up on its way out); any later one is ignored, so that the
+    SIGTERM the parent sends when it leaves early (it may have had a Ctrl-C of its own) cannot
+    cut that clean-up short."""
+    for number in STOP_SIGNALS:
+        inherited = signal.getsignal(number)
+        if callable(inherited):
+
+            def once(
+                signum: int, frame: object, inherited: Callable[..., object] = inherited
+            ) -> None:
+                for each in STOP_SIGNALS:
+                    signal.signal(each, signal.SIG_IGN)
+                inherited(signum, frame)
+
+            signal.signal(number, once)
+
+
+def _stop(child: int) -> None:
+    """Tell `child` to stop, wait for it, and kill it if it takes longer than STOP_WAIT."""
+    os.kill(child, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_WAIT
+    while os.waitpid(child, os.WNOHANG)[0] == 0:
+        if time.monotonic() > deadline:
             os.kill(child, signal.SIGKILL)
             os.waitpid(child, 0)
-            pipe.close()
+            return
+        time.sleep(0.005)

@@ -14,10 +14,10 @@ import os
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import ConfigDict, Field
 
@@ -30,6 +30,7 @@ from bundler.core.errors import (
     UsageError,
     WriteError,
 )
+from bundler.core.forked import Watch, ahead_in_child, cores
 from bundler.core.limits import DEFAULT_LEVEL, INT64_MAX, MAX_LEVEL
 from bundler.core.model import Model
 from bundler.core.progress import NoProgress, ProgressSink
@@ -160,22 +161,23 @@ def collect(
     progress: ProgressSink | None = None,
     row_counts: RowCountLookup | None = None,
     *,
-    walk_in_child: bool = False,
+    may_fork: bool = False,
 ) -> CollectReport:
     """Bundle every run under `output_root` into `bundles_dir`; see CollectReport for what was
     written, refused and skipped. `row_counts` gives the row count of a task `expected_rows`
-    does not name (`--resolve-rows`). `walk_in_child`: a wide tree is walked half in a forked
-    child, for a caller that knows its process has no other thread (the console script;
-    bundler.core.forked). Raises UsageError when the output root cannot be used, and
-    BundlesLockedError when another run holds `bundles_dir` for longer than
-    `options.lock_wait` seconds and no input was refused. When some were, the report says so
-    instead (`error`, and the runs not bundled under `skipped`): a retry would not make a
-    refusal go away, so it must not be hidden behind one."""
+    does not name (`--resolve-rows`). `may_fork`, for a caller that knows its process has no
+    other thread (the console script; bundler.core.forked): a wide tree is walked half in a
+    forked child, and many runs to bundle are bundled half in one (`_bundle_all`). Raises
+    UsageError when the output root cannot be used, and BundlesLockedError when another run
+    holds `bundles_dir` for longer than `options.lock_wait` seconds and no input was refused.
+    When some were, the report says so instead (`error`, and the runs not bundled under
+    `skipped`): a retry would not make a refusal go away, so it must not be hidden behind
+    one."""
     options = options or CollectOptions()
     progress = progress or NoProgress()
     if bundles_dir.exists() and not bundles_dir.is_dir():
         raise UsageError(f"{bundles_dir}: exists and is not a directory")
-    found = discover(output_root, split_in_child=walk_in_child)
+    found = discover(output_root, split_in_child=may_fork)
     report = CollectReport(
         output_root=str(output_root), bundles_dir=str(bundles_dir), skipped=list(found.skipped)
     )
@@ -185,9 +187,8 @@ def collect(
     report.refused.extend(
         RefusedInput(path=item.path, error=f"{item.path}: {item.reason}") for item in found.refused
     )
-    from bundler.local.archive import Compressors
     from bundler.local.collectcache import CachedRun, CollectCache
-    from bundler.local.fileio import DurableBatch, remove_leftovers
+    from bundler.local.fileio import remove_leftovers
     from bundler.local.lock import bundles_lock
     from bundler.local.runs import read_header
 
@@ -223,33 +224,22 @@ def collect(
     runs = _refuse_collisions(headers, report)
     if not runs:
         return report  # nothing to write: no lock taken, nothing created
-    compressors = Compressors.of(options.level, options.threads)
-    slots: list[CollectedBundle | None] = [None] * len(runs)
+    slots: dict[int, CollectedBundle] = {}
     try:
         with bundles_lock(bundles_dir, operation="collect", wait=options.lock_wait):
-            work = _Work(bundles_dir, options, compressors, row_counts, progress, cache)
-            with (
-                _no_new_empty_folders(bundles_dir),
-                DurableBatch() as batch,
-                _OneBehind() as writes,
-            ):
-                for number, item in enumerate(runs):
-                    if isinstance(item, CachedRun):
-                        unchanged = cache.still_bundled(item)
-                        if unchanged is not None:
-                            slots[number] = _reported(item, unchanged)
-                            continue
-                        try:  # the bundle changed since: the run is read after all
-                            header = read_header(item.run)
-                        except InputError as error:
-                            report.refused.append(
-                                RefusedInput(path=str(item.run.path), error=str(error))
-                            )
-                            continue
-                    else:
-                        header = item
-                    writes.then(_bundle_one(header, work, batch, report, slots, number))
-            report.bundles = [bundle for bundle in slots if bundle is not None]
+            to_bundle: list[tuple[int, RunHeader | CachedRun]] = []
+            for number, item in enumerate(runs):
+                unchanged = cache.still_bundled(item) if isinstance(item, CachedRun) else None
+                if isinstance(item, CachedRun) and unchanged is not None:
+                    slots[number] = _reported(item, unchanged)
+                else:  # new, or its bundle changed since: the run is read
+                    to_bundle.append((number, item))
+            work = _Work(bundles_dir, options, row_counts, progress, cache)
+            with _no_new_empty_folders(bundles_dir):
+                bundled = _bundle_all(to_bundle, work, may_fork=may_fork)
+            slots.update(bundled.slots)
+            report.refused.extend(bundled.refused)
+            report.bundles = [slots[number] for number in sorted(slots)]
             cache.save()
     except BundlesLockedError as error:  # from the lock: _bundle_one reports its own errors
         if not report.refused:
@@ -258,8 +248,6 @@ def collect(
         report.skipped.extend(
             Skipped(path=str(header.run.path), reason=f"not bundled: {error}") for header in runs
         )
-    finally:
-        compressors.close()
     return report
 
 
@@ -423,23 +411,110 @@ class _Work:
 
     bundles_dir: Path
     options: CollectOptions
-    compressors: Compressors
     row_counts: RowCountLookup | None
     progress: ProgressSink
     cache: CollectCache
 
 
+@dataclass
+class _Bundled:
+    """What bundling some of the runs gave, by the run's place in collect's list: plain values,
+    so that a forked child can hand its half back (with the stat cache entries it recorded)."""
+
+    slots: dict[int, CollectedBundle] = field(default_factory=dict)
+    refused: list[RefusedInput] = field(default_factory=list)
+    recorded: dict[str, Any] = field(default_factory=dict)
+
+
+FORK_WEIGHT = 4_000
+"""The work, in predictions (see RUN_WEIGHT), from which half of it goes to a forked child
+(`_bundle_all`): a child starts in a few ms, where each prediction costs about 0.1 ms."""
+
+RUN_WEIGHT = 40
+"""A run's own cost in predictions besides its prediction files: its folder, two new files
+and their durable commit, the manifest and the sidecar (about 4 ms on the machine measured)."""
+
+
+def _bundle_all(
+    items: list[tuple[int, RunHeader | CachedRun]], work: _Work, *, may_fork: bool
+) -> _Bundled:
+    """Bundle every run of `items`. With `may_fork`, a second core and at least FORK_WEIGHT of
+    work, the later half (by weight) is bundled in a forked child while this process bundles
+    the first (bundler.core.forked): every run is bundled on its own and their bundle ids
+    differ, so the halves write different files, and pairs committed in one player folder are
+    serialized by its lock (`commit_pair`). Joined, the halves report what one process would,
+    in the same order; a child that fails has its half done here after all. Row counts asked
+    of the Hub (`--resolve-rows`) keep the work in line: a child would share this process's
+    open connections."""
+    weights = [item.run.predictions + RUN_WEIGHT for _, item in items]
+    alone = work.row_counts is None and len(items) > 1 and cores() > 1
+    if not may_fork or not alone or sum(weights) < FORK_WEIGHT:
+        return _bundle_runs(items, work, None)
+    middle, weight = 0, 0
+    while weight * 2 < sum(weights) and middle < len(items) - 1:
+        weight += weights[middle]
+        middle += 1
+    mine, theirs = items[: max(middle, 1)], items[max(middle, 1) :]
+
+    def in_child(watch: Watch) -> _Bundled:
+        work.cache.keep_apart()
+        bundled = _bundle_runs(theirs, replace(work, progress=NoProgress()), watch)
+        bundled.recorded = work.cache.kept_apart()
+        return bundled
+
+    with ahead_in_child(in_child, lambda: _bundle_runs(theirs, work, None), enabled=True) as later:
+        bundled = _bundle_runs(mine, work, None)
+        rest = later()
+    work.cache.adopt(rest.recorded)
+    bundled.slots.update(rest.slots)
+    bundled.refused.extend(rest.refused)
+    return bundled
+
+
+def _bundle_runs(
+    items: list[tuple[int, RunHeader | CachedRun]], work: _Work, watch: Watch | None
+) -> _Bundled:
+    """Bundle the runs of `items` in this process, with compressors of its own (made after a
+    fork: a multi-threaded compressor's workers do not survive one)."""
+    from bundler.local.archive import Compressors
+    from bundler.local.collectcache import CachedRun
+    from bundler.local.fileio import DurableBatch
+    from bundler.local.runs import read_header
+
+    bundled = _Bundled()
+    compressors = Compressors.of(work.options.level, work.options.threads)
+    try:
+        with DurableBatch() as batch, _OneBehind() as writes:
+            for number, item in items:
+                if watch is not None:
+                    watch()
+                if isinstance(item, CachedRun):
+                    try:  # the bundle changed since it was cached: the run is read after all
+                        header = read_header(item.run)
+                    except InputError as error:
+                        bundled.refused.append(
+                            RefusedInput(path=str(item.run.path), error=str(error))
+                        )
+                        continue
+                else:
+                    header = item
+                writes.then(_bundle_one(header, work, compressors, batch, bundled, number))
+    finally:
+        compressors.close()
+    return bundled
+
+
 def _bundle_one(
     header: RunHeader,
     work: _Work,
+    compressors: Compressors,
     batch: DurableBatch,
-    report: CollectReport,
-    slots: list[CollectedBundle | None],
+    bundled: _Bundled,
     number: int,
 ) -> _PendingWrite | None:
     """Validate one run and start compressing its body; return the write of its bundle into
-    `slots[number]` (a new or replaced bundle is committed with the batch, `DurableBatch`; an
-    unchanged one is left as it is), or None when the run was refused."""
+    `bundled.slots[number]` (a new or replaced bundle is committed with the batch,
+    `DurableBatch`; an unchanged one is left as it is), or None when the run was refused."""
     from bundler.local.archive import BodyWriter
     from bundler.local.collectcache import CachedBundle
     from bundler.local.runs import validate_run
@@ -458,13 +533,13 @@ def _bundle_one(
             isinstance(error, WriteError) and error.path is not None
         )
         shown = str(error) if named else f"{header.run.path}: {error}"
-        report.refused.append(RefusedInput(path=str(header.run.path), error=shown))
+        bundled.refused.append(RefusedInput(path=str(header.run.path), error=shown))
 
     def done(bundle: CollectedBundle, sidecar_sha256: str, error: WriteError | None) -> None:
         if error is not None:
             refuse(error)
             return
-        slots[number] = bundle
+        bundled.slots[number] = bundle
         if bundle.status == "kept":
             return  # not what the run would give: the cache must not skip it next time
         kept = CachedBundle(
@@ -490,7 +565,7 @@ def _bundle_one(
     try:
         _refuse_linked_folder(header.bundle_id.local_archive(work.bundles_dir).parent)
         progress.begin(f"bundling {header.bundle_id}", header.run.predictions, unit="predictions")
-        body = BodyWriter(header.meta.run_timestamp, work.compressors, header.run.predictions)
+        body = BodyWriter(header.meta.run_timestamp, compressors, header.run.predictions)
         try:
             run = validate_run(
                 header,

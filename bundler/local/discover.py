@@ -17,7 +17,7 @@ from pathlib import Path
 from pydantic import ConfigDict
 
 from bundler.core.errors import UsageError
-from bundler.core.forked import Watch, ahead_in_child
+from bundler.core.forked import Watch, ahead_in_child, cores
 from bundler.core.model import Model
 
 PREDICTIONS_SUFFIX = "_predictions"
@@ -163,11 +163,6 @@ def discover(output_root: Path, *, split_in_child: bool = False) -> Discovery:
     return Discovery(runs=runs, skipped=skipped, refused=refused)
 
 
-def _cores() -> int:
-    """The cores this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
-
-
 def _refuse_predictions_folder(output_root: Path) -> None:
     """A `<task>_predictions` folder given as the output root is one task's runs, not the root:
     refused, naming the folder to give instead (its parent)."""
@@ -209,7 +204,7 @@ def _scan(pending: list[str], *, split_in_child: bool, watch: Watch | None) -> _
     process walks the other; their findings, joined, are the ones of one walk."""
     scanned = _Scanned()
     while pending:
-        if split_in_child and len(pending) >= SPLIT_PENDING and _cores() > 1:
+        if split_in_child and len(pending) >= SPLIT_PENDING and cores() > 1:
             scanned.extend(_scan_halves(pending))
             return scanned
         directory = pending.pop()

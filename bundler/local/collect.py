@@ -482,6 +482,8 @@ def _bundle_runs(
     from bundler.local.runs import read_header
 
     bundled = _Bundled()
+    if not items:
+        return bundled  # a nightly run with nothing new: no compressor made
     compressors = Compressors.of(work.options.level, work.options.threads)
     try:
         with DurableBatch() as batch, _OneBehind() as writes:

@@ -447,14 +447,15 @@ def _bundle_all(
     of the Hub (`--resolve-rows`) keep the work in line: a child would share this process's
     open connections."""
     weights = [item.run.predictions + RUN_WEIGHT for _, item in items]
+    total = sum(weights)
     alone = work.row_counts is None and len(items) > 1 and cores() > 1
-    if not may_fork or not alone or sum(weights) < FORK_WEIGHT:
+    if not may_fork or not alone or total < FORK_WEIGHT:
         return _bundle_runs(items, work, None)
-    middle, weight = 0, 0
-    while weight * 2 < sum(weights) and middle < len(items) - 1:
+    middle, weight = 1, weights[0]  # each half holds at least one run
+    while weight * 2 < total and middle < len(items) - 1:
         weight += weights[middle]
         middle += 1
-    mine, theirs = items[: max(middle, 1)], items[max(middle, 1) :]
+    mine, theirs = items[:middle], items[middle:]
 
     def in_child(watch: Watch) -> _Bundled:
         work.cache.keep_apart()

@@ -146,9 +146,9 @@ def sync(
 ) -> SyncReport:
     """Collect the runs under `output_root` into `bundles_dir`, then publish the folder.
     `may_fork`, for a caller that knows its process has no other thread (the console script;
-    bundler.core.forked): collect walks a wide tree half in a forked child, and upload
-    verifies the bundles in one while the Hub client loads (collect's own threads have ended
-    by then).
+    bundler.core.forked): collect walks a wide tree half in a forked child and bundles many
+    runs half in another, and upload verifies the bundles in a third while the Hub client
+    loads (collect's own threads have ended by then).
 
     Never raises a BundlerError: an error that stops the sync (the lock held, the Hub down,
     unusable input) is recorded in the report with its exit code, so the report, and the

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from bundler.core.errors import Terminated
+from bundler.core.errors import STOP_SIGNALS, Terminated
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -21,9 +21,6 @@ _stop_signals: list[int] = []
 raises can reach the command inside another: pydantic's serializer, interrupted while it calls
 back into Python, reports a PydanticSerializationError. The command asks this list, not only
 the exception's type, so an interrupted run never reads as an internal error."""
-
-
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 @contextmanager

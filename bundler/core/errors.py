@@ -6,6 +6,7 @@ problem on one line, and where there is an obvious next step, a hint says what t
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import ClassVar, Literal
 
@@ -187,3 +188,9 @@ class NotCanonicalError(BundlerError):
 class Terminated(BaseException):
     """SIGTERM (a CI timeout, `kill`), raised like Ctrl-C (KeyboardInterrupt) so every atomic
     write cleans up, and a sync's report still says what happened."""
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""The signals that stop a command: raised as KeyboardInterrupt and Terminated while it works
+(bundler.cli.signals), held during a commit (bundler.local.fileio.signals_held), and acted on
+once by a forked helper (bundler.core.forked)."""

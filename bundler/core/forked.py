@@ -1,12 +1,13 @@
 """Work done ahead in a forked child while this process does something else, on a second core.
 
-Two stages use it: upload verifies the bundles while the Hub client loads
-(bundler.hub.upload), and collect's discovery walks half of a large tree of runs, one lstat per
-file, while this process walks the other half (bundler.local.discover). Only a caller that
-knows its process to be one thread, with no native threads either, may ask for it (the
-console script does): forking a process with threads can leave the child deadlocked on a lock
-another thread held. Even then the child is started only where fork exists and no other
-Python thread runs.
+Three stages use it: upload verifies the bundles while the Hub client loads
+(bundler.hub.upload), collect's discovery walks half of a large tree of runs, one lstat per
+file, while this process walks the other half (bundler.local.discover), and collect bundles
+the later half of many runs while this process bundles the first (bundler.local.collect).
+Only a caller that knows its process to be one thread, with no native threads either, may ask
+for it (the console script does): forking a process with threads can leave the child
+deadlocked on a lock another thread held. Even then the child is started only where fork
+exists and no other Python thread runs.
 
 The child shares nothing with this process but the pipe it writes its result to (pickled),
 and leaves with os._exit: no buffer of ours flushed twice, no lock or temporary file of ours
@@ -29,8 +30,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
+from bundler.core.errors import STOP_SIGNALS
+
 T = TypeVar("T")
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 STOP_WAIT = 10.0
 """Seconds a child told to stop may take to clean up before it is killed."""
 Watch = Callable[[], None]

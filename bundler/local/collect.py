@@ -229,8 +229,7 @@ def collect(
         with bundles_lock(bundles_dir, operation="collect", wait=options.lock_wait):
             to_bundle: list[tuple[int, RunHeader | CachedRun]] = []
             for number, item in enumerate(runs):
-                unchanged = cache.still_bundled(item) if isinstance(item, CachedRun) else None
-                if isinstance(item, CachedRun) and unchanged is not None:
+                if isinstance(item, CachedRun) and (unchanged := cache.still_bundled(item)):
                     slots[number] = _reported(item, unchanged)
                 else:  # new, or its bundle changed since: the run is read
                     to_bundle.append((number, item))

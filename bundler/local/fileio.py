@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from bundler.core.errors import InputError, UsageError, WriteError
+from bundler.core.errors import STOP_SIGNALS, InputError, UsageError, WriteError
 from bundler.local.layout import CACHE_NAMES, TEMP_SUFFIX, is_temporary_name, temporary_prefix
 
 CHUNK_SIZE = 1 << 20
@@ -397,10 +397,9 @@ def signals_held() -> Iterator[None]:
         yield
         return
     received: list[signal.Signals] = []
-    held = (signal.SIGINT, signal.SIGTERM)
     previous = {
         number: signal.signal(number, lambda n, _: received.append(signal.Signals(n)))
-        for number in held
+        for number in STOP_SIGNALS
     }
     try:
         yield

@@ -83,6 +83,23 @@ def test_an_upload_with_nothing_new_costs_at_most_six_requests(
         assert total(counts) <= 6, counts
 
 
+@pytest.mark.parametrize("command", ["upload", "card"])
+def test_a_nightly_with_nothing_new_reads_the_same_api_bytes_at_any_size(
+    hub: HubServer, leaderboards: dict[int, Leaderboard], command: str
+) -> None:
+    """Not only the requests: their answers stay the same size too. Only the tables (file
+    requests) hold a row per bundle; a repository's info asked in full would list every file
+    (`siblings`), 80 bytes a file."""
+    sizes = {}
+    for size, board in leaderboards.items():
+        args = [board.bundles] if command == "upload" else []
+        counts, _ = counted(hub, board.repo_id, command, *args, "--repo", board.repo_id)
+        sizes[size] = hub.response_bytes(board.repo_id)["api"]
+        assert counts["api"] >= 2, counts
+    small, large = sizes[SIZES[0]], sizes[SIZES[1]]
+    assert large <= small * 1.05 + 512, sizes
+
+
 def test_a_card_with_nothing_to_do_costs_at_most_six_requests(
     hub: HubServer, leaderboards: dict[int, Leaderboard]
 ) -> None:

@@ -1022,6 +1022,26 @@ def test_request_counts_split_api_and_file(hub: HubServer, api: HfApi, tmp_path:
     assert hub.request_counts("alice/counted") == {"api": 0, "file": 0, "storage": 0}
 
 
+def test_repo_info_with_expand_answers_only_what_was_asked(hub: HubServer, api: HfApi) -> None:
+    files = {f"bundles/p{i}/t@unpinned.json": b"{}" for i in range(40)}
+    hub.create_repo("alice/expanded", files=files)
+    hub.reset_requests()
+    whole = api.dataset_info("alice/expanded")
+    assert whole.siblings is not None and len(whole.siblings) == 41  # with .gitattributes
+    only_sha = api.dataset_info("alice/expanded", expand=["sha"])
+    assert only_sha.sha == whole.sha and only_sha.siblings is None and only_sha.private is None
+    card = api.dataset_info("alice/expanded", expand=["private", "lastModified"])
+    assert card.private is False and card.sha is None and card.siblings is None
+    whole_bytes, sha_bytes, _ = (record.size for record in hub.requests("alice/expanded"))
+    assert sha_bytes < 200 < 40 * 50 < whole_bytes  # every file's name, or none
+    with pytest.raises(HfHubHTTPError) as refused:
+        api.dataset_info("alice/expanded", expand=["sha", "nonsense"])  # type: ignore[list-item]
+    assert refused.value.response.status_code == 400
+    assert hub.response_bytes("alice/expanded")["api"] == sum(
+        record.size for record in hub.requests("alice/expanded")
+    )
+
+
 @pytest.fixture
 def plain_client() -> Iterator[None]:
     """huggingface_hub's own client, as any user of the server has it: the bundler's commands

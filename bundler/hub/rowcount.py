@@ -51,7 +51,9 @@ class RowCountResolver:
             session = HubSession(identity.hf_repo_id, token=token, owned=False)
             info = session.call(
                 f"reading {where}",
-                lambda: session.api.dataset_info(identity.hf_repo_id, revision=revision),
+                lambda: session.api.dataset_info(  # the card alone, not every file's name
+                    identity.hf_repo_id, revision=revision, expand=["cardData"]
+                ),
             )
         except BundlerError as error:
             return None, f"row count not resolved: {error.message}"

@@ -75,6 +75,38 @@ MAX_METADATA_BYTES = 1024 * 1024
 """Card metadata (the YAML header of README.md) above this size is refused: `validate-yaml`
 answers 413 and a commit 400. The Hub has answered 413 to large metadata (hub-protocol.md
 "Rate limits and page sizes") but documents no number; 1 MiB is this server's choice."""
+
+
+def _names(words: str) -> frozenset[str]:
+    return frozenset(words.split())
+
+
+REPO_INFO_EXPAND: dict[RepoType, frozenset[str]] = {
+    "dataset": _names(
+        "author cardData citation createdAt description disabled downloads downloadsAllTime "
+        "gated lastModified likes mainSize paperswithcode_id private resourceGroup sha "
+        "siblings tags trendingScore usedStorage"
+    ),
+    "model": _names(
+        "author baseModels cardData childrenModelCount config createdAt disabled downloads "
+        "downloadsAllTime evalResults gated gguf inference inferenceProviderMapping "
+        "lastModified library_name likes mask_token model-index pipeline_tag private "
+        "resourceGroup safetensors sha siblings spaces tags transformersInfo trendingScore "
+        "usedStorage widgetData"
+    ),
+    "space": _names(
+        "author cardData createdAt datasets disabled lastModified likes models private region "
+        "resourceGroup runtime sdk sha siblings subdomain tags trendingScore usedStorage"
+    ),
+}
+"""What `repo_info`'s `?expand=` may name, per repository type (huggingface_hub's
+`Expand{Model,Dataset,Space}Property_T`). With it the Hub answers only `_id`, `id` and those
+properties (`HfApi.dataset_info` docs: "When used, only the properties in the list will be
+returned"), so asking for `sha` alone does not bring every file's name along, as `siblings`
+does: a response that grows with the repository. A name outside the list is refused (400), as
+the Hub validates its query; `expand` with `blobs` too (the client itself refuses
+`files_metadata` with `expand`). Of the properties, this server keeps the ones in
+`repo_info`; it leaves the others (downloads over all time, trending score...) out."""
 _URL_TYPES: dict[str, RepoType] = {"models": "model", "datasets": "dataset", "spaces": "space"}
 _URL_PREFIX: dict[str, str] = {"model": "", "dataset": "datasets/", "space": "spaces/"}
 
@@ -383,30 +415,48 @@ class HubApp:
         repo = self._repo(match)
         commit = repo.resolve(revision_of(match))
         blobs = request.flag("blobs")
-        info: dict[str, Any] = {
-            "_id": repo.repo_id,
-            "id": repo.repo_id,
-            "author": repo.repo_id.split("/")[0],
-            "sha": commit.oid,
-            "createdAt": repo.created_at,
-            "lastModified": commit.created_at,
-            "private": repo.private,
-            "gated": False,
-            "disabled": False,
-            "downloads": 0,
-            "likes": 0,
-            "tags": [],
-            "siblings": [blob.sibling(path, blobs) for path, blob in sorted(commit.tree.items())],
+        expand = request.query.get("expand") or request.query.get("expand[]")
+        if expand and blobs:
+            raise HubError(400, "expand cannot be used with blobs")
+        unknown = sorted(set(expand or ()) - REPO_INFO_EXPAND[repo.repo_type])
+        if unknown:
+            kind = repo.repo_type
+            raise HubError(400, f'"expand" must be one of the {kind} properties: {unknown}')
+
+        def card_data() -> Any:
+            readme = commit.tree.get("README.md")
+            if readme is None or yaml is None:
+                return None
+            with contextlib.suppress(HubError):  # a broken card is served, without cardData
+                return card_metadata(readme.data.decode("utf-8", "replace"))
+            return None
+
+        properties: dict[str, Callable[[], Any]] = {
+            "author": lambda: repo.repo_id.split("/")[0],
+            "sha": lambda: commit.oid,
+            "createdAt": lambda: repo.created_at,
+            "lastModified": lambda: commit.created_at,
+            "private": lambda: repo.private,
+            "gated": lambda: False,
+            "disabled": lambda: False,
+            "downloads": lambda: 0,
+            "likes": lambda: 0,
+            "tags": lambda: [],
+            "siblings": lambda: [
+                blob.sibling(path, blobs) for path, blob in sorted(commit.tree.items())
+            ],
+            "cardData": card_data,
+            "usedStorage": lambda: sum(len(b.data) for b in commit.tree.values()),
         }
+        wanted = expand or [name for name in properties if name != "usedStorage" or blobs]
+        info: dict[str, Any] = {"_id": repo.repo_id, "id": repo.repo_id}
         if repo.repo_type == "model":
             info["modelId"] = repo.repo_id
-        readme = commit.tree.get("README.md")
-        if readme is not None and yaml is not None:
-            # the Hub serves a repo whose card is broken, just without cardData
-            with contextlib.suppress(HubError):
-                info["cardData"] = card_metadata(readme.data.decode("utf-8", "replace"))
-        if blobs:
-            info["usedStorage"] = sum(len(b.data) for b in commit.tree.values())
+        for name in wanted:
+            if name in properties:  # the ones this server keeps; the others it leaves out
+                value = properties[name]()
+                if value is not None:
+                    info[name] = value
         return Response.of_json(info)
 
     def list_refs(self, request: Request, match: re.Match[str], who: TokenInfo | None) -> Response:

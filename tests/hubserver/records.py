@@ -105,7 +105,8 @@ class RequestRecord:
     string; `status` the status the server answered, or would have answered when `fault` is
     `"lost_response"`; `fault` names the injected fault that fired, if any. `kind` says which
     rate-limit bucket the request belongs to; `repo_type`/`repo_id` name the repository the
-    request concerns (None for account-level requests such as whoami).
+    request concerns (None for account-level requests such as whoami). `size` is the bytes of
+    the response body: what grows with a repository shows there even when the count does not.
     """
 
     method: str
@@ -116,3 +117,4 @@ class RequestRecord:
     kind: RequestKind = "api"
     repo_type: str | None = None
     repo_id: str | None = None
+    size: int = 0

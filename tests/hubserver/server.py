@@ -248,6 +248,16 @@ class HubServer:
         counts = Counter(r.kind for r in self.requests(repo_id, repo_type=repo_type))
         return {"api": counts["api"], "file": counts["file"], "storage": counts["storage"]}
 
+    def response_bytes(
+        self, repo_id: str | None = None, *, repo_type: RepoType | None = None
+    ) -> dict[str, int]:
+        """The bytes of the response bodies of each kind logged, as `request_counts` counts
+        them: a request whose answer grows with the repository costs more at every size."""
+        sizes: Counter[str] = Counter()
+        for record in self.requests(repo_id, repo_type=repo_type):
+            sizes[record.kind] += record.size
+        return {"api": sizes["api"], "file": sizes["file"], "storage": sizes["storage"]}
+
     def reset_requests(self) -> None:
         """Empty the request log (e.g. before the part of a test that measures a budget)."""
         with self._lock:
@@ -328,6 +338,7 @@ class HubServer:
                 kind,
                 repo_type,
                 repo_id,
+                0 if request.method == "HEAD" else len(response.body),
             )
             self.request_log.append(record)
         return response, fault

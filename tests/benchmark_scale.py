@@ -12,7 +12,8 @@ tables and card, put on the server in one commit). For each N it runs, as a user
   the same repository (at the smallest sizes only: both fetch everything);
 - `datasets.load_dataset(repo)` and `load_dataset(repo, task)`;
 
-and prints, per command, the requests (API and file) and the wall time at each N, and the
+and prints, per command, the requests (API and file), the bytes the server answered with and
+the wall time at each N, and the
 growth of the requests from the smallest N to the largest: 1.00x is a cost independent of
 the repository's size. --json-out writes the figures.
 
@@ -58,8 +59,13 @@ def measure(
     seconds = time.perf_counter() - started
     if result.returncode != 0:
         raise SystemExit(f"{' '.join(command)} exited {result.returncode}: {result.stderr[-800:]}")
-    counts = hub.request_counts(repo_id)
-    return {"api": counts["api"], "file": counts["file"], "seconds": round(seconds, 3)}
+    counts, sizes = hub.request_counts(repo_id), hub.response_bytes(repo_id)
+    return {
+        "api": counts["api"],
+        "file": counts["file"],
+        "kib": round((sizes["api"] + sizes["file"]) / 1024, 1),
+        "seconds": round(seconds, 3),
+    }
 
 
 def requests(measured: dict[str, float]) -> float:
@@ -86,7 +92,8 @@ def main() -> int:
             figures.setdefault(name, {})[size] = measured
             print(
                 f"  N={size:>6} {name:<22} {measured['api']:>5.0f} api "
-                f"{measured['file']:>5.0f} file {measured['seconds']:>7.2f} s",
+                f"{measured['file']:>5.0f} file {measured['kib']:>9.1f} KiB "
+                f"{measured['seconds']:>7.2f} s",
                 flush=True,
             )
 
@@ -156,7 +163,8 @@ def main() -> int:
             first, last = by_size[measured[0]], by_size[measured[-1]]
             growth = requests(last) / max(1, requests(first))
             cells = "  ".join(
-                f"N={n}: {requests(by_size[n]):.0f} req, {by_size[n]['seconds']:.2f} s"
+                f"N={n}: {requests(by_size[n]):.0f} req, {by_size[n]['kib']:.0f} KiB, "
+                f"{by_size[n]['seconds']:.2f} s"
                 for n in measured
             )
             print(f"  {name:<22} {cells}  growth {growth:.2f}x")

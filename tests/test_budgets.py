@@ -100,6 +100,49 @@ def test_a_nightly_with_nothing_new_reads_the_same_api_bytes_at_any_size(
     assert large <= small * 1.05 + 512, sizes
 
 
+def test_a_nightly_with_nothing_new_downloads_the_table_only_when_it_changed(
+    hub: HubServer, leaderboards: dict[int, Leaderboard], tmp_path: Path
+) -> None:
+    """The table holds a row per bundle; the copy kept under HF_HOME stands in for it while
+    it holds the very bytes the branch lists, and only then."""
+    board = leaderboards[SIZES[1]]
+    home = tmp_path / "home"
+
+    def nightly() -> tuple[int, int]:
+        hub.reset_requests()
+        result = run_cli(
+            "upload",
+            board.bundles,
+            "--repo",
+            board.repo_id,
+            "--json",
+            env={"HF_TOKEN": WRITE_TOKEN, "HF_HOME": str(home)},
+        )
+        assert result.returncode == 0, result.stderr
+        outcomes = {b["outcome"] for b in json.loads(result.stdout)["bundles"]}
+        assert outcomes == {"already-there"}
+        return hub.request_counts(board.repo_id)["file"], hub.response_bytes(board.repo_id)["file"]
+
+    files, size = nightly()
+    assert files == 1 and size > 3_000 * 50  # the first one reads the table
+    assert nightly() == (0, 0)
+    (copy,) = (home / "statics-bundler" / "tables").iterdir()
+    copy.write_bytes(copy.read_bytes()[:-1] + b"\0")  # a copy that is not the table is no copy
+    assert nightly() == (1, size)
+    assert nightly() == (0, 0)
+    other = bundles_of(tmp_path / "other", run_specs(1, start=90_000))
+    published = run_cli("upload", other, "--repo", board.repo_id, env={"HF_TOKEN": WRITE_TOKEN})
+    assert published.returncode == 0, published.stderr  # another machine's commit: a new table
+    files, size = nightly()
+    assert files == 1 and size > 3_000 * 50
+    assert nightly() == (0, 0)
+    mine = bundles_of(tmp_path / "mine", run_specs(1, start=90_001))
+    env = {"HF_TOKEN": WRITE_TOKEN, "HF_HOME": str(home)}
+    published = run_cli("upload", mine, "--repo", board.repo_id, env=env)
+    assert published.returncode == 0, published.stderr
+    assert nightly() == (0, 0)  # its own commit kept the table it wrote
+
+
 def test_a_card_with_nothing_to_do_costs_at_most_six_requests(
     hub: HubServer, leaderboards: dict[int, Leaderboard]
 ) -> None:

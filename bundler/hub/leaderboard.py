@@ -46,6 +46,7 @@ from bundler.hub.plan import LocalBundle, RepositoryView
 from bundler.hub.remote import RemoteFile, RemoteFolder, git_blob_id, holds_bytes
 from bundler.hub.rows import TableRow, build_row, read_row, utc_timestamp
 from bundler.hub.session import HubSession
+from bundler.hub.tablecache import cached_table, keep_table
 from bundler.hub.tables import Leaderboard, task_table_bytes
 from bundler.hub.taskdefs import MAX_TASKS_FILE_BYTES, TaskDefinitions
 from bundler.local.layout import SIDECAR_SUFFIX, TEMP_PREFIX, BundleId, LayoutError
@@ -199,8 +200,11 @@ def table_operations(
     bytes changed (the task tables of `tasks`, or of every task), the task tables of tasks
     left without bundles removed, and layout 1's folders removed."""
     state.list_task_tables(session)
+    written = state.files(session.repo_id, tasks)
+    if ALL_TABLE in written:  # the next read of the branch then downloads no table
+        keep_table(session.api.endpoint, session.repo_id, ALL_TABLE, written[ALL_TABLE])
     operations: list[CommitOperationAdd | CommitOperationDelete] = [
-        CommitOperationAdd(path, data) for path, data in state.files(session.repo_id, tasks).items()
+        CommitOperationAdd(path, data) for path, data in written.items()
     ]
     operations += [CommitOperationDelete(path) for path in state.stale_task_tables()]
     operations += [CommitOperationDelete(folder, is_folder=True) for folder in state.legacy]
@@ -228,7 +232,7 @@ def read_branch(
         state.definitions = TaskDefinitions.parse(data)
     state.has_task_tables = TASK_TABLES_DIR in top
     if isinstance(table, RemoteFile):
-        state.leaderboard = _read_table(session, head)
+        state.leaderboard = _read_table(session, head, table)
         since = table.last_commit.oid if table.last_commit else None
         if isinstance(bundles, RemoteFolder) and not _unchanged_since(session, bundles, since):
             state.current = False
@@ -247,8 +251,14 @@ def read_branch(
     return state
 
 
-def _read_table(session: HubSession, head: str) -> Leaderboard:
-    data = session.read_file(ALL_TABLE, head, MAX_TABLE_BYTES)
+def _read_table(session: HubSession, head: str, listed: RemoteFile) -> Leaderboard:
+    """The all-tasks table at `head`, listed as `listed`: the local copy when it holds those
+    very bytes (bundler.hub.tablecache), else downloaded (and kept)."""
+    where = (session.api.endpoint, session.repo_id, ALL_TABLE)
+    data = cached_table(*where, listed, MAX_TABLE_BYTES)
+    if data is None:
+        data = session.read_file(ALL_TABLE, head, MAX_TABLE_BYTES)
+        keep_table(*where, data)
     try:
         return Leaderboard.read(data)
     except RowError as error:

@@ -28,7 +28,7 @@ from pydantic import ConfigDict, Field, SecretStr
 
 from bundler.core.errors import TemporaryError
 from bundler.core.model import Model
-from bundler.hub.layout import repo_archive, repo_paths, repo_sidecar
+from bundler.hub.layout import repo_paths
 from bundler.hub.pullrequest import ClaimDifference, ProposedBundle
 from bundler.hub.remote import RemoteFile, git_blob_id
 from bundler.hub.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
@@ -181,6 +181,25 @@ class LocalBundle:
         planning asks for it several times a bundle, for thousands of bundles)."""
         return BundleId.parse(self.bundle_id)
 
+    @cached_property
+    def repo_paths(self) -> tuple[str, str]:
+        """Its archive's and its sidecar's paths in the repository (`repo_paths`), made once:
+        every look at a listing asks for them."""
+        return repo_paths(self.key)
+
+    @property
+    def repo_archive(self) -> str:
+        return self.repo_paths[0]
+
+    @property
+    def repo_sidecar(self) -> str:
+        return self.repo_paths[1]
+
+    @cached_property
+    def sidecar_blob_id(self) -> str:
+        """Its sidecar's git blob id, to compare with a listing's."""
+        return git_blob_id(self.sidecar_data)
+
     @property
     def archive_sha256(self) -> str:
         return self.verified.facts.archive_sha256
@@ -199,8 +218,7 @@ class LocalBundle:
 
     def repo_files(self) -> dict[str, Path | bytes]:
         """Every file the bundle owns in the repository: its archive and its sidecar."""
-        key = self.key
-        return {repo_archive(key): self.archive, repo_sidecar(key): self.sidecar_data}
+        return {self.repo_archive: self.archive, self.repo_sidecar: self.sidecar_data}
 
 
 @dataclass(frozen=True)
@@ -266,18 +284,17 @@ def holds(remote: RemoteFile | None, bundle: LocalBundle) -> bool:
 def companions_present(bundle: LocalBundle, remote: dict[str, RemoteFile]) -> bool:
     """The sidecar as published and every row file the bundle owns are there. Rows are not
     compared byte for byte: they carry the first publication time, which the Hub's copy keeps."""
-    key = bundle.key
-    sidecar = remote.get(repo_sidecar(key))
-    if sidecar is None or sidecar.blob_id != git_blob_id(bundle.sidecar_data):
+    sidecar = remote.get(bundle.repo_sidecar)
+    if sidecar is None or sidecar.blob_id != bundle.sidecar_blob_id:
         return False
-    return all(path in remote for path in repo_paths(key) if path != repo_archive(key))
+    return all(path in remote for path in bundle.repo_paths if path != bundle.repo_archive)
 
 
 def triage(bundle: LocalBundle, view: RepositoryView, *, create_pr: bool) -> Triage:
-    on_base = view.base_files.get(repo_archive(bundle.key))
+    on_base = view.base_files.get(bundle.repo_archive)
     if holds(on_base, bundle):
         return "on-base" if create_pr or companions_present(bundle, view.base_files) else "repair"
-    if view.pr_num is not None and holds(view.target_files.get(repo_archive(bundle.key)), bundle):
+    if view.pr_num is not None and holds(view.target_files.get(bundle.repo_archive), bundle):
         return "in-pr"
     return "fresh" if on_base is None else "changed"
 
@@ -352,7 +369,7 @@ def decide(
         sha256=bundle.archive_sha256,
         size=bundle.size,
     )
-    on_target = view.target_files.get(repo_archive(key))
+    on_target = view.target_files.get(bundle.repo_archive)
     expected = on_target.identity if on_target else None
     definition = view.definitions.get(key.task) if view.definitions is not None else None
     contradiction = definition.mismatch(bundle.verified.statics) if definition else None
@@ -379,7 +396,7 @@ def decide(
         return Decision(plan, expected=expected)
     old = None
     if seen == "changed":
-        on_base = view.base_files[repo_archive(key)]
+        on_base = view.base_files[bundle.repo_archive]
         old = evidence.old_sidecar
         _judge_change(plan, on_base, old, evidence.extension_problem, options, base)
         if plan.action == "extends" and old is not None:
@@ -518,7 +535,7 @@ def replan(
         plan = plans[bundle.bundle_id]
         if plan.outcome != "planned":
             continue
-        held = remote.get(repo_archive(bundle.key))
+        held = remote.get(bundle.repo_archive)
         if holds(held, bundle) and (plan.action != "repair" or companions_present(bundle, remote)):
             found.append(bundle)
         elif (held.identity if held else None) != expected[bundle.bundle_id] and not replace:

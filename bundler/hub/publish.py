@@ -182,7 +182,7 @@ class Publisher:
                 remote = self.tables.remote_files(self.session, [b.key for b in batch])
             else:
                 head = self.session.head(ref)
-                paths = [path for bundle in batch for path in repo_paths(bundle.key)]
+                paths = [path for bundle in batch for path in bundle.repo_paths]
                 remote = self.session.paths_info(paths, head)
             self._planned = None
             expected = {b.bundle_id: self._decisions[b.bundle_id].expected for b in batch}

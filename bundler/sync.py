@@ -10,7 +10,10 @@ collect, upload or sync can slip in between them.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from contextlib import ExitStack
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,9 +23,9 @@ from bundler.core import exitcodes
 from bundler.core.errors import BundlerError, Terminated, UsageError, WriteError
 from bundler.core.jsontext import valid_unicode
 from bundler.core.model import Model
-from bundler.core.progress import ProgressSink
+from bundler.core.progress import NoProgress, ProgressSink
 from bundler.hub.plan import Action, Outcome
-from bundler.hub.upload import UploadOptions, UploadReport, upload
+from bundler.hub.upload import Gathered, UploadOptions, UploadReport, upload, verifying_ahead
 from bundler.local.collect import BundleStatus, CollectOptions, CollectReport, collect
 from bundler.local.fileio import write_atomically
 from bundler.local.lock import bundles_lock
@@ -148,7 +151,8 @@ def sync(
     `may_fork`, for a caller that knows its process has no other thread (the console script;
     bundler.core.forked): collect walks a wide tree half in a forked child and bundles many
     runs half in another, and upload verifies the bundles in a third while the Hub client
-    loads (collect's own threads have ended by then).
+    loads (collect's own threads have ended by then); when collect finds nothing new, that
+    verification begins beside collect's last checks instead (`_VerifiedBeside`).
 
     Never raises a BundlerError: an error that stops the sync (the lock held, the Hub down,
     unusable input) is recorded in the report with its exit code, so the report, and the
@@ -165,7 +169,10 @@ def sync(
     error_code = exitcodes.OK
     stopped: BaseException | None = None
     try:
-        with bundles_lock(bundles_dir, operation="sync", wait=options.lock_wait):
+        with (
+            bundles_lock(bundles_dir, operation="sync", wait=options.lock_wait),
+            _VerifiedBeside(bundles_dir, options.upload, progress, may_fork=may_fork) as early,
+        ):
             report.collect = collect(
                 output_root,
                 bundles_dir,
@@ -173,12 +180,17 @@ def sync(
                 progress,
                 _row_counts(options),
                 may_fork=may_fork,
+                watcher=early,
             )
             if report.collect.refused and not _holds_bundles(bundles_dir):
                 report.upload_skipped = "no bundle to publish: every selected run was refused"
             else:
                 report.upload = upload(
-                    bundles_dir, options.upload, progress, verify_in_child=may_fork
+                    bundles_dir,
+                    options.upload,
+                    progress,
+                    verify_in_child=may_fork,
+                    verified=early.verified(),
                 )
     except BundlerError as error:
         report.error, report.hint, error_code = error.message, error.hint, error.exit_code
@@ -201,6 +213,53 @@ def sync(
     if stopped is not None:
         raise stopped
     return report
+
+
+class _VerifiedBeside:
+    """Upload's verification of the folder, begun in a forked child as soon as collect finds
+    nothing new (its NothingNewWatcher), so that it runs beside collect's last checks and the
+    Hub client's loading rather than after them: most of what a nightly run with nothing new
+    costs besides the walk. It is the upload's only while collect changes nothing in the folder
+    (the sync holds the folder's lock, so nothing else does); once collect bundles a run or
+    removes leftovers, the child is stopped and the upload verifies the folder as it then is.
+    Only with `may_fork` (the console script); otherwise the upload verifies as always."""
+
+    def __init__(
+        self,
+        bundles_dir: Path,
+        options: UploadOptions,
+        progress: ProgressSink | None,
+        *,
+        may_fork: bool,
+    ) -> None:
+        self._begin = partial(
+            verifying_ahead,
+            bundles_dir,
+            allow_partial=options.allow_partial,
+            progress=progress or NoProgress(),
+            in_child=True,
+        )
+        self._may_fork = may_fork
+        self._running = ExitStack()
+        self._result: Callable[[], Gathered] | None = None
+
+    def __enter__(self) -> _VerifiedBeside:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._running.close()  # a child not waited for is stopped (bundler.core.forked)
+
+    def nothing_new(self) -> None:
+        if self._may_fork and self._result is None:
+            self._result = self._running.enter_context(self._begin())
+
+    def changed(self) -> None:
+        self._result = None
+        self._running.close()
+
+    def verified(self) -> Callable[[], Gathered] | None:
+        """The verification begun beside collect, if it still holds for the folder."""
+        return self._result
 
 
 def _stop_words(error: BaseException) -> tuple[str, int]:

@@ -366,3 +366,34 @@ def test_the_sync_command_forks_its_helpers(hub: HubServer, repo_id: str, tmp_pa
     assert code == 0
     assert state["forks"] == 3
     assert len(table_rows(hub, repo_id)) == SPLIT_PENDING
+
+
+def test_a_nightly_sync_with_nothing_new_verifies_beside_collect_unless_collect_wrote(
+    repo_id: str, tmp_path: Path
+) -> None:
+    """With nothing new, upload's verification begins beside collect's last checks (one child
+    for it, none more); when collect then writes a bundle after all, that child's view of the
+    folder is stale: it is stopped, and the upload verifies the folder as it is."""
+    root, bundles = tmp_path / "out", tmp_path / "b"
+    write_tree(root, [RunSpec(model=f"org/model-{n}", rows=1) for n in range(3)], how_do_you=False)
+
+    def nightly() -> tuple[int, dict[str, Any], dict[str, Any]]:
+        args = ("sync", root, "-o", bundles, "--repo", repo_id, "--expect", "expert-vqa=1")
+        report = tmp_path / "report.json"
+        env = {"HF_TOKEN": WRITE_TOKEN}
+        code, state = probe_console_script(tmp_path, *args, "--report", report, env=env)
+        return code, state, json.loads(report.read_text())
+
+    code, state, report = nightly()
+    assert code == 0 and report["counts"]["published"] == 3
+    assert state["forks"] == 1  # the upload's verifying child; three runs are no wide tree
+    code, state, report = nightly()
+    assert code == 0 and report["counts"]["already_there"] == 3
+    assert state["forks"] == 1  # begun beside collect, and the upload's
+    (sidecar, *_) = sorted(bundles.rglob("*.json"))
+    sidecar.unlink()  # collect writes it again: the folder is not what the child saw
+    code, state, report = nightly()
+    assert code == 0, report
+    assert [b["collected"] for b in report["bundles"]].count("unchanged") == 3
+    assert report["counts"]["already_there"] == 3 and report["counts"]["refused"] == 0
+    assert state["forks"] == 2 and sidecar.is_file()

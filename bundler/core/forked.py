@@ -1,7 +1,8 @@
 """Work done ahead in a forked child while this process does something else, on a second core.
 
 Three stages use it: upload verifies the bundles while the Hub client loads
-(bundler.hub.upload), collect's discovery walks half of a large tree of runs, one lstat per
+(bundler.hub.upload; sync begins that beside collect's last checks when nothing is new,
+bundler.sync), collect's discovery walks half of a large tree of runs, one lstat per
 file, while this process walks the other half (bundler.local.discover), and collect bundles
 the later half of many runs while this process bundles the first (bundler.local.collect).
 Only a caller that knows its process to be one thread, with no native threads either, may ask

@@ -15,7 +15,7 @@ on a platform without fork or when the child fails; the result is the same.
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 from bundler.core.errors import HubError, UsageError
@@ -124,11 +124,14 @@ def upload(
     progress: ProgressSink | None = None,
     *,
     verify_in_child: bool = False,
+    verified: Callable[[], Gathered] | None = None,
 ) -> UploadReport:
     """Verify the bundles in `bundles_dir` and publish them; see UploadReport for the outcome.
     `verify_in_child`: verify in a forked child while the Hub client loads, for a caller that
     knows its process has no other thread, Python's or native (the console script); forking
     such a process could leave the child deadlocked on a lock another thread held.
+    `verified`: the folder's bundles verified already, by a caller that holds the folder's lock
+    and knows nothing changed in it since (sync, which began verifying beside collect).
     Raises HubAccessError for problems the user must fix first (token, access, repo, revision)
     and TemporaryError when the Hub could not be read (try again later), or when another run
     holds the folder longer than options.lock_wait (BundlesLockedError). A pull request's ref
@@ -142,16 +145,21 @@ def upload(
             "it adds to your open bundler pull request",
         )
     with bundles_lock(bundles_dir, operation="upload", wait=options.lock_wait, create=False):
-        with verifying_ahead(
-            bundles_dir,
-            allow_partial=options.allow_partial,
-            progress=progress or NoProgress(),
-            in_child=verify_in_child,
-        ) as verified:
+        ahead = (
+            nullcontext(verified)
+            if verified is not None
+            else verifying_ahead(
+                bundles_dir,
+                allow_partial=options.allow_partial,
+                progress=progress or NoProgress(),
+                in_child=verify_in_child,
+            )
+        )
+        with ahead as gathered:
             from bundler.hub.publish import Publisher  # the Hub client loads while bundles verify
 
             publisher = Publisher(options, progress)
-            local, set_aside = verified()
+            local, set_aside = gathered()
         return publisher.run(local, set_aside)
 
 

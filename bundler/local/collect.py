@@ -57,6 +57,20 @@ class RowCountLookup(Protocol):
         """The row count, or None with the reason as a warning."""
 
 
+class NothingNewWatcher(Protocol):
+    """Told when collect finds nothing new, and when it then changes the bundles folder after
+    all: sync verifies the folder for its upload in between, beside collect's last checks
+    (bundler.sync), and must know whether what it verified is still what the folder holds."""
+
+    def nothing_new(self) -> None:
+        """Every run found is as the stat cache has it (none of their files was opened); the
+        bundles are checked next, and no run is to be read unless one of them changed."""
+
+    def changed(self) -> None:
+        """Collect is about to write in the folder (a run is bundled after all), or removed a
+        killed run's leftovers from it."""
+
+
 class CollectOptions(Model):
     model_config = ConfigDict(frozen=True)
 
@@ -162,12 +176,14 @@ def collect(
     row_counts: RowCountLookup | None = None,
     *,
     may_fork: bool = False,
+    watcher: NothingNewWatcher | None = None,
 ) -> CollectReport:
     """Bundle every run under `output_root` into `bundles_dir`; see CollectReport for what was
     written, refused and skipped. `row_counts` gives the row count of a task `expected_rows`
     does not name (`--resolve-rows`). `may_fork`, for a caller that knows its process has no
     other thread (the console script; bundler.core.forked): a wide tree is walked half in a
-    forked child, and many runs to bundle are bundled half in one (`_bundle_all`). Raises
+    forked child, and many runs to bundle are bundled half in one (`_bundle_all`). `watcher` is
+    told when nothing is new, and when the folder changes after all (NothingNewWatcher). Raises
     UsageError when the output root cannot be used, and BundlesLockedError when another run
     holds `bundles_dir` for longer than `options.lock_wait` seconds and no input was refused.
     When some were, the report says so instead (`error`, and the runs not bundled under
@@ -220,7 +236,12 @@ def collect(
             cache.carry(run)
             report.skipped.append(Skipped(path=str(run.path), reason="not selected by filters"))
     matches.check()
+    watcher = watcher or _Unwatched()
+    if headers and all(isinstance(header, CachedRun) for header in headers):
+        watcher.nothing_new()
     report.removed_temporaries = [str(path) for path in remove_leftovers(bundles_dir)]
+    if report.removed_temporaries:
+        watcher.changed()
     runs = _refuse_collisions(headers, report)
     if not runs:
         return report  # nothing to write: no lock taken, nothing created
@@ -233,6 +254,8 @@ def collect(
                     slots[number] = _reported(item, unchanged)
                 else:  # new, or its bundle changed since: the run is read
                     to_bundle.append((number, item))
+            if to_bundle:
+                watcher.changed()
             work = _Work(bundles_dir, options, row_counts, progress, cache)
             with _no_new_empty_folders(bundles_dir):
                 bundled = _bundle_all(to_bundle, work, may_fork=may_fork)
@@ -248,6 +271,16 @@ def collect(
             Skipped(path=str(header.run.path), reason=f"not bundled: {error}") for header in runs
         )
     return report
+
+
+class _Unwatched:
+    """The watcher of a collect nobody watches."""
+
+    def nothing_new(self) -> None:
+        pass
+
+    def changed(self) -> None:
+        pass
 
 
 class _OneBehind:

@@ -194,8 +194,13 @@ def _show_version(value: bool) -> None:
         raise typer.Exit(exitcodes.OK)
 
 
-GC_YOUNG_THRESHOLD = 100_000
-"""Allocations between two collections of the youngest generation (Python's default: 700)."""
+GC_YOUNG_THRESHOLD = 1_000_000
+"""Allocations between two collections of the youngest generation (Python's default: 700).
+A collection walks every young container still alive, and a command's young objects are its
+records (the stat cache's entries, a run's listing, a report's rows): at 100,000, the two or
+three collections of a no-op sync of 2,000 runs took 0.15-0.18 s, at 1,000,000 none came
+(4 ms, all before the threshold is set), and collect's peak RSS stayed what it was (100 MiB
+for 20,000 predictions, 50 MiB for 500 runs)."""
 
 
 def main() -> None:

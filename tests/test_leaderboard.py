@@ -5,12 +5,14 @@ user's analysis would, for real bundles of four tasks with different metric shap
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 from factory import RunSpec, write_tree
+from helpers import run_python
 
 from bundler.hub.boards import TaskBoard
 from bundler.hub.card import render_dataset_card
@@ -289,3 +291,56 @@ def test_duckdb_queries_the_tables_where_they_are(
             f"FROM '{bundles}'"
         ).fetchall()
         assert latest == (max(row.published_at for row in rows),)
+
+
+TABLE_COPY = """
+import hashlib, json, os, sys
+from pathlib import Path
+from bundler.hub.remote import RemoteFile, git_blob_id
+from bundler.hub.tablecache import cached_table, keep_table
+
+where = ("https://hub.example", "org/board", "leaderboard/bundles.parquet")
+table, other = b"PAR1 the table PAR1", b"PAR1 another table PAR1"
+as_lfs = RemoteFile(where[2], len(table), "", hashlib.sha256(table).hexdigest())
+as_regular = RemoteFile(where[2], len(table), git_blob_id(table), None)
+seen = {"before": cached_table(*where, as_lfs, 1 << 20)}
+keep_table(*where, table)
+seen["kept"] = [cached_table(*where, listed, 1 << 20) for listed in (as_lfs, as_regular)]
+seen["other repository"] = cached_table(where[0], "org/other", where[2], as_lfs, 1 << 20)
+seen["over the limit"] = cached_table(*where, as_lfs, 4)
+keep_table(*where, other)  # a commit about to write another table
+seen["replaced"] = cached_table(*where, as_lfs, 1 << 20)
+home = Path(os.environ["HF_HOME"])
+copies = sorted(home.rglob("*.parquet")) if home.is_dir() else []
+if copies:
+    planted = Path(sys.argv[1])
+    planted.write_bytes(table)
+    copies[0].unlink()
+    copies[0].symlink_to(planted)  # the right bytes, behind a link: never followed
+    seen["linked"] = cached_table(*where, as_lfs, 1 << 20)
+seen["copies"] = len(copies)
+shown = {key: value.decode() if isinstance(value, bytes) else value for key, value in seen.items()}
+shown["kept"] = [value and value.decode() for value in seen["kept"]]
+print(json.dumps(shown))
+"""
+
+
+@pytest.mark.parametrize("home", ["writable", "unwritable"])
+def test_a_kept_table_stands_in_only_for_the_very_bytes_listed(tmp_path: Path, home: str) -> None:
+    """bundler.hub.tablecache: one copy per repository and table under HF_HOME, used only
+    when it holds the bytes the branch lists (by sha256 or git blob id), never through a link;
+    a home that cannot be written keeps nothing and breaks nothing."""
+    hf_home = tmp_path / "home"
+    if home == "unwritable":
+        (tmp_path / "a-file").write_bytes(b"")
+        hf_home = tmp_path / "a-file" / "home"  # no folder can be made below a file
+    result = run_python(TABLE_COPY, tmp_path / "planted", env={"HF_HOME": str(hf_home)})
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(result.stdout)
+    assert seen["before"] is None and seen["other repository"] is None
+    assert seen["over the limit"] is None and seen["replaced"] is None
+    if home == "writable":
+        assert seen["kept"] == ["PAR1 the table PAR1"] * 2
+        assert seen["copies"] == 1 and seen["linked"] is None
+    else:
+        assert seen["kept"] == [None, None] and seen["copies"] == 0

@@ -297,16 +297,18 @@ TABLE_COPY = """
 import hashlib, json, os, sys
 from pathlib import Path
 from bundler.hub.remote import RemoteFile, git_blob_id
+from bundler.hub.session import HubSession
 from bundler.hub.tablecache import cached_table, keep_table
 
-where = ("https://hub.example", "org/board", "leaderboard/bundles.parquet")
+where = (HubSession("org/board", token=False), "leaderboard/bundles.parquet")
 table, other = b"PAR1 the table PAR1", b"PAR1 another table PAR1"
-as_lfs = RemoteFile(where[2], len(table), "", hashlib.sha256(table).hexdigest())
-as_regular = RemoteFile(where[2], len(table), git_blob_id(table), None)
+as_lfs = RemoteFile(where[1], len(table), "", hashlib.sha256(table).hexdigest())
+as_regular = RemoteFile(where[1], len(table), git_blob_id(table), None)
 seen = {"before": cached_table(*where, as_lfs, 1 << 20)}
 keep_table(*where, table)
 seen["kept"] = [cached_table(*where, listed, 1 << 20) for listed in (as_lfs, as_regular)]
-seen["other repository"] = cached_table(where[0], "org/other", where[2], as_lfs, 1 << 20)
+other_repository = HubSession("org/other", token=False)
+seen["other repository"] = cached_table(other_repository, where[1], as_lfs, 1 << 20)
 seen["over the limit"] = cached_table(*where, as_lfs, 4)
 keep_table(*where, other)  # a commit about to write another table
 seen["replaced"] = cached_table(*where, as_lfs, 1 << 20)

@@ -202,7 +202,7 @@ def table_operations(
     state.list_task_tables(session)
     written = state.files(session.repo_id, tasks)
     if ALL_TABLE in written:  # the next read of the branch then downloads no table
-        keep_table(session.api.endpoint, session.repo_id, ALL_TABLE, written[ALL_TABLE])
+        keep_table(session, ALL_TABLE, written[ALL_TABLE])
     operations: list[CommitOperationAdd | CommitOperationDelete] = [
         CommitOperationAdd(path, data) for path, data in written.items()
     ]
@@ -254,11 +254,10 @@ def read_branch(
 def _read_table(session: HubSession, head: str, listed: RemoteFile) -> Leaderboard:
     """The all-tasks table at `head`, listed as `listed`: the local copy when it holds those
     very bytes (bundler.hub.tablecache), else downloaded (and kept)."""
-    where = (session.api.endpoint, session.repo_id, ALL_TABLE)
-    data = cached_table(*where, listed, MAX_TABLE_BYTES)
+    data = cached_table(session, ALL_TABLE, listed, MAX_TABLE_BYTES)
     if data is None:
         data = session.read_file(ALL_TABLE, head, MAX_TABLE_BYTES)
-        keep_table(*where, data)
+        keep_table(session, ALL_TABLE, data)
     try:
         return Leaderboard.read(data)
     except RowError as error:

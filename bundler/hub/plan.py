@@ -282,12 +282,10 @@ def holds(remote: RemoteFile | None, bundle: LocalBundle) -> bool:
 
 
 def companions_present(bundle: LocalBundle, remote: dict[str, RemoteFile]) -> bool:
-    """The sidecar as published and every row file the bundle owns are there. Rows are not
-    compared byte for byte: they carry the first publication time, which the Hub's copy keeps."""
+    """The sidecar beside the archive is there as published: a bundle owns its archive and
+    its sidecar and nothing else (`repo_paths`)."""
     sidecar = remote.get(bundle.repo_sidecar)
-    if sidecar is None or sidecar.blob_id != bundle.sidecar_blob_id:
-        return False
-    return all(path in remote for path in bundle.repo_paths if path != bundle.repo_archive)
+    return sidecar is not None and sidecar.blob_id == bundle.sidecar_blob_id
 
 
 def triage(bundle: LocalBundle, view: RepositoryView, *, create_pr: bool) -> Triage:

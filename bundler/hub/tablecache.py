@@ -23,29 +23,29 @@ from huggingface_hub import constants
 
 from bundler.core.errors import InputError, WriteError
 from bundler.hub.remote import RemoteFile, holds_bytes
+from bundler.hub.session import HubSession
 from bundler.local.fileio import read_bounded, write_atomically
 
 CACHE_FOLDER = ("statics-bundler", "tables")
 
 
-def _copy_of(endpoint: str, repo_id: str, path: str) -> Path:
-    key = hashlib.sha256(f"{endpoint}\0{repo_id}\0{path}".encode()).hexdigest()[:32]
+def _copy_of(session: HubSession, path: str) -> Path:
+    where = f"{session.api.endpoint}\0{session.repo_id}\0{path}"
+    key = hashlib.sha256(where.encode()).hexdigest()[:32]
     return Path(constants.HF_HOME, *CACHE_FOLDER, f"{key}{Path(path).suffix}")
 
 
-def cached_table(
-    endpoint: str, repo_id: str, path: str, listed: RemoteFile, limit: int
-) -> bytes | None:
-    """The kept copy of the table at `path`, if it holds exactly the bytes `listed` names."""
+def cached_table(session: HubSession, path: str, listed: RemoteFile, limit: int) -> bytes | None:
+    """The kept copy of the session's table at `path`, if it holds exactly the bytes `listed`
+    names."""
     try:
-        data = read_bounded(_copy_of(endpoint, repo_id, path), limit)
+        data = read_bounded(_copy_of(session, path), limit)
     except InputError:
         return None
     return data if holds_bytes(listed, data) else None
 
 
-def keep_table(endpoint: str, repo_id: str, path: str, data: bytes) -> None:
-    """Keep `data` as the copy of the table at `path` (best effort)."""
-    copy = _copy_of(endpoint, repo_id, path)
+def keep_table(session: HubSession, path: str, data: bytes) -> None:
+    """Keep `data` as the copy of the session's table at `path` (best effort)."""
     with contextlib.suppress(OSError, WriteError):
-        write_atomically(copy, data)
+        write_atomically(_copy_of(session, path), data)

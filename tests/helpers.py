@@ -81,19 +81,22 @@ def run_python(
 
 
 FORK_COUNTER = """
-import os
-forks = []
+import os, sys
+forks, loaded_at_forks = [], []
 fork = os.fork
 
 def counted_fork() -> int:
+    loaded = [name for name in ("huggingface_hub", "pyarrow") if name in sys.modules]
     pid = fork()
     if pid:
         forks.append(pid)
+        loaded_at_forks.append(loaded)
     return pid
 
 os.fork = counted_fork
 """
-"""A script's prelude that counts the children the process forks, in `forks`."""
+"""A script's prelude that counts the children the process forks, in `forks`, and notes in
+`loaded_at_forks` which of the Hub client and pyarrow it had loaded at each fork."""
 
 _PROBE = (
     FORK_COUNTER
@@ -109,6 +112,7 @@ def report() -> None:
         "young_threshold": gc.get_threshold()[0],
         "frozen": gc.get_freeze_count(),
         "forks": len(forks),
+        "loaded_at_forks": loaded_at_forks,
     }
     with open(state_path, "w") as out:
         json.dump(state, out)
@@ -124,7 +128,8 @@ def probe_console_script(
     tmp_path: Path, *args: object, env: dict[str, str] | None = None
 ) -> tuple[int, dict[str, Any]]:
     """Run the console script's `main` with `args`; its exit code and, as the process ends, the
-    bundler modules it loaded, the state of the garbage collector and how often it forked."""
+    bundler modules it loaded, the state of the garbage collector, how often it forked and what
+    it had loaded at each fork (FORK_COUNTER)."""
     state = tmp_path / "probe.json"
     result = run_python(_PROBE, state, *args, env=env)
     return result.returncode, json.loads(state.read_text())

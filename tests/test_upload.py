@@ -469,6 +469,28 @@ def test_the_upload_command_verifies_in_a_forked_child(
     )
     assert code == 0
     assert state["forks"] == 1
+    assert state["loaded_at_forks"] == [[]]  # the Hub client loads while the child verifies
+
+
+def test_a_process_with_native_threads_forks_no_child(bundles: Path) -> None:
+    """pyarrow starts native threads as it loads, which threading does not count: a process
+    that loaded it must verify in line, never fork a child that could inherit a lock one of
+    those threads held."""
+    probe = (
+        FORK_COUNTER + "from pathlib import Path\n"
+        "from bundler.core.forked import can_fork\n"
+        "from bundler.core.progress import NoProgress\n"
+        "from bundler.hub.upload import verifying_ahead\n"
+        "before = can_fork()\n"
+        "import pyarrow\n"
+        "kw = dict(allow_partial=False, progress=NoProgress(), in_child=True)\n"
+        "with verifying_ahead(Path(sys.argv[1]), **kw) as gathered:\n"
+        "    local, _ = gathered()\n"
+        "print(before, can_fork(), len(forks), len(local))\n"
+    )
+    result = run_python(probe, bundles)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "False", "0", str(len(list(bundles.rglob("*.zst"))))]
 
 
 def test_a_bundle_contradicting_its_task_definition_is_refused(

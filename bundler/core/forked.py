@@ -2,13 +2,14 @@
 
 Three stages use it: upload verifies the bundles while the Hub client loads
 (bundler.hub.upload; sync begins that beside collect's last checks when nothing is new,
-bundler.sync), collect's discovery walks half of a large tree of runs, one lstat per
-file, while this process walks the other half (bundler.local.discover), and collect bundles
-the later half of many runs while this process bundles the first (bundler.local.collect).
+bundler.sync), collect's discovery shares the walk of a large tree of runs, one lstat per
+file, with this process, which may first load the Hub client (sync; bundler.local.discover),
+and collect bundles the later half of many runs while this process bundles the first
+(bundler.local.collect).
 Only a caller that knows its process to be one thread, with no native threads either, may ask
 for it (the console script does): forking a process with threads can leave the child
 deadlocked on a lock another thread held. Even then the child is started only where fork
-exists and no other Python thread runs.
+exists and no other thread runs, Python's or (where the system lists them) native.
 
 The child shares nothing with this process but the pipe it writes its result to (pickled),
 and leaves with os._exit: no buffer of ours flushed twice, no lock or temporary file of ours
@@ -41,9 +42,18 @@ Watch = Callable[[], None]
 
 
 def can_fork() -> bool:
-    """Whether a child may be forked here: a platform with fork and no other Python thread
-    (native threads are the caller's to rule out)."""
-    return hasattr(os, "fork") and threading.active_count() == 1
+    """Whether a child may be forked here: a platform with fork and no other thread, Python's
+    or native. Native threads are counted where the system lists them (/proc/self/task):
+    importing pyarrow starts two, so a process that loaded it forks no more."""
+    return hasattr(os, "fork") and threading.active_count() == 1 and _native_threads() <= 1
+
+
+def _native_threads() -> int:
+    """This process's threads as the system counts them; 1 where it does not list them."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 1
 
 
 def cores() -> int:
@@ -79,9 +89,12 @@ def ahead_in_child(
         try:
             _stopped_once()
             os.close(reading)
-            result = in_child(orphan_watch(parent))
+            # Pickled whole before the first byte is written: the parent reads the pipe only
+            # once it asks for the result, and pickling into a full pipe would then make it
+            # wait for the pickling too (35 ms for 2,000 verified bundles).
+            result = pickle.dumps(in_child(orphan_watch(parent)), pickle.HIGHEST_PROTOCOL)
             with os.fdopen(writing, "wb") as out:
-                pickle.dump(result, out, protocol=pickle.HIGHEST_PROTOCOL)
+                out.write(result)
             code = 0
         finally:
             os._exit(code)

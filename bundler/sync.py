@@ -25,7 +25,14 @@ from bundler.core.jsontext import valid_unicode
 from bundler.core.model import Model
 from bundler.core.progress import NoProgress, ProgressSink
 from bundler.hub.plan import Action, Outcome
-from bundler.hub.upload import Gathered, UploadOptions, UploadReport, upload, verifying_ahead
+from bundler.hub.upload import (
+    Gathered,
+    UploadOptions,
+    UploadReport,
+    load_hub_client,
+    upload,
+    verifying_ahead,
+)
 from bundler.local.collect import BundleStatus, CollectOptions, CollectReport, collect
 from bundler.local.fileio import write_atomically
 from bundler.local.lock import bundles_lock
@@ -146,13 +153,17 @@ def sync(
     progress: ProgressSink | None = None,
     *,
     may_fork: bool = False,
+    quiet_hub: bool = False,
 ) -> SyncReport:
     """Collect the runs under `output_root` into `bundles_dir`, then publish the folder.
     `may_fork`, for a caller that knows its process has no other thread (the console script;
     bundler.core.forked): collect walks a wide tree half in a forked child and bundles many
     runs half in another, and upload verifies the bundles in a third while the Hub client
     loads (collect's own threads have ended by then); when collect finds nothing new, that
-    verification begins beside collect's last checks instead (`_VerifiedBeside`).
+    verification begins beside collect's last checks instead (`_VerifiedBeside`), and this
+    process loads the Hub client while collect's child walks a wide tree, rather than walk
+    half of it (`load_hub_client`). `quiet_hub`: silence the Hub client's own progress bars
+    and warnings, for a command that draws its own.
 
     Never raises a BundlerError: an error that stops the sync (the lock held, the Hub down,
     unusable input) is recorded in the report with its exit code, so the report, and the
@@ -173,6 +184,9 @@ def sync(
             bundles_lock(bundles_dir, operation="sync", wait=options.lock_wait),
             _VerifiedBeside(bundles_dir, options.upload, progress, may_fork=may_fork) as early,
         ):
+            load_hub = partial(load_hub_client, quiet=quiet_hub)
+            if options.resolve_rows:
+                load_hub()  # collect asks the Hub for row counts
             report.collect = collect(
                 output_root,
                 bundles_dir,
@@ -181,6 +195,7 @@ def sync(
                 _row_counts(options),
                 may_fork=may_fork,
                 watcher=early,
+                meanwhile=load_hub,
             )
             if report.collect.refused and not _holds_bundles(bundles_dir):
                 report.upload_skipped = "no bundle to publish: every selected run was refused"
@@ -191,6 +206,7 @@ def sync(
                     progress,
                     verify_in_child=may_fork,
                     verified=early.verified(),
+                    quiet_hub=quiet_hub,
                 )
     except BundlerError as error:
         report.error, report.hint, error_code = error.message, error.hint, error.exit_code

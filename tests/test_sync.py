@@ -345,9 +345,10 @@ def test_an_output_root_without_runs_still_uploads_the_bundles_there(
 
 def test_the_sync_command_forks_its_helpers(hub: HubServer, repo_id: str, tmp_path: Path) -> None:
     """The console script is one thread, so sync may fork (bundler.core.forked): collect walks
-    a tree SPLIT_PENDING folders wide half in a child and bundles its runs (well past
-    FORK_WEIGHT) half in another, and upload verifies in a third while the Hub client loads.
-    (A library caller forks nothing unless it says so.)"""
+    a tree SPLIT_PENDING folders wide with a child (while this process loads the Hub client)
+    and bundles its runs (well past FORK_WEIGHT) half in another, and upload verifies in a
+    third. pyarrow, which starts native threads, is loaded only after the last fork. (A library
+    caller forks nothing unless it says so.)"""
     root = tmp_path / "out"
     specs = [RunSpec(model=f"org/model-{number:03d}", rows=1) for number in range(SPLIT_PENDING)]
     write_tree(root, specs, how_do_you=False)
@@ -365,6 +366,7 @@ def test_the_sync_command_forks_its_helpers(hub: HubServer, repo_id: str, tmp_pa
     )
     assert code == 0
     assert state["forks"] == 3
+    assert state["loaded_at_forks"] == [[], ["huggingface_hub"], ["huggingface_hub"]]
     assert len(table_rows(hub, repo_id)) == SPLIT_PENDING
 
 

@@ -117,11 +117,8 @@ def upload_command(
             wait=wait,
             max_wait=max_wait,
         )
-        from bundler.hub.session import quiet_hub_client
-
-        quiet_hub_client()
         with progress_on(console) as progress:
-            report = upload(bundles_dir, options, progress, verify_in_child=True)
+            report = upload(bundles_dir, options, progress, verify_in_child=True, quiet_hub=True)
         return finish(report, render_upload, console, json_output)
 
     raise typer.Exit(

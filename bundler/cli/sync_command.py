@@ -112,11 +112,10 @@ def sync_command(
                 )
                 keep_report(unusable, report)
             raise
-        from bundler.hub.session import quiet_hub_client
-
-        quiet_hub_client()
         with progress_on(console) as progress:
-            result = sync(output_root, bundles_dir, options, progress, may_fork=True)
+            result = sync(
+                output_root, bundles_dir, options, progress, may_fork=True, quiet_hub=True
+            )
         return finish(result, render_sync, console, json_output)
 
     def sync_options() -> SyncOptions:

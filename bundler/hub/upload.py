@@ -14,6 +14,7 @@ on a platform without fork or when the child fails; the result is the same.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
@@ -104,6 +105,31 @@ class ParentWatch(NoProgress):
         self.watch()
 
 
+HUB_CLIENT_MODULES = (
+    "bundler.hub.destination",
+    "bundler.hub.evidence",
+    "bundler.hub.repository",
+    "bundler.hub.session",
+)
+"""What publishing imports but the leaderboard's tables: the Hub client and the modules of
+ours that drive it. Not pyarrow, which the tables need: it starts native threads as it loads,
+and a process with threads may fork no more (bundler.core.forked)."""
+
+
+def load_hub_client(*, quiet: bool) -> None:
+    """Import HUB_CLIENT_MODULES (a third of a second) and, when `quiet`, silence the client's
+    own progress bars and warnings (`quiet_hub_client`, for a command that draws its own): done
+    while a forked child works, where there is one (upload's verifying child; sync's walking
+    child, after which collect may still fork to bundle many runs). Calling it again costs
+    nothing."""
+    for name in HUB_CLIENT_MODULES:
+        importlib.import_module(name)
+    if quiet:
+        from bundler.hub.session import quiet_hub_client
+
+        quiet_hub_client()
+
+
 def verifying_ahead(
     bundles_dir: Path, *, allow_partial: bool, progress: ProgressSink, in_child: bool
 ) -> AbstractContextManager[Callable[[], Gathered]]:
@@ -125,6 +151,7 @@ def upload(
     *,
     verify_in_child: bool = False,
     verified: Callable[[], Gathered] | None = None,
+    quiet_hub: bool = False,
 ) -> UploadReport:
     """Verify the bundles in `bundles_dir` and publish them; see UploadReport for the outcome.
     `verify_in_child`: verify in a forked child while the Hub client loads, for a caller that
@@ -132,6 +159,7 @@ def upload(
     such a process could leave the child deadlocked on a lock another thread held.
     `verified`: the folder's bundles verified already, by a caller that holds the folder's lock
     and knows nothing changed in it since (sync, which began verifying beside collect).
+    `quiet_hub`: silence the Hub client's own progress bars and warnings (`load_hub_client`).
     Raises HubAccessError for problems the user must fix first (token, access, repo, revision)
     and TemporaryError when the Hub could not be read (try again later), or when another run
     holds the folder longer than options.lock_wait (BundlesLockedError). A pull request's ref
@@ -156,11 +184,12 @@ def upload(
             )
         )
         with ahead as gathered:
-            from bundler.hub.publish import Publisher  # the Hub client loads while bundles verify
+            load_hub_client(quiet=quiet_hub)  # the Hub client loads while bundles verify
+            from bundler.hub.publish import Publisher
 
             publisher = Publisher(options, progress)
             local, set_aside = gathered()
         return publisher.run(local, set_aside)
 
 
-__all__ = ["HubError", "UploadOptions", "UploadReport", "upload"]
+__all__ = ["HubError", "UploadOptions", "UploadReport", "load_hub_client", "upload"]

@@ -177,15 +177,18 @@ def collect(
     *,
     may_fork: bool = False,
     watcher: NothingNewWatcher | None = None,
+    meanwhile: Callable[[], object] | None = None,
 ) -> CollectReport:
     """Bundle every run under `output_root` into `bundles_dir`; see CollectReport for what was
     written, refused and skipped. `row_counts` gives the row count of a task `expected_rows`
     does not name (`--resolve-rows`). `may_fork`, for a caller that knows its process has no
     other thread (the console script; bundler.core.forked): a wide tree is walked half in a
     forked child, and many runs to bundle are bundled half in one (`_bundle_all`). `watcher` is
-    told when nothing is new, and when the folder changes after all (NothingNewWatcher). Raises
-    UsageError when the output root cannot be used, and BundlesLockedError when another run
-    holds `bundles_dir` for longer than `options.lock_wait` seconds and no input was refused.
+    told when nothing is new, and when the folder changes after all (NothingNewWatcher).
+    `meanwhile`: the caller's own work, done while a forked child walks a wide tree (discover's
+    `meanwhile`). Raises UsageError when the output root cannot be used, and BundlesLockedError
+    when another run holds `bundles_dir` for longer than `options.lock_wait` seconds and no
+    input was refused.
     When some were, the report says so instead (`error`, and the runs not bundled under
     `skipped`): a retry would not make a refusal go away, so it must not be hidden behind
     one."""
@@ -193,7 +196,7 @@ def collect(
     progress = progress or NoProgress()
     if bundles_dir.exists() and not bundles_dir.is_dir():
         raise UsageError(f"{bundles_dir}: exists and is not a directory")
-    found = discover(output_root, split_in_child=may_fork)
+    found = discover(output_root, split_in_child=may_fork, meanwhile=meanwhile)
     report = CollectReport(
         output_root=str(output_root), bundles_dir=str(bundles_dir), skipped=list(found.skipped)
     )

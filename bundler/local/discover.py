@@ -11,6 +11,7 @@ import hashlib
 import os
 import re
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -120,10 +121,18 @@ def _sorted_entries(directory: Path) -> list[os.DirEntry[str]]:
         return sorted(entries, key=lambda entry: entry.name)
 
 
-def discover(output_root: Path, *, split_in_child: bool = False) -> Discovery:
+def discover(
+    output_root: Path,
+    *,
+    split_in_child: bool = False,
+    meanwhile: Callable[[], object] | None = None,
+) -> Discovery:
     """List the run directories below `output_root`, plus what was skipped or refused.
     `split_in_child`: a wide tree is walked half in a forked child (see `_scan`), for a caller
-    that knows its process has no other thread (bundler.core.forked)."""
+    that knows its process has no other thread (bundler.core.forked). `meanwhile`: work of the
+    caller's that this process does instead of walking its half, while the child walks the
+    whole tree (sync loads the Hub client so); done at most once, and only when a child walks,
+    for it is worth a core only where a wide tree keeps the child busy."""
     if not output_root.exists():
         raise UsageError(
             f"{output_root}: output root does not exist",
@@ -139,6 +148,7 @@ def discover(output_root: Path, *, split_in_child: bool = False) -> Discovery:
         top = _sorted_entries(output_root)
     except OSError as error:
         raise UsageError(f"{output_root}: cannot list: {error.strerror}") from None
+    aside = _Aside(meanwhile)
     for entry in top:
         shown = str(Path(output_root, entry.name))
         if entry.is_symlink():
@@ -159,6 +169,7 @@ def discover(output_root: Path, *, split_in_child: bool = False) -> Discovery:
                 skipped,
                 refused,
                 split_in_child=split_in_child,
+                aside=aside,
             )
     return Discovery(runs=runs, skipped=skipped, refused=refused)
 
@@ -193,19 +204,35 @@ class _Scanned:
 
 
 SPLIT_PENDING = 256
-"""Folders waiting to be walked from which half go to a forked child (`split_in_child`): a
-tree that wide costs tens of thousands of lstats, where a child's start costs a few ms."""
+"""Folders waiting to be walked from which a forked child shares the walk (`split_in_child`):
+a tree that wide costs tens of thousands of lstats, where a child's start costs a few ms."""
+SHARE_PARTS = 64
+"""Parts a shared walk is cut into (`_scan_shared`): enough that neither process waits long
+for the other at the end, each claimed with one byte."""
 
 
-def _scan(pending: list[str], *, split_in_child: bool, watch: Watch | None) -> _Scanned:
+class _Aside:
+    """discover's `meanwhile`, handed out once: to the first walk that forks a child."""
+
+    def __init__(self, work: Callable[[], object] | None) -> None:
+        self._work = work
+
+    def take(self) -> Callable[[], object] | None:
+        work, self._work = self._work, None
+        return work
+
+
+def _scan(
+    pending: list[str], *, split_in_child: bool, watch: Watch | None, aside: _Aside | None = None
+) -> _Scanned:
     """Walk the folders of `pending` (a stack: the last is walked first) and all below them.
-    With `split_in_child`, once SPLIT_PENDING folders wait and a second core is there, the
-    half that would be walked last goes to a forked child (bundler.core.forked) while this
-    process walks the other; their findings, joined, are the ones of one walk."""
+    With `split_in_child`, once SPLIT_PENDING folders wait and a second core is there, a
+    forked child (bundler.core.forked) shares the walk of them (`_scan_shared`), this process
+    doing the work `aside` holds first."""
     scanned = _Scanned()
     while pending:
         if split_in_child and len(pending) >= SPLIT_PENDING and cores() > 1:
-            scanned.extend(_scan_halves(pending))
+            scanned.extend(_scan_shared(pending, aside.take() if aside else None))
             return scanned
         directory = pending.pop()
         if watch is not None:
@@ -269,16 +296,41 @@ def _scan(pending: list[str], *, split_in_child: bool, watch: Watch | None) -> _
     return scanned
 
 
-def _scan_halves(pending: list[str]) -> _Scanned:
-    """`_scan(pending)`, the half of the stack walked last in a forked child."""
-    later, first = pending[: len(pending) // 2], pending[len(pending) // 2 :]
-    with ahead_in_child(
-        lambda watch: _scan(later, split_in_child=False, watch=watch),
-        lambda: _scan(later, split_in_child=False, watch=None),
-        enabled=True,
-    ) as theirs:
-        scanned = _scan(first, split_in_child=False, watch=None)
-        scanned.extend(theirs())
+def _scan_shared(pending: list[str], meanwhile: Callable[[], object] | None) -> _Scanned:
+    """`_scan(pending)` by this process and a forked child together. The stack is cut into
+    parts in walk order, and each part is walked by whichever process claims it first (this
+    one once it has done `meanwhile`), so neither waits long for the other however the parts'
+    sizes differ or `meanwhile` lasts. A part is claimed by reading its number, one byte, from
+    a pipe both share: a pipe read is atomic, so each part goes to one of them. Joined in walk
+    order, the findings are the ones of one walk; the parts of a child that failed are walked
+    here."""
+    walk_order = pending[::-1]
+    size = -(-len(walk_order) // SHARE_PARTS)
+    parts = [walk_order[start : start + size] for start in range(0, len(walk_order), size)]
+    claims, writing = os.pipe()
+    os.write(writing, bytes(range(len(parts))))
+    os.close(writing)
+
+    def walk_claimed(watch: Watch | None) -> dict[int, _Scanned]:
+        walked: dict[int, _Scanned] = {}
+        while claimed := os.read(claims, 1):
+            stack = parts[claimed[0]][::-1]
+            walked[claimed[0]] = _scan(stack, split_in_child=False, watch=watch)
+        return walked
+
+    none_walked: dict[int, _Scanned] = {}  # a child that failed: its parts are walked below
+    try:
+        with ahead_in_child(walk_claimed, lambda: none_walked, enabled=True) as theirs:
+            if meanwhile is not None:
+                meanwhile()
+            walked = walk_claimed(None)
+            walked.update(theirs())
+    finally:
+        os.close(claims)
+    scanned = _Scanned()
+    for number, part in enumerate(parts):
+        found = walked.get(number)
+        scanned.extend(found or _scan(part[::-1], split_in_child=False, watch=None))
     return scanned
 
 
@@ -291,6 +343,7 @@ def _walk(
     refused: list[Skipped],
     *,
     split_in_child: bool,
+    aside: _Aside,
 ) -> None:
     """Every run directory below `top`, depth first in name order, with an explicit stack: a
     tree thousands of folders deep is walked like any other, never overflowing the call stack.
@@ -300,7 +353,7 @@ def _walk(
     strings until a run is reported: a nightly tree has tens of thousands of entries, and
     this walk is most of what a collect with nothing new does."""
     top_path = str(top)
-    scanned = _scan([top_path], split_in_child=split_in_child, watch=None)
+    scanned = _scan([top_path], split_in_child=split_in_child, watch=None, aside=aside)
     found, elsewhere = scanned.found, scanned.elsewhere
     refused.extend(scanned.refused)
     leading_to_runs: set[str] = {top_path}

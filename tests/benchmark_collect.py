@@ -9,7 +9,8 @@ spread of per-round ratios and the bundler's peak RSS:
   --gen-statics PATH a `gen_statics.py --text-words 410` tree) at --rows and
   --large-rows predictions, against `tar -cf - DIR | zstd -3 -T0`;
 - collect of a tree from the project's own writer (tests/factory.py) at --rows;
-- collect of --runs runs of --run-rows predictions each (per-run overhead);
+- collect of --runs runs of --run-rows predictions each (per-run overhead), against the same
+  baseline and against DURABLE_FLOOR, the least any bundler in Python must do for them;
 - `bundler --help`, and `bundler collect` on an empty output folder, against a bare typer
   app's `--help` (the floor of any typer CLI).
 
@@ -60,6 +61,77 @@ def two(count: int = 1) -> None:
 app()
 """
 
+DURABLE_FLOOR = """
+import hashlib, json, os, shutil, sys
+from concurrent.futures import ThreadPoolExecutor
+import zstandard
+source, target = sys.argv[1], sys.argv[2]
+shutil.rmtree(target, ignore_errors=True)
+os.mkdir(target)
+runs = []
+for folder, subfolders, names in os.walk(source):
+    subfolders.sort()
+    if "run_meta.json" in names:
+        runs.append((folder, sorted(names)))
+
+def header(name, size):
+    block = bytearray(512)
+    block[: len(name)] = name.encode()
+    block[124:136] = b"%011o\\0" % size
+    return block
+
+def make_durable(staged):
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda item: os.fsync(item[0]), staged))
+    for descriptor, temporary, final in staged:
+        os.close(descriptor)
+        os.replace(temporary, final)
+    for folder in {os.path.dirname(final) for _, _, final in staged}:
+        descriptor = os.open(folder, os.O_RDONLY)
+        os.fsync(descriptor)
+        os.close(descriptor)
+
+def bundle(numbered):
+    compressor = zstandard.ZstdCompressor(level=3, write_checksum=True)
+    staged = []
+    for number, (folder, names) in numbered:
+        body, digests = bytearray(), []
+        for name in names:
+            descriptor = os.open(os.path.join(folder, name), os.O_RDONLY | os.O_NOFOLLOW)
+            data = os.read(descriptor, os.fstat(descriptor).st_size + 1)
+            os.close(descriptor)
+            json.loads(data)
+            digests.append(hashlib.sha256(data).hexdigest())
+            body += header(name, len(data)) + data + bytes(-len(data) % 512)
+        archive = compressor.compress(bytes(body))
+        sidecar = json.dumps({"sha256": hashlib.sha256(archive).hexdigest(), "files": digests})
+        bundle_folder = os.path.join(target, f"run-{number}")
+        os.mkdir(bundle_folder)
+        for name, data in (("run.tar.zst", archive), ("run.json", sidecar.encode())):
+            final = os.path.join(bundle_folder, name)
+            temporary = final + ".tmp"
+            descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            os.write(descriptor, data)
+            staged.append((descriptor, temporary, final))
+        if len(staged) >= 128:
+            make_durable(staged)
+            staged = []
+    make_durable(staged)
+
+numbered = list(enumerate(runs))
+child = os.fork()
+if child == 0:
+    bundle(numbered[len(numbered) // 2 :])
+    os._exit(0)
+bundle(numbered[: len(numbered) // 2])
+os.waitpid(child, 0)
+"""
+"""The floor of collecting many small runs: read every file (no link followed), parse it as
+JSON, hash it, frame it as tar and compress each run on its own, then write each archive and a
+sidecar durably, in batches (staged, fsynced many at a time, renamed, each folder fsynced), as
+collect does; no other check, no manifest, no cache, half of the runs in a forked child. What
+stands between a validating bundler and `tar | zstd`, which writes one stream and no fsync."""
+
 
 def write_many_runs(root: Path, runs: int, rows: int) -> None:
     text = corpus(size=1 << 20)
@@ -74,7 +146,11 @@ def collect_row(
     workdir: Path,
     rounds: int,
     target: float | None = None,
-) -> Comparison:
+    *,
+    against_floor: bool = False,
+) -> list[Comparison]:
+    """The bundler against `tar | zstd` on a tree `build` writes; also against DURABLE_FLOOR
+    with `against_floor`."""
     root = workdir / name
     shutil.rmtree(root, ignore_errors=True)
     started = time.perf_counter()
@@ -104,9 +180,23 @@ def collect_row(
     bundle_bytes = sum(path.stat().st_size for path in out.rglob("*.tar.zst"))
     comparison.extra["bundle_mb"] = round(bundle_bytes / 1e6, 1)
     comparison.extra["tar_zst_mb"] = round(tar_out.stat().st_size / 1e6, 1)
+    comparisons = [comparison]
+    if against_floor:
+        floor_script, floor_out = workdir / "durable_floor.py", workdir / f"{name}-floor"
+        floor_script.write_text(DURABLE_FLOOR, encoding="utf-8")
+
+        def floor() -> float:
+            measured = run_measured([sys.executable, str(floor_script), str(root), str(floor_out)])
+            if measured.exit_code != 0:
+                raise SystemExit(f"{name}: the durable floor exited {measured.exit_code}")
+            return measured.seconds
+
+        versus = Comparison(f"{name}-floor", "bundler collect", "durable floor (no checks)")
+        comparisons.append(alternate(versus, rounds, bundler, floor))
+        shutil.rmtree(floor_out, ignore_errors=True)
     shutil.rmtree(root, ignore_errors=True)
     shutil.rmtree(out, ignore_errors=True)
-    return comparison
+    return comparisons
 
 
 def startup_rows(workdir: Path, rounds: int) -> list[Comparison]:
@@ -153,49 +243,42 @@ def main() -> int:
     print(f"machine: {machine()}", flush=True)
     compile_bytecode()
     plans: dict[str, Callable[[], list[Comparison]]] = {
-        "gen-statics": lambda: [
-            collect_row(
-                realistic_name(args.rows, args.gen_statics),
-                lambda root: write_realistic(root, args.rows, args.gen_statics),
-                f"{TASK}={args.rows}",
-                workdir,
-                args.rounds,
-                target=2.0,
-            )
-        ],
+        "gen-statics": lambda: collect_row(
+            realistic_name(args.rows, args.gen_statics),
+            lambda root: write_realistic(root, args.rows, args.gen_statics),
+            f"{TASK}={args.rows}",
+            workdir,
+            args.rounds,
+            target=2.0,
+        ),
         "gen-statics-large": lambda: (
-            [
-                collect_row(
-                    realistic_name(args.large_rows, args.gen_statics),
-                    lambda root: write_realistic(root, args.large_rows, args.gen_statics),
-                    f"{TASK}={args.large_rows}",
-                    workdir,
-                    max(1, args.rounds // 2),
-                    target=1.5,
-                )
-            ]
+            collect_row(
+                realistic_name(args.large_rows, args.gen_statics),
+                lambda root: write_realistic(root, args.large_rows, args.gen_statics),
+                f"{TASK}={args.large_rows}",
+                workdir,
+                max(1, args.rounds // 2),
+                target=1.5,
+            )
             if args.large_rows
             else []
         ),
-        "own-writer": lambda: [
-            collect_row(
-                f"own-writer-{args.rows}",
-                lambda root: write_own_run(root, args.rows),
-                f"{TASK}={args.rows}",
-                workdir,
-                args.rounds,
-            )
-        ],
-        "many-runs": lambda: [
-            collect_row(
-                f"runs-{args.runs}x{args.run_rows}",
-                lambda root: write_many_runs(root, args.runs, args.run_rows),
-                f"{TASK}={args.run_rows}",
-                workdir,
-                args.rounds,
-                target=3.0,
-            )
-        ],
+        "own-writer": lambda: collect_row(
+            f"own-writer-{args.rows}",
+            lambda root: write_own_run(root, args.rows),
+            f"{TASK}={args.rows}",
+            workdir,
+            args.rounds,
+        ),
+        "many-runs": lambda: collect_row(
+            f"runs-{args.runs}x{args.run_rows}",
+            lambda root: write_many_runs(root, args.runs, args.run_rows),
+            f"{TASK}={args.run_rows}",
+            workdir,
+            args.rounds,
+            target=3.0,
+            against_floor=True,
+        ),
         "startup": lambda: startup_rows(workdir, max(args.rounds, 5)),
     }
     comparisons: list[Comparison] = []

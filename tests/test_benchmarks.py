@@ -49,7 +49,15 @@ def test_collect_benchmark_runs_every_row(tmp_path: Path) -> None:
     )
     check_rows(
         figures,
-        {"realistic-60", "realistic-80", "own-writer-60", "runs-3x4", "help", "collect-empty"},
+        {
+            "realistic-60",
+            "realistic-80",
+            "own-writer-60",
+            "runs-3x4",
+            "runs-3x4-floor",
+            "help",
+            "collect-empty",
+        },
     )
     comparisons = figures["comparisons"]
     assert isinstance(comparisons, list)
@@ -59,6 +67,7 @@ def test_collect_benchmark_runs_every_row(tmp_path: Path) -> None:
         "realistic-80": (1.5, None),
         "own-writer-60": (None, None),
         "runs-3x4": (3.0, None),
+        "runs-3x4-floor": (None, None),
         "help": (None, 0.030),
         "collect-empty": (None, 0.030),
     }

@@ -157,13 +157,12 @@ def sync(
 ) -> SyncReport:
     """Collect the runs under `output_root` into `bundles_dir`, then publish the folder.
     `may_fork`, for a caller that knows its process has no other thread (the console script;
-    bundler.core.forked): collect walks a wide tree half in a forked child and bundles many
-    runs half in another, and upload verifies the bundles in a third while the Hub client
-    loads (collect's own threads have ended by then); when collect finds nothing new, that
-    verification begins beside collect's last checks instead (`_VerifiedBeside`), and this
-    process loads the Hub client while collect's child walks a wide tree, rather than walk
-    half of it (`load_hub_client`). `quiet_hub`: silence the Hub client's own progress bars
-    and warnings, for a command that draws its own.
+    bundler.core.forked): collect walks a wide tree with a forked child, this process loading
+    the Hub client first (`load_hub_client`), and bundles many runs half in another child, and
+    upload verifies the bundles in a third while the rest of the client loads (collect's own
+    threads have ended by then); when collect finds nothing new, that verification begins
+    beside collect's last checks instead (`_VerifiedBeside`). `quiet_hub`: silence the Hub
+    client's own progress bars and warnings, for a command that draws its own.
 
     Never raises a BundlerError: an error that stops the sync (the lock held, the Hub down,
     unusable input) is recorded in the report with its exit code, so the report, and the

@@ -182,8 +182,8 @@ def collect(
     """Bundle every run under `output_root` into `bundles_dir`; see CollectReport for what was
     written, refused and skipped. `row_counts` gives the row count of a task `expected_rows`
     does not name (`--resolve-rows`). `may_fork`, for a caller that knows its process has no
-    other thread (the console script; bundler.core.forked): a wide tree is walked half in a
-    forked child, and many runs to bundle are bundled half in one (`_bundle_all`). `watcher` is
+    other thread (the console script; bundler.core.forked): a wide tree is walked together with
+    a forked child, and many runs to bundle are bundled half in one (`_bundle_all`). `watcher` is
     told when nothing is new, and when the folder changes after all (NothingNewWatcher).
     `meanwhile`: the caller's own work, done while a forked child walks a wide tree (discover's
     `meanwhile`). Raises UsageError when the output root cannot be used, and BundlesLockedError

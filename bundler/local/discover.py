@@ -128,11 +128,11 @@ def discover(
     meanwhile: Callable[[], object] | None = None,
 ) -> Discovery:
     """List the run directories below `output_root`, plus what was skipped or refused.
-    `split_in_child`: a wide tree is walked half in a forked child (see `_scan`), for a caller
-    that knows its process has no other thread (bundler.core.forked). `meanwhile`: work of the
-    caller's that this process does instead of walking its half, while the child walks the
-    whole tree (sync loads the Hub client so); done at most once, and only when a child walks,
-    for it is worth a core only where a wide tree keeps the child busy."""
+    `split_in_child`: a wide tree is walked by this process and a forked child together (see
+    `_scan_shared`), for a caller that knows its process has no other thread
+    (bundler.core.forked). `meanwhile`: work of the caller's that this process does first,
+    while the child walks (sync loads the Hub client so); done at most once, and only when a
+    child walks, for it is worth a core only where a wide tree keeps the child busy."""
     if not output_root.exists():
         raise UsageError(
             f"{output_root}: output root does not exist",
@@ -330,7 +330,9 @@ def _scan_shared(pending: list[str], meanwhile: Callable[[], object] | None) -> 
     scanned = _Scanned()
     for number, part in enumerate(parts):
         found = walked.get(number)
-        scanned.extend(found or _scan(part[::-1], split_in_child=False, watch=None))
+        if found is None:
+            found = _scan(part[::-1], split_in_child=False, watch=None)
+        scanned.extend(found)
     return scanned
 
 

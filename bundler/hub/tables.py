@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, get_args, get_origin
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ValidationError
 
@@ -196,7 +197,7 @@ class Leaderboard:
         """The rows (of one task), validated as rows this bundler writes."""
         table = self.table
         if task is not None:
-            table = table.filter(pa.compute.equal(table.column("task_name"), task))
+            table = table.filter(pc.equal(table.column("task_name"), task))
         return [_table_row(cells) for cells in table.to_pylist()]
 
     def updated(self, rows: Sequence[TableRow], removed: Iterable[str] = ()) -> Leaderboard:
@@ -205,11 +206,11 @@ class Leaderboard:
         dropped = {row.bundle_id for row in rows} | set(removed)
         kept = self.table
         if dropped:
-            mask = pa.compute.is_in(kept.column("bundle_id"), value_set=pa.array(sorted(dropped)))
-            kept = kept.filter(pa.compute.invert(mask))
+            mask = pc.is_in(kept.column("bundle_id"), value_set=pa.array(sorted(dropped)))
+            kept = kept.filter(pc.invert(mask))
         added = Leaderboard.of(rows).table
         merged = pa.concat_tables([kept, added])
-        order = pa.compute.sort_indices(merged, sort_keys=[("bundle_id", "ascending")])
+        order = pc.sort_indices(merged, sort_keys=[("bundle_id", "ascending")])
         return Leaderboard(merged.take(order))
 
 

@@ -1,0 +1,339 @@
+"""The package as users install it: the built wheel in a clean environment with its runtime
+dependencies only, at the newest and at the oldest versions that pyproject allows.
+
+The test environment holds much that a user's does not (pandas through `datasets`, duckdb,
+the test extras), and those change how the runtime dependencies behave: with pandas installed,
+pyarrow loads `pyarrow.compute` by itself, so a module that forgot to import it worked in every
+test and crashed on every fresh install. Here nothing of the test environment reaches the
+bundler: the wheel is built with `python -m build`, checked with `twine check`, installed by uv
+into a new virtual environment, and every role's journey runs as subprocesses of that
+environment's `bundler` console script against the test Hub server.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+from email.parser import Parser
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from conftest import SUBMITTER_TOKEN, WRITE_TOKEN
+from factory import RunSpec, gptnt_capabilities, make_row, write_tree
+from hubserver import HubServer, client_env
+
+ROOT = Path(__file__).parent.parent
+FIXTURES = Path(__file__).parent / "fixtures" / "gptnt"
+DIRECT_DEPENDENCIES = (
+    "pydantic",
+    "huggingface-hub",
+    "zstandard",
+    "typer",
+    "rich",
+    "jinja2",
+    "pyyaml",
+    "filelock",
+    "pyarrow",
+)
+
+pytestmark = pytest.mark.installed
+
+
+@dataclass(frozen=True)
+class Dist:
+    wheel: Path
+    sdist: Path
+
+
+@pytest.fixture(scope="session")
+def dist(tmp_path_factory: pytest.TempPathFactory) -> Dist:
+    """The sdist and the wheel, built from a copy of the checkout as `python -m build` builds
+    them for a release, and checked as the package index will check them."""
+    out = tmp_path_factory.mktemp("dist")
+    source = tmp_path_factory.mktemp("source") / "statics-bundler"
+    tracked = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
+    ).stdout.split(b"\0")
+    for name in filter(None, (entry.decode() for entry in tracked)):
+        if (ROOT / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, source / name)
+    built = subprocess.run(
+        [sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", out, source],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
+    (wheel,) = out.glob("*.whl")
+    (sdist,) = out.glob("*.tar.gz")
+    checked = subprocess.run(
+        [sys.executable, "-m", "twine", "check", "--strict", wheel, sdist],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    return Dist(wheel, sdist)
+
+
+def requirements(wheel: Path) -> list[str]:
+    """The wheel's runtime requirements, as its metadata states them."""
+    with zipfile.ZipFile(wheel) as archive:
+        (name,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        metadata = Parser().parsestr(archive.read(name).decode())
+    return [r for r in metadata.get_all("Requires-Dist") or [] if "extra ==" not in r]
+
+
+@dataclass(frozen=True)
+class Installed:
+    """A virtual environment holding the wheel and its runtime dependencies, nothing else."""
+
+    resolution: str
+    bin: Path
+    versions: dict[str, str]
+
+    def env(self, hub: HubServer, home: Path, token: str | None = None) -> dict[str, str]:
+        """A user's environment: this venv first on PATH, the test Hub as HF_ENDPOINT, a home
+        of its own, and nothing of the test process (no PYTHONPATH, no VIRTUAL_ENV)."""
+        return {
+            "PATH": f"{self.bin}:/usr/local/bin:/usr/bin:/bin",
+            "HOME": str(home),
+            "LANG": "C.UTF-8",
+            **client_env(hub, token=token, hf_home=str(home / "hf-home")),
+        }
+
+
+@pytest.fixture(scope="session", params=["highest", "lowest-direct"], ids=["newest", "oldest"])
+def installed(
+    request: pytest.FixtureRequest, dist: Dist, tmp_path_factory: pytest.TempPathFactory
+) -> Installed:
+    """The wheel installed by uv at the newest versions, or at the lowest that pyproject allows
+    for every direct dependency (`--resolution lowest-direct`, with the wheel's requirements
+    named on the command line so that they count as direct)."""
+    resolution = str(request.param)
+    venv = tmp_path_factory.mktemp(f"venv-{request.param}")
+    uv = [sys.executable, "-m", "uv"]
+    subprocess.run([*uv, "venv", "-q", "--python", sys.executable, venv], check=True)
+    python = venv / "bin" / "python"
+    install = [*uv, "pip", "install", "-q", "--python", python, "--resolution", resolution]
+    done = subprocess.run(
+        [*install, dist.wheel, *requirements(dist.wheel)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    listed = subprocess.run(
+        [*uv, "pip", "list", "--python", python, "--format", "json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    versions = {entry["name"].lower(): entry["version"] for entry in json.loads(listed.stdout)}
+    return Installed(resolution, venv / "bin", versions)
+
+
+def test_the_environment_holds_the_runtime_dependencies_only(installed: Installed) -> None:
+    names = set(installed.versions)
+    assert "statics-bundler" in names
+    assert not names & {"pytest", "datasets", "duckdb", "pandas", "hypothesis", "mypy", "ruff"}
+    assert all(name in names for name in DIRECT_DEPENDENCIES)
+    if installed.resolution == "lowest-direct":
+        # each direct dependency at its lower bound (rich: huggingface_hub and typer need 13.8)
+        assert installed.versions["pydantic"] == "2.6.0"
+        assert installed.versions["pyarrow"] == "15.0.0"
+        assert installed.versions["zstandard"] == "0.22.0"
+    print(f"{installed.resolution}: {json.dumps(installed.versions, sort_keys=True)}")
+
+
+_TABLES_ALONE = """
+import json, sys
+from bundler.hub.boards import TaskBoard
+from bundler.hub.rows import TableRow
+from bundler.hub.tables import Leaderboard, task_table_bytes
+rows = [TableRow.model_validate(row) for row in json.loads(sys.argv[1])]
+board = Leaderboard.empty().updated(rows[:2]).updated(rows[1:], removed=[rows[0].bundle_id])
+task = rows[-1].task_name
+table = task_table_bytes(TaskBoard.of(task, board.rows(task)))
+again = Leaderboard.read(board.bytes())
+print(json.dumps({"ids": [row.bundle_id for row in again.rows()], "table_bytes": len(table)}))
+"""
+
+
+def test_the_tables_work_where_nothing_else_loads_pyarrow_compute(
+    installed: Installed, hub: HubServer, tmp_path: Path
+) -> None:
+    """The Arrow calls of the leaderboard tables, in the user's environment: there nothing
+    loads `pyarrow.compute` on the bundler's behalf."""
+    rows = [make_row(model, metrics={"em": {"acc": 0.5}}) for model in ("gpt", "qwen", "claude")]
+    argument = json.dumps([row.model_dump(mode="json") for row in rows])
+    result = subprocess.run(
+        [installed.bin / "python", "-c", _TABLES_ALONE, argument],
+        capture_output=True,
+        text=True,
+        env=installed.env(hub, tmp_path),
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    outcome = json.loads(result.stdout)
+    assert outcome["ids"] == sorted(row.bundle_id for row in rows[1:])
+    assert outcome["table_bytes"] > 0
+
+
+class User:
+    """One person (or job) at a terminal of the clean environment, in a folder of their own."""
+
+    def __init__(self, installed: Installed, hub: HubServer, home: Path, token: str) -> None:
+        self.installed = installed
+        self.hub = hub
+        self.home = home
+        self.token = token
+        home.mkdir(parents=True, exist_ok=True)
+
+    def run(self, *args: object) -> subprocess.CompletedProcess[str]:
+        command = [str(arg) for arg in args]
+        result = subprocess.run(
+            [str(self.installed.bin / command[0]), *command[1:]],
+            capture_output=True,
+            text=True,
+            env=self.installed.env(self.hub, self.home, self.token),
+            cwd=self.home,
+            stdin=subprocess.DEVNULL,
+            timeout=300,
+            check=False,
+        )
+        for secret in (WRITE_TOKEN, SUBMITTER_TOKEN):
+            assert secret not in result.stdout + result.stderr
+        assert "Traceback" not in result.stderr
+        assert "Warning" not in result.stderr, result.stderr  # nothing that is not theirs to act on
+        return result
+
+    def bundler(self, *args: object, code: int = 0) -> dict[str, Any]:
+        """Run `bundler ARGS --json`; assert its exit code; its JSON report."""
+        result = self.run("bundler", *args, "--json")
+        assert result.returncode == code, (args, result.stderr[-3000:], result.stdout[-3000:])
+        report: dict[str, Any] = json.loads(result.stdout)
+        return report
+
+
+def archives(hub: HubServer, repo_id: str, revision: str = "main") -> list[str]:
+    return [p for p in hub.list_files(repo_id, revision=revision) if p.endswith(".tar.zst")]
+
+
+def test_every_role_s_journey_through_the_console_script(
+    installed: Installed, hub: HubServer, repo_id: str, tmp_path: Path
+) -> None:
+    maintainer = User(installed, hub, tmp_path / "maintainer", WRITE_TOKEN)
+    nightly = User(installed, hub, tmp_path / "nightly", WRITE_TOKEN)
+    submitter = User(installed, hub, tmp_path / "submitter", SUBMITTER_TOKEN)
+
+    # The evaluated dataset is on the Hub, its card saying how many rows its split has.
+    dataset = f"GPTNT/expert-VQA-{repo_id[-10:]}"
+    card = "---\ndataset_info:\n  splits:\n  - name: test\n    num_examples: 3\n---\n"
+    hub.create_repo(dataset, files={"README.md": card.encode()})
+    pin = {"hf_repo_id": dataset, "resolved_revision": hub.commits(dataset)[0].oid, "rows": 3}
+
+    # The maintainer starts a leaderboard and defines its task.
+    created = maintainer.run("hf", "repos", "create", repo_id, "--repo-type", "dataset")
+    assert created.returncode == 0, created.stderr
+    maintainer.bundler(
+        "tasks", "define", "expert-vqa", "--repo", repo_id, "--dataset", dataset,
+        "--split", "test", "--metric", "exact_match.accuracy",
+    )  # fmt: skip
+    definitions = json.loads(hub.file_bytes(repo_id, "leaderboard/tasks.json") or b"{}")
+    assert "exact_match.accuracy" in json.dumps(definitions)
+
+    # The nightly job publishes what the harness wrote, then finds nothing new.
+    runs = [RunSpec(model=model, **pin) for model in ("qwen3", "llama4")]
+    write_tree(nightly.home / "output", runs)
+    nightly_sync = (
+        "sync", "output", "--repo", repo_id, "--expect", "expert-vqa=3",
+        "--submitter-name", "nightly",
+    )  # fmt: skip
+    first = nightly.bundler(*nightly_sync)
+    assert first["counts"]["published"] == 2
+    commits = len(hub.commits(repo_id))
+    again = nightly.bundler(*nightly_sync)
+    assert again["counts"]["published"] == 0 and again["counts"]["already_there"] == 2
+    assert len(hub.commits(repo_id)) == commits
+
+    # A submitter bundles, checks, plans and proposes a run of their own.
+    gptnt_run = RunSpec(
+        player_name="gpt-5-2",
+        exact_capabilities=gptnt_capabilities("gpt-5-2"),
+        **pin,
+    )
+    write_tree(submitter.home / "output", [gptnt_run])
+    collected = submitter.bundler(
+        "collect", "output", "-o", "bundles", "--expect", "expert-vqa=3",
+        "--submitter-name", "Ada Lovelace", "--submitter-contact", "@ada",
+    )  # fmt: skip
+    assert collected["exit_code"] == 0 and len(collected["bundles"]) == 1
+    assert submitter.bundler("verify", "bundles")["exit_code"] == 0
+    submitter.bundler("upload", "bundles", "--repo", repo_id, "--create-pr", "--dry-run")
+    assert hub.pull_requests(repo_id) == []
+    submitter.bundler("upload", "bundles", "--repo", repo_id, "--create-pr")
+    (proposed,) = hub.pull_requests(repo_id)
+    assert proposed.status == "open" and proposed.author == "submitter"
+    (mine,) = [p for p in archives(hub, repo_id, proposed.ref) if "/gpt-5-2_" in p]
+
+    # The maintainer reviews and merges it, refreshes the card, downloads and compares.
+    reviewed = maintainer.bundler("review", "--repo", repo_id, "--comment", "--merge")
+    assert reviewed["exit_code"] == 0
+    assert [pr["merge"] for pr in reviewed["pull_requests"]] == ["merged"]
+    (closed,) = hub.pull_requests(repo_id)  # its files are on main, committed by review
+    assert closed.status == "closed"
+    assert len(archives(hub, repo_id)) == 3
+    table = pq.read_table(io.BytesIO(hub.file_bytes(repo_id, "leaderboard/bundles.parquet") or b""))
+    assert table.num_rows == 3
+    assert sorted(table.column("submitter_name").to_pylist()) == [
+        "Ada Lovelace",
+        "nightly",
+        "nightly",
+    ]
+    card = maintainer.bundler("card", "--repo", repo_id)
+    assert card["exit_code"] == 0
+    readme = (hub.file_bytes(repo_id, "README.md") or b"").decode()
+    assert "**3** submission bundle(s)" in readme and dataset in readme
+    downloaded = maintainer.bundler("download", "--repo", repo_id, "-o", "board")
+    assert downloaded["exit_code"] == 0
+    local = sorted((submitter.home / "bundles").rglob("*.tar.zst"))
+    fetched = maintainer.home / "board" / mine.removeprefix("bundles/")
+    assert fetched.read_bytes() == local[0].read_bytes()
+    assert hub.file_bytes(repo_id, mine) == local[0].read_bytes()
+    nightly_archive = next(
+        p for p in (maintainer.home / "board").rglob("*.tar.zst") if "gpt-5-2_" not in p.parent.name
+    )
+    differs = maintainer.run("bundler", "diff", nightly_archive, fetched, "--json")
+    assert differs.returncode == 1, differs.stderr  # two runs: they differ, and it says how
+    assert json.loads(differs.stdout)["identical"] is False
+
+    # The submitter also exports their bundle for GPTNT's own submission flow.
+    exported = submitter.bundler(
+        "export-gptnt", "bundles", "-o", "submissions",
+        "--player-config", FIXTURES / "gpt-5-2.yaml",
+    )  # fmt: skip
+    assert [bundle["outcome"] for bundle in exported["bundles"]] == ["exported"]
+    (folder,) = (submitter.home / "submissions").iterdir()
+    assert sorted(p.name for p in folder.iterdir()) == ["metrics.json", "submission.yaml"]
+
+
+def test_the_first_upload_into_a_new_leaderboard(
+    installed: Installed, hub: HubServer, repo_id: str, tmp_path: Path
+) -> None:
+    """The very first commit of a leaderboard: no table to read yet, so nothing but the
+    bundler's own imports stands behind its Arrow calls."""
+    maintainer = User(installed, hub, tmp_path, WRITE_TOKEN)
+    created = maintainer.run("hf", "repos", "create", repo_id, "--repo-type", "dataset")
+    assert created.returncode == 0, created.stderr
+    write_tree(tmp_path / "output", [RunSpec(rows=3), RunSpec(model="qwen3", rows=3)])
+    maintainer.bundler("collect", "output", "--expect", "expert-vqa=3")
+    uploaded = maintainer.bundler("upload", "bundles", "--repo", repo_id)
+    assert [bundle["outcome"] for bundle in uploaded["bundles"]] == ["published"] * 2
+    table = hub.file_bytes(repo_id, "leaderboard/bundles.parquet") or b""
+    assert pq.read_table(io.BytesIO(table)).num_rows == 2

@@ -45,8 +45,9 @@ SUBMITTER_VARIABLES = (
 def cli_env(env: dict[str, str] | None = None) -> dict[str, str]:
     """The current environment without submitter variables (so a developer's own settings do
     not leak into assertions) and without terminal-size or colour settings, so output is what
-    a CI log gets (rich's default 80 columns), plus `env`."""
-    dropped = (*SUBMITTER_VARIABLES, "COLUMNS", "LINES", "FORCE_COLOR", "TERM")
+    a CI log gets (rich's default 80 columns), plus `env`. Python's streams are buffered, as
+    a user's are: a developer's PYTHONUNBUFFERED would hide what a buffer does at exit."""
+    dropped = (*SUBMITTER_VARIABLES, "COLUMNS", "LINES", "FORCE_COLOR", "TERM", "PYTHONUNBUFFERED")
     base = {key: value for key, value in os.environ.items() if key not in dropped}
     return base | (env or {})
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -54,8 +55,24 @@ class Dist:
 
 @pytest.fixture(scope="session")
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Dist:
-    """The sdist and the wheel, built from a copy of the checkout as `python -m build` builds
-    them for a release, and checked as the package index will check them."""
+    """The sdist and the wheel, checked as the package index will check them: built from a
+    copy of the checkout's tracked files, as `python -m build` builds them for a release, or
+    (BUNDLER_TEST_WHEEL, in the release workflow) the very files about to be published."""
+    given = os.environ.get("BUNDLER_TEST_WHEEL")
+    out = Path(given) if given else build(tmp_path_factory)
+    (wheel,) = out.glob("*.whl")
+    (sdist,) = out.glob("*.tar.gz")
+    checked = subprocess.run(
+        [sys.executable, "-m", "twine", "check", "--strict", wheel, sdist],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    return Dist(wheel, sdist)
+
+
+def build(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("dist")
     source = tmp_path_factory.mktemp("source") / "statics-bundler"
     tracked = subprocess.run(
@@ -72,16 +89,7 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Dist:
         check=False,
     )
     assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
-    (wheel,) = out.glob("*.whl")
-    (sdist,) = out.glob("*.tar.gz")
-    checked = subprocess.run(
-        [sys.executable, "-m", "twine", "check", "--strict", wheel, sdist],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert checked.returncode == 0, checked.stdout + checked.stderr
-    return Dist(wheel, sdist)
+    return out
 
 
 def requirements(wheel: Path) -> list[str]:
@@ -300,6 +308,7 @@ def test_every_role_s_journey_through_the_console_script(
     assert card["exit_code"] == 0
     readme = (hub.file_bytes(repo_id, "README.md") or b"").decode()
     assert "**3** submission bundle(s)" in readme and dataset in readme
+    assert f"pip install statics-bundler=={installed.versions['statics-bundler']} " in readme
     downloaded = maintainer.bundler("download", "--repo", repo_id, "-o", "board")
     assert downloaded["exit_code"] == 0
     local = sorted((submitter.home / "bundles").rglob("*.tar.zst"))

@@ -451,7 +451,7 @@ def test_the_verifying_childs_watch_ends_it_once_its_parent_is_another() -> None
         "from bundler.core.forked import orphan_watch\n"
         "from bundler.hub.upload import ParentWatch\n"
         "ParentWatch(orphan_watch(os.getppid())).advance()\n"
-        "print('same parent: going on')\n"
+        "print('same parent: going on', flush=True)\n"  # os._exit flushes nothing
         "ParentWatch(orphan_watch(os.getppid() + 1)).begin('x', None)\n"
         "print('never printed')\n"
     )

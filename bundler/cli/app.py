@@ -131,18 +131,32 @@ def _pipe_closed() -> bool:
 
 def _closed_pipe_ends_quietly() -> None:
     """rich ends a process whose output pipe was closed with exit 1 (Console.on_broken_pipe);
-    the bundler's is 0: `bundler verify ./bundles | head` is not a failure. As rich does,
-    stdout then points at /dev/null, so the interpreter's final flush says nothing either."""
+    the bundler's is 0: `bundler verify ./bundles | head` is not a failure. Every standard
+    stream writing into the closed pipe then points at /dev/null, so the interpreter's final
+    flush says nothing either: with `2>&1 | head` that is stderr as well as stdout, and a
+    buffered stream left on the pipe made the process end with Python's exit 120."""
     from rich.console import Console
 
     def on_broken_pipe(console: Console) -> None:
         if console.quiet:
             return
+        closed = _same_file(console.file)
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        for stream in (sys.stdout, sys.stderr):
+            if closed is not None and _same_file(stream) == closed:
+                os.dup2(devnull, stream.fileno())
         raise SystemExit(exitcodes.OK)
 
     Console.on_broken_pipe = on_broken_pipe  # type: ignore[method-assign,assignment]
+
+
+def _same_file(stream: Any) -> tuple[int, int] | None:
+    """What `stream` writes into (device and inode), to tell the streams on one pipe."""
+    try:
+        info = os.fstat(stream.fileno())
+    except (AttributeError, OSError, ValueError):
+        return None
+    return info.st_dev, info.st_ino
 
 
 def _plain_placeholders(params: list[Any]) -> None:

@@ -19,6 +19,7 @@ from huggingface_hub import DatasetCard, DatasetCardData
 from huggingface_hub.repocard import REGEX_YAML_BLOCK
 
 from bundler.core.errors import HubError
+from bundler.core.version import VERSION
 from bundler.hub.boards import TaskBoard
 from bundler.hub.layout import ALL_TABLE, ALL_TASKS_CONFIG, README, task_table
 from bundler.hub.markdown import template_text
@@ -208,8 +209,10 @@ def card_data(boards: Sequence[TaskBoard]) -> DatasetCardData:
 
 def render_dataset_card(repo_id: str, boards: Sequence[TaskBoard], bundle_count: int) -> str:
     """The README.md of a repository whose leaderboard has these boards: YAML header and
-    body. The same boards give the same text."""
+    body. The same boards give the same text from the same bundler, which the card names so
+    that a reader installs the very version that wrote it."""
     return compiled_template(CARD_TEMPLATE).render(
+        bundler_version=VERSION,
         card_data=card_data(boards).to_yaml(),
         repo_id=repo_id,
         bundle_count=bundle_count,

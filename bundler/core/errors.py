@@ -185,6 +185,15 @@ class NotCanonicalError(BundlerError):
         self.problem = problem
 
 
+class SignatureError(BundlerError):
+    """A bundle's signature cannot be read, made or trusted: `problem` says which and why. A
+    signature comes from a stranger, so this is a finding about the bundle, not a crash."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(problem)
+        self.problem = problem
+
+
 class Terminated(BaseException):
     """SIGTERM (a CI timeout, `kill`), raised like Ctrl-C (KeyboardInterrupt) so every atomic
     write cleans up, and a sync's report still says what happened."""

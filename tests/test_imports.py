@@ -24,6 +24,9 @@ from helpers import cli_env
 import bundler
 
 PACKAGE = Path(bundler.__file__).parent
+GUARANTEED = {"os.path"}
+"""Submodules that their parent module imports itself, by its documented contract: `os`
+always binds `os.path`. (pyarrow binds `compute` only when something loads it.)"""
 
 
 def package_modules() -> list[tuple[str, Path]]:
@@ -98,7 +101,7 @@ def unimported_submodules(path: Path) -> set[str]:
             if candidate in imported:
                 module = candidate
                 continue
-            if _is_module(candidate):
+            if candidate not in GUARANTEED and _is_module(candidate):
                 missing.add(candidate)
             break
     return missing

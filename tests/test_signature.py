@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from bundler.core.errors import SignatureError
+from bundler.core.limits import MAX_SIGNATURE_CHARS
 from bundler.local.signature import (
-    MAX_ARMORED_CHARS,
     NAMESPACE,
     SshSignature,
     archive_digest,
@@ -220,7 +220,7 @@ def test_an_unknown_hash_algorithm_is_refused(good: str) -> None:
 
 
 def test_an_oversized_signature_is_refused_before_it_is_decoded() -> None:
-    with pytest.raises(SignatureError, match=f"larger than {MAX_ARMORED_CHARS}"):
+    with pytest.raises(SignatureError, match=f"larger than {MAX_SIGNATURE_CHARS}"):
         parse_signature("-----BEGIN SSH SIGNATURE-----\n" + "A" * (1 << 24))
 
 

@@ -262,6 +262,7 @@ def _bundler_options(
 COMMANDS: tuple[tuple[str, Callable[..., None]], ...] = (
     ("collect", local_commands.collect_command),
     ("verify", local_commands.verify_command),
+    ("sign", local_commands.sign_command),
     ("inspect", local_commands.inspect_command),
     ("upload", hub_commands.upload_command),
     ("card", hub_commands.card_command),

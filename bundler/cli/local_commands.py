@@ -21,6 +21,7 @@ from bundler.cli.options import (
     ModelOption,
     OutputRootArgument,
     ResolveRowsOption,
+    SignKeyOption,
     SubmitterAffiliationOption,
     SubmitterContactOption,
     SubmitterNameOption,
@@ -65,6 +66,7 @@ def collect_command(
     level: LevelOption = 3,
     wait: WaitOption = 0,
     full: FullOption = False,
+    sign_key: SignKeyOption = None,
     config: ConfigOption = None,
     json_output: JsonOption = False,
     debug: DebugOption = False,
@@ -80,7 +82,7 @@ def collect_command(
 
     def action() -> int:
         from bundler.cli.render import render_collect
-        from bundler.local.collect import collect
+        from bundler.local.collect import collect, collect_and_sign
 
         options = collect_options(
             task=task,
@@ -99,7 +101,14 @@ def collect_command(
 
             row_counts = RowCountResolver(token_to_send(token))
         with progress_on(console) as progress:
-            report = collect(output_root, bundles_dir, options, progress, row_counts, may_fork=True)
+            if sign_key is None:
+                report = collect(
+                    output_root, bundles_dir, options, progress, row_counts, may_fork=True
+                )
+            else:
+                report = collect_and_sign(
+                    output_root, bundles_dir, options, sign_key, progress, row_counts
+                )
         return finish(report, render_collect, console, json_output)
 
     raise typer.Exit(
@@ -156,6 +165,48 @@ def verify_command(
         with progress_on(console) as progress:
             report = verify(paths, progress)
         return finish(report, render_verify, console, json_output)
+
+    raise typer.Exit(run_command(action, json_output=json_output, debug=debug))
+
+
+def sign_command(
+    paths: Annotated[
+        list[Path],
+        typer.Argument(metavar="PATH", help="Bundle archives, or directories searched for them."),
+    ],
+    key: Annotated[
+        Path,
+        typer.Option(
+            "--key",
+            metavar="KEY",
+            help="Your OpenSSH key: an unencrypted private key signs in process; an encrypted "
+            "one is signed by ssh-keygen, which asks its passphrase (the bundler never sees "
+            "it); a .pub file signs with the key ssh-agent holds.",
+        ),
+    ],
+    replace: Annotated[
+        bool,
+        typer.Option("--replace", help="Replace a signature made by another key."),
+    ] = False,
+    wait: WaitOption = 0,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Sign bundles already made: an OpenSSH signature (the SSHSIG format of `ssh-keygen -Y
+    sign`, namespace statics-bundler) of each archive's bytes, kept in its sidecar as
+    signature.sshsig. Only a bundle that verifies is signed. Anyone can check it with stock
+    OpenSSH: `ssh-keygen -Y verify -f allowed_signers -I NAME -n statics-bundler -s SIG <
+    ARCHIVE`. Exit 1 if any bundle was refused (failing verification, or signed by another key
+    without --replace), 2 for a key that cannot sign."""
+    console = stderr_console()
+
+    def action() -> int:
+        from bundler.cli.render import render_sign
+        from bundler.local.sign import sign
+
+        with progress_on(console) as progress:
+            report = sign(paths, key, replace=replace, lock_wait=wait, progress=progress)
+        return finish(report, render_sign, console, json_output)
 
     raise typer.Exit(run_command(action, json_output=json_output, debug=debug))
 

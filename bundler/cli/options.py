@@ -148,6 +148,16 @@ ReplaceOption = Annotated[
         "that only extends it needs no --replace).",
     ),
 ]
+SignKeyOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--sign-key",
+        metavar="KEY",
+        help="Sign each bundle with this OpenSSH key (see `bundler sign`): an unencrypted "
+        "private key signs in process; an encrypted one, or a .pub whose key is in ssh-agent, "
+        "through ssh-keygen.",
+    ),
+]
 DryRunOption = Annotated[
     bool, typer.Option("--dry-run", help="Show the plan; change nothing on the Hub.")
 ]

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from bundler.local.diff import BundleDiff
     from bundler.local.export import ExportReport
     from bundler.local.inspection import BundleInspection
+    from bundler.local.sign import SignReport
     from bundler.local.verify import VerifyReport
     from bundler.sync import SyncReport
 
@@ -158,6 +159,8 @@ def render_collect(report: CollectReport, console: Console) -> None:
         f"{written} bundle(s) ready, {len(report.refused)} input(s) refused, "
         f"{len(report.skipped)} skipped"
     )
+    if report.signing is not None:
+        render_sign(report.signing, console)
 
 
 def _summarise_bundles(report: CollectReport, console: Console) -> None:
@@ -199,6 +202,8 @@ def render_verify(report: VerifyReport, console: Console) -> None:
             [check for check in bundle.checks if not bundle.ok or check.status != "passed"],
             console,
         )
+        if bundle.signer is not None:
+            console.print(f"  signed by key {bundle.signer}", highlight=False)
     bad = sum(not bundle.ok for bundle in report.bundles)
     console.print(f"{len(report.bundles) - bad} of {len(report.bundles)} bundle(s) verified")
 
@@ -256,6 +261,7 @@ def render_inspection(inspection: BundleInspection, console: Console) -> None:
     facts.add_row("usage", shown(usage))
     facts.add_row("submitter", shown(submitter))
     facts.add_row("bundler", shown(claim.bundler_version))
+    facts.add_row("signed by", f"key {verification.signer}" if verification.signer else "nobody")
     console.print(facts)
     if inspection.metrics:
         table = Table(title="metrics", title_justify="left")
@@ -268,6 +274,28 @@ def render_inspection(inspection: BundleInspection, console: Console) -> None:
         console.print(f"[yellow]warning[/] {shown(warning)}")
     if not verification.ok:
         render_checks(verification.failures(), console)
+
+
+SIGN_OUTCOME_STYLE = {
+    "signed": "green",
+    "replaced": "green",
+    "already-signed": "dim",
+    "refused": "bold red",
+}
+
+
+def render_sign(report: SignReport, console: Console) -> None:
+    for bundle in report.bundles:
+        style = SIGN_OUTCOME_STYLE[bundle.outcome]
+        console.print(f"[{style}]{bundle.outcome}[/] {shown(bundle.bundle_id or bundle.archive)}")
+        if bundle.detail:
+            console.print(f"  {shown(bundle.detail)}", highlight=False)
+    signers = sorted(
+        {b.signer for b in report.bundles if b.outcome != "refused" and b.signer is not None}
+    )
+    by = f" by key {', '.join(signers)}" if signers else ""
+    done = sum(bundle.outcome != "refused" for bundle in report.bundles)
+    console.print(f"{done} of {len(report.bundles)} bundle(s) signed{by}", highlight=False)
 
 
 def _rate(rate: float | None) -> str:

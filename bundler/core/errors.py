@@ -187,7 +187,11 @@ class NotCanonicalError(BundlerError):
 
 class SignatureError(BundlerError):
     """A bundle's signature cannot be read, made or trusted: `problem` says which and why. A
-    signature comes from a stranger, so this is a finding about the bundle, not a crash."""
+    stranger's signature that fails is a finding about that bundle, which verify records as a
+    failed check; this error ends a command only when the user's own key cannot sign (exit 2:
+    the key must be fixed first)."""
+
+    exit_code: ClassVar[int] = 2
 
     def __init__(self, problem: str) -> None:
         super().__init__(problem)

@@ -20,7 +20,11 @@ collect and verify under about 220 MB on any input (real files are far smaller).
 MAX_PREDICTIONS = 1_000_000
 MAX_CLAIM_BYTES = 256 << 10
 """The manifest less its file list."""
-MAX_SIDECAR_BYTES = MAX_CLAIM_BYTES + 4096
+MAX_SIGNATURE_CHARS = 16 << 10
+"""An armored SSH signature: far above the largest real one (an rsa-16384 key and signature
+armor to about 6 KiB); anything longer is refused before it is decoded."""
+MAX_SIDECAR_BYTES = MAX_CLAIM_BYTES + 4096 + 2 * MAX_SIGNATURE_CHARS
+"""The claim, the archive's facts and a signature (JSON doubles at most its newlines)."""
 MAX_ARCHIVE_BYTES = 8 << 30
 """What download and review fetch of one archive at most: a bundle of the format's largest
 prediction count at real sizes is far smaller (100,000 predictions compress to about 92 MB)."""

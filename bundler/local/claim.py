@@ -5,10 +5,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from bundler.core.errors import InputError
-from bundler.core.limits import MAX_CLAIM_BYTES
+from bundler.core.limits import MAX_CLAIM_BYTES, MAX_SIDECAR_BYTES
 from bundler.local.archive import manifest_head
-from bundler.local.manifest import ArchiveInfo, BundleClaim, CollectInputs, Sidecar
+from bundler.local.fileio import read_bounded
+from bundler.local.manifest import (
+    ArchiveInfo,
+    BundleClaim,
+    BundleSignature,
+    CollectInputs,
+    Sidecar,
+)
 from bundler.local.runs import RunEvidence, judge_run
 from bundler.local.submitter import Submitter
 
@@ -64,16 +73,36 @@ def claim_for(
     return claim
 
 
-def sidecar_for(claim: BundleClaim, archive_name: str, sha256: str, size: int) -> Sidecar:
+def sidecar_for(
+    claim: BundleClaim,
+    archive_name: str,
+    sha256: str,
+    size: int,
+    signature: BundleSignature | None = None,
+) -> Sidecar:
     """The sidecar of an archive: its claim, less the file list, plus the archive's own file
-    name, size and sha256 (the file count is the manifest's: run_meta, metrics, predictions)."""
+    name, size and sha256 (the file count is the manifest's: run_meta, metrics, predictions),
+    and its signature when it has one."""
     return Sidecar(
         **claim.model_dump(),
         archive=ArchiveInfo(name=archive_name, size=size, sha256=sha256),
         files_count=claim.predictions.count + 2,
+        signature=signature,
     )
 
 
 def sidecar_bytes(sidecar: Sidecar) -> bytes:
-    """The sidecar as collect writes it, and as upload publishes it: verify requires these."""
-    return (sidecar.model_dump_json(indent=2) + "\n").encode("utf-8")
+    """The sidecar as collect writes it, and as upload publishes it: verify requires these.
+    An unsigned sidecar has no `signature` key at all, so its bytes are what they always were."""
+    exclude = {"signature"} if sidecar.signature is None else None
+    return (sidecar.model_dump_json(indent=2, exclude=exclude) + "\n").encode("utf-8")
+
+
+def signature_beside(sidecar_path: Path) -> BundleSignature | None:
+    """The signature in the sidecar at `sidecar_path`, if it is a sidecar and holds one. It
+    signs the archive's bytes, so it still holds wherever those bytes are written again."""
+    try:
+        data = read_bounded(sidecar_path, MAX_SIDECAR_BYTES)
+        return Sidecar.model_validate_json(data).signature
+    except (OSError, InputError, ValidationError):
+        return None

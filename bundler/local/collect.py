@@ -36,6 +36,7 @@ from bundler.core.model import Model
 from bundler.core.progress import NoProgress, ProgressSink
 from bundler.core.version import bundler_version
 from bundler.local.discover import RunDirectory, Skipped, discover
+from bundler.local.sign import SignReport
 from bundler.local.submitter import Submitter
 
 if TYPE_CHECKING:
@@ -142,15 +143,20 @@ class CollectReport(Model):
     warnings: list[str] = Field(
         default_factory=list, description="e.g. that the output root holds no run: nothing to do"
     )
+    signing: SignReport | None = Field(
+        default=None, description="what signing the bundles did, when a key was given"
+    )
 
     @property
     def exit_code(self) -> int:
-        """1 when an input was refused, else 75 when the bundles folder was in use, else 0: a
-        refusal asks more of a person than a retry does (bundler.core.exitcodes)."""
+        """1 when an input was refused (or a bundle could not be signed), else 75 when the
+        bundles folder was in use, else 0: a refusal asks more of a person than a retry does
+        (bundler.core.exitcodes)."""
         kept = any(bundle.status == "kept" for bundle in self.bundles)
         return exitcodes.combine(
             exitcodes.LOOK if self.refused or kept else exitcodes.OK,
             exitcodes.TEMPORARY if self.error is not None else exitcodes.OK,
+            self.signing.exit_code if self.signing is not None else exitcodes.OK,
         )
 
 
@@ -273,6 +279,27 @@ def collect(
         report.skipped.extend(
             Skipped(path=str(header.run.path), reason=f"not bundled: {error}") for header in runs
         )
+    return report
+
+
+def collect_and_sign(
+    output_root: Path,
+    bundles_dir: Path,
+    options: CollectOptions,
+    sign_key: Path,
+    progress: ProgressSink | None = None,
+    row_counts: RowCountLookup | None = None,
+) -> CollectReport:
+    """`collect`, then sign every bundle the report lists (bundler.local.sign): the key is
+    read before any run is, so a key that cannot sign stops the command before it writes."""
+    from bundler.local.sign import sign
+    from bundler.local.signature import Signer
+
+    Signer(sign_key)  # a key that cannot be used: SignatureError now, nothing written yet
+    report = collect(output_root, bundles_dir, options, progress, row_counts)
+    archives = [Path(bundle.archive) for bundle in report.bundles]
+    if archives:
+        report.signing = sign(archives, sign_key, lock_wait=options.lock_wait, progress=progress)
     return report
 
 
@@ -704,7 +731,7 @@ def _write_bundle(
     is the one already there, byte for byte, and so is the sidecar, nothing is fsynced or
     renamed: the staged copy is dropped. `done` is told the outcome."""
     from bundler.local.archive import write_archive
-    from bundler.local.claim import sidecar_bytes, sidecar_for
+    from bundler.local.claim import sidecar_bytes, sidecar_for, signature_beside
     from bundler.local.fileio import StagedFile, sha256_file, write_error
     from bundler.local.statcache import sha256_bytes
 
@@ -720,7 +747,9 @@ def _write_bundle(
     sidecar: StagedFile | None = None
     try:
         sha256, size = write_archive(claim, run.files(), body, archive.handle)
-        data = sidecar_bytes(sidecar_for(claim, archive_path.name, sha256, size))
+        # the same archive bytes keep the signature they had: a re-run loses no one's word
+        signature = signature_beside(sidecar_path) if previous == sha256 else None
+        data = sidecar_bytes(sidecar_for(claim, archive_path.name, sha256, size, signature))
         status: BundleStatus = (
             "written" if previous is None else "unchanged" if previous == sha256 else "replaced"
         )

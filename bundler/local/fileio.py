@@ -107,18 +107,30 @@ class HashingWriter:
 
 
 class HashingReader:
-    """A read-only file object that hashes and counts every byte read through it."""
+    """A read-only file object that hashes and counts every byte read through it: sha256, and
+    sha512 too when asked (what a bundle's SSH signature signs), in the same single pass."""
 
-    def __init__(self, source: BinaryIO) -> None:
+    def __init__(self, source: BinaryIO, *, sha512: bool = False) -> None:
         self._source = source
         self._digest = hashlib.sha256()
+        self._sha512 = hashlib.sha512() if sha512 else None
         self.size = 0
 
     def read(self, size: int = -1) -> bytes:
         data = self._source.read(size)
         self._digest.update(data)
+        if self._sha512 is not None:
+            self._sha512.update(data)
         self.size += len(data)
         return data
+
+    def digest(self, algorithm: str) -> bytes | None:
+        """The raw digest by `algorithm` ("sha256", or "sha512" when asked); None otherwise."""
+        if algorithm == "sha256":
+            return self._digest.digest()
+        if algorithm == "sha512" and self._sha512 is not None:
+            return self._sha512.digest()
+        return None
 
     def drain(self) -> None:
         """Read to the end, so the digest covers the whole source."""

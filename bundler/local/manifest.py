@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
-from bundler.core.limits import INT64_MAX, MAX_LEFT_OUT_SHOWN, MAX_LEVEL
+from bundler.core.limits import INT64_MAX, MAX_LEFT_OUT_SHOWN, MAX_LEVEL, MAX_SIGNATURE_CHARS
 from bundler.core.model import Model
 from bundler.local.schema import StaticsIdentity
 from bundler.local.submitter import Submitter
@@ -143,8 +143,20 @@ class ArchiveInfo(_Model):
     sha256: str
 
 
+class BundleSignature(_Model):
+    """Who vouches for the archive's bytes: an OpenSSH signature (bundler.local.signature)."""
+
+    sshsig: str = Field(
+        max_length=MAX_SIGNATURE_CHARS,
+        description="the armored SSHSIG signature of the archive, namespace statics-bundler",
+    )
+
+
 class Sidecar(BundleClaim):
-    """`<target>.json` beside the archive: the claim plus the archive's own size and sha256."""
+    """`<target>.json` beside the archive: the claim plus the archive's own size and sha256,
+    and, once signed, the signature. The signature is the one part not derived from the
+    archive; a sidecar without one is written without the key, as before signing existed."""
 
     archive: ArchiveInfo
     files_count: int = Field(description="number of files listed in the manifest")
+    signature: BundleSignature | None = None

@@ -7,7 +7,7 @@ namespace, the hash algorithm and the signature; what the key signs is not the a
 `"SSHSIG" || namespace || reserved || hash algorithm || H(archive)`, so a large archive is
 hashed once, as it streams, then signed.
 
-Signatures come from strangers, so reading one is bounded (MAX_ARMORED_CHARS) and strict: the
+Signatures come from strangers, so reading one is bounded (MAX_SIGNATURE_CHARS) and strict: the
 text must be exactly the armor this module writes again from what it parsed, every length
 inside the blob must fit, and only the key types OpenSSH signs with (ed25519, ecdsa over
 nistp256/384/521, rsa with sha2) are known. The public key itself is read by `cryptography`,
@@ -40,6 +40,7 @@ from cryptography.hazmat.primitives.asymmetric.utils import (
 )
 
 from bundler.core.errors import SignatureError
+from bundler.core.limits import MAX_SIGNATURE_CHARS
 from bundler.local.fileio import CHUNK_SIZE
 
 NAMESPACE = "statics-bundler"
@@ -51,9 +52,6 @@ BEGIN = "-----BEGIN SSH SIGNATURE-----"
 END = "-----END SSH SIGNATURE-----"
 LINE_WIDTH = 70
 """ssh-keygen's armor: base64 in lines of 70 characters."""
-MAX_ARMORED_CHARS = 16 << 10
-"""Far above the largest real signature (an rsa-16384 key and signature armor to about 6 KiB);
-anything longer is refused before it is decoded."""
 HASH_ALGORITHM: Literal["sha512"] = "sha512"
 """What this module signs with (ssh-keygen's default); sha256 is also read."""
 SSH_KEYGEN_TIMEOUT = 300.0
@@ -120,8 +118,8 @@ def fingerprint(public_key: bytes) -> str:
 def parse_signature(text: str) -> SshSignature:
     """The signature armored in `text`, which must be exactly the armor this module writes
     (ssh-keygen writes the same); SignatureError naming what is wrong otherwise."""
-    if len(text) > MAX_ARMORED_CHARS:
-        raise SignatureError(f"larger than {MAX_ARMORED_CHARS} characters")
+    if len(text) > MAX_SIGNATURE_CHARS:
+        raise SignatureError(f"larger than {MAX_SIGNATURE_CHARS} characters")
     lines = text.split("\n")
     if len(lines) < 3 or lines[0] != BEGIN or lines[-2:] != [END, ""]:
         raise SignatureError(f"not an armored SSH signature ({BEGIN} ... {END})")
@@ -206,25 +204,39 @@ def check_signature(signature: SshSignature, message_digest: bytes) -> None:
         raise SignatureError("the signature does not match the archive's bytes") from None
 
 
+class Signer:
+    """A key ready to sign archives, loaded once for a whole run of bundles: in memory for an
+    unencrypted OpenSSH private key, else `ssh-keygen -Y sign` at each archive (an encrypted
+    key asks its passphrase there, and a public key file signs with its private half held by
+    ssh-agent: add the key to the agent to be asked once)."""
+
+    def __init__(self, key: Path) -> None:
+        self.key = key
+        try:
+            text = key.read_bytes()
+        except OSError as error:
+            raise SignatureError(f"{key}: cannot read the key ({error.strerror})") from None
+        self._private: object | None = None
+        try:
+            self._private = serialization.load_ssh_private_key(text, password=None)
+        except TypeError:
+            pass  # encrypted: the passphrase is ssh-keygen's to ask
+        except (ValueError, UnsupportedAlgorithm):
+            if text.lstrip().startswith(b"-----BEGIN"):
+                raise SignatureError(
+                    f"{key}: not an OpenSSH private key this bundler can use"
+                ) from None
+            # a public key: its private half is in an agent, which ssh-keygen asks
+
+    def sign(self, archive: Path) -> SshSignature:
+        if self._private is None:
+            return _sign_with_ssh_keygen(archive, self.key)
+        return sign_digest(self._private, archive_digest(archive))
+
+
 def sign_archive(archive: Path, key: Path) -> SshSignature:
-    """The signature of `archive` by `key`: in process for an unencrypted OpenSSH private key,
-    else through `ssh-keygen -Y sign` (an encrypted key asks its passphrase there; a public key
-    file signs with its private half held by ssh-agent)."""
-    try:
-        text = key.read_bytes()
-    except OSError as error:
-        raise SignatureError(f"{key}: cannot read the key ({error.strerror})") from None
-    try:
-        private = serialization.load_ssh_private_key(text, password=None)
-    except TypeError:  # encrypted: the passphrase is ssh-keygen's to ask
-        return _sign_with_ssh_keygen(archive, key)
-    except (ValueError, UnsupportedAlgorithm):
-        if text.lstrip().startswith(b"-----BEGIN"):
-            raise SignatureError(
-                f"{key}: not an OpenSSH private key this bundler can use"
-            ) from None
-        return _sign_with_ssh_keygen(archive, key)  # a public key: its private half is elsewhere
-    return sign_digest(private, archive_digest(archive))
+    """The signature of `archive` by `key` (see Signer)."""
+    return Signer(key).sign(archive)
 
 
 def sign_digest(

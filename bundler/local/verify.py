@@ -27,7 +27,13 @@ import zstandard
 from pydantic import ValidationError
 
 from bundler.core.checks import CheckResult, failed, passed, warned
-from bundler.core.errors import BundlerError, InputError, NotCanonicalError, UsageError
+from bundler.core.errors import (
+    BundlerError,
+    InputError,
+    NotCanonicalError,
+    SignatureError,
+    UsageError,
+)
 from bundler.core.limits import (
     INT64_MAX,
     MAX_CLAIM_BYTES,
@@ -74,6 +80,7 @@ from bundler.local.manifest import (
 )
 from bundler.local.runs import PROGRESS_BATCH, RunEvidence, check_prediction_count, identify
 from bundler.local.schema import StaticsRunMetadata
+from bundler.local.signature import SshSignature, check_signature, parse_signature
 from bundler.local.validation import (
     PredictionTally,
     check_metrics,
@@ -99,11 +106,15 @@ _SHOWN_VALUE_CHARS = 80
 
 
 class BundleVerification(Model):
-    """The verdict on one archive: every check that ran, in order."""
+    """The verdict on one archive: every check that ran, in order, and who signed it."""
 
     archive: str
     bundle_id: str | None
     checks: list[CheckResult]
+    signer: str | None = None
+    """The SHA256 fingerprint of the key whose signature of the archive verified; None when
+    the bundle is unsigned or its signature failed. Who that key belongs to is for the
+    leaderboard's allowed signers to say, not the bundle."""
 
     @property
     def ok(self) -> bool:
@@ -139,6 +150,8 @@ class BundleReading:
     run_meta: StaticsRunMetadata | None = None
     metrics_text: str | None = None
     """The original metrics.json text, for the Hub's table row."""
+    signer: str | None = None
+    """The fingerprint of the key whose signature verified (BundleVerification.signer)."""
     raw_run_meta: dict[str, Any] | None = None
     """run_meta.json as read: it may hold fields the validated `run_meta` drops (unknown keys
     inside `statics`), and a diff must see every field that differs."""
@@ -163,6 +176,7 @@ class BundleReading:
             archive=str(self.path),
             bundle_id=self.claim.bundle_id if self.claim else None,
             checks=self.checks,
+            signer=self.signer,
         )
 
 
@@ -247,10 +261,12 @@ def read_bundle(path: Path, progress: ProgressSink | None = None) -> BundleReadi
     progress = progress or NoProgress()
     progress.begin(f"verifying {path.name}", None, unit="predictions")
     sidecar_problem = _read_sidecar(reading)
+    signature = _claimed_signature(reading)
     derived: BundleClaim | None = None
     try:
         with path.open("rb") as raw:
-            hashing = HashingReader(raw)
+            sha512 = isinstance(signature, SshSignature) and signature.hash_algorithm == "sha512"
+            hashing = HashingReader(raw, sha512=sha512)
             try:
                 derived = _read_archive(reading, hashing, os.fstat(raw.fileno()).st_size, progress)
             except _Failed as failure:
@@ -265,8 +281,51 @@ def read_bundle(path: Path, progress: ProgressSink | None = None) -> BundleReadi
         return reading
     _check_digest(reading, hashing)
     _check_sidecar(reading, sidecar_problem, derived, hashing)
+    _check_signature(reading, signature, hashing)
     _check_location(reading)
     return reading
+
+
+def _claimed_signature(reading: BundleReading) -> SshSignature | str | None:
+    """The signature the sidecar holds, parsed (or the problem with it); None when it holds
+    none or is not a sidecar at all (the sidecar check reports that). Parsed before the
+    archive is read, so the one pass over it also takes the digest the signature signs."""
+    if reading.sidecar_data is None:
+        return None
+    try:
+        reading.sidecar = Sidecar.model_validate_json(reading.sidecar_data)
+    except ValidationError:
+        return None
+    if reading.sidecar.signature is None:
+        return None
+    try:
+        return parse_signature(reading.sidecar.signature.sshsig)
+    except SignatureError as error:
+        return error.problem
+
+
+def _check_signature(
+    reading: BundleReading, signature: SshSignature | str | None, hashing: HashingReader
+) -> None:
+    """A signature, where the sidecar holds one, must be of this archive's very bytes, in the
+    bundler's namespace; an unsigned bundle gets no check (the leaderboard decides whether it
+    needs one)."""
+    if signature is None:
+        return
+    if isinstance(signature, str):
+        reading.checks.append(failed("signature", signature, hint="do not trust this bundle"))
+        return
+    digest = hashing.digest(signature.hash_algorithm)
+    assert digest is not None  # taken in the pass over the archive
+    try:
+        check_signature(signature, digest)
+    except SignatureError as error:
+        reading.checks.append(failed("signature", error.problem, hint="do not trust this bundle"))
+        return
+    reading.signer = signature.fingerprint
+    reading.checks.append(
+        passed("signature", f"signed by {signature.key_type} key {signature.fingerprint}")
+    )
 
 
 def _read_sidecar(reading: BundleReading) -> str | None:
@@ -698,13 +757,8 @@ def _shown(value: Any) -> str:
 
 def _check_digest(reading: BundleReading, hashing: HashingReader) -> None:
     """The sidecar's archive digest against the file's, whatever else failed."""
-    data = reading.sidecar_data
-    if data is None:
-        return
-    try:
-        reading.sidecar = Sidecar.model_validate_json(data)
-    except ValidationError:
-        return  # the sidecar check reports it
+    if reading.sidecar is None:
+        return  # none, or not a sidecar: the sidecar check reports it
     info = reading.sidecar.archive
     if info.sha256 != hashing.sha256 or info.size != hashing.size:
         reading.checks.append(
@@ -736,7 +790,10 @@ def _check_sidecar(
             return
     if derived is None:
         return  # the archive failed: there is no claim to hold the sidecar to
-    expected = sidecar_bytes(sidecar_for(derived, reading.path.name, hashing.sha256, hashing.size))
+    signature = reading.sidecar.signature if reading.sidecar else None  # checked on its own
+    expected = sidecar_bytes(
+        sidecar_for(derived, reading.path.name, hashing.sha256, hashing.size, signature)
+    )
     if data != expected:
         reading.checks.append(
             failed(

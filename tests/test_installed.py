@@ -277,12 +277,17 @@ def test_every_role_s_journey_through_the_console_script(
         **pin,
     )
     write_tree(submitter.home / "output", [gptnt_run])
+    key = submitter.home / "id_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key], check=True)
     collected = submitter.bundler(
         "collect", "output", "-o", "bundles", "--expect", "expert-vqa=3",
-        "--submitter-name", "Ada Lovelace", "--submitter-contact", "@ada",
+        "--submitter-name", "Ada Lovelace", "--submitter-contact", "@ada", "--sign-key", key,
     )  # fmt: skip
     assert collected["exit_code"] == 0 and len(collected["bundles"]) == 1
-    assert submitter.bundler("verify", "bundles")["exit_code"] == 0
+    assert [b["outcome"] for b in collected["signing"]["bundles"]] == ["signed"]
+    verified = submitter.bundler("verify", "bundles")
+    assert verified["exit_code"] == 0
+    assert verified["bundles"][0]["signer"] == collected["signing"]["bundles"][0]["signer"]
     submitter.bundler("upload", "bundles", "--repo", repo_id, "--create-pr", "--dry-run")
     assert hub.pull_requests(repo_id) == []
     submitter.bundler("upload", "bundles", "--repo", repo_id, "--create-pr")

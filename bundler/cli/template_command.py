@@ -1,14 +1,20 @@
 """`bundler template NAME`: print a template the bundler ships (bundler.templates), such as
-the nightly GitHub Actions workflow, so an installed bundler gives it without a clone."""
+the nightly GitHub Actions workflow, so an installed bundler gives it without a clone. With
+`--output FILE` it writes the file itself, making the folders it needs (a shell redirection
+into `.github/workflows/` fails in a repository that has no such folder yet)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from bundler.cli.console import stderr_console
+from bundler.cli.console import emit_json, stderr_console
+from bundler.cli.errors import run_command
+from bundler.cli.options import DebugOption, JsonOption
 from bundler.core import exitcodes
+from bundler.core.errors import UsageError
 
 TEMPLATES = {"nightly-sync": "nightly-sync.yml"}
 """The templates a user copies, by the name this command takes."""
@@ -19,17 +25,43 @@ def template_command(
         str,
         typer.Argument(metavar="NAME", help=f"The template: {', '.join(TEMPLATES)}."),
     ],
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            metavar="FILE",
+            help="Write the template to FILE, making its folders, e.g. "
+            ".github/workflows/nightly-sync.yml (an existing file is replaced).",
+        ),
+    ] = None,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
 ) -> None:
-    """Print a template the bundler ships to stdout, e.g. `bundler template nightly-sync >
-    .github/workflows/nightly-sync.yml` (the nightly `bundler sync` workflow)."""
-    from importlib.resources import files
+    """Print a template the bundler ships to stdout, or write it with --output, e.g. `bundler
+    template nightly-sync -o .github/workflows/nightly-sync.yml` (the nightly `bundler sync`
+    workflow). With --json the template's text is the `text` field of the JSON object."""
 
-    if name not in TEMPLATES:
-        stderr_console().print(
-            f"[bold red]error[/]: no template {name!r} (known: {', '.join(TEMPLATES)})",
-            highlight=False,
-        )
-        raise typer.Exit(exitcodes.UNUSABLE)
-    text = files("bundler.templates").joinpath(TEMPLATES[name]).read_text(encoding="utf-8")
-    typer.echo(text, nl=False)
-    raise typer.Exit(exitcodes.OK)
+    def action() -> int:
+        from importlib.resources import files
+
+        if name not in TEMPLATES:
+            raise UsageError(f"no template {name!r}", hint=f"known: {', '.join(TEMPLATES)}")
+        text = files("bundler.templates").joinpath(TEMPLATES[name]).read_text(encoding="utf-8")
+        if output is not None:
+            from bundler.local.fileio import write_atomically, write_error
+
+            try:
+                output.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as error:
+                raise write_error(output.parent, error) from None
+            write_atomically(output, text.encode("utf-8"))
+            stderr_console().print(f"wrote {output}", highlight=False, markup=False)
+        if json_output:
+            written = None if output is None else str(output)
+            emit_json({"name": name, "output": written, "text": text, "exit_code": 0})
+        elif output is None:
+            typer.echo(text, nl=False)
+        return exitcodes.OK
+
+    raise typer.Exit(run_command(action, json_output=json_output, debug=debug))

@@ -285,6 +285,7 @@ tasks_app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
+    cls=BundlerGroup,  # its --help shows words for placeholders, as the top level's does
 )
 tasks_app.command("define")(hub_commands.tasks_define_command)
 app.add_typer(tasks_app)

@@ -280,7 +280,7 @@ def review_command(
     debug: DebugOption = False,
 ) -> None:
     """Review pull requests: fetch and verify only the bundles each one adds or changes, classify
-    them against main (new, replacement, unchanged), and check policy (the task's definition,
+    them against the branch it targets (new, replacement, unchanged), and check policy (the task's definition,
     coverage, the defined dataset's row count, pin, harness tree, exception rate, submitter,
     files outside the bundles, conflicts). --merge commits exactly the reviewed files with the
     leaderboard's tables and card, then closes the PR. The Markdown report goes to stdout (the
@@ -357,7 +357,7 @@ def tasks_define_command(
     maintainer: needs write access): the dataset and split its results must have run on, the
     metric it is ranked by and its direction, and the dataset revisions accepted. review fails
     a bundle that contradicts its task's definition, the card ranks by the defined metric, and
-    upload to the branch holds such a bundle back."""
+    upload to the branch refuses such a bundle (exit 1)."""
     from pydantic import ValidationError
 
     from bundler.core.errors import UsageError

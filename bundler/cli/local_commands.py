@@ -272,7 +272,8 @@ def diff_command(
 
 def export_gptnt_command(
     paths: Annotated[
-        list[Path], typer.Argument(help="Bundle archives, or directories searched for them.")
+        list[Path],
+        typer.Argument(metavar="PATH", help="Bundle archives, or directories searched for them."),
     ],
     out_dir: Annotated[
         Path,

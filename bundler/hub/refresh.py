@@ -16,9 +16,9 @@ from bundler.core.model import Model
 from bundler.core.progress import ProgressSink
 from bundler.hub.access import require_card
 from bundler.hub.card import check_card
+from bundler.hub.client.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
 from bundler.hub.layout import README
 from bundler.hub.leaderboard import read_branch, table_operations
-from bundler.hub.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
 from bundler.hub.session import HubSession, PlannedCommit, commit_replanned
 
 

@@ -18,8 +18,8 @@ from hubserver import HubServer
 from bundler.core.progress import NoProgress
 from bundler.hub.boards import TaskBoard
 from bundler.hub.card import render_dataset_card
+from bundler.hub.client.remote import git_blob_id
 from bundler.hub.layout import ALL_TABLE, README, repo_archive, repo_sidecar, task_table
-from bundler.hub.remote import git_blob_id
 from bundler.hub.rows import TableRow, build_row
 from bundler.hub.tables import Leaderboard, task_table_bytes
 from bundler.hub.upload import gather_local

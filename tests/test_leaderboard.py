@@ -16,9 +16,9 @@ from helpers import run_python
 
 from bundler.hub.boards import TaskBoard
 from bundler.hub.card import render_dataset_card
+from bundler.hub.client.remote import git_blob_id
 from bundler.hub.layout import ALL_TABLE, BUNDLES_DIR, README, task_table
 from bundler.hub.leaderboard import BranchTables
-from bundler.hub.remote import git_blob_id
 from bundler.hub.rows import METRICS_AFTER, TableRow, TaskRow, build_row, metric_column
 from bundler.hub.tables import Leaderboard, task_table_bytes
 from bundler.local.collect import CollectOptions, collect
@@ -296,7 +296,7 @@ def test_duckdb_queries_the_tables_where_they_are(
 TABLE_COPY = """
 import hashlib, json, os, sys
 from pathlib import Path
-from bundler.hub.remote import RemoteFile, git_blob_id
+from bundler.hub.client.remote import RemoteFile, git_blob_id
 from bundler.hub.session import HubSession
 from bundler.hub.tablecache import cached_table, keep_table
 

@@ -26,6 +26,7 @@ from bundler.core.errors import HubAccessError, HubError, RowError, TemporaryErr
 from bundler.core.progress import NoProgress, ProgressSink
 from bundler.hub.boards import TaskBoard
 from bundler.hub.card import render_dataset_card
+from bundler.hub.client.remote import RemoteFile, RemoteFolder, git_blob_id, holds_bytes
 from bundler.hub.download import fetch_bundle
 from bundler.hub.layout import (
     ALL_TABLE,
@@ -43,7 +44,6 @@ from bundler.hub.layout import (
     task_table,
 )
 from bundler.hub.plan import LocalBundle, RepositoryView
-from bundler.hub.remote import RemoteFile, RemoteFolder, git_blob_id, holds_bytes
 from bundler.hub.rows import TableRow, build_row, read_row, utc_timestamp
 from bundler.hub.session import HubSession
 from bundler.hub.tablecache import cached_table, keep_table

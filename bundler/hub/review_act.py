@@ -29,10 +29,10 @@ from bundler.core import exitcodes
 from bundler.core.errors import BundlerError, HubError, TemporaryError, WriteTokenRequired
 from bundler.hub.acceptance import every_check
 from bundler.hub.access import require_review
+from bundler.hub.client.remote import git_blob_id
 from bundler.hub.client.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
 from bundler.hub.layout import README, repo_archive, repo_paths, repo_sidecar
 from bundler.hub.leaderboard import read_branch, table_operations
-from bundler.hub.remote import git_blob_id
 from bundler.hub.review_gather import read_details
 from bundler.hub.review_judge import GatheredPullRequest, PullRequestReview, same_file
 from bundler.hub.rows import TableRow, build_row, utc_timestamp

@@ -30,9 +30,9 @@ from pydantic import ValidationError
 from bundler.core.errors import BundlerError, UsageError
 from bundler.core.limits import MAX_SIDECAR_BYTES
 from bundler.core.progress import ProgressSink
+from bundler.hub.client.remote import RemoteFile, RemoteFolder
 from bundler.hub.download import FetchedBundle, fetch_verified
 from bundler.hub.layout import repo_archive, repo_sidecar
-from bundler.hub.remote import RemoteFile, RemoteFolder
 from bundler.hub.review_judge import (
     MAX_BUNDLES,
     OPEN_STATES,

@@ -28,6 +28,7 @@ from bundler.core.checks import CheckResult, failed, passed, warned
 from bundler.core.limits import MAX_ARCHIVE_BYTES, MAX_SIDECAR_BYTES
 from bundler.core.model import Model
 from bundler.hub.acceptance import acceptance_lines, clean_with
+from bundler.hub.client.remote import RemoteFile
 from bundler.hub.layout import (
     BUNDLES_DIR,
     TABLES_DIR,
@@ -38,7 +39,6 @@ from bundler.hub.layout import (
     repo_paths,
     repo_sidecar,
 )
-from bundler.hub.remote import RemoteFile
 from bundler.hub.taskdefs import TaskDefinitions
 from bundler.local.diff import BundleDiff
 from bundler.local.layout import BundleId

@@ -54,8 +54,8 @@ from bundler.core.errors import (
 )
 from bundler.hub import ratelimit
 from bundler.hub.access import AccessRights, no_write_access
+from bundler.hub.client.remote import LastCommit, RemoteEntry, RemoteFile, RemoteFolder
 from bundler.hub.client.retry import RETRY_MAX_SECONDS
-from bundler.hub.remote import LastCommit, RemoteEntry, RemoteFile, RemoteFolder
 
 REPO_TYPE = "dataset"
 _NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}"

@@ -22,7 +22,7 @@ from pathlib import Path
 from huggingface_hub import constants
 
 from bundler.core.errors import InputError, WriteError
-from bundler.hub.remote import RemoteFile, holds_bytes
+from bundler.hub.client.remote import RemoteFile, holds_bytes
 from bundler.hub.session import HubSession
 from bundler.local.fileio import read_bounded, write_atomically
 

@@ -52,8 +52,8 @@ from bundler.core.errors import (
     TemporaryError,
     UsageError,
 )
-from bundler.hub import ratelimit
 from bundler.hub.access import AccessRights, no_write_access
+from bundler.hub.client import ratelimit
 from bundler.hub.client.remote import LastCommit, RemoteEntry, RemoteFile, RemoteFolder
 from bundler.hub.client.retry import RETRY_MAX_SECONDS
 
@@ -97,7 +97,7 @@ def status_of(error: BaseException) -> int | None:
 def retry_after_of(error: BaseException) -> float | None:
     """Seconds the Hub asked us to wait (Retry-After, else the RateLimit header's reset), if
     it said. A wait longer than the rate-limit policy's bound never gets here: the response
-    hook (bundler.hub.ratelimit) ends the command instead."""
+    hook (bundler.hub.client.ratelimit) ends the command instead."""
     if not isinstance(error, HfHubHTTPError) or error.response is None:
         return None
     wait = ratelimit.announced(error.response.headers)
@@ -154,7 +154,7 @@ class HubSession:
         """`owned`: the id must be OWNER/NAME (any repository the user names); else a bare
         NAME is accepted too (a dataset a run was measured on). `max_wait`: the longest wait
         for a rate-limit window to reset (None: BUNDLER_MAX_WAIT, else 300 s); see
-        bundler.hub.ratelimit. `token=False` sends no token at all (not even a saved one)."""
+        bundler.hub.client.ratelimit. `token=False` sends no token at all (not even a saved one)."""
         if not (REPO_ID if owned else DATASET_ID).fullmatch(repo_id):
             raise UsageError(
                 f"--repo {repo_id!r}: expected OWNER/NAME, e.g. my-org/gptnt-leaderboard"

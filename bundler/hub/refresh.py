@@ -14,8 +14,8 @@ from pydantic import Field
 from bundler.core.errors import HubError, UsageError
 from bundler.core.model import Model
 from bundler.core.progress import ProgressSink
-from bundler.hub.access import require_card
 from bundler.hub.card import check_card
+from bundler.hub.client.access import require_card
 from bundler.hub.client.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
 from bundler.hub.layout import README
 from bundler.hub.leaderboard import read_branch, table_operations

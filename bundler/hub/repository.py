@@ -1,13 +1,13 @@
 """The repository an upload goes to: the token's rights checked against it, and the dataset
 repository created when it is missing and the token may create it.
 
-Nothing is transferred before this passes (bundler.hub.access says who may do what).
+Nothing is transferred before this passes (bundler.hub.client.access says who may do what).
 """
 
 from __future__ import annotations
 
 from bundler.core.errors import HubAccessError
-from bundler.hub.access import check_upload
+from bundler.hub.client.access import check_upload
 from bundler.hub.plan import UploadOptions, UploadReport
 from bundler.hub.session import REPO_TYPE, HubSession
 

@@ -28,7 +28,7 @@ from huggingface_hub.community import DiscussionComment
 from bundler.core import exitcodes
 from bundler.core.errors import BundlerError, HubError, TemporaryError, WriteTokenRequired
 from bundler.hub.acceptance import every_check
-from bundler.hub.access import require_review
+from bundler.hub.client.access import require_review
 from bundler.hub.client.remote import git_blob_id
 from bundler.hub.client.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
 from bundler.hub.layout import README, repo_archive, repo_paths, repo_sidecar

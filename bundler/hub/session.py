@@ -52,8 +52,8 @@ from bundler.core.errors import (
     TemporaryError,
     UsageError,
 )
-from bundler.hub.access import AccessRights, no_write_access
 from bundler.hub.client import ratelimit
+from bundler.hub.client.access import AccessRights, no_write_access
 from bundler.hub.client.remote import LastCommit, RemoteEntry, RemoteFile, RemoteFolder
 from bundler.hub.client.retry import RETRY_MAX_SECONDS
 
@@ -212,7 +212,7 @@ class HubSession:
         return str(self.whoami_info().get("name", "unknown"))
 
     def rights(self) -> AccessRights:
-        """What this token may do on this repository (bundler.hub.access)."""
+        """What this token may do on this repository (bundler.hub.client.access)."""
         return AccessRights.of(self.whoami_info(), self.repo_id)
 
     def upload_rights(self, *, dry_run: bool) -> AccessRights | None:

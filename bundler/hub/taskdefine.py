@@ -8,7 +8,7 @@ from huggingface_hub import CommitOperationAdd
 from bundler.core.errors import UsageError
 from bundler.core.model import Model
 from bundler.core.naming import SAFE_TASK_NAME
-from bundler.hub.access import require_card
+from bundler.hub.client.access import require_card
 from bundler.hub.client.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
 from bundler.hub.layout import TASKS_FILE
 from bundler.hub.leaderboard import read_branch, table_operations

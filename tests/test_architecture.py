@@ -153,7 +153,7 @@ def test_the_check_sees_an_arrow_against_the_order(tmp_path: Path) -> None:
     """The walk itself: an import from the local wing into the Hub wing is an arrow it finds."""
     source = tmp_path / "bundler" / "local" / "stray.py"
     source.parent.mkdir(parents=True)
-    source.write_text("def f():\n    from bundler.hub.session import HubSession\n")
+    source.write_text("def f():\n    from bundler.hub.client.session import HubSession\n")
     targets = set(imported_names(source, "bundler.local.stray"))
-    assert "bundler.hub.session" in targets
-    assert rank("bundler.hub.session") > rank("bundler.local.stray")
+    assert "bundler.hub.client.session" in targets
+    assert rank("bundler.hub.client.session") > rank("bundler.local.stray")

@@ -297,7 +297,7 @@ TABLE_COPY = """
 import hashlib, json, os, sys
 from pathlib import Path
 from bundler.hub.client.remote import RemoteFile, git_blob_id
-from bundler.hub.session import HubSession
+from bundler.hub.client.session import HubSession
 from bundler.hub.tablecache import cached_table, keep_table
 
 where = (HubSession("org/board", token=False), "leaderboard/bundles.parquet")

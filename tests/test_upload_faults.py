@@ -14,7 +14,7 @@ from helpers import BUNDLER, cli_env, run_cli
 from hubserver import LOST_RESPONSE, RACE, Fault, HubServer
 from test_upload import commit_posts, local_files, make_bundles, upload
 
-from bundler.hub import session as hub_module
+from bundler.hub.client import session as hub_module
 from bundler.hub.upload import UploadOptions
 from bundler.hub.upload import upload as upload_library
 

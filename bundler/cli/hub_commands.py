@@ -146,13 +146,13 @@ def card_command(
     --dry-run), checked first (exit 2). Exit 1 if a bundle could not be read or verified (it is
     named and left out), or the card would be refused."""
     from bundler.cli.render import render_card
+    from bundler.hub.client.session import HubSession
     from bundler.hub.refresh import refresh_card
-    from bundler.hub.session import HubSession
 
     console = stderr_console()
 
     def action() -> int:
-        from bundler.hub.session import quiet_hub_client
+        from bundler.hub.client.session import quiet_hub_client
 
         quiet_hub_client()
         session = HubSession(repo, token=token_to_send(token))
@@ -200,7 +200,7 @@ def download_command(
     console = stderr_console()
 
     def action() -> int:
-        from bundler.hub.session import quiet_hub_client
+        from bundler.hub.client.session import quiet_hub_client
 
         quiet_hub_client()
         with progress_on(console) as progress:
@@ -306,7 +306,7 @@ def review_command(
             token=token_to_send(token),
             accept=accept or [],
         )
-        from bundler.hub.session import quiet_hub_client
+        from bundler.hub.client.session import quiet_hub_client
 
         quiet_hub_client()
         with progress_on(console) as progress:
@@ -361,14 +361,14 @@ def tasks_define_command(
     from pydantic import ValidationError
 
     from bundler.core.errors import UsageError
-    from bundler.hub.session import HubSession
+    from bundler.hub.client.session import HubSession
     from bundler.hub.taskdefine import define_task
     from bundler.hub.taskdefs import TaskDefinition
 
     console = stderr_console()
 
     def action() -> int:
-        from bundler.hub.session import quiet_hub_client
+        from bundler.hub.client.session import quiet_hub_client
 
         quiet_hub_client()
         try:

@@ -15,6 +15,7 @@ from functools import partial
 from huggingface_hub.community import DiscussionComment
 
 from bundler.core.errors import BundlerError
+from bundler.hub.client.session import REPO_TYPE, HubSession
 from bundler.hub.pullrequest import (
     PR_MARKER,
     ProposedBundle,
@@ -22,7 +23,6 @@ from bundler.hub.pullrequest import (
     read_pr_state,
     render_pr_description,
 )
-from bundler.hub.session import REPO_TYPE, HubSession
 
 
 @dataclass

@@ -27,6 +27,7 @@ from bundler.core.progress import NoProgress, ProgressSink
 from bundler.hub.boards import TaskBoard
 from bundler.hub.card import render_dataset_card
 from bundler.hub.client.remote import RemoteFile, RemoteFolder, git_blob_id, holds_bytes
+from bundler.hub.client.session import HubSession
 from bundler.hub.download import fetch_bundle
 from bundler.hub.layout import (
     ALL_TABLE,
@@ -45,7 +46,6 @@ from bundler.hub.layout import (
 )
 from bundler.hub.plan import LocalBundle, RepositoryView
 from bundler.hub.rows import TableRow, build_row, read_row, utc_timestamp
-from bundler.hub.session import HubSession
 from bundler.hub.tablecache import cached_table, keep_table
 from bundler.hub.tables import Leaderboard, task_table_bytes
 from bundler.hub.taskdefs import MAX_TASKS_FILE_BYTES, TaskDefinitions

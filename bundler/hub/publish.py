@@ -26,6 +26,7 @@ from bundler.core.progress import NoProgress, ProgressSink
 from bundler.core.version import bundler_version
 from bundler.hub.card import card_acceptable, card_refused
 from bundler.hub.client.remote import RemoteFile
+from bundler.hub.client.session import HubSession, PlannedCommit, commit_replanned
 from bundler.hub.destination import Destination
 from bundler.hub.evidence import EvidenceReader
 from bundler.hub.layout import README, repo_archive, repo_paths
@@ -45,7 +46,6 @@ from bundler.hub.plan import (
 from bundler.hub.pullrequest import ProposedBundle, pr_title, render_pr_description
 from bundler.hub.repository import prepare_repository
 from bundler.hub.rows import utc_timestamp
-from bundler.hub.session import HubSession, PlannedCommit, commit_replanned
 from bundler.hub.tables import Leaderboard
 
 

@@ -24,6 +24,7 @@ from bundler.core.errors import BundlerError, HubAccessError, TemporaryError
 from bundler.core.model import Model
 from bundler.core.progress import NoProgress, ProgressSink
 from bundler.core.version import bundler_version
+from bundler.hub.client.session import HubSession
 from bundler.hub.markdown import markdown_template
 from bundler.hub.review_act import merge, post_report, writer
 from bundler.hub.review_gather import PullRequestGatherer
@@ -35,7 +36,6 @@ from bundler.hub.review_judge import (
     unreviewed,
 )
 from bundler.hub.rowcount import RowCountResolver
-from bundler.hub.session import HubSession
 from bundler.local.layout import TEMP_PREFIX
 
 MAX_EXCEPTION_RATE = 0.05

@@ -31,12 +31,12 @@ from bundler.hub.acceptance import every_check
 from bundler.hub.client.access import require_review
 from bundler.hub.client.remote import git_blob_id
 from bundler.hub.client.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
+from bundler.hub.client.session import REPO_TYPE, HubSession, PlannedCommit, commit_replanned
 from bundler.hub.layout import README, repo_archive, repo_paths, repo_sidecar
 from bundler.hub.leaderboard import read_branch, table_operations
 from bundler.hub.review_gather import read_details
 from bundler.hub.review_judge import GatheredPullRequest, PullRequestReview, same_file
 from bundler.hub.rows import TableRow, build_row, utc_timestamp
-from bundler.hub.session import REPO_TYPE, HubSession, PlannedCommit, commit_replanned
 
 MARKER = re.compile(r"<!-- bundler-review sha256:([0-9a-f]{64}) -->")
 """The digest line a posted report ends with."""

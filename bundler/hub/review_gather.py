@@ -31,6 +31,7 @@ from bundler.core.errors import BundlerError, UsageError
 from bundler.core.limits import MAX_SIDECAR_BYTES
 from bundler.core.progress import ProgressSink
 from bundler.hub.client.remote import RemoteFile, RemoteFolder
+from bundler.hub.client.session import REPO_TYPE, HubSession, status_of
 from bundler.hub.download import FetchedBundle, fetch_verified
 from bundler.hub.layout import repo_archive, repo_sidecar
 from bundler.hub.review_judge import (
@@ -48,7 +49,6 @@ from bundler.hub.review_judge import (
     verified_claim,
 )
 from bundler.hub.rowcount import RowCountResolver
-from bundler.hub.session import REPO_TYPE, HubSession, status_of
 from bundler.hub.taskdefs import TaskDefinitions, read_definitions
 from bundler.local.diff import diff_verified
 from bundler.local.layout import TEMP_PREFIX, BundleId

@@ -12,7 +12,7 @@ from typing import Any
 
 from bundler.core.errors import BundlerError
 from bundler.core.limits import INT64_MAX
-from bundler.hub.session import HubSession
+from bundler.hub.client.session import HubSession
 from bundler.local.schema import StaticsIdentity
 
 

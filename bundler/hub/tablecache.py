@@ -23,7 +23,7 @@ from huggingface_hub import constants
 
 from bundler.core.errors import InputError, WriteError
 from bundler.hub.client.remote import RemoteFile, holds_bytes
-from bundler.hub.session import HubSession
+from bundler.hub.client.session import HubSession
 from bundler.local.fileio import read_bounded, write_atomically
 
 CACHE_FOLDER = ("statics-bundler", "tables")

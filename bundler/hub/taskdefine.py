@@ -10,9 +10,9 @@ from bundler.core.model import Model
 from bundler.core.naming import SAFE_TASK_NAME
 from bundler.hub.client.access import require_card
 from bundler.hub.client.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
+from bundler.hub.client.session import HubSession, PlannedCommit, commit_replanned
 from bundler.hub.layout import TASKS_FILE
 from bundler.hub.leaderboard import read_branch, table_operations
-from bundler.hub.session import HubSession, PlannedCommit, commit_replanned
 from bundler.hub.taskdefs import TaskDefinition, TaskDefinitions
 
 

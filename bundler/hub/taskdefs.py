@@ -37,7 +37,7 @@ from bundler.core.naming import SAFE_TASK_NAME
 from bundler.hub.layout import TASKS_FILE
 
 if TYPE_CHECKING:
-    from bundler.hub.session import HubSession
+    from bundler.hub.client.session import HubSession
     from bundler.local.schema import StaticsIdentity
 
 MAX_TASKS_FILE_BYTES = 1 << 20

@@ -109,7 +109,7 @@ HUB_CLIENT_MODULES = (
     "bundler.hub.destination",
     "bundler.hub.evidence",
     "bundler.hub.repository",
-    "bundler.hub.session",
+    "bundler.hub.client.session",
 )
 """What publishing imports but the leaderboard's tables: the Hub client and the modules of
 ours that drive it. Not pyarrow, which the tables need: it starts native threads as it loads,
@@ -125,7 +125,7 @@ def load_hub_client(*, quiet: bool) -> None:
     for name in HUB_CLIENT_MODULES:
         importlib.import_module(name)
     if quiet:
-        from bundler.hub.session import quiet_hub_client
+        from bundler.hub.client.session import quiet_hub_client
 
         quiet_hub_client()
 

@@ -1,5 +1,5 @@
 """What the Hub holds at a path, as plain values: the planner compares local bundles with these
-without loading the Hub client (`bundler.hub.session` builds them from its answers)."""
+without loading the Hub client (`bundler.hub.client.session` builds them from its answers)."""
 
 from __future__ import annotations
 

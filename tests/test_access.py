@@ -16,8 +16,9 @@ from huggingface_hub import hf_raise_for_status
 from bundler.core.errors import HubAccessError
 from bundler.hub.card import MAX_METADATA_BYTES, check_card, render_dataset_card
 from bundler.hub.client.access import AccessRights, require_card, require_review, require_upload
+from bundler.hub.client.commit import is_card_refusal
 from bundler.hub.client.ratelimit import Announced, announced, too_long
-from bundler.hub.client.session import HubSession, is_card_refusal, is_transient
+from bundler.hub.client.session import HubSession, is_transient
 
 REPO = "gptnt/leaderboard"
 

@@ -6,7 +6,7 @@ the files of the bundles being planned, reads only what `plan.triage` asks for (
 and commits the plan's batches. Each commit is made against the head it was planned on
 (`parent_commit`), so a concurrent upload makes the Hub answer 412 instead of being clobbered;
 the batch is then judged again on the new head (`plan.replan`, through
-`session.commit_replanned`). A commit to a branch also carries the leaderboard's tables and the
+`commit.commit_replanned`). A commit to a branch also carries the leaderboard's tables and the
 card as they will be with its bundles (`bundler.hub.leaderboard`), so the branch is always
 true. A pull request commit touches only the paths its bundles own, never the tables, the card
 or any other shared file, so two open pull requests and the branch never conflict on merge.
@@ -25,8 +25,9 @@ from bundler.core.errors import BundlerError, HubAccessError, TemporaryError
 from bundler.core.progress import NoProgress, ProgressSink
 from bundler.core.version import bundler_version
 from bundler.hub.card import card_acceptable, card_refused
+from bundler.hub.client.commit import PlannedCommit, commit_replanned
 from bundler.hub.client.remote import RemoteFile
-from bundler.hub.client.session import HubSession, PlannedCommit, commit_replanned
+from bundler.hub.client.session import HubSession
 from bundler.hub.destination import Destination
 from bundler.hub.evidence import EvidenceReader
 from bundler.hub.layout import README, repo_archive, repo_paths

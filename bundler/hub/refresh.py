@@ -16,8 +16,9 @@ from bundler.core.model import Model
 from bundler.core.progress import ProgressSink
 from bundler.hub.card import check_card
 from bundler.hub.client.access import require_card
+from bundler.hub.client.commit import PlannedCommit, commit_replanned
 from bundler.hub.client.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
-from bundler.hub.client.session import HubSession, PlannedCommit, commit_replanned
+from bundler.hub.client.session import HubSession
 from bundler.hub.layout import README
 from bundler.hub.leaderboard import read_branch, table_operations
 

@@ -29,9 +29,10 @@ from bundler.core import exitcodes
 from bundler.core.errors import BundlerError, HubError, TemporaryError, WriteTokenRequired
 from bundler.hub.acceptance import every_check
 from bundler.hub.client.access import require_review
+from bundler.hub.client.commit import PlannedCommit, commit_replanned
 from bundler.hub.client.remote import git_blob_id
 from bundler.hub.client.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
-from bundler.hub.client.session import REPO_TYPE, HubSession, PlannedCommit, commit_replanned
+from bundler.hub.client.session import REPO_TYPE, HubSession
 from bundler.hub.layout import README, repo_archive, repo_paths, repo_sidecar
 from bundler.hub.leaderboard import read_branch, table_operations
 from bundler.hub.review_gather import read_details

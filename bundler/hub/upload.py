@@ -110,6 +110,7 @@ HUB_CLIENT_MODULES = (
     "bundler.hub.evidence",
     "bundler.hub.repository",
     "bundler.hub.client.session",
+    "bundler.hub.client.commit",
 )
 """What publishing imports but the leaderboard's tables: the Hub client and the modules of
 ours that drive it. Not pyarrow, which the tables need: it starts native threads as it loads,

@@ -10,7 +10,6 @@ from factory import RunSpec, write_tree
 
 from bundler.core.progress import NoProgress
 from bundler.hub.client.remote import RemoteFile, git_blob_id
-from bundler.hub.layout import repo_archive, repo_paths, repo_sidecar
 from bundler.hub.plan import (
     FILES_PER_BUNDLE,
     MAX_FILES_PER_COMMIT,
@@ -29,6 +28,7 @@ from bundler.hub.plan import (
     replan,
     triage,
 )
+from bundler.hub.repo.paths import repo_archive, repo_paths, repo_sidecar
 from bundler.hub.upload import gather_local
 from bundler.local.collect import CollectOptions, collect
 

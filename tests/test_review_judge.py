@@ -13,8 +13,14 @@ from bundler.core.checks import CheckResult
 from bundler.core.errors import HubError
 from bundler.core.progress import NoProgress
 from bundler.hub.client.remote import RemoteFile, git_blob_id
-from bundler.hub.layout import TASKS_FILE, bundle_of_path, repo_archive, repo_paths, repo_sidecar
 from bundler.hub.plan import LocalBundle
+from bundler.hub.repo.paths import (
+    TASKS_FILE,
+    bundle_of_path,
+    repo_archive,
+    repo_paths,
+    repo_sidecar,
+)
 from bundler.hub.review_judge import (
     BundleReview,
     GatheredBundle,

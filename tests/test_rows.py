@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bundler.core.errors import RowError
-from bundler.hub.layout import ROWS_DIR, repo_row, row_ids_in
+from bundler.hub.repo.paths import ROWS_DIR, repo_row, row_ids_in
 from bundler.hub.rows import (
     BundleRow,
     TableRow,

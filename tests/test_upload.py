@@ -19,7 +19,7 @@ from huggingface_hub import CommitOperationDelete, HfApi
 from bundler.core.errors import HubAccessError
 from bundler.core.progress import NoProgress
 from bundler.hub.client.session import HubSession
-from bundler.hub.layout import ALL_TABLE, repo_sidecar
+from bundler.hub.repo.paths import ALL_TABLE, repo_sidecar
 from bundler.hub.upload import gather_local
 from bundler.local.collect import CollectOptions, collect
 from bundler.local.layout import CACHE_NAMES, LOCK_NAME, BundleId

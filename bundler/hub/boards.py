@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from bundler.hub.layout import task_config_name
+from bundler.hub.repo.paths import task_config_name
 from bundler.hub.rows import BundleRow, metric_columns
 from bundler.hub.taskdefs import TaskDefinition
 

@@ -25,7 +25,13 @@ from bundler.core.model import Model
 from bundler.core.progress import NoProgress, ProgressSink
 from bundler.hub.client.remote import RemoteFile, git_blob_id
 from bundler.hub.client.session import HubSession
-from bundler.hub.layout import BUNDLES_DIR, bundle_ids_in, repo_archive, repo_paths, repo_sidecar
+from bundler.hub.repo.paths import (
+    BUNDLES_DIR,
+    bundle_ids_in,
+    repo_archive,
+    repo_paths,
+    repo_sidecar,
+)
 from bundler.local.fileio import sha256_file, unusable_output_folder, write_error
 from bundler.local.layout import REJECTED_DIR, TEMP_PREFIX, BundleId, LayoutError
 from bundler.local.verify import BundleReading, read_bundle

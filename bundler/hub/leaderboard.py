@@ -29,7 +29,8 @@ from bundler.hub.card import render_dataset_card
 from bundler.hub.client.remote import RemoteFile, RemoteFolder, git_blob_id, holds_bytes
 from bundler.hub.client.session import HubSession
 from bundler.hub.download import fetch_bundle
-from bundler.hub.layout import (
+from bundler.hub.plan import LocalBundle, RepositoryView
+from bundler.hub.repo.paths import (
     ALL_TABLE,
     BUNDLES_DIR,
     LEGACY_DIRS,
@@ -44,7 +45,6 @@ from bundler.hub.layout import (
     row_ids_in,
     task_table,
 )
-from bundler.hub.plan import LocalBundle, RepositoryView
 from bundler.hub.rows import TableRow, build_row, read_row, utc_timestamp
 from bundler.hub.tablecache import cached_table, keep_table
 from bundler.hub.tables import Leaderboard, task_table_bytes

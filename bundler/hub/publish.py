@@ -30,7 +30,6 @@ from bundler.hub.client.remote import RemoteFile
 from bundler.hub.client.session import HubSession
 from bundler.hub.destination import Destination
 from bundler.hub.evidence import EvidenceReader
-from bundler.hub.layout import README, repo_archive, repo_paths
 from bundler.hub.leaderboard import BranchTables, read_branch
 from bundler.hub.plan import (
     BundlePlan,
@@ -45,6 +44,7 @@ from bundler.hub.plan import (
     replan,
 )
 from bundler.hub.pullrequest import ProposedBundle, pr_title, render_pr_description
+from bundler.hub.repo.paths import README, repo_archive, repo_paths
 from bundler.hub.repository import prepare_repository
 from bundler.hub.rows import utc_timestamp
 from bundler.hub.tables import Leaderboard

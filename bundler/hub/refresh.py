@@ -19,8 +19,8 @@ from bundler.hub.client.access import require_card
 from bundler.hub.client.commit import PlannedCommit, commit_replanned
 from bundler.hub.client.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
 from bundler.hub.client.session import HubSession
-from bundler.hub.layout import README
 from bundler.hub.leaderboard import read_branch, table_operations
+from bundler.hub.repo.paths import README
 
 
 class CardRefresh(Model):

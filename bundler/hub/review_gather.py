@@ -33,7 +33,7 @@ from bundler.core.progress import ProgressSink
 from bundler.hub.client.remote import RemoteFile, RemoteFolder
 from bundler.hub.client.session import REPO_TYPE, HubSession, status_of
 from bundler.hub.download import FetchedBundle, fetch_verified
-from bundler.hub.layout import repo_archive, repo_sidecar
+from bundler.hub.repo.paths import repo_archive, repo_sidecar
 from bundler.hub.review_judge import (
     MAX_BUNDLES,
     OPEN_STATES,

@@ -29,7 +29,7 @@ from bundler.core.limits import MAX_ARCHIVE_BYTES, MAX_SIDECAR_BYTES
 from bundler.core.model import Model
 from bundler.hub.acceptance import acceptance_lines, clean_with
 from bundler.hub.client.remote import RemoteFile
-from bundler.hub.layout import (
+from bundler.hub.repo.paths import (
     BUNDLES_DIR,
     TABLES_DIR,
     TASKS_FILE,

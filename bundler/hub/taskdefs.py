@@ -34,7 +34,7 @@ from pydantic import ConfigDict, Field, ValidationError, field_validator
 from bundler.core.errors import HubError
 from bundler.core.model import Model
 from bundler.core.naming import SAFE_TASK_NAME
-from bundler.hub.layout import TASKS_FILE
+from bundler.hub.repo.paths import TASKS_FILE
 
 if TYPE_CHECKING:
     from bundler.hub.client.session import HubSession

@@ -23,8 +23,8 @@ from pydantic import SecretStr
 
 from bundler.core.progress import NoProgress
 from bundler.hub import review_act
-from bundler.hub.markdown import markdown_code, markdown_text
 from bundler.hub.plan import LocalBundle
+from bundler.hub.repo.markdown import markdown_code, markdown_text
 from bundler.hub.repo.paths import ALL_TABLE, TASKS_FILE, repo_archive, repo_sidecar
 from bundler.hub.review import ReviewOptions
 from bundler.hub.review import review as review_in_process

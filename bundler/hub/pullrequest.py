@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field, TypeAdapter, ValidationError
 
 from bundler.core.model import Model
-from bundler.hub.markdown import markdown_template, trusted
+from bundler.hub.repo.markdown import markdown_template, trusted
 
 if TYPE_CHECKING:
     pass

@@ -25,7 +25,7 @@ from bundler.core.model import Model
 from bundler.core.progress import NoProgress, ProgressSink
 from bundler.core.version import bundler_version
 from bundler.hub.client.session import HubSession
-from bundler.hub.markdown import markdown_template
+from bundler.hub.repo.markdown import markdown_template
 from bundler.hub.review_act import merge, post_report, writer
 from bundler.hub.review_gather import PullRequestGatherer
 from bundler.hub.review_judge import (

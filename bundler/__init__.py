@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from bundler.core.errors import BundlerError, HubError, InputError, UsageError, WriteError
-    from bundler.hub.download import DownloadReport
+    from bundler.hub.repo.download import DownloadReport
     from bundler.hub.upload import UploadOptions, UploadReport
     from bundler.local.collect import CollectOptions, CollectReport, collect
     from bundler.local.inspection import BundleInspection, inspect_bundle
@@ -48,7 +48,7 @@ _HOMES = {
     "verify": "local.verify",
     "UploadOptions": "hub.upload",
     "UploadReport": "hub.upload",
-    "DownloadReport": "hub.download",
+    "DownloadReport": "hub.repo.download",
 }
 
 __all__ = [

@@ -195,7 +195,7 @@ def download_command(
     Exit 1 if any bundle was rejected, not found or could not be saved, 75 if the Hub stayed
     unavailable."""
     from bundler.cli.render import render_download
-    from bundler.hub.download import download
+    from bundler.hub.repo.download import download
 
     console = stderr_console()
 

@@ -20,9 +20,9 @@ from bundler.core.progress import NoProgress, ProgressSink
 
 if TYPE_CHECKING:
     from bundler.core.checks import CheckResult
-    from bundler.hub.download import DownloadReport
     from bundler.hub.plan import BundlePlan
     from bundler.hub.refresh import CardRefresh
+    from bundler.hub.repo.download import DownloadReport
     from bundler.hub.review import ReviewReport
     from bundler.hub.upload import UploadReport
     from bundler.local.collect import CollectReport

@@ -14,7 +14,6 @@ from pathlib import Path
 from bundler.core.errors import HubAccessError, HubError, TemporaryError
 from bundler.core.progress import ProgressSink
 from bundler.hub.client.session import HubSession
-from bundler.hub.download import fetch_bundle
 from bundler.hub.plan import (
     HubEvidence,
     LocalBundle,
@@ -23,6 +22,7 @@ from bundler.hub.plan import (
     extension_predictions_problem,
     triage,
 )
+from bundler.hub.repo.download import fetch_bundle
 from bundler.hub.repo.paths import repo_archive, repo_sidecar
 from bundler.local.layout import TEMP_PREFIX, BundleId
 from bundler.local.manifest import Sidecar

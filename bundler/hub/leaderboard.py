@@ -28,8 +28,8 @@ from bundler.hub.boards import TaskBoard
 from bundler.hub.card import render_dataset_card
 from bundler.hub.client.remote import RemoteFile, RemoteFolder, git_blob_id, holds_bytes
 from bundler.hub.client.session import HubSession
-from bundler.hub.download import fetch_bundle
 from bundler.hub.plan import LocalBundle, RepositoryView
+from bundler.hub.repo.download import fetch_bundle
 from bundler.hub.repo.paths import (
     ALL_TABLE,
     BUNDLES_DIR,

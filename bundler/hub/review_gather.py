@@ -32,7 +32,7 @@ from bundler.core.limits import MAX_SIDECAR_BYTES
 from bundler.core.progress import ProgressSink
 from bundler.hub.client.remote import RemoteFile, RemoteFolder
 from bundler.hub.client.session import REPO_TYPE, HubSession, status_of
-from bundler.hub.download import FetchedBundle, fetch_verified
+from bundler.hub.repo.download import FetchedBundle, fetch_verified
 from bundler.hub.repo.paths import repo_archive, repo_sidecar
 from bundler.hub.review_judge import (
     MAX_BUNDLES,

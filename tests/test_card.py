@@ -26,7 +26,7 @@ from bundler.hub.card import (
 )
 from bundler.hub.rows import TableRow, metric_column
 from bundler.hub.tables import Leaderboard
-from bundler.hub.taskdefs import TaskDefinition
+from bundler.hub.tasks.definitions import TaskDefinition
 
 REPO = "org/board"
 VIEWER = f"https://huggingface.co/datasets/{REPO}/viewer"

@@ -34,7 +34,7 @@ from bundler.hub.review_judge import (
     proposed_bundles,
     replacement_check,
 )
-from bundler.hub.taskdefs import TaskDefinition, TaskDefinitions
+from bundler.hub.tasks.definitions import TaskDefinition, TaskDefinitions
 from bundler.hub.upload import gather_local
 from bundler.local.collect import CollectOptions, collect
 from bundler.local.layout import BundleId, LayoutError

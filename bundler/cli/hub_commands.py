@@ -363,7 +363,7 @@ def tasks_define_command(
     from bundler.core.errors import UsageError
     from bundler.hub.client.session import HubSession
     from bundler.hub.taskdefine import define_task
-    from bundler.hub.taskdefs import TaskDefinition
+    from bundler.hub.tasks.definitions import TaskDefinition
 
     console = stderr_console()
 

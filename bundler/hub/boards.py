@@ -12,7 +12,7 @@ from datetime import datetime
 
 from bundler.hub.repo.paths import task_config_name
 from bundler.hub.rows import BundleRow, metric_columns
-from bundler.hub.taskdefs import TaskDefinition
+from bundler.hub.tasks.definitions import TaskDefinition
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,7 @@ class TaskBoard:
     `columns` is the union of the bundles' metric columns, in the order they first appear
     when the bundles are taken earliest published first, each in its metrics.json order, with
     the ranking column moved first. When the maintainers defined the task
-    (`bundler.hub.taskdefs`), the ranking column is the defined metric's, in its direction
+    (`bundler.hub.tasks.definitions`), the ranking column is the defined metric's, in its direction
     (`higher` or `lower` is better); otherwise, as a fallback the card warns about, the first
     numeric metric of the earliest-published bundle that has one, higher first. Rows are
     ordered by it, bundles without it last, then by publication date and bundle id.

@@ -48,7 +48,7 @@ from bundler.hub.repo.paths import (
 from bundler.hub.rows import TableRow, build_row, read_row, utc_timestamp
 from bundler.hub.tablecache import cached_table, keep_table
 from bundler.hub.tables import Leaderboard, task_table_bytes
-from bundler.hub.taskdefs import MAX_TASKS_FILE_BYTES, TaskDefinitions
+from bundler.hub.tasks.definitions import MAX_TASKS_FILE_BYTES, TaskDefinitions
 from bundler.local.layout import SIDECAR_SUFFIX, TEMP_PREFIX, BundleId, LayoutError
 from bundler.local.verify import read_bundle
 

@@ -33,7 +33,7 @@ from bundler.hub.client.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
 from bundler.hub.pullrequest import ClaimDifference, ProposedBundle
 from bundler.hub.repo.paths import repo_paths
 from bundler.hub.rows import TableRow, build_row
-from bundler.hub.taskdefs import TaskDefinitions
+from bundler.hub.tasks.definitions import TaskDefinitions
 from bundler.local.diff import claim_differences as bundle_claim_differences
 from bundler.local.fileio import CHUNK_SIZE
 from bundler.local.layout import BundleId

@@ -49,7 +49,7 @@ from bundler.hub.review_judge import (
     verified_claim,
 )
 from bundler.hub.rowcount import RowCountResolver
-from bundler.hub.taskdefs import TaskDefinitions, read_definitions
+from bundler.hub.tasks.definitions import TaskDefinitions, read_definitions
 from bundler.local.diff import diff_verified
 from bundler.local.layout import TEMP_PREFIX, BundleId
 from bundler.local.manifest import Sidecar

@@ -4,10 +4,10 @@ A pull request is judged by what it changes, not by what its branch holds: `chan
 compares the listing of its base (the newest commit of its history that is also on the target
 branch) with its head's, and only the bundles whose archive differs (`proposed_bundles`) are
 reviewed. Each is classified against the target branch's copy (new, replacement, unchanged) and
-held to the repository's policy and to its task's definition (`bundler.hub.taskdefs`), and the
-PR as a whole must touch nothing but both files (archive and sidecar) of each bundle it adds or
-replaces, and must not conflict. A PR that fails `layout`, or proposes more bundles than the
-cap, is judged without downloading anything. A PR is clean when every check passed.
+held to the repository's policy and to its task's definition (`bundler.hub.tasks.definitions`),
+and the PR as a whole must touch nothing but both files (archive and sidecar) of each bundle it
+adds or replaces, and must not conflict. A PR that fails `layout`, or proposes more bundles than
+the cap, is judged without downloading anything. A PR is clean when every check passed.
 
 Nothing here reads the network: `bundler.hub.review_gather` reads the PR into a
 `GatheredPullRequest` (asking `layout_check`, `proposed_bundles`, `listed_size_problem`,
@@ -39,7 +39,7 @@ from bundler.hub.repo.paths import (
     repo_paths,
     repo_sidecar,
 )
-from bundler.hub.taskdefs import TaskDefinitions
+from bundler.hub.tasks.definitions import TaskDefinitions
 from bundler.local.diff import BundleDiff
 from bundler.local.layout import BundleId
 from bundler.local.manifest import BundleClaim

@@ -1,5 +1,5 @@
 """`bundler tasks define`: a maintainer's commit of one task's definition
-(`bundler.hub.taskdefs`), with the tables and card ranked by it."""
+(`bundler.hub.tasks.definitions`), with the tables and card ranked by it."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from bundler.hub.client.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
 from bundler.hub.client.session import HubSession
 from bundler.hub.leaderboard import read_branch, table_operations
 from bundler.hub.repo.paths import TASKS_FILE
-from bundler.hub.taskdefs import TaskDefinition, TaskDefinitions
+from bundler.hub.tasks.definitions import TaskDefinition, TaskDefinitions
 
 
 class DefineReport(Model):

@@ -7,7 +7,7 @@ bundles/<player>_<fp8>/<task>@<rev8>.tar.zst   a bundle: exactly a local bundles
 bundles/<player>_<fp8>/<task>@<rev8>.json      its sidecar
 leaderboard/bundles.parquet                    every bundle's row (the `default` config)
 leaderboard/tasks/<task>.parquet               each task's ranked table (one config per task)
-leaderboard/tasks.json                         the maintainers' task definitions (hub.taskdefs)
+leaderboard/tasks.json                         the maintainers' task definitions (tasks.definitions)
 ```
 
 Every bundle path is derived from a `BundleId` (`bundler.local.layout`), never built from
@@ -37,7 +37,7 @@ ALL_TASKS_CONFIG = "default"
 """The dataset viewer's config showing every bundle of every task as one table."""
 README = "README.md"
 TASKS_FILE = f"{TABLES_DIR}/tasks.json"
-"""The maintainers' definitions of the leaderboard's tasks (`bundler.hub.taskdefs`); only a
+"""The maintainers' definitions of the leaderboard's tasks (`bundler.hub.tasks.definitions`); only a
 maintainer's commit changes it, never a pull request."""
 MAX_NAME_BYTES = 255
 """The longest file or folder name a file system takes (ext4, APFS, NTFS): a path component

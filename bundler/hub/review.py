@@ -35,7 +35,7 @@ from bundler.hub.review_judge import (
     judge_pull_request,
     unreviewed,
 )
-from bundler.hub.rowcount import RowCountResolver
+from bundler.hub.tasks.split_size import RowCountResolver
 from bundler.local.layout import TEMP_PREFIX
 
 MAX_EXCEPTION_RATE = 0.05

@@ -48,8 +48,8 @@ from bundler.hub.review_judge import (
     proposed_bundles,
     verified_claim,
 )
-from bundler.hub.rowcount import RowCountResolver
 from bundler.hub.tasks.definitions import TaskDefinitions, read_definitions
+from bundler.hub.tasks.split_size import RowCountResolver
 from bundler.local.diff import diff_verified
 from bundler.local.layout import TEMP_PREFIX, BundleId
 from bundler.local.manifest import Sidecar

@@ -30,7 +30,7 @@ from bundler.cli.tokens import secrets_of, token_to_send
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from bundler.hub.taskdefine import DefineReport
+    from bundler.hub.tasks.define import DefineReport
     from bundler.hub.upload import UploadOptions
 
 
@@ -362,7 +362,7 @@ def tasks_define_command(
 
     from bundler.core.errors import UsageError
     from bundler.hub.client.session import HubSession
-    from bundler.hub.taskdefine import define_task
+    from bundler.hub.tasks.define import define_task
     from bundler.hub.tasks.definitions import TaskDefinition
 
     console = stderr_console()

@@ -7,7 +7,7 @@ and commits the plan's batches. Each commit is made against the head it was plan
 (`parent_commit`), so a concurrent upload makes the Hub answer 412 instead of being clobbered;
 the batch is then judged again on the new head (`plan.replan`, through
 `commit.commit_replanned`). A commit to a branch also carries the leaderboard's tables and the
-card as they will be with its bundles (`bundler.hub.leaderboard`), so the branch is always
+card as they will be with its bundles (`bundler.hub.leaderboard.branch`), so the branch is always
 true. A pull request commit touches only the paths its bundles own, never the tables, the card
 or any other shared file, so two open pull requests and the branch never conflict on merge.
 
@@ -30,7 +30,7 @@ from bundler.hub.client.remote import RemoteFile
 from bundler.hub.client.session import HubSession
 from bundler.hub.destination import Destination
 from bundler.hub.evidence import EvidenceReader
-from bundler.hub.leaderboard import BranchTables, read_branch
+from bundler.hub.leaderboard.branch import BranchTables, read_branch
 from bundler.hub.plan import (
     BundlePlan,
     Decision,

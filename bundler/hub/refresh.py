@@ -19,7 +19,7 @@ from bundler.hub.client.access import require_card
 from bundler.hub.client.commit import PlannedCommit, commit_replanned
 from bundler.hub.client.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
 from bundler.hub.client.session import HubSession
-from bundler.hub.leaderboard import read_branch, table_operations
+from bundler.hub.leaderboard.branch import read_branch, table_operations
 from bundler.hub.repo.paths import README
 
 

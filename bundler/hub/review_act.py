@@ -33,7 +33,7 @@ from bundler.hub.client.commit import PlannedCommit, commit_replanned
 from bundler.hub.client.remote import git_blob_id
 from bundler.hub.client.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
 from bundler.hub.client.session import REPO_TYPE, HubSession
-from bundler.hub.leaderboard import read_branch, table_operations
+from bundler.hub.leaderboard.branch import read_branch, table_operations
 from bundler.hub.repo.paths import README, repo_archive, repo_paths, repo_sidecar
 from bundler.hub.review_gather import read_details
 from bundler.hub.review_judge import GatheredPullRequest, PullRequestReview, same_file

@@ -24,7 +24,7 @@ from bundler.hub.card import (
     md_cell,
     render_dataset_card,
 )
-from bundler.hub.rows import TableRow, metric_column
+from bundler.hub.leaderboard.rows import TableRow, metric_column
 from bundler.hub.tables import Leaderboard
 from bundler.hub.tasks.definitions import TaskDefinition
 

@@ -150,7 +150,7 @@ _TABLES_ALONE = """
 import json, sys
 before = set(sys.modules)
 from bundler.hub.boards import TaskBoard
-from bundler.hub.rows import TableRow
+from bundler.hub.leaderboard.rows import TableRow
 from bundler.hub.tables import Leaderboard, task_table_bytes
 rows = [TableRow.model_validate(row) for row in json.loads(sys.argv[1])]
 board = Leaderboard.of(rows[:2]).updated(rows[1:], removed=[rows[0].bundle_id])

@@ -162,7 +162,7 @@ def test_the_environment_holds_the_runtime_dependencies_only(installed: Installe
 _TABLES_ALONE = """
 import json, sys
 from bundler.hub.boards import TaskBoard
-from bundler.hub.rows import TableRow
+from bundler.hub.leaderboard.rows import TableRow
 from bundler.hub.tables import Leaderboard, task_table_bytes
 rows = [TableRow.model_validate(row) for row in json.loads(sys.argv[1])]
 board = Leaderboard.empty().updated(rows[:2]).updated(rows[1:], removed=[rows[0].bundle_id])

@@ -18,8 +18,8 @@ from bundler.hub.boards import TaskBoard
 from bundler.hub.card import render_dataset_card
 from bundler.hub.client.remote import git_blob_id
 from bundler.hub.leaderboard.branch import BranchTables
+from bundler.hub.leaderboard.rows import METRICS_AFTER, TableRow, TaskRow, build_row, metric_column
 from bundler.hub.repo.paths import ALL_TABLE, BUNDLES_DIR, README, task_table
-from bundler.hub.rows import METRICS_AFTER, TableRow, TaskRow, build_row, metric_column
 from bundler.hub.tables import Leaderboard, task_table_bytes
 from bundler.local.collect import CollectOptions, collect
 from bundler.local.verify import find_archives, read_bundle

@@ -16,7 +16,7 @@ from factory import make_row
 
 from bundler.core.errors import RowError
 from bundler.hub.boards import TaskBoard
-from bundler.hub.rows import METRICS_AFTER, TableRow, TaskRow
+from bundler.hub.leaderboard.rows import METRICS_AFTER, TableRow, TaskRow
 from bundler.hub.tables import (
     ALL_SCHEMA,
     LAYOUT_KEY,

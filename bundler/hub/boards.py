@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from bundler.hub.leaderboard.rows import BundleRow, metric_columns
 from bundler.hub.repo.paths import task_config_name
-from bundler.hub.rows import BundleRow, metric_columns
 from bundler.hub.tasks.definitions import TaskDefinition
 
 

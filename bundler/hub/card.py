@@ -21,14 +21,14 @@ from huggingface_hub.repocard import REGEX_YAML_BLOCK
 from bundler.core.errors import HubError
 from bundler.core.version import VERSION
 from bundler.hub.boards import TaskBoard
-from bundler.hub.repo.markdown import template_text
-from bundler.hub.repo.paths import ALL_TABLE, ALL_TASKS_CONFIG, README, task_table
-from bundler.hub.rows import (
+from bundler.hub.leaderboard.rows import (
     MAPPED_DIGEST_HEX,
     MAPPED_STEM_LENGTH,
     METRIC_COLUMN_MAX_LENGTH,
     BundleRow,
 )
+from bundler.hub.repo.markdown import template_text
+from bundler.hub.repo.paths import ALL_TABLE, ALL_TASKS_CONFIG, README, task_table
 from bundler.hub.tables import MAX_METRIC_COLUMNS
 
 if TYPE_CHECKING:

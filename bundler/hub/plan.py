@@ -30,9 +30,9 @@ from bundler.core.errors import TemporaryError
 from bundler.core.model import Model
 from bundler.hub.client.remote import RemoteFile, git_blob_id
 from bundler.hub.client.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
+from bundler.hub.leaderboard.rows import TableRow, build_row
 from bundler.hub.pullrequest import ClaimDifference, ProposedBundle
 from bundler.hub.repo.paths import repo_paths
-from bundler.hub.rows import TableRow, build_row
 from bundler.hub.tasks.definitions import TaskDefinitions
 from bundler.local.diff import claim_differences as bundle_claim_differences
 from bundler.local.fileio import CHUNK_SIZE

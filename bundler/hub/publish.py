@@ -31,6 +31,7 @@ from bundler.hub.client.session import HubSession
 from bundler.hub.destination import Destination
 from bundler.hub.evidence import EvidenceReader
 from bundler.hub.leaderboard.branch import BranchTables, read_branch
+from bundler.hub.leaderboard.rows import utc_timestamp
 from bundler.hub.plan import (
     BundlePlan,
     Decision,
@@ -46,7 +47,6 @@ from bundler.hub.plan import (
 from bundler.hub.pullrequest import ProposedBundle, pr_title, render_pr_description
 from bundler.hub.repo.paths import README, repo_archive, repo_paths
 from bundler.hub.repository import prepare_repository
-from bundler.hub.rows import utc_timestamp
 from bundler.hub.tables import Leaderboard
 
 

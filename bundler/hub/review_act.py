@@ -34,10 +34,10 @@ from bundler.hub.client.remote import git_blob_id
 from bundler.hub.client.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
 from bundler.hub.client.session import REPO_TYPE, HubSession
 from bundler.hub.leaderboard.branch import read_branch, table_operations
+from bundler.hub.leaderboard.rows import TableRow, build_row, utc_timestamp
 from bundler.hub.repo.paths import README, repo_archive, repo_paths, repo_sidecar
 from bundler.hub.review_gather import read_details
 from bundler.hub.review_judge import GatheredPullRequest, PullRequestReview, same_file
-from bundler.hub.rows import TableRow, build_row, utc_timestamp
 
 MARKER = re.compile(r"<!-- bundler-review sha256:([0-9a-f]{64}) -->")
 """The digest line a posted report ends with."""

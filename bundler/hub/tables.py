@@ -32,7 +32,7 @@ from pydantic import BaseModel, ValidationError
 
 from bundler.core.errors import RowError
 from bundler.hub.boards import TaskBoard
-from bundler.hub.rows import METRICS_AFTER, Dtype, TableRow, TaskRow, utc_timestamp
+from bundler.hub.leaderboard.rows import METRICS_AFTER, Dtype, TableRow, TaskRow, utc_timestamp
 from bundler.local.layout import BundleId
 
 LAYOUT_VERSION = 2

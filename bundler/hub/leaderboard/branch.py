@@ -28,6 +28,7 @@ from bundler.hub.boards import TaskBoard
 from bundler.hub.card import render_dataset_card
 from bundler.hub.client.remote import RemoteFile, RemoteFolder, git_blob_id, holds_bytes
 from bundler.hub.client.session import HubSession
+from bundler.hub.leaderboard.rows import TableRow, build_row, read_row, utc_timestamp
 from bundler.hub.plan import LocalBundle, RepositoryView
 from bundler.hub.repo.download import fetch_bundle
 from bundler.hub.repo.paths import (
@@ -45,7 +46,6 @@ from bundler.hub.repo.paths import (
     row_ids_in,
     task_table,
 )
-from bundler.hub.rows import TableRow, build_row, read_row, utc_timestamp
 from bundler.hub.tablecache import cached_table, keep_table
 from bundler.hub.tables import Leaderboard, task_table_bytes
 from bundler.hub.tasks.definitions import MAX_TASKS_FILE_BYTES, TaskDefinitions

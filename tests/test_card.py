@@ -15,7 +15,6 @@ from factory import make_row
 from huggingface_hub import DatasetCard
 from markdown_it import MarkdownIt
 
-from bundler.hub.boards import TaskBoard
 from bundler.hub.card import (
     BOARD_METRICS,
     BOARD_ROWS,
@@ -24,6 +23,7 @@ from bundler.hub.card import (
     md_cell,
     render_dataset_card,
 )
+from bundler.hub.leaderboard.ranking import TaskBoard
 from bundler.hub.leaderboard.rows import TableRow, metric_column
 from bundler.hub.tables import Leaderboard
 from bundler.hub.tasks.definitions import TaskDefinition

@@ -149,7 +149,7 @@ def test_every_module_imports_alone_in_a_fresh_interpreter() -> None:
 _TABLES_ALONE = """
 import json, sys
 before = set(sys.modules)
-from bundler.hub.boards import TaskBoard
+from bundler.hub.leaderboard.ranking import TaskBoard
 from bundler.hub.leaderboard.rows import TableRow
 from bundler.hub.tables import Leaderboard, task_table_bytes
 rows = [TableRow.model_validate(row) for row in json.loads(sys.argv[1])]

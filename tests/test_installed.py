@@ -161,7 +161,7 @@ def test_the_environment_holds_the_runtime_dependencies_only(installed: Installe
 
 _TABLES_ALONE = """
 import json, sys
-from bundler.hub.boards import TaskBoard
+from bundler.hub.leaderboard.ranking import TaskBoard
 from bundler.hub.leaderboard.rows import TableRow
 from bundler.hub.tables import Leaderboard, task_table_bytes
 rows = [TableRow.model_validate(row) for row in json.loads(sys.argv[1])]

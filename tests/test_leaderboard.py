@@ -14,10 +14,10 @@ import yaml
 from factory import RunSpec, write_tree
 from helpers import run_python
 
-from bundler.hub.boards import TaskBoard
 from bundler.hub.card import render_dataset_card
 from bundler.hub.client.remote import git_blob_id
 from bundler.hub.leaderboard.branch import BranchTables
+from bundler.hub.leaderboard.ranking import TaskBoard
 from bundler.hub.leaderboard.rows import METRICS_AFTER, TableRow, TaskRow, build_row, metric_column
 from bundler.hub.repo.paths import ALL_TABLE, BUNDLES_DIR, README, task_table
 from bundler.hub.tables import Leaderboard, task_table_bytes

@@ -15,7 +15,7 @@ import pytest
 from factory import make_row
 
 from bundler.core.errors import RowError
-from bundler.hub.boards import TaskBoard
+from bundler.hub.leaderboard.ranking import TaskBoard
 from bundler.hub.leaderboard.rows import METRICS_AFTER, TableRow, TaskRow
 from bundler.hub.tables import (
     ALL_SCHEMA,

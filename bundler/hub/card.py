@@ -20,7 +20,7 @@ from huggingface_hub.repocard import REGEX_YAML_BLOCK
 
 from bundler.core.errors import HubError
 from bundler.core.version import VERSION
-from bundler.hub.boards import TaskBoard
+from bundler.hub.leaderboard.ranking import TaskBoard
 from bundler.hub.leaderboard.rows import (
     MAPPED_DIGEST_HEX,
     MAPPED_STEM_LENGTH,

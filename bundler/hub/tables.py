@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel, ValidationError
 
 from bundler.core.errors import RowError
-from bundler.hub.boards import TaskBoard
+from bundler.hub.leaderboard.ranking import TaskBoard
 from bundler.hub.leaderboard.rows import METRICS_AFTER, Dtype, TableRow, TaskRow, utc_timestamp
 from bundler.local.layout import BundleId
 

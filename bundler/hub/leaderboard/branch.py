@@ -24,10 +24,10 @@ from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 
 from bundler.core.errors import HubAccessError, HubError, RowError, TemporaryError
 from bundler.core.progress import NoProgress, ProgressSink
-from bundler.hub.boards import TaskBoard
 from bundler.hub.card import render_dataset_card
 from bundler.hub.client.remote import RemoteFile, RemoteFolder, git_blob_id, holds_bytes
 from bundler.hub.client.session import HubSession
+from bundler.hub.leaderboard.ranking import TaskBoard
 from bundler.hub.leaderboard.rows import TableRow, build_row, read_row, utc_timestamp
 from bundler.hub.plan import LocalBundle, RepositoryView
 from bundler.hub.repo.download import fetch_bundle

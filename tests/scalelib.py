@@ -20,8 +20,8 @@ from bundler.hub.card import render_dataset_card
 from bundler.hub.client.remote import git_blob_id
 from bundler.hub.leaderboard.ranking import TaskBoard
 from bundler.hub.leaderboard.rows import TableRow, build_row
+from bundler.hub.leaderboard.tables import Leaderboard, task_table_bytes
 from bundler.hub.repo.paths import ALL_TABLE, README, repo_archive, repo_sidecar, task_table
-from bundler.hub.tables import Leaderboard, task_table_bytes
 from bundler.hub.upload import gather_local
 from bundler.local.collect import CollectOptions, collect
 

@@ -25,7 +25,7 @@ from bundler.hub.card import (
 )
 from bundler.hub.leaderboard.ranking import TaskBoard
 from bundler.hub.leaderboard.rows import TableRow, metric_column
-from bundler.hub.tables import Leaderboard
+from bundler.hub.leaderboard.tables import Leaderboard
 from bundler.hub.tasks.definitions import TaskDefinition
 
 REPO = "org/board"

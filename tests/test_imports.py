@@ -151,7 +151,7 @@ import json, sys
 before = set(sys.modules)
 from bundler.hub.leaderboard.ranking import TaskBoard
 from bundler.hub.leaderboard.rows import TableRow
-from bundler.hub.tables import Leaderboard, task_table_bytes
+from bundler.hub.leaderboard.tables import Leaderboard, task_table_bytes
 rows = [TableRow.model_validate(row) for row in json.loads(sys.argv[1])]
 board = Leaderboard.of(rows[:2]).updated(rows[1:], removed=[rows[0].bundle_id])
 task = rows[-1].task_name

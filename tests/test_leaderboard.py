@@ -19,8 +19,8 @@ from bundler.hub.client.remote import git_blob_id
 from bundler.hub.leaderboard.branch import BranchTables
 from bundler.hub.leaderboard.ranking import TaskBoard
 from bundler.hub.leaderboard.rows import METRICS_AFTER, TableRow, TaskRow, build_row, metric_column
+from bundler.hub.leaderboard.tables import Leaderboard, task_table_bytes
 from bundler.hub.repo.paths import ALL_TABLE, BUNDLES_DIR, README, task_table
-from bundler.hub.tables import Leaderboard, task_table_bytes
 from bundler.local.collect import CollectOptions, collect
 from bundler.local.verify import find_archives, read_bundle
 

@@ -17,7 +17,7 @@ from factory import make_row
 from bundler.core.errors import RowError
 from bundler.hub.leaderboard.ranking import TaskBoard
 from bundler.hub.leaderboard.rows import METRICS_AFTER, TableRow, TaskRow
-from bundler.hub.tables import (
+from bundler.hub.leaderboard.tables import (
     ALL_SCHEMA,
     LAYOUT_KEY,
     MAX_METRIC_COLUMNS,

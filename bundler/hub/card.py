@@ -1,10 +1,11 @@
 """The repository's dataset card, rendered from the leaderboard's boards with the Jinja template
 in `templates/`, small at any size.
 
-Its YAML points the dataset viewer at the tables (`bundler.hub.tables`): the all-tasks table as
-the `default` config and one config per task. Parquet carries its own column types, so the card
-declares no features. Its body shows each task's best BOARD_ROWS bundles and counts, and points
-at the task's full table in the viewer, so it stays well under 100 KB at 10,000 bundles.
+Its YAML points the dataset viewer at the tables (`bundler.hub.leaderboard.tables`): the
+all-tasks table as the `default` config and one config per task. Parquet carries its own column
+types, so the card declares no features. Its body shows each task's best BOARD_ROWS bundles and
+counts, and points at the task's full table in the viewer, so it stays well under 100 KB at
+10,000 bundles.
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ from bundler.hub.leaderboard.rows import (
     METRIC_COLUMN_MAX_LENGTH,
     BundleRow,
 )
+from bundler.hub.leaderboard.tables import MAX_METRIC_COLUMNS
 from bundler.hub.repo.markdown import template_text
 from bundler.hub.repo.paths import ALL_TABLE, ALL_TASKS_CONFIG, README, task_table
-from bundler.hub.tables import MAX_METRIC_COLUMNS
 
 if TYPE_CHECKING:
     import jinja2

@@ -32,6 +32,7 @@ from bundler.hub.destination import Destination
 from bundler.hub.evidence import EvidenceReader
 from bundler.hub.leaderboard.branch import BranchTables, read_branch
 from bundler.hub.leaderboard.rows import utc_timestamp
+from bundler.hub.leaderboard.tables import Leaderboard
 from bundler.hub.plan import (
     BundlePlan,
     Decision,
@@ -47,7 +48,6 @@ from bundler.hub.plan import (
 from bundler.hub.pullrequest import ProposedBundle, pr_title, render_pr_description
 from bundler.hub.repo.paths import README, repo_archive, repo_paths
 from bundler.hub.repository import prepare_repository
-from bundler.hub.tables import Leaderboard
 
 
 class Publisher:

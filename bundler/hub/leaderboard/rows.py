@@ -5,7 +5,7 @@ In the all-tasks table task-dependent metrics are a list of (name, number, json)
 flattened `scorer.key` names, with the original metrics.json text beside them, and usage is a
 list of (key, count) pairs: no column depends on which task or model a bundle holds. A task's
 table gives each numeric metric a float64 column of its own (`metric_column`), so the viewer
-can sort by it. `bundler.hub.tables` writes both as Parquet.
+can sort by it. `bundler.hub.leaderboard.tables` writes both as Parquet.
 """
 
 from __future__ import annotations

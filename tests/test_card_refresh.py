@@ -145,7 +145,7 @@ def test_a_merge_in_the_web_interface_is_caught_up_reading_only_what_changed(
         unquote(r.path).rsplit("/", 1)[-1] for r in hub.request_log[log:] if "/resolve/" in r.path
     }
     # the one bundle that came in, no other; nor the table, which the merge left as it was (the
-    # upload that wrote it kept a copy, bundler.hub.tablecache)
+    # upload that wrote it kept a copy, bundler.hub.leaderboard.tablecache)
     assert downloads == {Path(p).name for p in bundle_files(merged)}
     latest = hub.commits(repo_id)[0]
     assert set(latest.files_changed) == {ALL_TABLE, task_table("delta"), README}

@@ -298,7 +298,7 @@ import hashlib, json, os, sys
 from pathlib import Path
 from bundler.hub.client.remote import RemoteFile, git_blob_id
 from bundler.hub.client.session import HubSession
-from bundler.hub.tablecache import cached_table, keep_table
+from bundler.hub.leaderboard.tablecache import cached_table, keep_table
 
 where = (HubSession("org/board", token=False), "leaderboard/bundles.parquet")
 table, other = b"PAR1 the table PAR1", b"PAR1 another table PAR1"
@@ -329,8 +329,8 @@ print(json.dumps(shown))
 
 @pytest.mark.parametrize("home", ["writable", "unwritable"])
 def test_a_kept_table_stands_in_only_for_the_very_bytes_listed(tmp_path: Path, home: str) -> None:
-    """bundler.hub.tablecache: one copy per repository and table under HF_HOME, used only
-    when it holds the bytes the branch lists (by sha256 or git blob id), never through a link;
+    """bundler.hub.leaderboard.tablecache: one copy per repository and table under HF_HOME, used
+    only when it holds the bytes the branch lists (by sha256 or git blob id), never through a link;
     a home that cannot be written keeps nothing and breaks nothing."""
     hf_home = tmp_path / "home"
     if home == "unwritable":

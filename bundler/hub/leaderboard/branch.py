@@ -29,6 +29,7 @@ from bundler.hub.client.remote import RemoteFile, RemoteFolder, git_blob_id, hol
 from bundler.hub.client.session import HubSession
 from bundler.hub.leaderboard.ranking import TaskBoard
 from bundler.hub.leaderboard.rows import TableRow, build_row, read_row, utc_timestamp
+from bundler.hub.leaderboard.tablecache import cached_table, keep_table
 from bundler.hub.leaderboard.tables import Leaderboard, task_table_bytes
 from bundler.hub.plan import LocalBundle, RepositoryView
 from bundler.hub.repo.download import fetch_bundle
@@ -47,7 +48,6 @@ from bundler.hub.repo.paths import (
     row_ids_in,
     task_table,
 )
-from bundler.hub.tablecache import cached_table, keep_table
 from bundler.hub.tasks.definitions import MAX_TASKS_FILE_BYTES, TaskDefinitions
 from bundler.local.layout import SIDECAR_SUFFIX, TEMP_PREFIX, BundleId, LayoutError
 from bundler.local.verify import read_bundle
@@ -253,7 +253,7 @@ def read_branch(
 
 def _read_table(session: HubSession, head: str, listed: RemoteFile) -> Leaderboard:
     """The all-tasks table at `head`, listed as `listed`: the local copy when it holds those
-    very bytes (bundler.hub.tablecache), else downloaded (and kept)."""
+    very bytes (bundler.hub.leaderboard.tablecache), else downloaded (and kept)."""
     data = cached_table(session, ALL_TABLE, listed, MAX_TABLE_BYTES)
     if data is None:
         data = session.read_file(ALL_TABLE, head, MAX_TABLE_BYTES)

@@ -16,8 +16,8 @@ from factory import RunSpec, write_tree
 from hubserver import HubServer
 
 from bundler.core.progress import NoProgress
-from bundler.hub.card import render_dataset_card
 from bundler.hub.client.remote import git_blob_id
+from bundler.hub.leaderboard.card import render_dataset_card
 from bundler.hub.leaderboard.ranking import TaskBoard
 from bundler.hub.leaderboard.rows import TableRow, build_row
 from bundler.hub.leaderboard.tables import Leaderboard, task_table_bytes

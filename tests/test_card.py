@@ -15,7 +15,7 @@ from factory import make_row
 from huggingface_hub import DatasetCard
 from markdown_it import MarkdownIt
 
-from bundler.hub.card import (
+from bundler.hub.leaderboard.card import (
     BOARD_METRICS,
     BOARD_ROWS,
     CELL_MAX_LENGTH,

@@ -14,9 +14,9 @@ import yaml
 from factory import RunSpec, write_tree
 from helpers import run_python
 
-from bundler.hub.card import render_dataset_card
 from bundler.hub.client.remote import git_blob_id
 from bundler.hub.leaderboard.branch import BranchTables
+from bundler.hub.leaderboard.card import render_dataset_card
 from bundler.hub.leaderboard.ranking import TaskBoard
 from bundler.hub.leaderboard.rows import METRICS_AFTER, TableRow, TaskRow, build_row, metric_column
 from bundler.hub.leaderboard.tables import Leaderboard, task_table_bytes

@@ -24,13 +24,13 @@ from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 from bundler.core.errors import BundlerError, HubAccessError, TemporaryError
 from bundler.core.progress import NoProgress, ProgressSink
 from bundler.core.version import bundler_version
-from bundler.hub.card import card_acceptable, card_refused
 from bundler.hub.client.commit import PlannedCommit, commit_replanned
 from bundler.hub.client.remote import RemoteFile
 from bundler.hub.client.session import HubSession
 from bundler.hub.destination import Destination
 from bundler.hub.evidence import EvidenceReader
 from bundler.hub.leaderboard.branch import BranchTables, read_branch
+from bundler.hub.leaderboard.card import card_acceptable, card_refused
 from bundler.hub.leaderboard.rows import utc_timestamp
 from bundler.hub.leaderboard.tables import Leaderboard
 from bundler.hub.plan import (

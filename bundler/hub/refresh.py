@@ -14,12 +14,12 @@ from pydantic import Field
 from bundler.core.errors import HubError, UsageError
 from bundler.core.model import Model
 from bundler.core.progress import ProgressSink
-from bundler.hub.card import check_card
 from bundler.hub.client.access import require_card
 from bundler.hub.client.commit import PlannedCommit, commit_replanned
 from bundler.hub.client.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
 from bundler.hub.client.session import HubSession
 from bundler.hub.leaderboard.branch import read_branch, table_operations
+from bundler.hub.leaderboard.card import check_card
 from bundler.hub.repo.paths import README
 
 

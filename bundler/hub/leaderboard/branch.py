@@ -24,9 +24,9 @@ from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 
 from bundler.core.errors import HubAccessError, HubError, RowError, TemporaryError
 from bundler.core.progress import NoProgress, ProgressSink
-from bundler.hub.card import render_dataset_card
 from bundler.hub.client.remote import RemoteFile, RemoteFolder, git_blob_id, holds_bytes
 from bundler.hub.client.session import HubSession
+from bundler.hub.leaderboard.card import render_dataset_card
 from bundler.hub.leaderboard.ranking import TaskBoard
 from bundler.hub.leaderboard.rows import TableRow, build_row, read_row, utc_timestamp
 from bundler.hub.leaderboard.tablecache import cached_table, keep_table

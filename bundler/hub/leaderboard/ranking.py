@@ -1,8 +1,8 @@
 """A task's leaderboard as values: its bundles ranked, and its metric columns.
 
 Both the task's table (`bundler.hub.leaderboard.tables`) and the card's board
-(`bundler.hub.card`) are drawn from the one `TaskBoard`, so the viewer and the card always rank
-alike.
+(`bundler.hub.leaderboard.card`) are drawn from the one `TaskBoard`, so the viewer and the card
+always rank alike.
 """
 
 from __future__ import annotations

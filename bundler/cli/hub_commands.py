@@ -147,7 +147,7 @@ def card_command(
     named and left out), or the card would be refused."""
     from bundler.cli.render import render_card
     from bundler.hub.client.session import HubSession
-    from bundler.hub.refresh import refresh_card
+    from bundler.hub.leaderboard.card_refresh import refresh_card
 
     console = stderr_console()
 

@@ -19,7 +19,7 @@ from bundler.hub.leaderboard.branch import BranchTables
 from bundler.hub.leaderboard.card import render_dataset_card
 from bundler.hub.leaderboard.ranking import TaskBoard
 from bundler.hub.leaderboard.rows import METRICS_AFTER, TableRow, TaskRow, build_row, metric_column
-from bundler.hub.leaderboard.tables import Leaderboard, task_table_bytes
+from bundler.hub.leaderboard.tables import AllTasksTable, task_table_bytes
 from bundler.hub.repo.paths import ALL_TABLE, BUNDLES_DIR, README, task_table
 from bundler.local.collect import CollectOptions, collect
 from bundler.local.verify import find_archives, read_bundle
@@ -87,7 +87,7 @@ def repository(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Tab
         row = build_row(reading.sidecar, reading.metrics_text, published_at=published)
         blob = git_blob_id(reading.sidecar_data)
         rows.append(TableRow(**row.model_dump(), sidecar_blob_id=blob))
-    board = Leaderboard.of(rows)
+    board = AllTasksTable.of(rows)
     boards = [TaskBoard.of(task, board.rows(task)) for task in board.tasks()]
     files = {ALL_TABLE: board.bytes()}
     files |= {task_table(b.task): task_table_bytes(b) for b in boards}

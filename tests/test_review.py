@@ -23,7 +23,7 @@ from pydantic import SecretStr
 
 from bundler.core.progress import NoProgress
 from bundler.hub import review_act
-from bundler.hub.leaderboard.tables import Leaderboard
+from bundler.hub.leaderboard.tables import AllTasksTable
 from bundler.hub.plan import LocalBundle
 from bundler.hub.repo.markdown import markdown_code, markdown_text
 from bundler.hub.repo.paths import ALL_TABLE, TASKS_FILE, repo_archive, repo_sidecar
@@ -240,7 +240,7 @@ def test_two_submitters_reviewed_commented_once_and_the_clean_one_merged(world: 
         path for path in hub.list_files(repo_id) if path.startswith("bundles/claude-opus_")
     }
     assert merge_commit.oid[:12] in comments(world, 1)[-1]  # the closing comment links it
-    table = Leaderboard.read(hub.file_bytes(repo_id, ALL_TABLE) or b"")
+    table = AllTasksTable.read(hub.file_bytes(repo_id, ALL_TABLE) or b"")
     assert len(table) == 2
     (merged_row,) = [row for row in table.rows() if row.bundle_id.startswith("claude-opus_")]
     assert merged_row.published_at  # stamped at the merge
@@ -726,7 +726,7 @@ def test_a_concurrent_commit_to_main_makes_the_merge_plan_again(world: World) ->
     (pr,) = report["pull_requests"]
     assert code == 0 and pr["merge"] == "merged", stderr
     assert ".race/1" in hub.list_files(repo_id)  # someone else's commit, kept
-    table = Leaderboard.read(hub.file_bytes(repo_id, ALL_TABLE) or b"")
+    table = AllTasksTable.read(hub.file_bytes(repo_id, ALL_TABLE) or b"")
     assert any(row.bundle_id.startswith("raced_") for row in table.rows())
     assert hub.commits(repo_id)[0].oid == pr["merge_commit"]
 

@@ -32,7 +32,7 @@ from bundler.hub.evidence import EvidenceReader
 from bundler.hub.leaderboard.branch import BranchTables, read_branch
 from bundler.hub.leaderboard.card import card_acceptable, card_refused
 from bundler.hub.leaderboard.rows import utc_timestamp
-from bundler.hub.leaderboard.tables import Leaderboard
+from bundler.hub.leaderboard.tables import AllTasksTable
 from bundler.hub.plan import (
     BundlePlan,
     Decision,
@@ -69,7 +69,7 @@ class Publisher:
         self.evidence = EvidenceReader(self.session, self.progress, create_pr=options.create_pr)
         self.published_at = utc_timestamp()
         self._decisions: dict[str, Decision] = {}
-        self._written: tuple[Leaderboard, dict[str, bytes]] | None = None
+        self._written: tuple[AllTasksTable, dict[str, bytes]] | None = None
         """The leaderboard and files the commit being made writes, kept once it lands."""
         self._planned: tuple[str, str, dict[str, RemoteFile]] | None = None
         """(ref, head, remote files) from planning, reused by the first commit's plan."""

@@ -30,7 +30,7 @@ from bundler.hub.leaderboard.card import render_dataset_card
 from bundler.hub.leaderboard.ranking import TaskBoard
 from bundler.hub.leaderboard.rows import TableRow, build_row, read_row, utc_timestamp
 from bundler.hub.leaderboard.tablecache import cached_table, keep_table
-from bundler.hub.leaderboard.tables import Leaderboard, task_table_bytes
+from bundler.hub.leaderboard.tables import AllTasksTable, task_table_bytes
 from bundler.hub.plan import LocalBundle, RepositoryView
 from bundler.hub.repo.download import fetch_bundle
 from bundler.hub.repo.paths import (
@@ -62,7 +62,7 @@ class BranchTables:
 
     revision: str
     head: str
-    leaderboard: Leaderboard
+    leaderboard: AllTasksTable
     held: dict[str, RemoteFile] = field(default_factory=dict)
     """The branch's table files and card, by path, to write only what changed."""
     legacy: list[str] = field(default_factory=list)
@@ -159,7 +159,7 @@ class BranchTables:
         }
         return TableChange(operations, after.leaderboard, written)
 
-    def committed(self, oid: str, leaderboard: Leaderboard, written: dict[str, bytes]) -> None:
+    def committed(self, oid: str, leaderboard: AllTasksTable, written: dict[str, bytes]) -> None:
         """This branch after our commit `oid` wrote `leaderboard` and the files `written`."""
         self.head, self.leaderboard, self.legacy = oid, leaderboard, []
         for path, data in written.items():
@@ -184,7 +184,7 @@ class TableChange:
     """The operations that keep a branch's tables and card true, and what they write."""
 
     operations: list[CommitOperationAdd | CommitOperationDelete]
-    leaderboard: Leaderboard
+    leaderboard: AllTasksTable
     written: dict[str, bytes]
 
 
@@ -226,7 +226,7 @@ def read_branch(
     }
     bundles = top.get(BUNDLES_DIR)
     table = top.get(ALL_TABLE)
-    state = BranchTables(revision, head, Leaderboard.empty(), held)
+    state = BranchTables(revision, head, AllTasksTable.empty(), held)
     if isinstance(top.get(TASKS_FILE), RemoteFile):
         data = session.read_file(TASKS_FILE, head, MAX_TASKS_FILE_BYTES)
         state.definitions = TaskDefinitions.parse(data)
@@ -239,7 +239,7 @@ def read_branch(
             catch_up(session, state, since, progress)
         elif bundles is None and len(state.leaderboard):
             state.current = False
-            state.leaderboard = Leaderboard.empty()
+            state.leaderboard = AllTasksTable.empty()
         return state
     if ROWS_DIR in top:
         state.current = False
@@ -251,7 +251,7 @@ def read_branch(
     return state
 
 
-def _read_table(session: HubSession, head: str, listed: RemoteFile) -> Leaderboard:
+def _read_table(session: HubSession, head: str, listed: RemoteFile) -> AllTasksTable:
     """The all-tasks table at `head`, listed as `listed`: the local copy when it holds those
     very bytes (bundler.hub.leaderboard.tablecache), else downloaded (and kept)."""
     data = cached_table(session, ALL_TABLE, listed, MAX_TABLE_BYTES)
@@ -259,7 +259,7 @@ def _read_table(session: HubSession, head: str, listed: RemoteFile) -> Leaderboa
         data = session.read_file(ALL_TABLE, head, MAX_TABLE_BYTES)
         keep_table(session, ALL_TABLE, data)
     try:
-        return Leaderboard.read(data)
+        return AllTasksTable.read(data)
     except RowError as error:
         raise HubError(
             f"{ALL_TABLE}: {error}",
@@ -374,4 +374,4 @@ def _upgrade(session: HubSession, state: BranchTables) -> None:
             state.problems.append(f"{path}: its bundle has no sidecar; left out of the tables")
             continue
         rows.append(TableRow(**row.model_dump(), sidecar_blob_id=sidecar.blob_id))
-    state.leaderboard = Leaderboard.of(rows)
+    state.leaderboard = AllTasksTable.of(rows)

@@ -128,7 +128,7 @@ class Indexed:
     published_at: str
 
 
-class Leaderboard:
+class AllTasksTable:
     """Every bundle's row on one branch, as one Arrow table sorted by bundle id."""
 
     def __init__(self, table: pa.Table) -> None:
@@ -136,16 +136,16 @@ class Leaderboard:
         self._index: dict[str, Indexed] | None = None
 
     @classmethod
-    def empty(cls) -> Leaderboard:
+    def empty(cls) -> AllTasksTable:
         return cls(ALL_SCHEMA.empty_table())
 
     @classmethod
-    def of(cls, rows: Iterable[TableRow]) -> Leaderboard:
+    def of(cls, rows: Iterable[TableRow]) -> AllTasksTable:
         ordered = sorted({row.bundle_id: row for row in rows}.values(), key=lambda r: r.bundle_id)
         return cls(pa.Table.from_pylist([_cells(row) for row in ordered], schema=ALL_SCHEMA))
 
     @classmethod
-    def read(cls, data: bytes) -> Leaderboard:
+    def read(cls, data: bytes) -> AllTasksTable:
         """A table as this bundler writes it; RowError for anything else (another layout, a
         schema that is not this one)."""
         try:
@@ -200,7 +200,7 @@ class Leaderboard:
             table = table.filter(pc.equal(table.column("task_name"), task))
         return [_table_row(cells) for cells in table.to_pylist()]
 
-    def updated(self, rows: Sequence[TableRow], removed: Iterable[str] = ()) -> Leaderboard:
+    def updated(self, rows: Sequence[TableRow], removed: Iterable[str] = ()) -> AllTasksTable:
         """This table with `rows` in the place of those of the same bundle id, and the rows
         of `removed` bundle ids gone."""
         dropped = {row.bundle_id for row in rows} | set(removed)
@@ -208,10 +208,10 @@ class Leaderboard:
         if dropped:
             mask = pc.is_in(kept.column("bundle_id"), value_set=pa.array(sorted(dropped)))
             kept = kept.filter(pc.invert(mask))
-        added = Leaderboard.of(rows).table
+        added = AllTasksTable.of(rows).table
         merged = pa.concat_tables([kept, added])
         order = pc.sort_indices(merged, sort_keys=[("bundle_id", "ascending")])
-        return Leaderboard(merged.take(order))
+        return AllTasksTable(merged.take(order))
 
 
 def _table_row(cells: dict[str, Any]) -> TableRow:

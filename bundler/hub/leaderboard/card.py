@@ -36,8 +36,9 @@ if TYPE_CHECKING:
     import jinja2
 
 
-class UploadReport(Protocol):
-    """What an upload's report holds about the card (bundler.hub.plan.UploadReport)."""
+class CardRefusalReport(Protocol):
+    """Where a card left out of the commits is recorded, and why: the fields of the upload's
+    report (bundler.hub.plan.UploadReport) that `card_acceptable` and `card_refused` write."""
 
     card_refused: str | None
     warnings: list[str]
@@ -81,7 +82,7 @@ def check_card(text: str) -> str | None:
     return None
 
 
-def card_acceptable(card: bytes, report: UploadReport) -> bool:
+def card_acceptable(card: bytes, report: CardRefusalReport) -> bool:
     """Whether an upload's commit may carry this card: when check_card finds a problem, the
     bundles are committed without it, and the report says why (exit 1)."""
     problem = check_card(card.decode("utf-8"))
@@ -91,7 +92,7 @@ def card_acceptable(card: bytes, report: UploadReport) -> bool:
     return False
 
 
-def card_refused(report: UploadReport, error: HubError) -> None:
+def card_refused(report: CardRefusalReport, error: HubError) -> None:
     """Record that the dataset card was left out of the upload's commits, and why."""
     line = (
         f"the dataset card was not committed ({error}); the bundles were, without it: "

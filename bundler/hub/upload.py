@@ -3,7 +3,7 @@
 `upload` takes the bundles folder's lock, verifies every local bundle once (`gather_local`: a
 bundle that fails is refused, and a partial one is held back unless --allow-partial: tonight's
 run may complete it), then plans (`bundler.hub.plan`) and makes the commits
-(`bundler.hub.publish`).
+(`bundler.hub.publish.publisher`).
 
 Verifying and loading the Hub client each take about a fifth of a second for 50 bundles
 (tests/benchmark_upload.py). The console script asks for the bundles to be verified in a forked
@@ -186,7 +186,7 @@ def upload(
         )
         with ahead as gathered:
             load_hub_client(quiet=quiet_hub)  # the Hub client loads while bundles verify
-            from bundler.hub.publish import Publisher
+            from bundler.hub.publish.publisher import Publisher
 
             publisher = Publisher(options, progress)
             local, set_aside = gathered()

@@ -16,7 +16,7 @@ from huggingface_hub import HfApi
 from test_upload import make_bundles, upload
 
 from bundler.hub.plan import PR_BUNDLES_PER_COMMIT
-from bundler.hub.pullrequest import read_pr_state
+from bundler.hub.publish.pr_description import read_pr_state
 from bundler.hub.repo.paths import README, repo_paths
 from bundler.local.layout import BundleId
 

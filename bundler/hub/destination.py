@@ -3,7 +3,7 @@
 Each submitter (the token's user) has one open bundler pull request per repository, found by its
 author and the `[bundler]` title marker, never by what it holds, so every upload finds it and
 adds commits to it. After the commits, its title and description are rewritten to say what the
-whole pull request adds, extends and replaces (`bundler.hub.pullrequest` renders them).
+whole pull request adds, extends and replaces (`bundler.hub.publish.pr_description` renders them).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from huggingface_hub.community import DiscussionComment
 
 from bundler.core.errors import BundlerError
 from bundler.hub.client.session import REPO_TYPE, HubSession
-from bundler.hub.pullrequest import (
+from bundler.hub.publish.pr_description import (
     PR_MARKER,
     ProposedBundle,
     pr_title,

@@ -31,7 +31,7 @@ from bundler.core.model import Model
 from bundler.hub.client.remote import RemoteFile, git_blob_id
 from bundler.hub.client.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
 from bundler.hub.leaderboard.rows import TableRow, build_row
-from bundler.hub.pullrequest import ClaimDifference, ProposedBundle
+from bundler.hub.publish.pr_description import ClaimDifference, ProposedBundle
 from bundler.hub.repo.paths import repo_paths
 from bundler.hub.tasks.definitions import TaskDefinitions
 from bundler.local.diff import claim_differences as bundle_claim_differences

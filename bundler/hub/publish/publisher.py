@@ -45,7 +45,7 @@ from bundler.hub.plan import (
     decide,
     replan,
 )
-from bundler.hub.pullrequest import ProposedBundle, pr_title, render_pr_description
+from bundler.hub.publish.pr_description import ProposedBundle, pr_title, render_pr_description
 from bundler.hub.repo.paths import README, repo_archive, repo_paths
 from bundler.hub.repository import prepare_repository
 

@@ -24,7 +24,7 @@ from bundler.core.errors import BundlerError, Terminated, UsageError, WriteError
 from bundler.core.jsontext import valid_unicode
 from bundler.core.model import Model
 from bundler.core.progress import NoProgress, ProgressSink
-from bundler.hub.plan import Action, Outcome
+from bundler.hub.publish.plan import Action, Outcome
 from bundler.hub.upload import (
     Gathered,
     UploadOptions,

@@ -10,7 +10,7 @@ from factory import RunSpec, write_tree
 
 from bundler.core.progress import NoProgress
 from bundler.hub.client.remote import RemoteFile, git_blob_id
-from bundler.hub.plan import (
+from bundler.hub.publish.plan import (
     FILES_PER_BUNDLE,
     MAX_FILES_PER_COMMIT,
     PR_BUNDLES_PER_COMMIT,

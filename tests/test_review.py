@@ -24,7 +24,7 @@ from pydantic import SecretStr
 from bundler.core.progress import NoProgress
 from bundler.hub import review_act
 from bundler.hub.leaderboard.tables import AllTasksTable
-from bundler.hub.plan import LocalBundle
+from bundler.hub.publish.plan import LocalBundle
 from bundler.hub.repo.markdown import markdown_code, markdown_text
 from bundler.hub.repo.paths import ALL_TABLE, TASKS_FILE, repo_archive, repo_sidecar
 from bundler.hub.review import ReviewOptions

@@ -13,7 +13,7 @@ from bundler.core.checks import CheckResult
 from bundler.core.errors import HubError
 from bundler.core.progress import NoProgress
 from bundler.hub.client.remote import RemoteFile, git_blob_id
-from bundler.hub.plan import LocalBundle
+from bundler.hub.publish.plan import LocalBundle
 from bundler.hub.repo.paths import (
     TASKS_FILE,
     bundle_of_path,

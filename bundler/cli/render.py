@@ -21,7 +21,7 @@ from bundler.core.progress import NoProgress, ProgressSink
 if TYPE_CHECKING:
     from bundler.core.checks import CheckResult
     from bundler.hub.leaderboard.card_refresh import CardRefresh
-    from bundler.hub.plan import BundlePlan
+    from bundler.hub.publish.plan import BundlePlan
     from bundler.hub.repo.download import DownloadReport
     from bundler.hub.review import ReviewReport
     from bundler.hub.upload import UploadReport

@@ -1,9 +1,9 @@
 """What an upload reads from the Hub beyond the listing, for the plan to decide on.
 
-`bundler.hub.plan.triage` says what the listing alone cannot settle: for a bundle the Hub holds
-other content under, the Hub's sidecar and, when the claims allow an extension, which of the
-Hub's predictions the local bundle holds (the Hub's copy is downloaded and verified for that).
-Nothing else is read.
+`bundler.hub.publish.plan.triage` says what the listing alone cannot settle: for a bundle the
+Hub holds other content under, the Hub's sidecar and, when the claims allow an extension, which
+of the Hub's predictions the local bundle holds (the Hub's copy is downloaded and verified for
+that). Nothing else is read.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 from bundler.core.errors import HubAccessError, HubError, TemporaryError
 from bundler.core.progress import ProgressSink
 from bundler.hub.client.session import HubSession
-from bundler.hub.plan import (
+from bundler.hub.publish.plan import (
     HubEvidence,
     LocalBundle,
     RepositoryView,

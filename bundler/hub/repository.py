@@ -9,7 +9,7 @@ from __future__ import annotations
 from bundler.core.errors import HubAccessError
 from bundler.hub.client.access import check_upload
 from bundler.hub.client.session import REPO_TYPE, HubSession
-from bundler.hub.plan import UploadOptions, UploadReport
+from bundler.hub.publish.plan import UploadOptions, UploadReport
 
 
 def prepare_repository(

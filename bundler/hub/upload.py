@@ -2,7 +2,7 @@
 
 `upload` takes the bundles folder's lock, verifies every local bundle once (`gather_local`: a
 bundle that fails is refused, and a partial one is held back unless --allow-partial: tonight's
-run may complete it), then plans (`bundler.hub.plan`) and makes the commits
+run may complete it), then plans (`bundler.hub.publish.plan`) and makes the commits
 (`bundler.hub.publish.publisher`).
 
 Verifying and loading the Hub client each take about a fifth of a second for 50 bundles
@@ -22,7 +22,7 @@ from pathlib import Path
 from bundler.core.errors import HubError, UsageError
 from bundler.core.forked import Watch, ahead_in_child
 from bundler.core.progress import NoProgress, ProgressSink, Unit
-from bundler.hub.plan import BundlePlan, LocalBundle, UploadOptions, UploadReport
+from bundler.hub.publish.plan import BundlePlan, LocalBundle, UploadOptions, UploadReport
 from bundler.local.lock import bundles_lock
 from bundler.local.verify import find_archives, read_bundle
 from bundler.local.verifycache import VerifiedBundle, VerifyCache

@@ -31,7 +31,7 @@ from bundler.hub.leaderboard.ranking import TaskBoard
 from bundler.hub.leaderboard.rows import TableRow, build_row, read_row, utc_timestamp
 from bundler.hub.leaderboard.tablecache import cached_table, keep_table
 from bundler.hub.leaderboard.tables import AllTasksTable, task_table_bytes
-from bundler.hub.plan import LocalBundle, RepositoryView
+from bundler.hub.publish.plan import LocalBundle, RepositoryView
 from bundler.hub.repo.download import fetch_bundle
 from bundler.hub.repo.paths import (
     ALL_TABLE,

@@ -38,7 +38,8 @@ if TYPE_CHECKING:
 
 class CardRefusalReport(Protocol):
     """Where a card left out of the commits is recorded, and why: the fields of the upload's
-    report (bundler.hub.plan.UploadReport) that `card_acceptable` and `card_refused` write."""
+    report (bundler.hub.publish.plan.UploadReport) that `card_acceptable` and `card_refused`
+    write."""
 
     card_refused: str | None
     warnings: list[str]

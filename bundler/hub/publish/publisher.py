@@ -1,15 +1,15 @@
 """Stage 5, carried out: read what the plan needs from the Hub, then make its commits.
 
-`bundler.hub.plan` decides; this module does. It checks the token and the repository (creating
-the dataset repository if missing), finds the submitter's pull request (`Destination`), lists
-the files of the bundles being planned, reads only what `plan.triage` asks for (`HubEvidence`),
-and commits the plan's batches. Each commit is made against the head it was planned on
-(`parent_commit`), so a concurrent upload makes the Hub answer 412 instead of being clobbered;
-the batch is then judged again on the new head (`plan.replan`, through
+`bundler.hub.publish.plan` decides; this module does. It checks the token and the repository
+(creating the dataset repository if missing), finds the submitter's pull request
+(`Destination`), lists the files of the bundles being planned, reads only what `plan.triage`
+asks for (`HubEvidence`), and commits the plan's batches. Each commit is made against the head
+it was planned on (`parent_commit`), so a concurrent upload makes the Hub answer 412 instead of
+being clobbered; the batch is then judged again on the new head (`plan.replan`, through
 `commit.commit_replanned`). A commit to a branch also carries the leaderboard's tables and the
-card as they will be with its bundles (`bundler.hub.leaderboard.branch`), so the branch is always
-true. A pull request commit touches only the paths its bundles own, never the tables, the card
-or any other shared file, so two open pull requests and the branch never conflict on merge.
+card as they will be with its bundles (`bundler.hub.leaderboard.branch`), so the branch is
+always true. A pull request commit touches only the paths its bundles own, never the tables, the
+card or any other shared file, so two open pull requests and the branch never conflict on merge.
 
 This module loads the Hub client; `bundler.hub.upload` imports it only once the local bundles
 are being verified, so that loading and verifying overlap.
@@ -33,7 +33,7 @@ from bundler.hub.leaderboard.branch import BranchTables, read_branch
 from bundler.hub.leaderboard.card import card_acceptable, card_refused
 from bundler.hub.leaderboard.rows import utc_timestamp
 from bundler.hub.leaderboard.tables import AllTasksTable
-from bundler.hub.plan import (
+from bundler.hub.publish.plan import (
     BundlePlan,
     Decision,
     LocalBundle,

@@ -106,7 +106,7 @@ class ParentWatch(NoProgress):
 
 
 HUB_CLIENT_MODULES = (
-    "bundler.hub.destination",
+    "bundler.hub.publish.destination",
     "bundler.hub.evidence",
     "bundler.hub.repository",
     "bundler.hub.client.session",

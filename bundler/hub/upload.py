@@ -107,7 +107,7 @@ class ParentWatch(NoProgress):
 
 HUB_CLIENT_MODULES = (
     "bundler.hub.publish.destination",
-    "bundler.hub.evidence",
+    "bundler.hub.publish.evidence",
     "bundler.hub.repository",
     "bundler.hub.client.session",
     "bundler.hub.client.commit",

@@ -27,12 +27,12 @@ from bundler.core.version import bundler_version
 from bundler.hub.client.commit import PlannedCommit, commit_replanned
 from bundler.hub.client.remote import RemoteFile
 from bundler.hub.client.session import HubSession
-from bundler.hub.evidence import EvidenceReader
 from bundler.hub.leaderboard.branch import BranchTables, read_branch
 from bundler.hub.leaderboard.card import card_acceptable, card_refused
 from bundler.hub.leaderboard.rows import utc_timestamp
 from bundler.hub.leaderboard.tables import AllTasksTable
 from bundler.hub.publish.destination import Destination
+from bundler.hub.publish.evidence import EvidenceReader
 from bundler.hub.publish.plan import (
     BundlePlan,
     Decision,

@@ -108,7 +108,7 @@ class ParentWatch(NoProgress):
 HUB_CLIENT_MODULES = (
     "bundler.hub.publish.destination",
     "bundler.hub.publish.evidence",
-    "bundler.hub.repository",
+    "bundler.hub.publish.prepare",
     "bundler.hub.client.session",
     "bundler.hub.client.commit",
 )

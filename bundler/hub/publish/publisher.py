@@ -46,8 +46,8 @@ from bundler.hub.publish.plan import (
     replan,
 )
 from bundler.hub.publish.pr_description import ProposedBundle, pr_title, render_pr_description
+from bundler.hub.publish.prepare import prepare_repository
 from bundler.hub.repo.paths import README, repo_archive, repo_paths
-from bundler.hub.repository import prepare_repository
 
 
 class Publisher:

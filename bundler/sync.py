@@ -25,7 +25,7 @@ from bundler.core.jsontext import valid_unicode
 from bundler.core.model import Model
 from bundler.core.progress import NoProgress, ProgressSink
 from bundler.hub.publish.plan import Action, Outcome
-from bundler.hub.upload import (
+from bundler.hub.publish.upload import (
     Gathered,
     UploadOptions,
     UploadReport,

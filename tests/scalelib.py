@@ -21,8 +21,8 @@ from bundler.hub.leaderboard.card import render_dataset_card
 from bundler.hub.leaderboard.ranking import TaskBoard
 from bundler.hub.leaderboard.rows import TableRow, build_row
 from bundler.hub.leaderboard.tables import AllTasksTable, task_table_bytes
+from bundler.hub.publish.upload import gather_local
 from bundler.hub.repo.paths import ALL_TABLE, README, repo_archive, repo_sidecar, task_table
-from bundler.hub.upload import gather_local
 from bundler.local.collect import CollectOptions, collect
 
 TASKS = 10

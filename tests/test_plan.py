@@ -28,8 +28,8 @@ from bundler.hub.publish.plan import (
     replan,
     triage,
 )
+from bundler.hub.publish.upload import gather_local
 from bundler.hub.repo.paths import repo_archive, repo_paths, repo_sidecar
-from bundler.hub.upload import gather_local
 from bundler.local.collect import CollectOptions, collect
 
 NOW = "2026-12-01T10:00:00Z"

@@ -14,6 +14,7 @@ from bundler.core.errors import HubError
 from bundler.core.progress import NoProgress
 from bundler.hub.client.remote import RemoteFile, git_blob_id
 from bundler.hub.publish.plan import LocalBundle
+from bundler.hub.publish.upload import gather_local
 from bundler.hub.repo.paths import (
     TASKS_FILE,
     bundle_of_path,
@@ -35,7 +36,6 @@ from bundler.hub.review_judge import (
     replacement_check,
 )
 from bundler.hub.tasks.definitions import TaskDefinition, TaskDefinitions
-from bundler.hub.upload import gather_local
 from bundler.local.collect import CollectOptions, collect
 from bundler.local.layout import BundleId, LayoutError
 from bundler.local.submitter import Submitter

@@ -30,8 +30,8 @@ from bundler.cli.tokens import secrets_of, token_to_send
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from bundler.hub.publish.upload import UploadOptions
     from bundler.hub.tasks.define import DefineReport
-    from bundler.hub.upload import UploadOptions
 
 
 def upload_options(
@@ -49,7 +49,7 @@ def upload_options(
     max_wait: float | None = None,
 ) -> UploadOptions:
     """The upload options from the command line (shared by upload and sync)."""
-    from bundler.hub.upload import UploadOptions
+    from bundler.hub.publish.upload import UploadOptions
 
     return UploadOptions(
         repo_id=repo,
@@ -99,7 +99,7 @@ def upload_command(
     is published or already there, 1 if a bundle was refused or conflicts, 2 for a problem to fix
     first (token, access, repository, revision), 75 if the Hub stayed unavailable (retry later)."""
     from bundler.cli.render import render_upload
-    from bundler.hub.upload import upload
+    from bundler.hub.publish.upload import upload
 
     console = stderr_console()
 

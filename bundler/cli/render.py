@@ -22,9 +22,9 @@ if TYPE_CHECKING:
     from bundler.core.checks import CheckResult
     from bundler.hub.leaderboard.card_refresh import CardRefresh
     from bundler.hub.publish.plan import BundlePlan
+    from bundler.hub.publish.upload import UploadReport
     from bundler.hub.repo.download import DownloadReport
     from bundler.hub.review import ReviewReport
-    from bundler.hub.upload import UploadReport
     from bundler.local.collect import CollectReport
     from bundler.local.diff import BundleDiff
     from bundler.local.export import ExportReport

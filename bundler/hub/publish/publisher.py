@@ -11,8 +11,8 @@ card as they will be with its bundles (`bundler.hub.leaderboard.branch`), so the
 always true. A pull request commit touches only the paths its bundles own, never the tables, the
 card or any other shared file, so two open pull requests and the branch never conflict on merge.
 
-This module loads the Hub client; `bundler.hub.upload` imports it only once the local bundles
-are being verified, so that loading and verifying overlap.
+This module loads the Hub client; `bundler.hub.publish.upload` imports it only once the local
+bundles are being verified, so that loading and verifying overlap.
 """
 
 from __future__ import annotations

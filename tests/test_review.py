@@ -28,8 +28,8 @@ from bundler.hub.publish.plan import LocalBundle
 from bundler.hub.publish.upload import gather_local
 from bundler.hub.repo.markdown import markdown_code, markdown_text
 from bundler.hub.repo.paths import ALL_TABLE, TASKS_FILE, repo_archive, repo_sidecar
-from bundler.hub.review import ReviewOptions
-from bundler.hub.review import review as review_in_process
+from bundler.hub.review.round import ReviewOptions
+from bundler.hub.review.round import review as review_in_process
 from bundler.hub.review_act import report_digest
 from bundler.local.collect import CollectOptions, collect
 from bundler.local.submitter import Submitter

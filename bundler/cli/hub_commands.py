@@ -291,7 +291,7 @@ def review_command(
             "accepts warnings for a merge: give --merge too", param_hint="--accept"
         )
     from bundler.cli.render import render_review
-    from bundler.hub.review import ReviewOptions, review
+    from bundler.hub.review.round import ReviewOptions, review
 
     console = stderr_console()
 

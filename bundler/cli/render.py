@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from bundler.hub.publish.plan import BundlePlan
     from bundler.hub.publish.upload import UploadReport
     from bundler.hub.repo.download import DownloadReport
-    from bundler.hub.review import ReviewReport
+    from bundler.hub.review.round import ReviewReport
     from bundler.local.collect import CollectReport
     from bundler.local.diff import BundleDiff
     from bundler.local.export import ExportReport

@@ -22,7 +22,7 @@ from bundler.hub.repo.paths import (
     repo_paths,
     repo_sidecar,
 )
-from bundler.hub.review_judge import (
+from bundler.hub.review.judge import (
     BundleReview,
     GatheredBundle,
     GatheredPullRequest,

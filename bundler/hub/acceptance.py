@@ -2,7 +2,7 @@
 
 A pull request whose only findings are warnings of the accepted checks may be merged; a failed
 check can never be accepted. Pure functions of the review's checks (no network, no models of
-their own), so `bundler.hub.review_judge` exposes them as they are and the act stage can word
+their own), so `bundler.hub.review.judge` exposes them as they are and the act stage can word
 the report from them: which warnings were accepted, by whom, and, when a warning stands in the
 way, how to accept it.
 """
@@ -21,7 +21,7 @@ class _Reviewed(Protocol):
 
 
 class ReviewedPullRequest(_Reviewed, Protocol):
-    """What the verdict reads of a PR's review (bundler.hub.review_judge.PullRequestReview)."""
+    """What the verdict reads of a PR's review (bundler.hub.review.judge.PullRequestReview)."""
 
     @property
     def bundles(self) -> Sequence[_Reviewed]: ...

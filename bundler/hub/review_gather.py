@@ -13,7 +13,7 @@ downloaded and verified. Past verification, the row count of the split its task'
 names is read (with the maintainer's token only for a defined dataset), and for a replacement
 the target branch's copy (compared with the PR's). The verified copies stay in the staging
 folder: a merge commits exactly those bytes. What to read is asked of
-`bundler.hub.review_judge`, which judges the result.
+`bundler.hub.review.judge`, which judges the result.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from bundler.hub.client.remote import RemoteFile, RemoteFolder
 from bundler.hub.client.session import REPO_TYPE, HubSession, status_of
 from bundler.hub.repo.download import FetchedBundle, fetch_verified
 from bundler.hub.repo.paths import repo_archive, repo_sidecar
-from bundler.hub.review_judge import (
+from bundler.hub.review.judge import (
     MAX_BUNDLES,
     OPEN_STATES,
     GatheredBundle,

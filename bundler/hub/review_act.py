@@ -36,8 +36,8 @@ from bundler.hub.client.session import REPO_TYPE, HubSession
 from bundler.hub.leaderboard.branch import read_branch, table_operations
 from bundler.hub.leaderboard.rows import TableRow, build_row, utc_timestamp
 from bundler.hub.repo.paths import README, repo_archive, repo_paths, repo_sidecar
+from bundler.hub.review.gather import read_details
 from bundler.hub.review.judge import GatheredPullRequest, PullRequestReview, same_file
-from bundler.hub.review_gather import read_details
 
 MARKER = re.compile(r"<!-- bundler-review sha256:([0-9a-f]{64}) -->")
 """The digest line a posted report ends with."""

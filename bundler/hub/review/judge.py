@@ -9,7 +9,7 @@ and the PR as a whole must touch nothing but both files (archive and sidecar) of
 adds or replaces, and must not conflict. A PR that fails `layout`, or proposes more bundles than
 the cap, is judged without downloading anything. A PR is clean when every check passed.
 
-Nothing here reads the network: `bundler.hub.review_gather` reads the PR into a
+Nothing here reads the network: `bundler.hub.review.gather` reads the PR into a
 `GatheredPullRequest` (asking `layout_check`, `proposed_bundles`, `listed_size_problem`,
 `verified_claim` and `classify` what to read), and `judge_pull_request` turns it into the PR's
 review, so the checks can be tested on values, without a server.

@@ -1,6 +1,6 @@
 """Stage 7: review the pull requests of a dataset repository, and merge the clean ones.
 
-Each pull request goes through three steps: `bundler.hub.review_gather` reads what its review
+Each pull request goes through three steps: `bundler.hub.review.gather` reads what its review
 needs from the Hub (what the PR changes against its base, the bundles it changes, staged and
 verified), `bundler.hub.review.judge` runs the checks on those values, and
 `bundler.hub.review_act` posts the report and merges, when asked. A PR is clean when every
@@ -26,6 +26,7 @@ from bundler.core.progress import NoProgress, ProgressSink
 from bundler.core.version import bundler_version
 from bundler.hub.client.session import HubSession
 from bundler.hub.repo.markdown import markdown_template
+from bundler.hub.review.gather import PullRequestGatherer
 from bundler.hub.review.judge import (
     MAX_BUNDLES,
     PullRequestFacts,
@@ -34,7 +35,6 @@ from bundler.hub.review.judge import (
     unreviewed,
 )
 from bundler.hub.review_act import merge, post_report, writer
-from bundler.hub.review_gather import PullRequestGatherer
 from bundler.hub.tasks.split_size import RowCountResolver
 from bundler.local.layout import TEMP_PREFIX
 

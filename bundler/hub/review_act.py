@@ -27,7 +27,6 @@ from huggingface_hub.community import DiscussionComment
 
 from bundler.core import exitcodes
 from bundler.core.errors import BundlerError, HubError, TemporaryError, WriteTokenRequired
-from bundler.hub.acceptance import every_check
 from bundler.hub.client.access import require_review
 from bundler.hub.client.commit import PlannedCommit, commit_replanned
 from bundler.hub.client.remote import git_blob_id
@@ -36,6 +35,7 @@ from bundler.hub.client.session import REPO_TYPE, HubSession
 from bundler.hub.leaderboard.branch import read_branch, table_operations
 from bundler.hub.leaderboard.rows import TableRow, build_row, utc_timestamp
 from bundler.hub.repo.paths import README, repo_archive, repo_paths, repo_sidecar
+from bundler.hub.review.acceptance import every_check
 from bundler.hub.review.gather import read_details
 from bundler.hub.review.judge import GatheredPullRequest, PullRequestReview, same_file
 

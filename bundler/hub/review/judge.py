@@ -27,7 +27,6 @@ from bundler.core import exitcodes
 from bundler.core.checks import CheckResult, failed, passed, warned
 from bundler.core.limits import MAX_ARCHIVE_BYTES, MAX_SIDECAR_BYTES
 from bundler.core.model import Model
-from bundler.hub.acceptance import acceptance_lines, clean_with
 from bundler.hub.client.remote import RemoteFile
 from bundler.hub.repo.paths import (
     BUNDLES_DIR,
@@ -39,6 +38,7 @@ from bundler.hub.repo.paths import (
     repo_paths,
     repo_sidecar,
 )
+from bundler.hub.review.acceptance import acceptance_lines, clean_with
 from bundler.hub.tasks.definitions import TaskDefinitions
 from bundler.local.diff import BundleDiff
 from bundler.local.layout import BundleId

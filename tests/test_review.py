@@ -22,15 +22,15 @@ from huggingface_hub import CommitOperationAdd, HfApi
 from pydantic import SecretStr
 
 from bundler.core.progress import NoProgress
-from bundler.hub import review_act
 from bundler.hub.leaderboard.tables import AllTasksTable
 from bundler.hub.publish.plan import LocalBundle
 from bundler.hub.publish.upload import gather_local
 from bundler.hub.repo.markdown import markdown_code, markdown_text
 from bundler.hub.repo.paths import ALL_TABLE, TASKS_FILE, repo_archive, repo_sidecar
+from bundler.hub.review import act as review_act
+from bundler.hub.review.act import report_digest
 from bundler.hub.review.round import ReviewOptions
 from bundler.hub.review.round import review as review_in_process
-from bundler.hub.review_act import report_digest
 from bundler.local.collect import CollectOptions, collect
 from bundler.local.submitter import Submitter
 

@@ -3,7 +3,7 @@
 Each pull request goes through three steps: `bundler.hub.review.gather` reads what its review
 needs from the Hub (what the PR changes against its base, the bundles it changes, staged and
 verified), `bundler.hub.review.judge` runs the checks on those values, and
-`bundler.hub.review_act` posts the report and merges, when asked. A PR is clean when every
+`bundler.hub.review.act` posts the report and merges, when asked. A PR is clean when every
 check passed; only a clean PR is merged, by a commit of exactly its reviewed files with the
 leaderboard's tables and card (`review_act.merge`). Whatever goes wrong with one PR (a Hub
 failure, a refused comment, a file system's refusal, a bug) fails that PR's review only: it is
@@ -26,6 +26,7 @@ from bundler.core.progress import NoProgress, ProgressSink
 from bundler.core.version import bundler_version
 from bundler.hub.client.session import HubSession
 from bundler.hub.repo.markdown import markdown_template
+from bundler.hub.review.act import merge, post_report, writer
 from bundler.hub.review.gather import PullRequestGatherer
 from bundler.hub.review.judge import (
     MAX_BUNDLES,
@@ -34,7 +35,6 @@ from bundler.hub.review.judge import (
     judge_pull_request,
     unreviewed,
 )
-from bundler.hub.review_act import merge, post_report, writer
 from bundler.hub.tasks.split_size import RowCountResolver
 from bundler.local.layout import TEMP_PREFIX
 

@@ -31,7 +31,6 @@ from bundler.hub.leaderboard.ranking import TaskBoard
 from bundler.hub.leaderboard.rows import TableRow, build_row, read_row, utc_timestamp
 from bundler.hub.leaderboard.tablecache import cached_table, keep_table
 from bundler.hub.leaderboard.tables import AllTasksTable, task_table_bytes
-from bundler.hub.publish.plan import LocalBundle, RepositoryView
 from bundler.hub.repo.download import fetch_bundle
 from bundler.hub.repo.paths import (
     ALL_TABLE,
@@ -118,22 +117,6 @@ class BranchTables:
         if unlisted:
             found |= session.paths_info(unlisted, self.head)
         return found
-
-    def view(self, session: HubSession, local: list[LocalBundle]) -> RepositoryView:
-        """What the branch holds of these local bundles, for the plan: their files (from the
-        table where it lists them) and, where the table's row is of the very same archive,
-        when it was first published."""
-        index = self.leaderboard.index()
-        published = {
-            bundle.bundle_id: row.published_at
-            for bundle in local
-            if (row := index.get(bundle.bundle_id)) is not None
-            and row.archive_sha256 == bundle.archive_sha256
-        }
-        files = self.remote_files(session, [bundle.key for bundle in local])
-        return RepositoryView(
-            self.revision, self.head, files, published=published, definitions=self.definitions
-        )
 
     def change(
         self,

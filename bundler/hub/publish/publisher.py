@@ -110,7 +110,7 @@ class Publisher:
         if not destination.create_pr:
             self.tables = read_branch(session, destination.base, self.progress)
             self.report.warnings += self.tables.problems
-            view = self.tables.view(session, local)
+            view = self._branch_view(self.tables, local)
             self._planned = (destination.base, view.base_head, view.base_files)
             return view
         base_head = session.head(destination.base)
@@ -124,6 +124,22 @@ class Publisher:
         pr_files = session.paths_info([repo_archive(key) for key in keys], pr_head)
         self._planned = (destination.ref, pr_head, pr_files)
         return RepositoryView(destination.base, base_head, base_files, destination.pr_num, pr_files)
+
+    def _branch_view(self, tables: BranchTables, local: list[LocalBundle]) -> RepositoryView:
+        """What the branch holds of these local bundles, for the plan: their files (from the
+        table where it lists them) and, where the table's row is of the very same archive,
+        when it was first published."""
+        index = tables.leaderboard.index()
+        published = {
+            bundle.bundle_id: row.published_at
+            for bundle in local
+            if (row := index.get(bundle.bundle_id)) is not None
+            and row.archive_sha256 == bundle.archive_sha256
+        }
+        files = tables.remote_files(self.session, [bundle.key for bundle in local])
+        return RepositoryView(
+            tables.revision, tables.head, files, published=published, definitions=tables.definitions
+        )
 
     # --------------------------------------------------------------------- planning
 

@@ -2,14 +2,15 @@
 
 `bundler.hub.publish.plan` decides; this module does. It checks the token and the repository
 (creating the dataset repository if missing), finds the submitter's pull request
-(`Destination`), lists the files of the bundles being planned, reads only what `plan.triage`
-asks for (`HubEvidence`), and commits the plan's batches. Each commit is made against the head
-it was planned on (`parent_commit`), so a concurrent upload makes the Hub answer 412 instead of
-being clobbered; the batch is then judged again on the new head (`plan.replan`, through
-`commit.commit_replanned`). A commit to a branch also carries the leaderboard's tables and the
-card as they will be with its bundles (`bundler.hub.leaderboard.branch`), so the branch is
-always true. A pull request commit touches only the paths its bundles own, never the tables, the
-card or any other shared file, so two open pull requests and the branch never conflict on merge.
+(`Destination`), reads what it holds of the bundles being planned (`Holdings`) and, beyond that,
+only what `plan.triage` asks for (`HubEvidence`), and commits the plan's batches. Each commit is
+made against the head it was planned on (`parent_commit`), so a concurrent upload makes the Hub
+answer 412 instead of being clobbered; the batch is then judged again on the new head
+(`plan.replan`, through `commit.commit_replanned`). A commit to a branch also carries the
+leaderboard's tables and the card as they will be with its bundles
+(`bundler.hub.leaderboard.branch`), so the branch is always true. A pull request commit touches
+only the paths its bundles own, never the tables, the card or any other shared file, so two open
+pull requests and the branch never conflict on merge.
 
 This module loads the Hub client; `bundler.hub.publish.upload` imports it only once the local
 bundles are being verified, so that loading and verifying overlap.
@@ -27,12 +28,11 @@ from bundler.core.version import bundler_version
 from bundler.hub.client.commit import PlannedCommit, commit_replanned
 from bundler.hub.client.remote import RemoteFile
 from bundler.hub.client.session import HubSession
-from bundler.hub.leaderboard.branch import BranchTables, read_branch
 from bundler.hub.leaderboard.card import card_acceptable, card_refused
 from bundler.hub.leaderboard.rows import utc_timestamp
-from bundler.hub.leaderboard.tables import AllTasksTable
 from bundler.hub.publish.destination import Destination
 from bundler.hub.publish.evidence import EvidenceReader
+from bundler.hub.publish.holdings import Holdings
 from bundler.hub.publish.plan import (
     BundlePlan,
     Decision,
@@ -47,7 +47,7 @@ from bundler.hub.publish.plan import (
 )
 from bundler.hub.publish.pr_description import ProposedBundle, pr_title, render_pr_description
 from bundler.hub.publish.prepare import prepare_repository
-from bundler.hub.repo.paths import README, repo_archive, repo_paths
+from bundler.hub.repo.paths import README
 
 
 class Publisher:
@@ -64,15 +64,10 @@ class Publisher:
         self.session.on_wait(self.report.warnings.append)  # rate-limit waits (hub.ratelimit)
         self.destination = Destination(base=options.revision, create_pr=options.create_pr)
         self.user: str | None = None
-        self.tables: BranchTables | None = None
-        """The base branch's leaderboard, when the commits go to the branch itself."""
+        self.holdings = Holdings(self.session, self.destination, self.progress)
         self.evidence = EvidenceReader(self.session, self.progress, create_pr=options.create_pr)
         self.published_at = utc_timestamp()
         self._decisions: dict[str, Decision] = {}
-        self._written: tuple[AllTasksTable, dict[str, bytes]] | None = None
-        """The leaderboard and files the commit being made writes, kept once it lands."""
-        self._planned: tuple[str, str, dict[str, RemoteFile]] | None = None
-        """(ref, head, remote files) from planning, reused by the first commit's plan."""
 
     def run(self, local: list[LocalBundle], set_aside: list[BundlePlan]) -> UploadReport:
         """Publish the verified `local` bundles; `set_aside` are those verification refused or
@@ -84,7 +79,8 @@ class Publisher:
             repo_exists, self.user = prepare_repository(self.session, self.options, self.report)
             if self.options.create_pr and repo_exists and self.user is not None:
                 self.destination.find_open_pr(self.session, self.user)
-            plans = self._plan(local, self._view(local, repo_exists))
+            view = self.holdings.view(local, repo_exists, self.report.warnings)
+            plans = self._plan(local, view)
         except BundlerError as error:
             self._stopped_by(error)  # the bundles refused or held back above stay reported
             return self.report
@@ -95,51 +91,6 @@ class Publisher:
         self.report.pull_request_num = self.destination.pr_num
         self.report.pull_request_url = self.destination.pr_url
         return self.report
-
-    # ------------------------------------------------------------------ preparation
-
-    def _view(self, local: list[LocalBundle], repo_exists: bool) -> RepositoryView:
-        """What the base branch and the pull request hold of these bundles. A branch's holdings
-        come from its leaderboard table (brought up to date first: its next commit rewrites
-        it); a pull request's base is asked about these bundles' files alone."""
-        destination = self.destination
-        if not repo_exists:
-            return RepositoryView(base=destination.base)
-        session = self.session
-        keys = [bundle.key for bundle in local]
-        if not destination.create_pr:
-            self.tables = read_branch(session, destination.base, self.progress)
-            self.report.warnings += self.tables.problems
-            view = self._branch_view(self.tables, local)
-            self._planned = (destination.base, view.base_head, view.base_files)
-            return view
-        base_head = session.head(destination.base)
-        base_files = session.paths_info(
-            [path for key in keys for path in repo_paths(key)], base_head
-        )
-        self._planned = (destination.base, base_head, base_files)
-        if destination.pr_num is None:
-            return RepositoryView(destination.base, base_head, base_files)
-        pr_head = session.head(destination.ref)
-        pr_files = session.paths_info([repo_archive(key) for key in keys], pr_head)
-        self._planned = (destination.ref, pr_head, pr_files)
-        return RepositoryView(destination.base, base_head, base_files, destination.pr_num, pr_files)
-
-    def _branch_view(self, tables: BranchTables, local: list[LocalBundle]) -> RepositoryView:
-        """What the branch holds of these local bundles, for the plan: their files (from the
-        table where it lists them) and, where the table's row is of the very same archive,
-        when it was first published."""
-        index = tables.leaderboard.index()
-        published = {
-            bundle.bundle_id: row.published_at
-            for bundle in local
-            if (row := index.get(bundle.bundle_id)) is not None
-            and row.archive_sha256 == bundle.archive_sha256
-        }
-        files = tables.remote_files(self.session, [bundle.key for bundle in local])
-        return RepositoryView(
-            tables.revision, tables.head, files, published=published, definitions=tables.definitions
-        )
 
     # --------------------------------------------------------------------- planning
 
@@ -190,18 +141,7 @@ class Publisher:
         planned: list[PlannedCommit] = []
 
         def plan() -> PlannedCommit | None:
-            ref = self.destination.ref
-            if self._planned is not None and self._planned[0] == ref:
-                _, head, remote = self._planned
-            elif self.tables is not None:  # the branch moved: read its leaderboard again
-                self.tables = read_branch(self.session, ref, self.progress)
-                head = self.tables.head
-                remote = self.tables.remote_files(self.session, [b.key for b in batch])
-            else:
-                head = self.session.head(ref)
-                paths = [path for bundle in batch for path in bundle.repo_paths]
-                remote = self.session.paths_info(paths, head)
-            self._planned = None
+            head, remote = self.holdings.at_head(batch)
             expected = {b.bundle_id: self._decisions[b.bundle_id].expected for b in batch}
             judged = replan(batch, remote, plans, expected, replace=self.options.replace)
             for bundle in judged.found:
@@ -226,12 +166,7 @@ class Publisher:
         if info is None:
             return
         self.report.commits.append(info.oid)
-        if self.tables is not None and self._written is not None:
-            leaderboard, written = self._written
-            if self.report.card_refused is not None:  # the Hub took the commit without it
-                written.pop(README, None)
-            self.tables.committed(info.oid, leaderboard, written)
-            self._planned = (self.destination.ref, info.oid, {})
+        self.holdings.committed(info.oid, card_refused=self.report.card_refused is not None)
         if info.pr_num is not None and self.destination.pr_num is None:
             self.destination.opened(
                 info.pr_num,
@@ -256,8 +191,13 @@ class Publisher:
             for bundle in todo
             for path, content in bundle.repo_files().items()
         ]
-        if self.tables is not None:
-            operations += self._table_operations(todo)
+        # A card the Hub would refuse (checked locally) is left out, so that it never blocks
+        # the bundles, and the report says why (exit 1).
+        report = self.report
+        operations += self.holdings.table_operations(
+            todo,
+            keep_card=lambda card: report.card_refused is None and card_acceptable(card, report),
+        )
         opens_pr = self.destination.opens_pr
         if opens_pr:
             proposed = self.destination.proposals(
@@ -297,23 +237,6 @@ class Publisher:
         if self.options.create_pr and self.destination.pr_num is not None:
             plan.detail = f"proposed in pull request #{self.destination.pr_num}"
         self.progress.advance(bundle.size)
-
-    def _table_operations(
-        self, todo: list[LocalBundle]
-    ) -> list[CommitOperationAdd | CommitOperationDelete]:
-        """The tables and card as the branch will be with `todo`, those of them that change;
-        a card the Hub would refuse (checked locally) is left out, so that it never blocks the
-        bundles, and the report says why (exit 1)."""
-        assert self.tables is not None
-        rows = [bundle.row for bundle in todo if bundle.row is not None]
-        report = self.report
-        change = self.tables.change(
-            self.session,
-            rows,
-            keep_card=lambda card: report.card_refused is None and card_acceptable(card, report),
-        )
-        self._written = (change.leaderboard, change.written)
-        return change.operations
 
     def _describe_pr(self, plans: dict[str, BundlePlan]) -> None:
         """Rewrite the pull request's title and description to say what it now proposes; a

@@ -18,7 +18,7 @@ def prepare_repository(
     """Whether the dataset repository exists (created unless a dry run), and the token's
     user (None for an anonymous dry run). Raises HubAccessError for what the token may not do
     there, or a repository of another type under the id."""
-    rights = session.upload_rights(dry_run=options.dry_run)  # hub.access
+    rights = session.upload_rights(dry_run=options.dry_run)  # client.access
     user = rights.user if rights is not None else None
     if session.dataset_exists():
         check_upload(rights, repo_exists=True, create_pr=options.create_pr)

@@ -61,7 +61,7 @@ class Publisher:
         self.report = UploadReport(
             repo_id=options.repo_id, revision=options.revision, dry_run=options.dry_run
         )
-        self.session.on_wait(self.report.warnings.append)  # rate-limit waits (hub.ratelimit)
+        self.session.on_wait(self.report.warnings.append)  # rate-limit waits (client.ratelimit)
         self.destination = Destination(base=options.revision, create_pr=options.create_pr)
         self.user: str | None = None
         self.holdings = Holdings(self.session, self.destination, self.progress)

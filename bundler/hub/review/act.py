@@ -60,7 +60,7 @@ def writer(session: HubSession, token: str | None, *, comment: bool, merge: bool
     rights = session.rights()
     if rights.role == "read":
         raise WriteTokenRequired("read-only", asked)
-    require_review(rights, comment=comment, merge=merge)  # hub.access
+    require_review(rights, comment=comment, merge=merge)  # client.access
     return rights.user
 
 

@@ -3,11 +3,11 @@
 Each pull request goes through three steps: `bundler.hub.review.gather` reads what its review
 needs from the Hub (what the PR changes against its base, the bundles it changes, staged and
 verified), `bundler.hub.review.judge` runs the checks on those values, and
-`bundler.hub.review.act` posts the report and merges, when asked. A PR is clean when every
-check passed; only a clean PR is merged, by a commit of exactly its reviewed files with the
-leaderboard's tables and card (`review_act.merge`). Whatever goes wrong with one PR (a Hub
-failure, a refused comment, a file system's refusal, a bug) fails that PR's review only: it is
-reported as not reviewed, with the reason, and the round goes on.
+`bundler.hub.review.act` posts the report and merges, when asked. A PR is clean when every check
+passed; only a clean PR is merged, by a commit of exactly its reviewed files with the
+leaderboard's tables and card (`act.merge`). Whatever goes wrong with one PR (a Hub failure, a
+refused comment, a file system's refusal, a bug) fails that PR's review only: it is reported as
+not reviewed, with the reason, and the round goes on.
 """
 
 from __future__ import annotations

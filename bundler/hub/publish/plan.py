@@ -9,10 +9,10 @@ conflict, refused unless --replace.
 
 Nothing here reads the network. `triage` says, from the repository's file listing alone, what
 more must be read about a bundle (the Hub's sidecar of a changed bundle, the Hub's predictions
-of one that may extend it); `bundler.hub.publish.publisher` reads exactly
-that into `HubEvidence`, and `decide` then plans the bundle. `batches` cuts the plan into
-commits, `commit_message` words them, and `replan` judges a batch again on a head that moved.
-So the whole plan can be shown (--dry-run) and tested without a server.
+of one that may extend it); `bundler.hub.publish.evidence` reads exactly that into
+`HubEvidence`, and `decide` then plans the bundle. `batches` cuts the plan into commits,
+`commit_message` words them, and `replan` judges a batch again on a head that moved. So the
+whole plan can be shown (--dry-run) and tested without a server.
 """
 
 from __future__ import annotations

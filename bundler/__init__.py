@@ -3,7 +3,7 @@
 The library is the product; the `bundler` command is a thin layer over it:
 
     from bundler import collect, verify, inspect_bundle
-    from bundler.hub.upload import upload
+    from bundler.hub.publish.upload import upload
 
 Names are loaded on first use (PEP 562), so `import bundler` (and every command's start-up)
 pays only for the stages it actually uses; the Hub stages, which load huggingface_hub, most of
@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from bundler.core.errors import BundlerError, HubError, InputError, UsageError, WriteError
-    from bundler.hub.download import DownloadReport
-    from bundler.hub.upload import UploadOptions, UploadReport
+    from bundler.hub.publish.upload import UploadOptions, UploadReport
+    from bundler.hub.repo.download import DownloadReport
     from bundler.local.collect import CollectOptions, CollectReport, collect
     from bundler.local.inspection import BundleInspection, inspect_bundle
     from bundler.local.manifest import BundleClaim, Manifest, Sidecar
@@ -46,9 +46,9 @@ _HOMES = {
     "Submitter": "local.submitter",
     "VerifyReport": "local.verify",
     "verify": "local.verify",
-    "UploadOptions": "hub.upload",
-    "UploadReport": "hub.upload",
-    "DownloadReport": "hub.download",
+    "UploadOptions": "hub.publish.upload",
+    "UploadReport": "hub.publish.upload",
+    "DownloadReport": "hub.repo.download",
 }
 
 __all__ = [

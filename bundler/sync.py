@@ -24,8 +24,8 @@ from bundler.core.errors import BundlerError, Terminated, UsageError, WriteError
 from bundler.core.jsontext import valid_unicode
 from bundler.core.model import Model
 from bundler.core.progress import NoProgress, ProgressSink
-from bundler.hub.plan import Action, Outcome
-from bundler.hub.upload import (
+from bundler.hub.publish.plan import Action, Outcome
+from bundler.hub.publish.upload import (
     Gathered,
     UploadOptions,
     UploadReport,
@@ -39,7 +39,7 @@ from bundler.local.lock import bundles_lock
 from bundler.local.verify import find_archives
 
 if TYPE_CHECKING:
-    from bundler.hub.rowcount import RowCountResolver
+    from bundler.hub.tasks.split_size import RowCountResolver
 
 
 class SyncOptions(Model):
@@ -353,7 +353,7 @@ def _row_counts(options: SyncOptions) -> RowCountResolver | None:
     """The Hub's row counts for `--resolve-rows`, asked with the upload's token."""
     if not options.resolve_rows:
         return None
-    from bundler.hub.rowcount import RowCountResolver  # the Hub client only when asked for
+    from bundler.hub.tasks.split_size import RowCountResolver  # the Hub client only when asked for
 
     token = options.upload.token
     return RowCountResolver(token.get_secret_value() if token else None)

@@ -52,7 +52,7 @@ GATHER = """
 import sys
 from pathlib import Path
 from bundler.core.progress import NoProgress
-from bundler.hub.upload import gather_local
+from bundler.hub.publish.upload import gather_local
 local, set_aside = gather_local(Path(sys.argv[1]), allow_partial=False, progress=NoProgress())
 sys.exit(0 if len(local) == int(sys.argv[2]) and not set_aside else 1)
 """

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bundler.hub.rows import TableRow
+from bundler.hub.leaderboard.rows import TableRow
 from bundler.local.metrics import flatten_metrics
 
 DEFAULT_SHA = "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678"

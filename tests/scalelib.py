@@ -16,13 +16,13 @@ from factory import RunSpec, write_tree
 from hubserver import HubServer
 
 from bundler.core.progress import NoProgress
-from bundler.hub.boards import TaskBoard
-from bundler.hub.card import render_dataset_card
-from bundler.hub.layout import ALL_TABLE, README, repo_archive, repo_sidecar, task_table
-from bundler.hub.remote import git_blob_id
-from bundler.hub.rows import TableRow, build_row
-from bundler.hub.tables import Leaderboard, task_table_bytes
-from bundler.hub.upload import gather_local
+from bundler.hub.client.remote import git_blob_id
+from bundler.hub.leaderboard.card import render_dataset_card
+from bundler.hub.leaderboard.ranking import TaskBoard
+from bundler.hub.leaderboard.rows import TableRow, build_row
+from bundler.hub.leaderboard.tables import AllTasksTable, task_table_bytes
+from bundler.hub.publish.upload import gather_local
+from bundler.hub.repo.paths import ALL_TABLE, README, repo_archive, repo_sidecar, task_table
 from bundler.local.collect import CollectOptions, collect
 
 TASKS = 10
@@ -64,7 +64,7 @@ def repository_files(bundles: Path, repo_id: str) -> dict[str, bytes]:
         files[repo_sidecar(bundle.key)] = bundle.sidecar_data
         row = build_row(bundle.sidecar, bundle.metrics_text, PUBLISHED_AT)
         rows.append(TableRow(**row.model_dump(), sidecar_blob_id=git_blob_id(bundle.sidecar_data)))
-    leaderboard = Leaderboard.of(rows)
+    leaderboard = AllTasksTable.of(rows)
     boards = [TaskBoard.of(task, leaderboard.rows(task)) for task in leaderboard.tasks()]
     files[ALL_TABLE] = leaderboard.bytes()
     files.update((task_table(board.task), task_table_bytes(board)) for board in boards)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from helpers import run_cli
 
 from bundler.core.checks import CheckResult, failed, passed, warned
-from bundler.hub.acceptance import acceptance_lines, accepted_warnings, clean_with
+from bundler.hub.review.acceptance import acceptance_lines, accepted_warnings, clean_with
 
 
 @dataclass

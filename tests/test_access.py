@@ -1,6 +1,7 @@
 """The pure decisions behind the Hub's permissions, rate limits and card checks: what a token
-may do on a repository (bundler.hub.access), how a 429 is read (bundler.hub.ratelimit), and
-what the Hub would refuse in a dataset card (bundler.hub.card.check_card)."""
+may do on a repository (bundler.hub.client.access), how a 429 is read
+(bundler.hub.client.ratelimit), and what the Hub would refuse in a dataset card
+(bundler.hub.leaderboard.card.check_card)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,11 @@ import pytest
 from huggingface_hub import hf_raise_for_status
 
 from bundler.core.errors import HubAccessError
-from bundler.hub.access import AccessRights, require_card, require_review, require_upload
-from bundler.hub.card import MAX_METADATA_BYTES, check_card, render_dataset_card
-from bundler.hub.ratelimit import Announced, announced, too_long
-from bundler.hub.session import HubSession, is_card_refusal, is_transient
+from bundler.hub.client.access import AccessRights, require_card, require_review, require_upload
+from bundler.hub.client.commit import is_card_refusal
+from bundler.hub.client.ratelimit import Announced, announced, too_long
+from bundler.hub.client.session import HubSession, is_transient
+from bundler.hub.leaderboard.card import MAX_METADATA_BYTES, check_card, render_dataset_card
 
 REPO = "gptnt/leaderboard"
 

@@ -15,8 +15,7 @@ from factory import make_row
 from huggingface_hub import DatasetCard
 from markdown_it import MarkdownIt
 
-from bundler.hub.boards import TaskBoard
-from bundler.hub.card import (
+from bundler.hub.leaderboard.card import (
     BOARD_METRICS,
     BOARD_ROWS,
     CELL_MAX_LENGTH,
@@ -24,9 +23,10 @@ from bundler.hub.card import (
     md_cell,
     render_dataset_card,
 )
-from bundler.hub.rows import TableRow, metric_column
-from bundler.hub.tables import Leaderboard
-from bundler.hub.taskdefs import TaskDefinition
+from bundler.hub.leaderboard.ranking import TaskBoard
+from bundler.hub.leaderboard.rows import TableRow, metric_column
+from bundler.hub.leaderboard.tables import AllTasksTable
+from bundler.hub.tasks.definitions import TaskDefinition
 
 REPO = "org/board"
 VIEWER = f"https://huggingface.co/datasets/{REPO}/viewer"
@@ -34,13 +34,13 @@ VIEWER = f"https://huggingface.co/datasets/{REPO}/viewer"
 
 def boards_of(rows: Sequence[TableRow]) -> list[TaskBoard]:
     """Every task's board, as a branch's leaderboard gives them (`BranchTables.files`)."""
-    board = Leaderboard.of(rows)
+    board = AllTasksTable.of(rows)
     return [TaskBoard.of(task, board.rows(task)) for task in board.tasks()]
 
 
 def card_of(rows: Sequence[TableRow]) -> str:
     """The card of a branch whose tables hold `rows`."""
-    return render_dataset_card(REPO, boards_of(rows), len(Leaderboard.of(rows)))
+    return render_dataset_card(REPO, boards_of(rows), len(AllTasksTable.of(rows)))
 
 
 def header_of(card: str) -> dict:

@@ -18,9 +18,9 @@ from hubserver import RACE, HubServer
 from huggingface_hub import CommitOperationAdd, HfApi
 from test_upload import make_bundles, table_rows, upload
 
-from bundler.hub.layout import ALL_TABLE, README, task_table
-from bundler.hub.refresh import refresh_card
-from bundler.hub.session import HubSession
+from bundler.hub.client.session import HubSession
+from bundler.hub.leaderboard.card_refresh import refresh_card
+from bundler.hub.repo.paths import ALL_TABLE, README, task_table
 
 LAYOUT_1 = Path(__file__).parent / "fixtures" / "layout-v1"
 """A repository exactly as the previous release wrote it: rows/, tasks/, features in the card."""
@@ -145,7 +145,7 @@ def test_a_merge_in_the_web_interface_is_caught_up_reading_only_what_changed(
         unquote(r.path).rsplit("/", 1)[-1] for r in hub.request_log[log:] if "/resolve/" in r.path
     }
     # the one bundle that came in, no other; nor the table, which the merge left as it was (the
-    # upload that wrote it kept a copy, bundler.hub.tablecache)
+    # upload that wrote it kept a copy, bundler.hub.leaderboard.tablecache)
     assert downloads == {Path(p).name for p in bundle_files(merged)}
     latest = hub.commits(repo_id)[0]
     assert set(latest.files_changed) == {ALL_TABLE, task_table("delta"), README}

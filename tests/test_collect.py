@@ -21,7 +21,7 @@ from helpers import (
 )
 
 from bundler.core.errors import NoRunSelectedError, UsageError
-from bundler.hub.rowcount import split_rows
+from bundler.hub.tasks.split_size import split_rows
 from bundler.local.collect import CollectOptions, CollectReport, collect, parse_expectations
 from bundler.local.layout import TEMP_PREFIX, TEMP_SUFFIX
 from bundler.local.submitter import Submitter

@@ -21,7 +21,7 @@ from helpers import BUNDLER, run_cli
 from hubserver import Fault, HubServer, client_env
 from test_upload import make_bundles, upload
 
-from bundler.hub.layout import README
+from bundler.hub.repo.paths import README
 
 
 @pytest.fixture

@@ -1046,11 +1046,11 @@ def test_repo_info_with_expand_answers_only_what_was_asked(hub: HubServer, api: 
 def plain_client() -> Iterator[None]:
     """huggingface_hub's own client, as any user of the server has it: the bundler's commands
     run in this process may have bounded the shared session's waits on 429s (a response hook,
-    bundler.hub.ratelimit), which would answer for the server here; it is put back after."""
+    bundler.hub.client.ratelimit), which would answer for the server here; it is put back after."""
     from huggingface_hub import set_client_factory
     from huggingface_hub.utils._http import default_client_factory
 
-    from bundler.hub import ratelimit
+    from bundler.hub.client import ratelimit
 
     set_client_factory(default_client_factory)
     yield

@@ -10,7 +10,7 @@ from factory import RunSpec
 from helpers import build, forge, one_line_error, only_bundle, read_members, run_cli
 
 from bundler.core.errors import UsageError
-from bundler.hub.rows import build_row
+from bundler.hub.leaderboard.rows import build_row
 from bundler.local.collect import CollectOptions
 from bundler.local.inspection import inspect_bundle
 from bundler.local.manifest import Sidecar

@@ -161,14 +161,14 @@ def test_the_environment_holds_the_runtime_dependencies_only(installed: Installe
 
 _TABLES_ALONE = """
 import json, sys
-from bundler.hub.boards import TaskBoard
-from bundler.hub.rows import TableRow
-from bundler.hub.tables import Leaderboard, task_table_bytes
+from bundler.hub.leaderboard.ranking import TaskBoard
+from bundler.hub.leaderboard.rows import TableRow
+from bundler.hub.leaderboard.tables import AllTasksTable, task_table_bytes
 rows = [TableRow.model_validate(row) for row in json.loads(sys.argv[1])]
-board = Leaderboard.empty().updated(rows[:2]).updated(rows[1:], removed=[rows[0].bundle_id])
+board = AllTasksTable.empty().updated(rows[:2]).updated(rows[1:], removed=[rows[0].bundle_id])
 task = rows[-1].task_name
 table = task_table_bytes(TaskBoard.of(task, board.rows(task)))
-again = Leaderboard.read(board.bytes())
+again = AllTasksTable.read(board.bytes())
 print(json.dumps({"ids": [row.bundle_id for row in again.rows()], "table_bytes": len(table)}))
 """
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bundler.hub.layout import (
+from bundler.hub.repo.paths import (
     ALL_TABLE,
     ALL_TASKS_CONFIG,
     TASK_TABLES_DIR,

@@ -14,13 +14,13 @@ import yaml
 from factory import RunSpec, write_tree
 from helpers import run_python
 
-from bundler.hub.boards import TaskBoard
-from bundler.hub.card import render_dataset_card
-from bundler.hub.layout import ALL_TABLE, BUNDLES_DIR, README, task_table
-from bundler.hub.leaderboard import BranchTables
-from bundler.hub.remote import git_blob_id
-from bundler.hub.rows import METRICS_AFTER, TableRow, TaskRow, build_row, metric_column
-from bundler.hub.tables import Leaderboard, task_table_bytes
+from bundler.hub.client.remote import git_blob_id
+from bundler.hub.leaderboard.branch import BranchTables
+from bundler.hub.leaderboard.card import render_dataset_card
+from bundler.hub.leaderboard.ranking import TaskBoard
+from bundler.hub.leaderboard.rows import METRICS_AFTER, TableRow, TaskRow, build_row, metric_column
+from bundler.hub.leaderboard.tables import AllTasksTable, task_table_bytes
+from bundler.hub.repo.paths import ALL_TABLE, BUNDLES_DIR, README, task_table
 from bundler.local.collect import CollectOptions, collect
 from bundler.local.verify import find_archives, read_bundle
 
@@ -87,7 +87,7 @@ def repository(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Tab
         row = build_row(reading.sidecar, reading.metrics_text, published_at=published)
         blob = git_blob_id(reading.sidecar_data)
         rows.append(TableRow(**row.model_dump(), sidecar_blob_id=blob))
-    board = Leaderboard.of(rows)
+    board = AllTasksTable.of(rows)
     boards = [TaskBoard.of(task, board.rows(task)) for task in board.tasks()]
     files = {ALL_TABLE: board.bytes()}
     files |= {task_table(b.task): task_table_bytes(b) for b in boards}
@@ -296,9 +296,9 @@ def test_duckdb_queries_the_tables_where_they_are(
 TABLE_COPY = """
 import hashlib, json, os, sys
 from pathlib import Path
-from bundler.hub.remote import RemoteFile, git_blob_id
-from bundler.hub.session import HubSession
-from bundler.hub.tablecache import cached_table, keep_table
+from bundler.hub.client.remote import RemoteFile, git_blob_id
+from bundler.hub.client.session import HubSession
+from bundler.hub.leaderboard.tablecache import cached_table, keep_table
 
 where = (HubSession("org/board", token=False), "leaderboard/bundles.parquet")
 table, other = b"PAR1 the table PAR1", b"PAR1 another table PAR1"
@@ -329,8 +329,8 @@ print(json.dumps(shown))
 
 @pytest.mark.parametrize("home", ["writable", "unwritable"])
 def test_a_kept_table_stands_in_only_for_the_very_bytes_listed(tmp_path: Path, home: str) -> None:
-    """bundler.hub.tablecache: one copy per repository and table under HF_HOME, used only
-    when it holds the bytes the branch lists (by sha256 or git blob id), never through a link;
+    """bundler.hub.leaderboard.tablecache: one copy per repository and table under HF_HOME, used
+    only when it holds the bytes the branch lists (by sha256 or git blob id), never through a link;
     a home that cannot be written keeps nothing and breaks nothing."""
     hf_home = tmp_path / "home"
     if home == "unwritable":

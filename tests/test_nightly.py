@@ -21,7 +21,7 @@ from factory import RunSpec, write_tree
 from helpers import FORK_COUNTER, run_python
 
 from bundler.core.progress import NoProgress
-from bundler.hub.upload import gather_local
+from bundler.hub.publish.upload import gather_local
 from bundler.local.collect import (
     FORK_WEIGHT,
     RUN_WEIGHT,

@@ -9,8 +9,8 @@ import pytest
 from factory import RunSpec, write_tree
 
 from bundler.core.progress import NoProgress
-from bundler.hub.layout import repo_archive, repo_paths, repo_sidecar
-from bundler.hub.plan import (
+from bundler.hub.client.remote import RemoteFile, git_blob_id
+from bundler.hub.publish.plan import (
     FILES_PER_BUNDLE,
     MAX_FILES_PER_COMMIT,
     PR_BUNDLES_PER_COMMIT,
@@ -28,8 +28,8 @@ from bundler.hub.plan import (
     replan,
     triage,
 )
-from bundler.hub.remote import RemoteFile, git_blob_id
-from bundler.hub.upload import gather_local
+from bundler.hub.publish.upload import gather_local
+from bundler.hub.repo.paths import repo_archive, repo_paths, repo_sidecar
 from bundler.local.collect import CollectOptions, collect
 
 NOW = "2026-12-01T10:00:00Z"

@@ -22,15 +22,15 @@ from huggingface_hub import CommitOperationAdd, HfApi
 from pydantic import SecretStr
 
 from bundler.core.progress import NoProgress
-from bundler.hub import review_act
-from bundler.hub.layout import ALL_TABLE, TASKS_FILE, repo_archive, repo_sidecar
-from bundler.hub.markdown import markdown_code, markdown_text
-from bundler.hub.plan import LocalBundle
-from bundler.hub.review import ReviewOptions
-from bundler.hub.review import review as review_in_process
-from bundler.hub.review_act import report_digest
-from bundler.hub.tables import Leaderboard
-from bundler.hub.upload import gather_local
+from bundler.hub.leaderboard.tables import AllTasksTable
+from bundler.hub.publish.plan import LocalBundle
+from bundler.hub.publish.upload import gather_local
+from bundler.hub.repo.markdown import markdown_code, markdown_text
+from bundler.hub.repo.paths import ALL_TABLE, TASKS_FILE, repo_archive, repo_sidecar
+from bundler.hub.review import act as review_act
+from bundler.hub.review.act import report_digest
+from bundler.hub.review.round import ReviewOptions
+from bundler.hub.review.round import review as review_in_process
 from bundler.local.collect import CollectOptions, collect
 from bundler.local.submitter import Submitter
 
@@ -240,7 +240,7 @@ def test_two_submitters_reviewed_commented_once_and_the_clean_one_merged(world: 
         path for path in hub.list_files(repo_id) if path.startswith("bundles/claude-opus_")
     }
     assert merge_commit.oid[:12] in comments(world, 1)[-1]  # the closing comment links it
-    table = Leaderboard.read(hub.file_bytes(repo_id, ALL_TABLE) or b"")
+    table = AllTasksTable.read(hub.file_bytes(repo_id, ALL_TABLE) or b"")
     assert len(table) == 2
     (merged_row,) = [row for row in table.rows() if row.bundle_id.startswith("claude-opus_")]
     assert merged_row.published_at  # stamped at the merge
@@ -726,7 +726,7 @@ def test_a_concurrent_commit_to_main_makes_the_merge_plan_again(world: World) ->
     (pr,) = report["pull_requests"]
     assert code == 0 and pr["merge"] == "merged", stderr
     assert ".race/1" in hub.list_files(repo_id)  # someone else's commit, kept
-    table = Leaderboard.read(hub.file_bytes(repo_id, ALL_TABLE) or b"")
+    table = AllTasksTable.read(hub.file_bytes(repo_id, ALL_TABLE) or b"")
     assert any(row.bundle_id.startswith("raced_") for row in table.rows())
     assert hub.commits(repo_id)[0].oid == pr["merge_commit"]
 

@@ -12,10 +12,17 @@ from factory import RunSpec, write_tree
 from bundler.core.checks import CheckResult
 from bundler.core.errors import HubError
 from bundler.core.progress import NoProgress
-from bundler.hub.layout import TASKS_FILE, bundle_of_path, repo_archive, repo_paths, repo_sidecar
-from bundler.hub.plan import LocalBundle
-from bundler.hub.remote import RemoteFile, git_blob_id
-from bundler.hub.review_judge import (
+from bundler.hub.client.remote import RemoteFile, git_blob_id
+from bundler.hub.publish.plan import LocalBundle
+from bundler.hub.publish.upload import gather_local
+from bundler.hub.repo.paths import (
+    TASKS_FILE,
+    bundle_of_path,
+    repo_archive,
+    repo_paths,
+    repo_sidecar,
+)
+from bundler.hub.review.judge import (
     BundleReview,
     GatheredBundle,
     GatheredPullRequest,
@@ -28,8 +35,7 @@ from bundler.hub.review_judge import (
     proposed_bundles,
     replacement_check,
 )
-from bundler.hub.taskdefs import TaskDefinition, TaskDefinitions
-from bundler.hub.upload import gather_local
+from bundler.hub.tasks.definitions import TaskDefinition, TaskDefinitions
 from bundler.local.collect import CollectOptions, collect
 from bundler.local.layout import BundleId, LayoutError
 from bundler.local.submitter import Submitter

@@ -17,8 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bundler.core.errors import RowError
-from bundler.hub.layout import ROWS_DIR, repo_row, row_ids_in
-from bundler.hub.rows import (
+from bundler.hub.leaderboard.rows import (
     BundleRow,
     TableRow,
     TaskRow,
@@ -27,6 +26,7 @@ from bundler.hub.rows import (
     read_row,
     utc_timestamp,
 )
+from bundler.hub.repo.paths import ROWS_DIR, repo_row, row_ids_in
 from bundler.local.metrics import flatten_metrics
 
 COLUMN = re.compile(r"[A-Za-z0-9_.-]{1,74}")

@@ -19,7 +19,7 @@ from test_upload import commit_posts, local_files, table_rows
 from bundler.core import exitcodes
 from bundler.core.errors import Terminated
 from bundler.core.progress import NoProgress
-from bundler.hub.upload import UploadOptions
+from bundler.hub.publish.upload import UploadOptions
 from bundler.local.collect import CollectOptions
 from bundler.local.discover import SPLIT_PENDING
 from bundler.sync import SyncOptions

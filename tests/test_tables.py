@@ -15,13 +15,13 @@ import pytest
 from factory import make_row
 
 from bundler.core.errors import RowError
-from bundler.hub.boards import TaskBoard
-from bundler.hub.rows import METRICS_AFTER, TableRow, TaskRow
-from bundler.hub.tables import (
+from bundler.hub.leaderboard.ranking import TaskBoard
+from bundler.hub.leaderboard.rows import METRICS_AFTER, TableRow, TaskRow
+from bundler.hub.leaderboard.tables import (
     ALL_SCHEMA,
     LAYOUT_KEY,
     MAX_METRIC_COLUMNS,
-    Leaderboard,
+    AllTasksTable,
     arrow_schema,
     parquet_bytes,
     task_table_bytes,
@@ -64,21 +64,21 @@ def vqa_board(rows: list[TableRow]) -> TaskBoard:
 
 def test_the_same_rows_give_byte_identical_tables_whatever_their_order() -> None:
     rows = some_rows()
-    table = Leaderboard.of(rows).bytes()
+    table = AllTasksTable.of(rows).bytes()
     task = task_table_bytes(vqa_board(rows))
     for seed in range(5):
         shuffled = rows[:]
         random.Random(seed).shuffle(shuffled)
-        assert Leaderboard.of(shuffled).bytes() == table
-        assert Leaderboard.of(shuffled + shuffled[:2]).bytes() == table  # a row twice: once
+        assert AllTasksTable.of(shuffled).bytes() == table
+        assert AllTasksTable.of(shuffled + shuffled[:2]).bytes() == table  # a row twice: once
         assert task_table_bytes(vqa_board(shuffled)) == task
     # rebuilt from scratch, not the same objects: equal values, equal bytes
-    assert Leaderboard.of(some_rows()).bytes() == table
+    assert AllTasksTable.of(some_rows()).bytes() == table
 
 
 def test_a_table_reads_back_as_the_rows_written() -> None:
     rows = some_rows()
-    board = Leaderboard.read(Leaderboard.of(rows).bytes())
+    board = AllTasksTable.read(AllTasksTable.of(rows).bytes())
     assert len(board) == 5
     assert board.rows() == sorted(rows, key=lambda row: row.bundle_id)
     assert board.tasks() == ["expert-vqa", "maze"]
@@ -88,8 +88,8 @@ def test_a_table_reads_back_as_the_rows_written() -> None:
     assert index["llama_1054f537/expert-vqa@a1b2c3d4"].published_at == "0999-01-01T00:00:00Z"
     assert {entry.archive_sha256 for entry in index.values()} == {"0" * 64}
     assert (
-        Leaderboard.empty().rows() == []
-        and Leaderboard.read(Leaderboard.empty().bytes()).rows() == []
+        AllTasksTable.empty().rows() == []
+        and AllTasksTable.read(AllTasksTable.empty().bytes()).rows() == []
     )
 
 
@@ -99,17 +99,17 @@ def test_a_table_read_back_is_written_with_the_same_bytes() -> None:
     and the table was written again with those names, so every branch's first refresh after
     an upload committed an all-tasks table that had not changed."""
     rows = some_rows()
-    data = Leaderboard.of(rows).bytes()
-    board = Leaderboard.read(data)
+    data = AllTasksTable.of(rows).bytes()
+    board = AllTasksTable.read(data)
     assert board.bytes() == data
     assert board.table.schema == ALL_SCHEMA
     extra = make_row("mistral")
-    assert board.updated([extra]).bytes() == Leaderboard.of([*rows, extra]).bytes()
+    assert board.updated([extra]).bytes() == AllTasksTable.of([*rows, extra]).bytes()
     assert board.updated([], removed=[extra.bundle_id]).bytes() == data
 
 
 def test_the_all_tasks_table_has_the_table_row_columns_and_utc_timestamps() -> None:
-    table = read(Leaderboard.of(some_rows()).bytes())
+    table = read(AllTasksTable.of(some_rows()).bytes())
     assert table.column_names == list(TableRow.model_fields)
     assert table.schema.field("published_at").type == pa.timestamp("ms", tz="UTC")
     assert table.schema.field("metrics").type == pa.list_(
@@ -174,38 +174,38 @@ def other_layout(data: bytes, metadata: dict[bytes, bytes] | None) -> bytes:
 def test_a_file_of_another_layout_or_other_columns_is_refused(
     make: Callable[[bytes], bytes], problem: str
 ) -> None:
-    data = make(Leaderboard.of(some_rows()).bytes())
+    data = make(AllTasksTable.of(some_rows()).bytes())
     with pytest.raises(RowError, match=problem.replace("(", r"\(")):
-        Leaderboard.read(data)
+        AllTasksTable.read(data)
 
 
 def test_the_layout_mark_alone_does_not_make_a_table() -> None:
     """Rows of the right columns that this bundler would not write are refused when read."""
-    table = read(Leaderboard.of(some_rows()).bytes())
+    table = read(AllTasksTable.of(some_rows()).bytes())
     bad = table.set_column(0, ALL_SCHEMA.field("bundle_id"), pa.array(["../x"] * 5))
-    board = Leaderboard.read(parquet_bytes(bad.replace_schema_metadata(ALL_SCHEMA.metadata)))
+    board = AllTasksTable.read(parquet_bytes(bad.replace_schema_metadata(ALL_SCHEMA.metadata)))
     with pytest.raises(RowError, match="not one this bundler writes"):
         board.rows()
 
 
 def test_updated_replaces_and_removes_rows_as_if_written_anew() -> None:
     rows = some_rows()
-    board = Leaderboard.of(rows)
+    board = AllTasksTable.of(rows)
     changed = rows[0].model_copy(update={"sidecar_blob_id": "b" * 40, "rows_present": 4})
     new = make_row("mistral", metrics={"em": {"acc": 0.1}})
     gone = rows[2].bundle_id
     updated = board.updated([new, changed], removed=[gone])
     expected = [changed, new, *(row for row in rows[1:] if row.bundle_id != gone)]
     assert updated.rows() == sorted(expected, key=lambda row: row.bundle_id)
-    assert updated.bytes() == Leaderboard.of(expected).bytes()
+    assert updated.bytes() == AllTasksTable.of(expected).bytes()
     assert updated.index()[changed.bundle_id].sidecar_blob_id == "b" * 40
     assert gone not in updated.index() and len(board) == 5  # the original is unchanged
     # a row both updated and removed is updated; removing an unknown id is nothing
     assert board.updated([], removed=["nobody_00000000/x@unpinned"]).bytes() == board.bytes()
     assert board.updated([rows[1]], removed=[rows[1].bundle_id]).rows() == board.rows()
     emptied = board.updated([], removed=[row.bundle_id for row in rows])
-    assert len(emptied) == 0 and emptied.bytes() == Leaderboard.empty().bytes()
-    assert Leaderboard.empty().updated(rows).bytes() == board.bytes()
+    assert len(emptied) == 0 and emptied.bytes() == AllTasksTable.empty().bytes()
+    assert AllTasksTable.empty().updated(rows).bytes() == board.bytes()
 
 
 def test_a_task_table_is_ranked_with_its_metric_columns_after_the_player() -> None:
@@ -264,10 +264,10 @@ def test_a_task_table_is_capped_when_the_earliest_bundle_floods_it_too() -> None
 
 
 def test_an_empty_leaderboard_is_a_table_of_the_same_columns() -> None:
-    data = Leaderboard.empty().bytes()
+    data = AllTasksTable.empty().bytes()
     table = read(data)
     assert table.num_rows == 0 and table.schema.equals(ALL_SCHEMA)
     assert table.schema.metadata == ALL_SCHEMA.metadata
-    assert len(Leaderboard.read(data)) == 0
+    assert len(AllTasksTable.read(data)) == 0
     with io.BytesIO(data) as stream:
         assert pq.ParquetFile(stream).metadata.num_row_groups <= 1

@@ -18,9 +18,9 @@ from huggingface_hub import CommitOperationDelete, HfApi
 
 from bundler.core.errors import HubAccessError
 from bundler.core.progress import NoProgress
-from bundler.hub.layout import ALL_TABLE, repo_sidecar
-from bundler.hub.session import HubSession
-from bundler.hub.upload import gather_local
+from bundler.hub.client.session import HubSession
+from bundler.hub.publish.upload import gather_local
+from bundler.hub.repo.paths import ALL_TABLE, repo_sidecar
 from bundler.local.collect import CollectOptions, collect
 from bundler.local.layout import CACHE_NAMES, LOCK_NAME, BundleId
 
@@ -381,7 +381,7 @@ VERIFY_AHEAD = (
 import json, sys
 from pathlib import Path
 from bundler.core.progress import NoProgress
-from bundler.hub.upload import verifying_ahead
+from bundler.hub.publish.upload import verifying_ahead
 try:
     in_child = sys.argv[2] == "child"
     with verifying_ahead(
@@ -449,7 +449,7 @@ def test_the_verifying_childs_watch_ends_it_once_its_parent_is_another() -> None
     probe = (
         "import os, sys\n"
         "from bundler.core.forked import orphan_watch\n"
-        "from bundler.hub.upload import ParentWatch\n"
+        "from bundler.hub.publish.upload import ParentWatch\n"
         "ParentWatch(orphan_watch(os.getppid())).advance()\n"
         "print('same parent: going on', flush=True)\n"  # os._exit flushes nothing
         "ParentWatch(orphan_watch(os.getppid() + 1)).begin('x', None)\n"
@@ -480,7 +480,7 @@ def test_a_process_with_native_threads_forks_no_child(bundles: Path) -> None:
         FORK_COUNTER + "from pathlib import Path\n"
         "from bundler.core.forked import can_fork\n"
         "from bundler.core.progress import NoProgress\n"
-        "from bundler.hub.upload import verifying_ahead\n"
+        "from bundler.hub.publish.upload import verifying_ahead\n"
         "before = can_fork()\n"
         "import pyarrow\n"
         "kw = dict(allow_partial=False, progress=NoProgress(), in_child=True)\n"

@@ -15,8 +15,8 @@ from factory import RunSpec, write_tree
 from hubserver import Fault, HubServer
 from test_upload import make_bundles, upload
 
-from bundler.hub.upload import UploadOptions
-from bundler.hub.upload import upload as upload_library
+from bundler.hub.publish.upload import UploadOptions
+from bundler.hub.publish.upload import upload as upload_library
 from bundler.local.collect import CollectOptions, collect
 
 LAST_NIGHT = RunSpec(rows=3)

@@ -14,9 +14,9 @@ from helpers import BUNDLER, cli_env, run_cli
 from hubserver import LOST_RESPONSE, RACE, Fault, HubServer
 from test_upload import commit_posts, local_files, make_bundles, upload
 
-from bundler.hub import session as hub_module
-from bundler.hub.upload import UploadOptions
-from bundler.hub.upload import upload as upload_library
+from bundler.hub.client import session as hub_module
+from bundler.hub.publish.upload import UploadOptions
+from bundler.hub.publish.upload import upload as upload_library
 
 
 def remote_bundle_files(hub: HubServer, repo_id: str, revision: str = "main") -> dict[str, bytes]:

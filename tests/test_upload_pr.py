@@ -15,9 +15,9 @@ from hubserver import HubServer
 from huggingface_hub import HfApi
 from test_upload import make_bundles, upload
 
-from bundler.hub.layout import README, repo_paths
-from bundler.hub.plan import PR_BUNDLES_PER_COMMIT
-from bundler.hub.pullrequest import read_pr_state
+from bundler.hub.publish.plan import PR_BUNDLES_PER_COMMIT
+from bundler.hub.publish.pr_description import read_pr_state
+from bundler.hub.repo.paths import README, repo_paths
 from bundler.local.layout import BundleId
 
 ALICE = WRITE_TOKEN  # user "leaderboard-bot"

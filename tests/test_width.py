@@ -104,7 +104,7 @@ def rendered_upload(outcomes: dict[str, int]) -> str:
     from rich.console import Console
 
     from bundler.cli.render import render_upload
-    from bundler.hub.plan import BundlePlan, UploadReport
+    from bundler.hub.publish.plan import BundlePlan, UploadReport
 
     bundles = [
         BundlePlan(

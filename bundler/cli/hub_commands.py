@@ -30,8 +30,8 @@ from bundler.cli.tokens import secrets_of, token_to_send
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from bundler.hub.taskdefine import DefineReport
-    from bundler.hub.upload import UploadOptions
+    from bundler.hub.publish.upload import UploadOptions
+    from bundler.hub.tasks.define import DefineReport
 
 
 def upload_options(
@@ -49,7 +49,7 @@ def upload_options(
     max_wait: float | None = None,
 ) -> UploadOptions:
     """The upload options from the command line (shared by upload and sync)."""
-    from bundler.hub.upload import UploadOptions
+    from bundler.hub.publish.upload import UploadOptions
 
     return UploadOptions(
         repo_id=repo,
@@ -99,7 +99,7 @@ def upload_command(
     is published or already there, 1 if a bundle was refused or conflicts, 2 for a problem to fix
     first (token, access, repository, revision), 75 if the Hub stayed unavailable (retry later)."""
     from bundler.cli.render import render_upload
-    from bundler.hub.upload import upload
+    from bundler.hub.publish.upload import upload
 
     console = stderr_console()
 
@@ -146,13 +146,13 @@ def card_command(
     --dry-run), checked first (exit 2). Exit 1 if a bundle could not be read or verified (it is
     named and left out), or the card would be refused."""
     from bundler.cli.render import render_card
-    from bundler.hub.refresh import refresh_card
-    from bundler.hub.session import HubSession
+    from bundler.hub.client.session import HubSession
+    from bundler.hub.leaderboard.card_refresh import refresh_card
 
     console = stderr_console()
 
     def action() -> int:
-        from bundler.hub.session import quiet_hub_client
+        from bundler.hub.client.session import quiet_hub_client
 
         quiet_hub_client()
         session = HubSession(repo, token=token_to_send(token))
@@ -195,12 +195,12 @@ def download_command(
     Exit 1 if any bundle was rejected, not found or could not be saved, 75 if the Hub stayed
     unavailable."""
     from bundler.cli.render import render_download
-    from bundler.hub.download import download
+    from bundler.hub.repo.download import download
 
     console = stderr_console()
 
     def action() -> int:
-        from bundler.hub.session import quiet_hub_client
+        from bundler.hub.client.session import quiet_hub_client
 
         quiet_hub_client()
         with progress_on(console) as progress:
@@ -291,7 +291,7 @@ def review_command(
             "accepts warnings for a merge: give --merge too", param_hint="--accept"
         )
     from bundler.cli.render import render_review
-    from bundler.hub.review import ReviewOptions, review
+    from bundler.hub.review.round import ReviewOptions, review
 
     console = stderr_console()
 
@@ -306,7 +306,7 @@ def review_command(
             token=token_to_send(token),
             accept=accept or [],
         )
-        from bundler.hub.session import quiet_hub_client
+        from bundler.hub.client.session import quiet_hub_client
 
         quiet_hub_client()
         with progress_on(console) as progress:
@@ -361,14 +361,14 @@ def tasks_define_command(
     from pydantic import ValidationError
 
     from bundler.core.errors import UsageError
-    from bundler.hub.session import HubSession
-    from bundler.hub.taskdefine import define_task
-    from bundler.hub.taskdefs import TaskDefinition
+    from bundler.hub.client.session import HubSession
+    from bundler.hub.tasks.define import define_task
+    from bundler.hub.tasks.definitions import TaskDefinition
 
     console = stderr_console()
 
     def action() -> int:
-        from bundler.hub.session import quiet_hub_client
+        from bundler.hub.client.session import quiet_hub_client
 
         quiet_hub_client()
         try:

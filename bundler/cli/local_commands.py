@@ -97,7 +97,9 @@ def collect_command(
         )
         row_counts = None
         if resolve_rows:
-            from bundler.hub.rowcount import RowCountResolver  # the Hub client only when asked
+            from bundler.hub.tasks.split_size import (
+                RowCountResolver,  # the Hub client only when asked
+            )
 
             row_counts = RowCountResolver(token_to_send(token))
         with progress_on(console) as progress:

@@ -20,11 +20,11 @@ from bundler.core.progress import NoProgress, ProgressSink
 
 if TYPE_CHECKING:
     from bundler.core.checks import CheckResult
-    from bundler.hub.download import DownloadReport
-    from bundler.hub.plan import BundlePlan
-    from bundler.hub.refresh import CardRefresh
-    from bundler.hub.review import ReviewReport
-    from bundler.hub.upload import UploadReport
+    from bundler.hub.leaderboard.card_refresh import CardRefresh
+    from bundler.hub.publish.plan import BundlePlan
+    from bundler.hub.publish.upload import UploadReport
+    from bundler.hub.repo.download import DownloadReport
+    from bundler.hub.review.round import ReviewReport
     from bundler.local.collect import CollectReport
     from bundler.local.diff import BundleDiff
     from bundler.local.export import ExportReport

@@ -1,7 +1,7 @@
 """Work done ahead in a forked child while this process does something else, on a second core.
 
 Three stages use it: upload verifies the bundles while the Hub client loads
-(bundler.hub.upload; sync begins that beside collect's last checks when nothing is new,
+(bundler.hub.publish.upload; sync begins that beside collect's last checks when nothing is new,
 bundler.sync), collect's discovery shares the walk of a large tree of runs, one lstat per
 file, with this process, which may first load the Hub client (sync; bundler.local.discover),
 and collect bundles the later half of many runs while this process bundles the first

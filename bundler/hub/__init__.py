@@ -1,8 +1,19 @@
 """The Hub wing: everything that talks to a Hugging Face dataset repository.
 
-The only importer of huggingface_hub. `session` wraps the client (errors, retries), `layout`
-names the repository's paths, `rows` and `card` build what the viewer shows, `plan` decides what
-an upload commits (pure, from values) and `publish` carries it out, `upload`, `download` and
-`review` are the operations the commands call. It stands on the local format and the core, and
-never imports typer or rich.
+The only importer of huggingface_hub. Its sub-packages, each named by what it holds, from the
+bottom up:
+
+- `client`: one session over the Hub client (its errors read, reads retried, commits
+  re-planned on a head that moved), what a token may do, the rate limits;
+- `repo`: the repository's files: every path (`paths`), bundles fetched from it and verified
+  (`download`, Stage 6), the Markdown posted on it made inert;
+- `tasks`: the maintainers' task definitions, `bundler tasks define`, and the size of the
+  dataset split a task runs on;
+- `leaderboard`: each bundle's row, a task's ranking, the Parquet tables, the dataset card, a
+  branch's tables caught up with its bundles, and `bundler card`;
+- `publish`: Stage 5, `bundler upload`: what to commit, planned from values, then carried out;
+- `review`: Stage 7, `bundler review`: each pull request gathered, judged, acted on.
+
+Each stands on those above it (`tasks.define`, a command, on the leaderboard it rewrites too),
+on the local format and on the core; none imports typer or rich.
 """

@@ -51,8 +51,8 @@ if TYPE_CHECKING:
 
 class RowCountLookup(Protocol):
     """Where `collect` learns a dataset split's row count when `--expect` does not give it
-    (`bundler.hub.rowcount.RowCountResolver` asks the Hub). A parameter rather than an import,
-    so the local format never reaches the network itself."""
+    (`bundler.hub.tasks.split_size.RowCountResolver` asks the Hub). A parameter rather than an
+    import, so the local format never reaches the network itself."""
 
     def rows(self, identity: StaticsIdentity) -> tuple[int | None, str | None]:
         """The row count, or None with the reason as a warning."""

@@ -5,7 +5,7 @@ else, and every path a bundle occupies in a local bundles folder (its archive an
 derived from a `BundleId` value, never built from strings elsewhere. A value validates itself,
 so a path that reached this module from a stranger (a repository listing, a manifest, a command
 line) cannot escape its folder. The repository's paths, which the Hub wing owns, are derived
-from the same value in `bundler.hub.layout`.
+from the same value in `bundler.hub.repo.paths`.
 """
 
 from __future__ import annotations

@@ -1,0 +1,160 @@
+"""A commit to the Hub, made on the head it was planned on, and planned again when it fails.
+
+The client does not retry a commit. `commit_replanned` makes it naming its parent, so a
+concurrent commit makes the Hub answer 412 instead of being clobbered; after that, or a fault
+whose outcome is unknown (a lost response), it plans the commit again on the current head
+before trying again, so a commit that landed after all is found there instead of being made
+twice. A dataset card the Hub refuses is left out, and the rest committed without it.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from huggingface_hub import CommitInfo, CommitOperationAdd, CommitOperationDelete
+
+from bundler.core.errors import (
+    BundlerError,
+    HubError,
+    HubRateLimitError,
+    HubUnavailableError,
+    TemporaryError,
+)
+from bundler.hub.client.retry import RETRY_MAX_SECONDS
+from bundler.hub.client.session import (
+    REPO_TYPE,
+    HubSession,
+    is_transient,
+    retry_after_of,
+    status_of,
+)
+
+CARD_REFUSED = re.compile(r"README\.md|metadata|yaml", re.IGNORECASE)
+"""What a Hub refusal (400, 413) of a commit says when it is the dataset card it refuses."""
+
+
+def is_card_refusal(error: BaseException) -> bool:
+    """The Hub refused a commit's dataset card (its metadata), not the commit: validate-yaml's
+    400 reaches us as the client's ValueError("Invalid metadata in README.md ...")."""
+    if isinstance(error, ValueError) and "README.md" in str(error):
+        return True
+    return status_of(error) in (400, 413) and bool(CARD_REFUSED.search(str(error)))
+
+
+@dataclass(frozen=True)
+class PlannedCommit:
+    """One commit, planned on `parent` (the head of `revision` when it was planned)."""
+
+    revision: str
+    parent: str
+    operations: list[CommitOperationAdd | CommitOperationDelete]
+    summary: str
+    description: str
+    doing: str
+    create_pr: bool = False
+    write_hint: str | None = None
+    """What to do when the token may not write here (see HubSession.describe)."""
+    card: str | None = None
+    """The path of the dataset card among `operations`, when the commit carries one beside
+    other files: the Hub refusing the card (400, 413) then does not refuse the rest."""
+    on_card_refused: Callable[[HubError], None] | None = None
+    """Told why, when the commit was made again without the card."""
+
+
+def commit_replanned(
+    session: HubSession,
+    plan: Callable[[], PlannedCommit | None],
+    *,
+    attempts: int,
+    retry_wait: float,
+    on_transient: Callable[[], None] | None = None,
+) -> CommitInfo | None:
+    """Plan a commit on the current head and make it, naming that head as its parent.
+
+    When another commit got there first (409, 412), or the Hub failed or rate-limited the
+    commit, or the connection dropped, nothing is retried blindly: `plan` runs again on the new
+    head, so what landed meanwhile (our own commit after a lost response too) is seen and not
+    committed twice. `plan` returns None when there is nothing (left) to commit, and so does
+    this function. `on_transient` runs after a transient failure, before re-planning. A Hub
+    that cannot be read while re-planning costs an attempt, like a failed commit. When the
+    attempts run out, HubUnavailableError (exit 75) names the last problem.
+    """
+    last_problem = "no attempt made"
+    for attempt in range(attempts):
+        backoff = min(retry_wait * 2**attempt, RETRY_MAX_SECONDS)
+        try:
+            planned = plan()
+        except TemporaryError as error:
+            if attempt == 0 or isinstance(error, HubRateLimitError):
+                raise  # nothing was tried yet: the Hub's state is as it was read before
+            # After a failed commit, whose outcome may be unknown (a lost response): the
+            # Hub must be read again before anything is said about it, so wait and re-plan.
+            last_problem = error.message
+            time.sleep(backoff)
+            continue
+        if planned is None:
+            return None
+        try:
+            return _commit_or_without_card(session, planned)
+        except Exception as error:
+            if isinstance(error, BundlerError):
+                raise
+            status = status_of(error)
+            if status in (409, 412):  # someone else committed first: re-plan on their head
+                last_problem = f"HTTP {status} (a concurrent commit)"
+                time.sleep(random.uniform(0.05, 0.4))
+                continue
+            if not is_transient(error):
+                raise session.describe(
+                    error,
+                    doing=planned.doing,
+                    create_pr=planned.create_pr,
+                    write_hint=planned.write_hint,
+                ) from None
+            last_problem = session.describe(error, doing=planned.doing).message
+            if on_transient is not None:
+                on_transient()
+            time.sleep(retry_after_of(error) or backoff)
+    raise HubUnavailableError(
+        f"not committed after {attempts} attempts; last: {last_problem}",
+        hint="run the same command again later; it resumes where it stopped",
+    )
+
+
+def _commit(
+    session: HubSession,
+    planned: PlannedCommit,
+    operations: list[CommitOperationAdd | CommitOperationDelete],
+) -> CommitInfo:
+    return session.api.create_commit(
+        session.repo_id,
+        operations,
+        commit_message=planned.summary,
+        commit_description=planned.description,
+        repo_type=REPO_TYPE,
+        revision=planned.revision,
+        create_pr=planned.create_pr,
+        parent_commit=planned.parent,
+    )
+
+
+def _commit_or_without_card(session: HubSession, planned: PlannedCommit) -> CommitInfo:
+    """Make the planned commit; when the Hub refuses its dataset card (a 400 or 413 naming
+    README.md or its metadata, on validate-yaml or on the commit), make it once more without
+    the card, on the same parent, and tell `planned.on_card_refused` why: a card the Hub
+    will not take never keeps the bundles from being published."""
+    try:
+        return _commit(session, planned, planned.operations)
+    except Exception as error:
+        rest = [op for op in planned.operations if op.path_in_repo != planned.card]
+        if planned.card is None or not rest or not is_card_refusal(error):
+            raise
+        refusal = session.describe(error, doing=f"committing {planned.card}")
+    info = _commit(session, planned, rest)
+    if planned.on_card_refused is not None:
+        planned.on_card_refused(refusal)
+    return info

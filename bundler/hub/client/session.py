@@ -1,0 +1,465 @@
+"""Talking to the Hugging Face Hub: one session object over the real `huggingface_hub` client,
+and the translation of its errors into ones a user can act on.
+
+The client retries some calls itself (preupload, LFS transfers) but not the commit, and not
+the small JSON calls. `call` therefore retries the idempotent reads that the bundler's
+decisions rest on, so one dropped connection does not abort a nightly upload; the commit's own
+faults are handled by `commit_replanned` (bundler.hub.client.commit), which re-plans on the
+current head before trying again, so a commit whose response was lost is found there instead of
+being made twice.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import BinaryIO, TypeVar
+
+import httpx2  # the transport huggingface_hub itself uses; its errors are connection faults
+from huggingface_hub import (
+    HfApi,
+    get_session,
+    get_token,
+    hf_hub_url,
+    hf_raise_for_status,
+)
+from huggingface_hub.errors import (
+    GatedRepoError,
+    HfHubHTTPError,
+    LocalEntryNotFoundError,
+    LocalTokenNotFoundError,
+    RepositoryNotFoundError,
+    RevisionNotFoundError,
+)
+from huggingface_hub.hf_api import RepoFile, RepoFolder
+from huggingface_hub.utils import (  # type: ignore[attr-defined]  # a lazily exported name
+    build_hf_headers,
+)
+
+from bundler.core.errors import (
+    HubAccessError,
+    HubError,
+    HubRateLimitError,
+    HubUnavailableError,
+    UsageError,
+)
+from bundler.hub.client import ratelimit
+from bundler.hub.client.access import AccessRights, no_write_access
+from bundler.hub.client.remote import LastCommit, RemoteEntry, RemoteFile, RemoteFolder
+
+REPO_TYPE = "dataset"
+_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}"
+REPO_ID = re.compile(f"{_NAME}/{_NAME}")
+"""A repository to publish to or download from: OWNER/NAME, checked before any request (a
+bare NAME would be looked up as a legacy canonical repository and end in a raw 404)."""
+DATASET_ID = re.compile(f"(?:{_NAME}/)?{_NAME}")
+"""A dataset id as run_meta.json names it: legacy canonical datasets have no owner."""
+READ_ATTEMPTS = 4
+READ_BACKOFF_SECONDS = 0.5
+MAX_SMALL_FILE_BYTES = 16 << 20
+"""A row or sidecar is a few KB; anything near this is not one and is not read further."""
+XET_HINT = (
+    "set HF_HUB_DISABLE_XET=1 for a Hub-compatible server without Xet storage "
+    "(never for huggingface.co)"
+)
+T = TypeVar("T")
+
+
+def quiet_hub_client() -> None:
+    """Silence the client's own tqdm bars and warnings: a command that draws its own progress
+    on stderr would otherwise interleave the two."""
+    from huggingface_hub.utils import logging
+    from huggingface_hub.utils.tqdm import disable_progress_bars
+
+    disable_progress_bars()
+    logging.set_verbosity_error()  # type: ignore[no-untyped-call]
+
+
+def status_of(error: BaseException) -> int | None:
+    if isinstance(error, HfHubHTTPError) and error.response is not None:
+        return error.response.status_code
+    return None
+
+
+def retry_after_of(error: BaseException) -> float | None:
+    """Seconds the Hub asked us to wait (Retry-After, else the RateLimit header's reset), if
+    it said. A wait longer than the rate-limit policy's bound never gets here: the response
+    hook (bundler.hub.client.ratelimit) ends the command instead."""
+    if not isinstance(error, HfHubHTTPError) or error.response is None:
+        return None
+    wait = ratelimit.announced(error.response.headers)
+    return None if wait is None else min(wait.seconds, ratelimit.POLICY.max_wait)
+
+
+def is_xet_unavailable(error: BaseException) -> bool:
+    """The endpoint has no Xet storage: huggingface_hub asked it for a Xet write token (it
+    does when hf-xet is installed) and got a 404; the same happens on every try."""
+    seen: BaseException | None = error
+    for _ in range(5):  # the client wraps the HTTP error in a ConnectionError or two
+        if seen is None:
+            return False
+        if "xet-write-token" in str(seen) or "xet-read-token" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def is_transient(error: BaseException) -> bool:
+    """A fault after which the same request may succeed: 5xx, 408, 429, or no answer at all.
+    A request the client could not even send (a header that is not valid HTTP, such as a token
+    with a line break; an endpoint that is no http(s) URL), or an endpoint without Xet, fails
+    the same way every time."""
+    if isinstance(error, httpx2.LocalProtocolError | httpx2.UnsupportedProtocol):
+        return False
+    if is_xet_unavailable(error):
+        return False
+    if isinstance(error, httpx2.TransportError):
+        return True
+    status = status_of(error)
+    return status is not None and (status >= 500 or status in (408, 429))
+
+
+class HubSession:
+    """One dataset repository on one Hub endpoint, with one token (never shown anywhere)."""
+
+    def __init__(
+        self,
+        repo_id: str,
+        *,
+        token: str | bool | None = None,
+        owned: bool = True,
+        max_wait: float | None = None,
+    ) -> None:
+        """`owned`: the id must be OWNER/NAME (any repository the user names); else a bare
+        NAME is accepted too (a dataset a run was measured on). `max_wait`: the longest wait
+        for a rate-limit window to reset (None: BUNDLER_MAX_WAIT, else 300 s); see
+        bundler.hub.client.ratelimit. `token=False` sends no token at all (not even a saved one)."""
+        if not (REPO_ID if owned else DATASET_ID).fullmatch(repo_id):
+            raise UsageError(
+                f"--repo {repo_id!r}: expected OWNER/NAME, e.g. my-org/gptnt-leaderboard"
+            )
+        self.repo_id = repo_id
+        self.api = HfApi(token=token)
+        self._whoami: dict[str, object] | None = None
+        ratelimit.configure(max_wait)
+
+    def on_wait(self, listener: Callable[[str], None]) -> None:
+        """Tell `listener` (one line each) of every wait for a rate-limit window to reset."""
+        ratelimit.listen(listener)
+
+    def describe(
+        self,
+        error: BaseException,
+        *,
+        doing: str,
+        create_pr: bool = False,
+        write_hint: str | None = None,
+    ) -> HubError:
+        """Turn a client error into a HubError that says what to do next (`describe_failure`)."""
+        return describe_failure(
+            error,
+            repo=self.repo_id,
+            endpoint=self.api.endpoint,
+            doing=doing,
+            create_pr=create_pr,
+            write_hint=write_hint,
+        )
+
+    def call(self, doing: str, action: Callable[[], T]) -> T:
+        """Run an idempotent request, retrying transient faults a few times."""
+        for attempt in range(READ_ATTEMPTS):
+            try:
+                return action()
+            except Exception as raised:
+                error = _underlying(raised)
+                if not is_transient(error) or attempt == READ_ATTEMPTS - 1:
+                    if isinstance(
+                        error, HfHubHTTPError | httpx2.HTTPError | LocalTokenNotFoundError
+                    ):
+                        raise self.describe(error, doing=doing) from None
+                    raise
+                time.sleep(retry_after_of(error) or READ_BACKOFF_SECONDS * 2**attempt)
+        raise AssertionError("unreachable")
+
+    def whoami_info(self) -> dict[str, object]:
+        """whoami's answer for this token, asked once."""
+        if self._whoami is None:
+            self._whoami = dict(self.call("checking the token", self.api.whoami))
+        return self._whoami
+
+    def whoami(self) -> str:
+        return str(self.whoami_info().get("name", "unknown"))
+
+    def rights(self) -> AccessRights:
+        """What this token may do on this repository (bundler.hub.client.access)."""
+        return AccessRights.of(self.whoami_info(), self.repo_id)
+
+    def upload_rights(self, *, dry_run: bool) -> AccessRights | None:
+        """The token's rights for an upload. A dry run without any token plans as an
+        anonymous reader would (None: nothing to check); with one, it is checked as the
+        upload would be."""
+        if dry_run and self.api.token is None and get_token() is None:
+            return None
+        return self.rights()
+
+    def head(self, revision: str) -> str:
+        """The commit sha a revision points at now. Only the sha is asked for (`expand`): the
+        Hub's whole answer lists every file (`siblings`, about 80 bytes a file), some 16 MB for
+        a leaderboard of 100,000 bundles."""
+        info = self.call(
+            f"reading revision {revision!r}",
+            lambda: self.api.dataset_info(self.repo_id, revision=revision, expand=["sha"]),
+        )
+        if info.sha is None:
+            raise HubError(f"reading revision {revision!r}: the Hub gave no commit sha")
+        return info.sha
+
+    def dataset_exists(self) -> bool:
+        return self.call("looking up the repository", partial(self._exists, REPO_TYPE))
+
+    def other_type_exists(self) -> str | None:
+        """The repository type that does exist under this id, if it is not a dataset."""
+        for repo_type in ("model", "space"):
+            if self.call("looking up the repository", partial(self._exists, repo_type)):
+                return repo_type
+        return None
+
+    def _exists(self, repo_type: str) -> bool:
+        """`HfApi.repo_exists`, asking for the sha alone (as `head` does: not every file's
+        name): a gated repository exists, one the Hub does not find (or hides) does not."""
+        try:
+            if repo_type == "model":
+                self.api.model_info(self.repo_id, expand=["sha"])
+            elif repo_type == "space":
+                self.api.space_info(self.repo_id, expand=["sha"])
+            else:
+                self.api.dataset_info(self.repo_id, expand=["sha"])
+        except GatedRepoError:  # a RepositoryNotFoundError too, but it is there
+            return True
+        except RepositoryNotFoundError:
+            return False
+        return True
+
+    def paths_info(self, paths: list[str], revision: str) -> dict[str, RemoteFile]:
+        """The files at `paths` (folders and missing paths left out)."""
+        return _files(self._paths_info(paths, revision, expand=False))
+
+    def list_files(self, folder: str, revision: str) -> dict[str, RemoteFile]:
+        """Every file below `folder`, in pages of 1,000; none for a folder that is not there."""
+        return _files(self._tree(folder, revision, recursive=True, expand=False))
+
+    def read_small_file(self, path: str, revision: str) -> bytes:
+        """A small file's bytes in one request (no HEAD, no cache), for sidecars:
+        `hf_hub_download` would take two requests and a cache entry per file. A file over
+        MAX_SMALL_FILE_BYTES is refused with a HubError."""
+        return self.read_file(path, revision, MAX_SMALL_FILE_BYTES)
+
+    def read_file(self, path: str, revision: str, limit: int) -> bytes:
+        """A file's bytes in one GET, refused (HubError) past `limit` bytes."""
+        chunks: list[bytes] = []
+        self._get(f"reading {path}", path, revision, limit, chunks.append, chunks.clear)
+        return b"".join(chunks)
+
+    def download_file(self, path: str, revision: str, target: Path, limit: int) -> None:
+        """A file saved to `target` in one GET, streamed, refused (HubError) past `limit`
+        bytes: one file request where `hf_hub_download` makes two, with no cache entry."""
+        with target.open("wb") as handle:
+            restart = partial(_rewind, handle)
+            self._get(f"downloading {path}", path, revision, limit, handle.write, restart)
+
+    def _get(
+        self,
+        doing: str,
+        path: str,
+        revision: str,
+        limit: int,
+        write: Callable[[bytes], object],
+        restart: Callable[[], None],
+    ) -> None:
+        url = hf_hub_url(
+            self.repo_id, path, repo_type=REPO_TYPE, revision=revision, endpoint=self.api.endpoint
+        )
+        headers = build_hf_headers(token=self.api.token, library_name="statics-bundler")
+
+        def fetch() -> None:
+            restart()  # a retried request starts the file again
+            with get_session().stream("GET", url, headers=headers) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    hf_raise_for_status(response)
+                size = 0
+                for chunk in response.iter_bytes():
+                    size += len(chunk)
+                    if size > limit:
+                        raise HubError(f"{path}: larger than {limit} bytes")
+                    write(chunk)
+
+        self.call(doing, fetch)
+
+    def entries(self, paths: list[str], revision: str) -> dict[str, RemoteEntry]:
+        """Files and folders at `paths`, with the last commit that changed each: one request
+        per 500 paths, whatever the repository holds."""
+        return self._paths_info(paths, revision, expand=True)
+
+    def list_folder(
+        self, folder: str, revision: str, *, expand: bool = False
+    ) -> dict[str, RemoteEntry]:
+        """A folder's own entries (not recursive), in pages of 1,000 (50 when expanded), as
+        the Hub pages them; none for a folder that does not exist."""
+        return self._tree(folder, revision, recursive=False, expand=expand)
+
+    def _paths_info(
+        self, paths: list[str], revision: str, *, expand: bool
+    ) -> dict[str, RemoteEntry]:
+        found: dict[str, RemoteEntry] = {}
+        for start in range(0, len(paths), 500):
+            lookup = partial(
+                self.api.get_paths_info,
+                self.repo_id,
+                paths[start : start + 500],
+                expand=expand,
+                repo_type=REPO_TYPE,
+                revision=revision,
+            )
+            found.update(_remote_entries(self.call("reading file information", lookup)))
+        return found
+
+    def _tree(
+        self, folder: str, revision: str, *, recursive: bool, expand: bool
+    ) -> dict[str, RemoteEntry]:
+        def listing() -> list[RepoFile | RepoFolder]:
+            try:
+                return list(
+                    self.api.list_repo_tree(
+                        self.repo_id,
+                        folder,
+                        recursive=recursive,
+                        expand=expand,
+                        repo_type=REPO_TYPE,
+                        revision=revision,
+                    )
+                )
+            except HfHubHTTPError as error:
+                if status_of(error) == 404 and not isinstance(
+                    error, RepositoryNotFoundError | RevisionNotFoundError
+                ):
+                    return []  # the folder does not exist (yet)
+                raise
+
+        return _remote_entries(self.call(f"listing {folder}/", listing))
+
+
+def _rewind(handle: BinaryIO) -> None:
+    handle.seek(0)
+    handle.truncate()
+
+
+def describe_failure(
+    error: BaseException,
+    *,
+    repo: str,
+    endpoint: str,
+    doing: str,
+    create_pr: bool = False,
+    write_hint: str | None = None,
+) -> HubError:
+    """Turn a client error into a HubError that says what to do next; `write_hint` is the
+    next step when the token may not write (else: propose a pull request instead)."""
+    status = status_of(error)
+    if isinstance(error, LocalTokenNotFoundError) or status == 401:
+        return HubAccessError(
+            f"{doing}: the Hub rejected the credentials (missing or invalid token)",
+            hint="pass --token, set HF_TOKEN, or run `hf auth login`",
+        )
+    if isinstance(error, httpx2.UnsupportedProtocol):
+        return HubAccessError(
+            f"{doing}: the Hub's address is not an http(s) URL",
+            hint="check HF_ENDPOINT (for example https://huggingface.co), or unset it",
+        )
+    if isinstance(error, httpx2.LocalProtocolError):  # its text would show the token
+        return HubAccessError(
+            f"{doing}: the request could not be sent: a header is not valid HTTP",
+            hint="check the token (--token, HF_TOKEN) for spaces or line breaks",
+        )
+    if isinstance(error, RevisionNotFoundError):
+        return HubAccessError(
+            f"{doing}: the revision does not exist in dataset {repo}",
+            hint="check --revision (a branch, a tag, refs/pr/N or a commit sha)",
+        )
+    if is_xet_unavailable(error):
+        return HubAccessError(
+            f"{doing}: the Hub at {endpoint} offers no Xet storage "
+            "(HTTP 404 on its xet-write-token endpoint)",
+            hint=XET_HINT,
+        )
+    if isinstance(error, GatedRepoError):
+        return HubAccessError(f"{doing}: dataset {repo} is gated; request access first")
+    if isinstance(error, RepositoryNotFoundError):
+        return HubAccessError(
+            f"{doing}: dataset {repo} was not found or is not visible with this token",
+            hint="check --repo, and that the token can see the repository",
+        )
+    if status == 403 and "create_pr" in str(error) and not create_pr and write_hint is None:
+        return no_write_access(repo)  # the Hub's "Forbidden: pass create_pr=1 ..."
+    if status == 403:
+        hint = write_hint or (
+            "ask the repository's owners for access"
+            if create_pr
+            else "pass --create-pr to propose the bundles as a pull request instead"
+        )
+        return HubAccessError(f"{doing}: this token has no write access to {repo}", hint=hint)
+    if status == 429:
+        wait = retry_after_of(error)
+        when = f"in {wait:.0f} s" if wait is not None else "in a few minutes"
+        return HubRateLimitError(
+            f"{doing}: the Hub is rate limiting requests to {repo}",
+            retry_after=wait,
+            hint=f"try again {when}",
+        )
+    if is_transient(error):
+        detail = f"HTTP {status}" if status else type(error).__name__
+        return HubUnavailableError(
+            f"{doing}: the Hub did not answer properly ({detail})",
+            hint="run the same command again; it resumes where it stopped",
+        )
+    detail = f"HTTP {status}" if status else type(error).__name__
+    return HubError(f"{doing}: the Hub refused the request ({detail}: {_first_line(error)})")
+
+
+def _files(entries: dict[str, RemoteEntry]) -> dict[str, RemoteFile]:
+    return {path: entry for path, entry in entries.items() if isinstance(entry, RemoteFile)}
+
+
+def _remote_entries(entries: list[RepoFile | RepoFolder]) -> dict[str, RemoteEntry]:
+    found: dict[str, RemoteEntry] = {}
+    for entry in entries:
+        last = entry.last_commit
+        last_commit = None if last is None else LastCommit(oid=last.oid, date=last.date)
+        if isinstance(entry, RepoFile):
+            found[entry.path] = RemoteFile(
+                path=entry.path,
+                size=entry.size,
+                blob_id=entry.blob_id,
+                lfs_sha256=entry.lfs.sha256 if entry.lfs else None,
+                last_commit=last_commit,
+            )
+        else:
+            found[entry.path] = RemoteFolder(entry.path, entry.tree_id, last_commit)
+    return found
+
+
+def _underlying(error: Exception) -> Exception:
+    """What really failed: a download whose metadata request failed is reported by the client
+    as a cache miss (LocalEntryNotFoundError) caused by the HTTP or connection error."""
+    cause = error.__cause__
+    if isinstance(error, LocalEntryNotFoundError) and isinstance(cause, Exception):
+        return cause
+    return error
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return text[0] if text else type(error).__name__

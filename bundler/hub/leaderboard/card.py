@@ -1,0 +1,235 @@
+"""The repository's dataset card, rendered from the leaderboard's boards with the Jinja template
+in `templates/`, small at any size.
+
+Its YAML points the dataset viewer at the tables (`bundler.hub.leaderboard.tables`): the
+all-tasks table as the `default` config and one config per task. Parquet carries its own column
+types, so the card declares no features. Its body shows each task's best BOARD_ROWS bundles and
+counts, and points at the task's full table in the viewer, so it stays well under 100 KB at
+10,000 bundles.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from huggingface_hub import DatasetCard, DatasetCardData
+from huggingface_hub.repocard import REGEX_YAML_BLOCK
+
+from bundler.core.errors import HubError
+from bundler.core.version import VERSION
+from bundler.hub.leaderboard.ranking import TaskBoard
+from bundler.hub.leaderboard.rows import (
+    MAPPED_DIGEST_HEX,
+    MAPPED_STEM_LENGTH,
+    METRIC_COLUMN_MAX_LENGTH,
+    BundleRow,
+)
+from bundler.hub.leaderboard.tables import MAX_METRIC_COLUMNS
+from bundler.hub.repo.markdown import template_text
+from bundler.hub.repo.paths import ALL_TABLE, ALL_TASKS_CONFIG, README, task_table
+
+if TYPE_CHECKING:
+    import jinja2
+
+
+class CardRefusalReport(Protocol):
+    """Where a card left out of the commits is recorded, and why: the fields of the upload's
+    report (bundler.hub.publish.plan.UploadReport) that `card_acceptable` and `card_refused`
+    write."""
+
+    card_refused: str | None
+    warnings: list[str]
+
+
+CARD_TEMPLATE = "dataset_card.md.j2"
+TAGS = ["gptnt", "ktane", "leaderboard", "evaluation", "statics-bundler"]
+SPLIT = "train"
+BOARD_METRICS = 1
+"""Metric columns a board in the card shows: the ranking one; the task's table in the viewer
+has up to MAX_METRIC_COLUMNS."""
+BOARD_ROWS = 20
+"""Bundles a board in the card shows, best first; the task's table has all of them."""
+CELL_MAX_LENGTH = 40
+"""Text from a bundle is cut to this in a table cell, so one long name cannot swamp a table
+(nor the card's size)."""
+WARNING = "⚠"
+NO_VALUE = "-"
+LEFT, RIGHT = "---", "---:"
+MAX_METADATA_BYTES = 1024 * 1024
+"""The largest card metadata (the YAML header) the bundler commits: the Hub has answered 413
+to large metadata without documenting a number; the test Hub refuses over 1 MiB, as here."""
+
+
+def check_card(text: str) -> str | None:
+    """Why the Hub would refuse this dataset card, as far as can be told locally (None: it
+    looks fine): its YAML header must parse, with huggingface_hub's own card classes, into a
+    mapping that DatasetCardData takes, and stay within MAX_METADATA_BYTES."""
+    found = REGEX_YAML_BLOCK.search(text)
+    if found is None:
+        return "the card has no metadata header (--- YAML ---)"
+    size = len(found.group(2).encode("utf-8"))
+    if size > MAX_METADATA_BYTES:
+        return f"the card's metadata is {size} bytes, over the {MAX_METADATA_BYTES} it may hold"
+    try:
+        card = DatasetCard(text, ignore_metadata_errors=False)
+        DatasetCardData(**card.data.to_dict())  # type: ignore[no-untyped-call]
+    except Exception as error:  # the client's YAML and card errors have no common base
+        lines = str(error).strip().splitlines() or [type(error).__name__]
+        return f"the card's metadata is not valid: {lines[0]}"
+    return None
+
+
+def card_acceptable(card: bytes, report: CardRefusalReport) -> bool:
+    """Whether an upload's commit may carry this card: when check_card finds a problem, the
+    bundles are committed without it, and the report says why (exit 1)."""
+    problem = check_card(card.decode("utf-8"))
+    if problem is None:
+        return True
+    card_refused(report, HubError(f"{README}: {problem}"))
+    return False
+
+
+def card_refused(report: CardRefusalReport, error: HubError) -> None:
+    """Record that the dataset card was left out of the upload's commits, and why."""
+    line = (
+        f"the dataset card was not committed ({error}); the bundles were, without it: "
+        "fix the problem, then run `bundler card`"
+    )
+    if report.card_refused is None:
+        report.card_refused = line
+        report.warnings.append(line)
+
+
+@functools.cache
+def compiled_template(name: str) -> jinja2.Template:
+    """A plain-Jinja template from `templates/`, compiled once per process. jinja2 loads only
+    for the commands that render one."""
+    import jinja2
+
+    template: jinja2.Template = jinja2.Template(template_text(name))
+    return template
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+_INVISIBLE = re.compile(r"[\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]+")
+"""Bidi controls (which reorder what a reader sees: `\u202e` shows `gpt-5` for `5-tpg`) and
+zero-width characters (which make two names look the same): stripped from the card, as the
+terminal output escapes them."""
+_MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_\[\]|~!#])")
+
+
+def md_cell(text: str) -> str:
+    """Text from a bundle (from a stranger) as inert Markdown table-cell content: line breaks
+    and control characters become spaces, HTML is escaped to entities, the punctuation that
+    Markdown gives a meaning to (a `|` ends the cell) is backslash-escaped, and what a
+    GitHub-flavoured renderer would turn into a link by itself (`https://`, `www.`, an e-mail
+    address) is broken by an entity that shows the same character. Bidi controls and
+    zero-width characters are removed (`_INVISIBLE`)."""
+    text = _CONTROL.sub(" ", _INVISIBLE.sub("", text)).strip()
+    if len(text) > CELL_MAX_LENGTH:
+        text = text[: CELL_MAX_LENGTH - 1] + "…"
+    # Markdown first, then HTML: escaping the other way round would escape the `#` of the
+    # entities themselves, and an apostrophe would show as `&#x27;`.
+    escaped = html.escape(_MARKDOWN_PUNCTUATION.sub(r"\\\1", text), quote=True)
+    return _AUTOLINK.sub(_broken_link, escaped)
+
+
+_AUTOLINK = re.compile(r"@|://|www\.", re.IGNORECASE)
+
+
+def _broken_link(found: re.Match[str]) -> str:
+    """`@` and the `:` of `://` as entities, and the dot of `www.`, keeping its case."""
+    text = found.group()
+    if text == "@":
+        return "&#64;"
+    if text == "://":
+        return "&#58;//"
+    return text[:3] + "&#46;"
+
+
+def _code(text: str) -> str:
+    """A value the bundler validated to safe characters (a bundle id, a column name)."""
+    return f"`{text}`"
+
+
+def _number(value: float | None) -> str:
+    return NO_VALUE if value is None else f"{value:.4g}"
+
+
+def board_table(board: TaskBoard) -> list[str]:
+    """A task's best BOARD_ROWS bundles as Markdown table lines, every bundle-supplied value
+    escaped. A row names the player's setup by its folder (`<player>_<fp8>`, the player's
+    slug and its capability fingerprint), the ranking score, and the rows present of the
+    expected, marked when the result is not complete on a pinned dataset: about 60 bytes, so
+    fifty boards stay well under 100 KB. The task's table has everything else."""
+    shown = board.columns[:BOARD_METRICS]
+    metric_headers = [
+        (_code(column) + (" ↓" if column == board.sort_column else ""), RIGHT) for column in shown
+    ]
+    headers = [("#", RIGHT), ("setup", LEFT), *metric_headers, ("rows", LEFT)]
+    lines = [_line([title for title, _ in headers]), _line([align for _, align in headers])]
+    for rank, row in list(zip(board.ranks(), board.rows, strict=True))[:BOARD_ROWS]:
+        cells = [NO_VALUE if rank is None else str(rank)]
+        cells += [_code(row.key.player_dir)]
+        cells += [_number(board.value(row, column)) for column in shown]
+        cells += [_coverage(row)]
+        lines.append(_line(cells))
+    return lines
+
+
+def _line(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def _coverage(row: BundleRow) -> str:
+    """`present/expected`, marked `⚠ partial`, `⚠ unknown` and `⚠ unpinned` where due."""
+    expected = "?" if row.expected_rows is None else str(row.expected_rows)
+    marks = [] if row.coverage == "complete" else [md_cell(row.coverage)]
+    marks += [] if row.key.is_pinned else ["unpinned"]
+    present = f"{row.rows_present}/{expected}"
+    return f"{WARNING} {' '.join(marks)} {present}" if marks else present
+
+
+def card_data(boards: Sequence[TaskBoard]) -> DatasetCardData:
+    configs = [
+        {"config_name": ALL_TASKS_CONFIG, "data_files": [{"split": SPLIT, "path": ALL_TABLE}]}
+    ]
+    configs += [
+        {
+            "config_name": board.config,
+            "data_files": [{"split": SPLIT, "path": task_table(board.task)}],
+        }
+        for board in boards
+    ]
+    return DatasetCardData(
+        pretty_name="GPTNT statics submission bundles", tags=TAGS, configs=configs
+    )
+
+
+def render_dataset_card(repo_id: str, boards: Sequence[TaskBoard], bundle_count: int) -> str:
+    """The README.md of a repository whose leaderboard has these boards: YAML header and
+    body. The same boards give the same text from the same bundler, which the card names so
+    that a reader installs the very version that wrote it."""
+    return compiled_template(CARD_TEMPLATE).render(
+        bundler_version=VERSION,
+        card_data=card_data(boards).to_yaml(),
+        repo_id=repo_id,
+        bundle_count=bundle_count,
+        boards=boards,
+        board_table=board_table,
+        all_tasks_config=ALL_TASKS_CONFIG,
+        all_table=ALL_TABLE,
+        task_table=task_table,
+        warning=WARNING,
+        board_metrics=BOARD_METRICS,
+        board_rows=BOARD_ROWS,
+        max_columns=MAX_METRIC_COLUMNS,
+        max_length=METRIC_COLUMN_MAX_LENGTH,
+        stem_length=MAPPED_STEM_LENGTH,
+        digest_hex=MAPPED_DIGEST_HEX,
+        md_cell=md_cell,
+    )

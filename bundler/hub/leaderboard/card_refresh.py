@@ -1,0 +1,106 @@
+"""`bundler card`: make a branch's tables and card true again, in one commit, or none.
+
+After pull requests merged in the Hub's web interface, or on a repository still in layout 1,
+the tables are stale; `read_branch` catches up at the cost of what changed (or upgrades), and
+the tables and card whose bytes differ are committed together, naming the head they were
+derived from (a concurrent commit makes the Hub answer 412, and all is read again on the new
+head). Nothing differs: no commit.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from bundler.core.errors import HubError, UsageError
+from bundler.core.model import Model
+from bundler.core.progress import ProgressSink
+from bundler.hub.client.access import require_card
+from bundler.hub.client.commit import PlannedCommit, commit_replanned
+from bundler.hub.client.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
+from bundler.hub.client.session import HubSession
+from bundler.hub.leaderboard.branch import read_branch, table_operations
+from bundler.hub.leaderboard.card import check_card
+from bundler.hub.repo.paths import README
+
+
+class CardRefresh(Model):
+    """What `refresh_card` found and did."""
+
+    repo_id: str
+    revision: str
+    dry_run: bool
+    parent_commit: str | None = None
+    """The head the tables and card were derived from."""
+    changed: bool = False
+    """The tables or card differed from what the branch holds (and, unless dry_run, were
+    committed)."""
+    upgraded: bool = False
+    """The repository was in layout 1: its row files are (or, in a dry run, would be) removed."""
+    commit: str | None = None
+    bundle_count: int = 0
+    changed_files: list[str] = Field(default_factory=list)
+    unreadable_rows: list[str] = Field(default_factory=list)
+    """Bundles left out of the tables, each with why: a sidecar or row that could not be read,
+    or a bundle that failed verification."""
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.unreadable_rows else 0
+
+
+def refresh_card(
+    session: HubSession,
+    revision: str = "main",
+    *,
+    dry_run: bool = False,
+    progress: ProgressSink | None = None,
+) -> CardRefresh:
+    """Bring `revision`'s tables and card up to date with its bundles; see the module
+    docstring. Needs write access (not for a dry run). A pull request's ref is refused: pull
+    requests never touch the tables or the card, so they merge without conflicts."""
+    if revision.startswith("refs/pr/"):
+        raise UsageError(
+            f"--revision {revision}: the card lives on a branch, never in a pull request",
+            hint="regenerate the card of the branch the pull request merges into",
+        )
+    result = CardRefresh(repo_id=session.repo_id, revision=revision, dry_run=dry_run)
+    if not dry_run:
+        require_card(session.rights())  # before anything is read: exit 2 without write access
+
+    def plan() -> PlannedCommit | None:
+        state = read_branch(session, revision, progress)
+        operations = table_operations(session, state)
+        result.parent_commit = state.head
+        result.bundle_count = len(state.leaderboard)
+        result.unreadable_rows = state.problems
+        result.upgraded = bool(state.legacy)
+        result.changed_files = sorted(operation.path_in_repo for operation in operations)
+        result.changed = bool(operations)
+        if not result.changed:
+            return None
+        for operation in operations:
+            data = getattr(operation, "path_or_fileobj", None)
+            if operation.path_in_repo == README and isinstance(data, bytes):
+                problem = check_card(data.decode("utf-8"))
+                if problem is not None:
+                    raise HubError(f"the dataset card was not committed: {problem}")
+        if dry_run:
+            return None
+        what = "Upgrade the repository to layout 2" if state.legacy else "Regenerate"
+        return PlannedCommit(
+            revision=revision,
+            parent=state.head,
+            operations=operations,
+            summary=f"{what}: the leaderboard tables and card ({result.bundle_count} bundle(s))",
+            description="The tables and the card are derived from every bundle's sidecar at "
+            "the parent commit.",
+            doing="committing the leaderboard tables and card",
+            write_hint="regenerating the card needs a token with write access to the repository",
+        )
+
+    info = commit_replanned(
+        session, plan, attempts=COMMIT_ATTEMPTS, retry_wait=COMMIT_RETRY_SECONDS
+    )
+    if info is not None:
+        result.commit = info.oid
+    return result

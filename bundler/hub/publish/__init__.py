@@ -1,0 +1,10 @@
+"""Publishing verified bundles to a dataset repository: Stage 5, `bundler upload`.
+
+`upload` verifies the local bundles and hands them on; `plan` decides from values alone what
+the upload commits (and `pr_description` words the pull request it proposes); the rest carries
+the plan out: `prepare` checks the token's rights and creates the repository, `destination`
+finds the submitter's pull request, `holdings` reads what the commits' target holds of the
+bundles, `evidence` what more the plan asks for, and `publisher` makes the commits. It stands on
+the Hub client, the repository's files, the task definitions, the leaderboard, the local bundle
+format and the core.
+"""

@@ -1,0 +1,76 @@
+"""What an upload reads from the Hub beyond the listing, for the plan to decide on.
+
+`bundler.hub.publish.plan.triage` says what the listing alone cannot settle: for a bundle the
+Hub holds other content under, the Hub's sidecar and, when the claims allow an extension, which
+of the Hub's predictions the local bundle holds (the Hub's copy is downloaded and verified for
+that). Nothing else is read.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from bundler.core.errors import HubAccessError, HubError, TemporaryError
+from bundler.core.progress import ProgressSink
+from bundler.hub.client.session import HubSession
+from bundler.hub.publish.plan import (
+    HubEvidence,
+    LocalBundle,
+    RepositoryView,
+    extension_claims_problem,
+    extension_predictions_problem,
+    triage,
+)
+from bundler.hub.repo.download import fetch_bundle
+from bundler.hub.repo.paths import repo_archive, repo_sidecar
+from bundler.local.layout import TEMP_PREFIX, BundleId
+from bundler.local.manifest import Sidecar
+from bundler.local.verify import manifest_digests, read_bundle
+
+
+class EvidenceReader:
+    """Reads the evidence the plan needs about each bundle, from one repository."""
+
+    def __init__(self, session: HubSession, progress: ProgressSink, *, create_pr: bool) -> None:
+        self.session = session
+        self.progress = progress
+        self.create_pr = create_pr
+
+    def about(self, bundle: LocalBundle, view: RepositoryView) -> HubEvidence:
+        """Read what the plan needs to know beyond the listing, and nothing more."""
+        if triage(bundle, view, create_pr=self.create_pr) != "changed":
+            return HubEvidence()
+        old = self._old_sidecar(bundle.key, view.base_head)
+        if old is None:
+            return HubEvidence()
+        sidecar, data = old
+        problem = extension_claims_problem(sidecar, bundle.sidecar)
+        if problem is None:
+            problem = self._predictions_problem(bundle, data, view.base_head)
+        return HubEvidence(old_sidecar=sidecar, extension_problem=problem)
+
+    def _old_sidecar(self, key: BundleId, commit: str) -> tuple[Sidecar, bytes] | None:
+        """The Hub's sidecar for `key` at `commit`, parsed, with its bytes; None if unreadable."""
+        try:
+            data = self.session.read_small_file(repo_sidecar(key), commit)
+            return Sidecar.model_validate_json(data), data
+        except (TemporaryError, HubAccessError):
+            raise
+        except (HubError, ValueError):
+            return None
+
+    def _predictions_problem(self, bundle: LocalBundle, old_data: bytes, commit: str) -> str | None:
+        """Download and verify the Hub's copy (its sidecar as read, `old_data`), and say which
+        of its predictions `bundle` does not hold (None: every one, with the same sha256)."""
+        key = bundle.key
+        with tempfile.TemporaryDirectory(prefix=TEMP_PREFIX) as staging:
+            sidecar = Path(staging) / repo_sidecar(key)  # the bytes read already, not again
+            sidecar.parent.mkdir(parents=True)
+            sidecar.write_bytes(old_data)
+            archive = fetch_bundle(self.session, key, commit, {repo_archive(key)}, Path(staging))
+            verification = read_bundle(archive, self.progress).verification()
+            if not verification.ok:
+                return f"the Hub's copy fails verification ({verification.describe_failures()})"
+            old_files = manifest_digests(archive)
+        return extension_predictions_problem(old_files, manifest_digests(bundle.archive))

@@ -1,0 +1,128 @@
+"""What the commits' target holds of the bundles an upload publishes: read once for the plan,
+and again whenever a commit is planned on a head that moved.
+
+On the branch itself, the holdings come from its leaderboard (`BranchTables`, brought up to date
+first: every commit to the branch rewrites its tables and card), which is kept as each commit
+leaves it, so the next commit of the upload reads nothing more. A pull request's holdings, and
+its base branch's, are asked of the Hub for these bundles' files alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from huggingface_hub import CommitOperationAdd, CommitOperationDelete
+
+from bundler.core.progress import ProgressSink
+from bundler.hub.client.remote import RemoteFile
+from bundler.hub.client.session import HubSession
+from bundler.hub.leaderboard.branch import BranchTables, read_branch
+from bundler.hub.leaderboard.tables import AllTasksTable
+from bundler.hub.publish.destination import Destination
+from bundler.hub.publish.plan import LocalBundle, RepositoryView
+from bundler.hub.repo.paths import README, repo_archive, repo_paths
+
+
+class Holdings:
+    """What the target (`Destination`) holds of the bundles being published, and the base
+    branch's leaderboard when the commits go to the branch itself."""
+
+    def __init__(
+        self, session: HubSession, destination: Destination, progress: ProgressSink
+    ) -> None:
+        self.session = session
+        self.destination = destination
+        self.progress = progress
+        self.tables: BranchTables | None = None
+        """The base branch's leaderboard, when the commits go to the branch itself."""
+        self._written: tuple[AllTasksTable, dict[str, bytes]] | None = None
+        """The leaderboard and files the commit being made writes, kept once it lands."""
+        self._planned: tuple[str, str, dict[str, RemoteFile]] | None = None
+        """(ref, head, remote files) from planning, reused by the first commit's plan."""
+
+    def view(
+        self, local: list[LocalBundle], repo_exists: bool, warnings: list[str]
+    ) -> RepositoryView:
+        """What the base branch and the pull request hold of these bundles. A branch's holdings
+        come from its leaderboard table (brought up to date first: its next commit rewrites
+        it; the bundles it leaves out are named in `warnings`); a pull request's base is asked
+        about these bundles' files alone."""
+        destination = self.destination
+        if not repo_exists:
+            return RepositoryView(base=destination.base)
+        session = self.session
+        keys = [bundle.key for bundle in local]
+        if not destination.create_pr:
+            self.tables = read_branch(session, destination.base, self.progress)
+            warnings += self.tables.problems
+            view = self._branch_view(self.tables, local)
+            self._planned = (destination.base, view.base_head, view.base_files)
+            return view
+        base_head = session.head(destination.base)
+        base_files = session.paths_info(
+            [path for key in keys for path in repo_paths(key)], base_head
+        )
+        self._planned = (destination.base, base_head, base_files)
+        if destination.pr_num is None:
+            return RepositoryView(destination.base, base_head, base_files)
+        pr_head = session.head(destination.ref)
+        pr_files = session.paths_info([repo_archive(key) for key in keys], pr_head)
+        self._planned = (destination.ref, pr_head, pr_files)
+        return RepositoryView(destination.base, base_head, base_files, destination.pr_num, pr_files)
+
+    def _branch_view(self, tables: BranchTables, local: list[LocalBundle]) -> RepositoryView:
+        """What the branch holds of these local bundles, for the plan: their files (from the
+        table where it lists them) and, where the table's row is of the very same archive,
+        when it was first published."""
+        index = tables.leaderboard.index()
+        published = {
+            bundle.bundle_id: row.published_at
+            for bundle in local
+            if (row := index.get(bundle.bundle_id)) is not None
+            and row.archive_sha256 == bundle.archive_sha256
+        }
+        files = tables.remote_files(self.session, [bundle.key for bundle in local])
+        return RepositoryView(
+            tables.revision, tables.head, files, published=published, definitions=tables.definitions
+        )
+
+    def at_head(self, batch: list[LocalBundle]) -> tuple[str, dict[str, RemoteFile]]:
+        """The head a commit of `batch` is planned on, and what the target holds there of its
+        bundles' files: as planning read them, for the first commit; else read again (the
+        branch's leaderboard too, when the commits go to the branch)."""
+        ref = self.destination.ref
+        if self._planned is not None and self._planned[0] == ref:
+            _, head, remote = self._planned
+        elif self.tables is not None:  # the branch moved: read its leaderboard again
+            self.tables = read_branch(self.session, ref, self.progress)
+            head = self.tables.head
+            remote = self.tables.remote_files(self.session, [b.key for b in batch])
+        else:
+            head = self.session.head(ref)
+            paths = [path for bundle in batch for path in bundle.repo_paths]
+            remote = self.session.paths_info(paths, head)
+        self._planned = None
+        return head, remote
+
+    def table_operations(
+        self, todo: list[LocalBundle], *, keep_card: Callable[[bytes], bool]
+    ) -> list[CommitOperationAdd | CommitOperationDelete]:
+        """The tables and card as the branch will be with `todo`, those of them that change
+        (none for a pull request, which never touches them); the card only if `keep_card`
+        takes it."""
+        if self.tables is None:
+            return []
+        rows = [bundle.row for bundle in todo if bundle.row is not None]
+        change = self.tables.change(self.session, rows, keep_card=keep_card)
+        self._written = (change.leaderboard, change.written)
+        return change.operations
+
+    def committed(self, oid: str, *, card_refused: bool) -> None:
+        """Our commit `oid` landed: on the branch, its leaderboard is now what the commit wrote
+        (without the card when the Hub refused it), and the next commit is planned on `oid`."""
+        if self.tables is not None and self._written is not None:
+            leaderboard, written = self._written
+            if card_refused:  # the Hub took the commit without it
+                written.pop(README, None)
+            self.tables.committed(oid, leaderboard, written)
+            self._planned = (self.destination.ref, oid, {})

@@ -1,0 +1,196 @@
+"""Stage 5: publish verified bundles to a Hugging Face dataset repository.
+
+`upload` takes the bundles folder's lock, verifies every local bundle once (`gather_local`: a
+bundle that fails is refused, and a partial one is held back unless --allow-partial: tonight's
+run may complete it), then plans (`bundler.hub.publish.plan`) and makes the commits
+(`bundler.hub.publish.publisher`).
+
+Verifying and loading the Hub client each take about a fifth of a second for 50 bundles
+(tests/benchmark_upload.py). The console script asks for the bundles to be verified in a forked
+child while it loads the client (`verify_in_child`): it knows itself to be one thread, with no
+native threads either. A library caller gets them verified in line, as does the console script
+on a platform without fork or when the child fails; the result is the same.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+
+from bundler.core.errors import HubError, UsageError
+from bundler.core.forked import Watch, ahead_in_child
+from bundler.core.progress import NoProgress, ProgressSink, Unit
+from bundler.hub.publish.plan import BundlePlan, LocalBundle, UploadOptions, UploadReport
+from bundler.local.lock import bundles_lock
+from bundler.local.verify import find_archives, read_bundle
+from bundler.local.verifycache import VerifiedBundle, VerifyCache
+
+
+def gather_local(
+    bundles_dir: Path, *, allow_partial: bool, progress: ProgressSink
+) -> tuple[list[LocalBundle], list[BundlePlan]]:
+    """Verify every local bundle, once; a bundle that fails is refused, and a partial one is
+    held back without --allow-partial: neither reaches the Hub."""
+    accepted: dict[str, LocalBundle] = {}
+    set_aside: list[BundlePlan] = []
+
+    def refuse(label: str, detail: str) -> None:
+        set_aside.append(
+            BundlePlan(bundle_id=label, action="refused", outcome="refused", detail=detail)
+        )
+
+    cache = VerifyCache(bundles_dir)  # an archive unchanged since it passed is not read again
+    for archive in find_archives([bundles_dir]):
+        identity = cache.stat(archive)
+        verified = cache.lookup(archive, identity)
+        if verified is None:
+            reading = read_bundle(archive, progress)
+            verification = reading.verification()
+            if (
+                not verification.ok
+                or reading.sidecar is None
+                or reading.sidecar_data is None
+                or reading.metrics_text is None
+            ):
+                label = verification.bundle_id or str(archive)
+                failures = verification.describe_failures()
+                refuse(label, f"{archive}: failed verification ({failures})")
+                continue
+            verified = VerifiedBundle.of(
+                reading.sidecar, reading.sidecar_data, reading.metrics_text
+            )
+            cache.record(archive, identity, verified)
+        facts = verified.facts
+        label = facts.bundle_id
+        if facts.coverage_status == "partial" and not allow_partial:
+            set_aside.append(
+                BundlePlan(
+                    bundle_id=label,
+                    action="held-back",
+                    outcome="held-back",
+                    detail=f"partial coverage ({facts.rows_present} of "
+                    f"{facts.expected_rows} rows): held back until its run is complete; "
+                    "pass --allow-partial to publish it marked partial",
+                )
+            )
+            continue
+        twin = accepted.get(label)
+        if twin is not None:
+            if twin.archive_sha256 != facts.archive_sha256:
+                # Two different results under one name: neither may silently win.
+                del accepted[label]
+                refuse(label, f"{twin.archive} and {archive} differ; publish one of them")
+            continue  # an identical copy elsewhere in the folder is the same bundle
+        accepted[label] = LocalBundle(archive=archive, verified=verified)
+    cache.save()
+    return list(accepted.values()), set_aside
+
+
+Gathered = tuple[list[LocalBundle], list[BundlePlan]]
+
+
+class ParentWatch(NoProgress):
+    """The verifying child's progress sink: it shows nothing, and ends the child once its
+    parent is gone (bundler.core.forked), at each bundle it begins."""
+
+    def __init__(self, watch: Watch) -> None:
+        self.watch = watch
+
+    def begin(self, label: str, total: int | None, *, unit: Unit = "items") -> None:
+        self.advance()
+
+    def advance(self, steps: int = 1) -> None:
+        self.watch()
+
+
+HUB_CLIENT_MODULES = (
+    "bundler.hub.publish.destination",
+    "bundler.hub.publish.evidence",
+    "bundler.hub.publish.prepare",
+    "bundler.hub.client.session",
+    "bundler.hub.client.commit",
+)
+"""What publishing imports but the leaderboard's tables: the Hub client and the modules of
+ours that drive it. Not pyarrow, which the tables need: it starts native threads as it loads,
+and a process with threads may fork no more (bundler.core.forked)."""
+
+
+def load_hub_client(*, quiet: bool) -> None:
+    """Import HUB_CLIENT_MODULES (a third of a second) and, when `quiet`, silence the client's
+    own progress bars and warnings (`quiet_hub_client`, for a command that draws its own): done
+    while a forked child works, where there is one (upload's verifying child; sync's walking
+    child, after which collect may still fork to bundle many runs). Calling it again costs
+    nothing."""
+    for name in HUB_CLIENT_MODULES:
+        importlib.import_module(name)
+    if quiet:
+        from bundler.hub.client.session import quiet_hub_client
+
+        quiet_hub_client()
+
+
+def verifying_ahead(
+    bundles_dir: Path, *, allow_partial: bool, progress: ProgressSink, in_child: bool
+) -> AbstractContextManager[Callable[[], Gathered]]:
+    """Start `gather_local` and give a function that waits for its result: in a forked child
+    when asked (`in_child`, bundler.core.forked), else in line, with the same result."""
+    return ahead_in_child(
+        lambda watch: gather_local(
+            bundles_dir, allow_partial=allow_partial, progress=ParentWatch(watch)
+        ),
+        lambda: gather_local(bundles_dir, allow_partial=allow_partial, progress=progress),
+        enabled=in_child,
+    )
+
+
+def upload(
+    bundles_dir: Path,
+    options: UploadOptions,
+    progress: ProgressSink | None = None,
+    *,
+    verify_in_child: bool = False,
+    verified: Callable[[], Gathered] | None = None,
+    quiet_hub: bool = False,
+) -> UploadReport:
+    """Verify the bundles in `bundles_dir` and publish them; see UploadReport for the outcome.
+    `verify_in_child`: verify in a forked child while the Hub client loads, for a caller that
+    knows its process has no other thread, Python's or native (the console script); forking
+    such a process could leave the child deadlocked on a lock another thread held.
+    `verified`: the folder's bundles verified already, by a caller that holds the folder's lock
+    and knows nothing changed in it since (sync, which began verifying beside collect).
+    `quiet_hub`: silence the Hub client's own progress bars and warnings (`load_hub_client`).
+    Raises HubAccessError for problems the user must fix first (token, access, repo, revision)
+    and TemporaryError when the Hub could not be read (try again later), or when another run
+    holds the folder longer than options.lock_wait (BundlesLockedError). A pull request's ref
+    as the revision is a UsageError: commits to a branch carry the dataset card, which a pull
+    request never touches, and --create-pr already finds and extends the submitter's own."""
+    if options.revision.startswith("refs/pr/"):
+        raise UsageError(
+            f"--revision {options.revision}: bundles are published to a branch, or proposed "
+            "with --create-pr, never committed into a pull request's ref",
+            hint="pass --create-pr (with the branch the pull request targets as --revision): "
+            "it adds to your open bundler pull request",
+        )
+    with bundles_lock(bundles_dir, operation="upload", wait=options.lock_wait, create=False):
+        ahead = (
+            nullcontext(verified)
+            if verified is not None
+            else verifying_ahead(
+                bundles_dir,
+                allow_partial=options.allow_partial,
+                progress=progress or NoProgress(),
+                in_child=verify_in_child,
+            )
+        )
+        with ahead as gathered:
+            load_hub_client(quiet=quiet_hub)  # the Hub client loads while bundles verify
+            from bundler.hub.publish.publisher import Publisher
+
+            publisher = Publisher(options, progress)
+            local, set_aside = gathered()
+        return publisher.run(local, set_aside)
+
+
+__all__ = ["HubError", "UploadOptions", "UploadReport", "load_hub_client", "upload"]

@@ -1,0 +1,141 @@
+"""The dataset repository's layout (version 2): where each bundle's files go, where the
+leaderboard's tables are, and the viewer's configs.
+
+```
+README.md                                      the dataset card
+bundles/<player>_<fp8>/<task>@<rev8>.tar.zst   a bundle: exactly a local bundles folder's layout
+bundles/<player>_<fp8>/<task>@<rev8>.json      its sidecar
+leaderboard/bundles.parquet                    every bundle's row (the `default` config)
+leaderboard/tasks/<task>.parquet               each task's ranked table (one config per task)
+leaderboard/tasks.json                         the maintainers' task definitions (tasks.definitions)
+```
+
+Every bundle path is derived from a `BundleId` (`bundler.local.layout`), never built from
+strings elsewhere. A bundle owns its archive and sidecar and nothing else, so pull requests for
+different bundles never change the same file; the tables and the card are shared, and only the
+bundler's commits to a branch write them. Layout 1 also held a row file per bundle under `rows/`
+and `tasks/`; those are read once, to upgrade a repository, and then removed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from bundler.core.naming import SAFE_TASK_NAME
+from bundler.local.layout import ARCHIVE_SUFFIX, SIDECAR_SUFFIX, BundleId, LayoutError
+
+BUNDLES_DIR = "bundles"
+"""The repository folder holding bundles: exactly a local bundles folder's layout."""
+TABLES_DIR = "leaderboard"
+ALL_TABLE = f"{TABLES_DIR}/bundles.parquet"
+"""The all-tasks table: one row per bundle, the same columns for every task."""
+TASK_TABLES_DIR = f"{TABLES_DIR}/tasks"
+"""One table per task, so `leaderboard/tasks/` holds one entry per task (the Hub allows 10,000
+a folder)."""
+TABLE_SUFFIX = ".parquet"
+ALL_TASKS_CONFIG = "default"
+"""The dataset viewer's config showing every bundle of every task as one table."""
+README = "README.md"
+TASKS_FILE = f"{TABLES_DIR}/tasks.json"
+"""The maintainers' definitions of the leaderboard's tasks (`bundler.hub.tasks.definitions`); only a
+maintainer's commit changes it, never a pull request."""
+MAX_NAME_BYTES = 255
+"""The longest file or folder name a file system takes (ext4, APFS, NTFS): a path component
+past it gives `File name too long` on every machine that downloads it."""
+ROWS_DIR = "rows"
+"""Layout 1: one row file per bundle, `rows/<player>_<fp8>/<task>@<rev8>.jsonl`."""
+LEGACY_DIRS = (ROWS_DIR, "tasks")
+"""Layout 1's folders of row files, removed when a repository is upgraded."""
+ROW_SUFFIX = ".jsonl"
+
+
+def repo_archive(bundle: BundleId) -> str:
+    return f"{BUNDLES_DIR}/{bundle.player_dir}/{bundle.archive_name}"
+
+
+def repo_sidecar(bundle: BundleId) -> str:
+    return f"{BUNDLES_DIR}/{bundle.player_dir}/{bundle.sidecar_name}"
+
+
+def repo_row(bundle: BundleId) -> str:
+    """Layout 1's row file of a bundle (read only, to upgrade a repository)."""
+    return f"{ROWS_DIR}/{bundle.player_dir}/{bundle.target}{ROW_SUFFIX}"
+
+
+def repo_paths(bundle: BundleId) -> tuple[str, str]:
+    """Every repository path this bundle owns: its archive and its sidecar. A pull request
+    for a bundle touches these and nothing else."""
+    return (repo_archive(bundle), repo_sidecar(bundle))
+
+
+def task_table(task: str) -> str:
+    """The table of `task`'s leaderboard (a task name is a safe file name)."""
+    if not SAFE_TASK_NAME.fullmatch(task):
+        raise LayoutError(f"{task!r} is not a safe task name")
+    return f"{TASK_TABLES_DIR}/{task}{TABLE_SUFFIX}"
+
+
+def task_config_name(task: str) -> str:
+    """The dataset viewer's config name for `task`'s leaderboard table.
+
+    A task name is already a valid config name (`[A-Za-z0-9][A-Za-z0-9._-]*`), and it is kept
+    as it is, except that a task called `default` (in any letter case) would take the place of
+    the all-tasks config: it becomes `_default`. The leading `_` keeps the mapping one to one,
+    since no task name starts with `_`.
+    """
+    if not SAFE_TASK_NAME.fullmatch(task):
+        raise LayoutError(f"{task!r} is not a safe task name")
+    return f"_{task}" if task.lower() == ALL_TASKS_CONFIG else task
+
+
+def bundle_ids_in(repo_paths: Iterable[str]) -> tuple[list[BundleId], list[str]]:
+    """The bundles a repository listing holds, from its archives under `bundles/`, in order,
+    and the archive-like paths under `bundles/` that are not a valid bundle layout."""
+    prefix = f"{BUNDLES_DIR}/"
+    found: set[BundleId] = set()
+    invalid: list[str] = []
+    for path in repo_paths:
+        if not (path.startswith(prefix) and path.endswith(ARCHIVE_SUFFIX)):
+            continue
+        bundle = bundle_of_path(path)
+        if bundle is None:
+            invalid.append(path)
+        else:
+            found.add(bundle)
+    return sorted(found), sorted(invalid)
+
+
+def bundle_of_path(path: str) -> BundleId | None:
+    """The bundle whose archive or sidecar `path` is, exactly as `repo_paths` spells them;
+    None for any other path, including one a file system could not hold (a name past
+    MAX_NAME_BYTES) or one BundleId does not parse."""
+    if any(len(part.encode("utf-8")) > MAX_NAME_BYTES for part in path.split("/")):
+        return None
+    prefix = f"{BUNDLES_DIR}/"
+    if not path.startswith(prefix):
+        return None
+    for suffix in (ARCHIVE_SUFFIX, SIDECAR_SUFFIX):
+        if path.endswith(suffix):
+            try:
+                bundle = BundleId.parse(path.removeprefix(prefix).removesuffix(suffix))
+            except LayoutError:
+                return None
+            return bundle if path in repo_paths(bundle) else None
+    return None
+
+
+def row_ids_in(repo_paths: Iterable[str]) -> list[BundleId]:
+    """The bundles whose own row file (`repo_row`) a repository listing holds, in order;
+    every other path, under `rows/` or not, is ignored."""
+    prefix = f"{ROWS_DIR}/"
+    found: set[BundleId] = set()
+    for path in repo_paths:
+        if not (path.startswith(prefix) and path.endswith(ROW_SUFFIX)):
+            continue
+        try:
+            bundle = BundleId.parse(path.removeprefix(prefix).removesuffix(ROW_SUFFIX))
+        except LayoutError:
+            continue
+        if repo_row(bundle) == path:
+            found.add(bundle)
+    return sorted(found)

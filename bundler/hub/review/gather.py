@@ -1,0 +1,260 @@
+"""Stage 7, gathered: what a review reads from the Hub about each pull request, as values.
+
+Every pull request to review is looked up first, so a wrong number stops the command before it
+changed anything. For each, the PR's head, the target branch's tip and both histories give the
+PR's base (the newest commit of its history that is also on the target branch); the listings at
+head, base and tip say what the PR changes, and the target branch's task definitions what its
+bundles are held to. A PR failing `layout` (or proposing more bundles than the cap) is judged on
+those listings alone: nothing of it is downloaded. Otherwise only the bundles whose archive it
+changes are fetched, each into a temporary staging folder with download's containment: the
+listed sizes are checked against the format's limits first, then the small sidecar is read and
+the archive's listed size compared with the size it claims, and only then is the archive
+downloaded and verified. Past verification, the row count of the split its task's definition
+names is read (with the maintainer's token only for a defined dataset), and for a replacement
+the target branch's copy (compared with the PR's). The verified copies stay in the staging
+folder: a merge commits exactly those bytes. What to read is asked of
+`bundler.hub.review.judge`, which judges the result.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+from huggingface_hub import GitCommitInfo
+from huggingface_hub.community import DiscussionWithDetails
+from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
+from pydantic import ValidationError
+
+from bundler.core.errors import BundlerError, UsageError
+from bundler.core.limits import MAX_SIDECAR_BYTES
+from bundler.core.progress import ProgressSink
+from bundler.hub.client.remote import RemoteFile, RemoteFolder
+from bundler.hub.client.session import REPO_TYPE, HubSession, status_of
+from bundler.hub.repo.download import FetchedBundle, fetch_verified
+from bundler.hub.repo.paths import repo_archive, repo_sidecar
+from bundler.hub.review.judge import (
+    MAX_BUNDLES,
+    OPEN_STATES,
+    GatheredBundle,
+    GatheredPullRequest,
+    PullRequestFacts,
+    changed_paths,
+    claimed_size_problem,
+    classify,
+    layout_check,
+    listed_size_problem,
+    proposed_bundles,
+    verified_claim,
+)
+from bundler.hub.tasks.definitions import TaskDefinitions, read_definitions
+from bundler.hub.tasks.split_size import RowCountResolver
+from bundler.local.diff import diff_verified
+from bundler.local.layout import TEMP_PREFIX, BundleId
+from bundler.local.manifest import Sidecar
+from bundler.local.verify import BundleReading
+
+
+def differing_files(session: HubSession, revisions: list[str]) -> list[dict[str, RemoteFile]]:
+    """Per revision, the files that are not the same in all of them, and nothing else: the
+    folders whose git tree ids agree are never listed, so what a review reads depends on what
+    the pull request touched (and what its target branch changed since), not on the size of
+    the repository."""
+    found: list[dict[str, RemoteFile]] = [{} for _ in revisions]
+    pending = [""]
+    while pending:
+        folder = pending.pop()
+        listed = [session.list_folder(folder, revision) for revision in revisions]
+        for path in sorted(set().union(*listed)):
+            entries = [listing.get(path) for listing in listed]
+            if all(isinstance(entry, RemoteFolder) for entry in entries):
+                if len({entry.tree_id for entry in entries if isinstance(entry, RemoteFolder)}) > 1:
+                    pending.append(path)
+                continue
+            if any(isinstance(entry, RemoteFolder) for entry in entries):
+                pending.append(path)  # a folder in one revision, a file in another
+            files = [entry if isinstance(entry, RemoteFile) else None for entry in entries]
+            if len({(f.identity, f.size) if f else None for f in files}) > 1:
+                for listing, entry in zip(found, files, strict=True):
+                    if entry is not None:
+                        listing[path] = entry
+    return found
+
+
+def read_details(session: HubSession, num: int) -> DiscussionWithDetails:
+    """The Hub's details of discussion `num`; UsageError when the repository has none."""
+
+    def fetch() -> DiscussionWithDetails | None:
+        try:
+            return session.api.get_discussion_details(session.repo_id, num, repo_type=REPO_TYPE)
+        except HfHubHTTPError as error:
+            if status_of(error) == 404 and not isinstance(error, RepositoryNotFoundError):
+                return None
+            raise
+
+    details = session.call(f"reading PR #{num}", fetch)
+    if details is None:
+        raise UsageError(f"{session.repo_id} has no pull request #{num}")
+    return details
+
+
+def pull_request_facts(details: DiscussionWithDetails) -> PullRequestFacts:
+    named = ("num", "title", "author", "status", "url", "conflicting_files")
+    base_branch = (details.target_branch or "main").removeprefix("refs/heads/")
+    return PullRequestFacts(base_branch=base_branch, **{n: getattr(details, n) for n in named})
+
+
+class PullRequestGatherer:
+    """Reads the pull requests of one repository, and what their review needs about each."""
+
+    def __init__(
+        self,
+        session: HubSession,
+        row_counts: RowCountResolver,
+        progress: ProgressSink,
+        max_bundles: int = MAX_BUNDLES,
+    ) -> None:
+        self.session = session
+        self.row_counts = row_counts
+        self.progress = progress
+        self.max_bundles = max_bundles
+        self._definitions: dict[str, TaskDefinitions] = {}
+
+    def pull_requests(self, nums: list[int]) -> list[PullRequestFacts]:
+        """Every PR to review (`nums`, or every open one), all looked up before any is
+        reviewed, so a wrong number stops the command before it changed anything."""
+        session = self.session
+        if not nums:
+            listing = session.call(
+                "listing pull requests",
+                lambda: list(
+                    session.api.get_repo_discussions(
+                        session.repo_id,
+                        discussion_type="pull_request",
+                        discussion_status="open",
+                        repo_type=REPO_TYPE,
+                    )
+                ),
+            )
+            nums = sorted(d.num for d in listing if d.status in OPEN_STATES)
+        found = [read_details(session, num) for num in dict.fromkeys(nums)]
+        for details in found:
+            if not details.is_pull_request:
+                raise UsageError(f"#{details.num} in {session.repo_id} is a discussion, not a PR")
+        return [pull_request_facts(details) for details in found]
+
+    def gather(self, facts: PullRequestFacts, work: Path) -> GatheredPullRequest:
+        """What the checks of PR `facts` look at; the bundles it changes are fetched into
+        `work`."""
+        session = self.session
+        head = session.head(f"refs/pr/{facts.num}")
+        tip = session.head(facts.base_branch)
+        pr_history = self._history(head)
+        on_target = {commit.commit_id for commit in self._history(tip)}
+        fork = next((commit for commit in pr_history if commit.commit_id in on_target), None)
+        base = fork.commit_id if fork else None
+        head_files, main_files, base_files = differing_files(
+            session, [head, tip, base if base is not None else tip]
+        )
+        definitions = self.definitions(facts.base_branch, tip)
+        changed = changed_paths(base_files, head_files)
+        listings = (head_files, base_files, main_files)
+        gathered = GatheredPullRequest(
+            facts, head, base, *listings, definitions=definitions, max_bundles=self.max_bundles
+        )
+        if layout_check(changed, base_files, head_files, self.max_bundles).status == "failed":
+            return gathered  # judged on its listings: nothing of it is downloaded
+        touched = proposed_bundles(changed, head_files)
+        self.progress.begin(f"reviewing PR #{facts.num}", len(touched))
+        bundles = []
+        for bundle in touched:
+            bundles.append(
+                self._bundle(bundle, head, head_files, tip, main_files, work, definitions)
+            )
+            self.progress.advance()
+        return replace(gathered, bundles=tuple(bundles))
+
+    def definitions(self, branch: str, tip: str) -> TaskDefinitions:
+        """The task definitions at the tip of `branch`, read once per branch."""
+        if branch not in self._definitions:
+            self._definitions[branch] = read_definitions(self.session, tip)
+        return self._definitions[branch]
+
+    def _history(self, revision: str) -> list[GitCommitInfo]:
+        """The commits of `revision`, newest (the revision itself) first. The PR's base is the
+        newest commit of its history that the target branch also has."""
+        return self.session.call(
+            "reading the commit history",
+            lambda: self.session.api.list_repo_commits(
+                self.session.repo_id, repo_type=REPO_TYPE, revision=revision
+            ),
+        )
+
+    def _bundle(
+        self,
+        bundle: BundleId,
+        head: str,
+        head_files: dict[str, RemoteFile],
+        tip: str,
+        main_files: dict[str, RemoteFile],
+        work: Path,
+        definitions: TaskDefinitions,
+    ) -> GatheredBundle:
+        """The PR's copy of `bundle`: its listed sizes, then its sidecar's claimed size, then
+        the archive, verified; when it verifies, its defined split's row count and, for a
+        replacement, the target branch's copy compared with it."""
+        empty = BundleReading(path=work / "pr" / repo_archive(bundle))
+        refused = listed_size_problem(bundle, head_files)
+        if refused is None and repo_sidecar(bundle) in head_files:
+            data = self.session.read_file(repo_sidecar(bundle), head, MAX_SIDECAR_BYTES)
+            refused = claimed_size_problem(head_files[repo_archive(bundle)], _claimed_size(data))
+        if refused is not None:
+            return GatheredBundle(bundle, empty, refused=refused)
+        fetched, reading = self._fetch(bundle, head, head_files, work / "pr")
+        claim = verified_claim(reading)
+        if claim is None:
+            return GatheredBundle(bundle, reading)
+        definition = definitions.get(bundle.task)
+        if definition is None:  # the bundle's own dataset, asked without the maintainer's token
+            row_count = self.row_counts.rows(claim.statics, authenticated=False)
+        elif definition.mismatch(claim.statics) is None:
+            defined = claim.statics.model_copy(
+                update={"hf_repo_id": definition.hf_repo_id, "dataset_split": definition.split}
+            )
+            row_count = self.row_counts.rows(defined, authenticated=True)
+        else:
+            row_count = (None, "not looked up: the bundle is not of its task's definition")
+        archive = fetched.archive
+        staged = Path(archive) if archive is not None and fetched.outcome == "downloaded" else None
+        replaced = classify(head_files[repo_archive(bundle)], main_files.get(repo_archive(bundle)))
+        if replaced != "replacement" or archive is None:
+            return GatheredBundle(bundle, reading, row_count, staged=staged)
+        main, main_reading = self._fetch(bundle, tip, main_files, work / "main")
+        diff = failure = None
+        if main.outcome == "downloaded" and main.archive is not None:
+            try:
+                diff = diff_verified(Path(main.archive), main_reading, Path(archive), reading)
+            except BundlerError as error:
+                failure = error.message
+        return GatheredBundle(
+            bundle, reading, row_count, main_reading, diff, failure, staged=staged
+        )
+
+    def _fetch(
+        self, bundle: BundleId, commit: str, listed: dict[str, RemoteFile], into: Path
+    ) -> tuple[FetchedBundle, BundleReading]:
+        """download's fetch: staged, verified, then placed (or kept apart in .rejected/)."""
+        into.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(dir=into, prefix=f"{TEMP_PREFIX}staging-"))
+        return fetch_verified(
+            self.session, bundle, commit, set(listed), staging, into, self.progress
+        )
+
+
+def _claimed_size(sidecar: bytes) -> int | None:
+    """The archive size a sidecar claims; None when it cannot be read (verification says)."""
+    try:
+        return Sidecar.model_validate_json(sidecar).archive.size
+    except (ValidationError, ValueError):
+        return None

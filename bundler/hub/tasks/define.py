@@ -1,0 +1,74 @@
+"""`bundler tasks define`: a maintainer's commit of one task's definition
+(`bundler.hub.tasks.definitions`), with the tables and card ranked by it."""
+
+from __future__ import annotations
+
+from huggingface_hub import CommitOperationAdd
+
+from bundler.core.errors import UsageError
+from bundler.core.model import Model
+from bundler.core.naming import SAFE_TASK_NAME
+from bundler.hub.client.access import require_card
+from bundler.hub.client.commit import PlannedCommit, commit_replanned
+from bundler.hub.client.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
+from bundler.hub.client.session import HubSession
+from bundler.hub.leaderboard.branch import read_branch, table_operations
+from bundler.hub.repo.paths import TASKS_FILE
+from bundler.hub.tasks.definitions import TaskDefinition, TaskDefinitions
+
+
+class DefineReport(Model):
+    """What `define_task` did."""
+
+    repo_id: str
+    revision: str
+    task: str
+    definition: TaskDefinition
+    changed: bool = False
+    commit: str | None = None
+
+    @property
+    def exit_code(self) -> int:
+        return 0
+
+
+def define_task(
+    session: HubSession, task: str, definition: TaskDefinition, revision: str = "main"
+) -> DefineReport:
+    """Write `task`'s definition into the task definitions on `revision`, with the tables and
+    card ranked by it, in one commit naming its parent (a concurrent commit: read again, and
+    planned again). Needs write access,
+    checked first; nothing is committed when the definition is already that one."""
+    if not SAFE_TASK_NAME.fullmatch(task):
+        raise UsageError(f"{task!r} is not a safe task name")
+    if revision.startswith("refs/pr/"):
+        raise UsageError("the task definitions live on a branch, never in a pull request")
+    require_card(session.rights())
+    report = DefineReport(
+        repo_id=session.repo_id, revision=revision, task=task, definition=definition
+    )
+
+    def plan() -> PlannedCommit | None:
+        state = read_branch(session, revision)
+        current = state.definitions
+        if current.get(task) == definition:
+            return None
+        state.definitions = TaskDefinitions(tasks={**current.tasks, task: definition})
+        report.changed = True
+        operations = [CommitOperationAdd(TASKS_FILE, state.definitions.to_bytes())]
+        return PlannedCommit(
+            revision=revision,
+            parent=state.head,
+            operations=[*operations, *table_operations(session, state)],
+            summary=f"Define task {task}: {definition.hf_repo_id} split {definition.split}",
+            description=f"Ranked by {definition.metric}, {definition.direction} is better.",
+            doing=f"committing {TASKS_FILE}",
+            write_hint="defining tasks needs a token with write access to the repository",
+        )
+
+    info = commit_replanned(
+        session, plan, attempts=COMMIT_ATTEMPTS, retry_wait=COMMIT_RETRY_SECONDS
+    )
+    if info is not None:
+        report.commit = info.oid
+    return report

@@ -1,0 +1,91 @@
+"""Coverage from the Hub: how many rows a pinned dataset split has, for `collect --resolve-rows`.
+
+Best effort by design: the row count comes from the dataset card's `dataset_info` splits at the
+resolved revision. When the Hub is unreachable, the run is unpinned, or the card does not say,
+the count stays unknown and the run's coverage is `unknown`, with a warning saying why; a run is
+never called complete on a guess.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bundler.core.errors import BundlerError
+from bundler.core.limits import INT64_MAX
+from bundler.hub.client.session import HubSession
+from bundler.local.schema import StaticsIdentity
+
+
+class RowCountResolver:
+    """Looks up row counts, once per (dataset, revision, split, with the token or not)."""
+
+    def __init__(self, token: str | None = None) -> None:
+        self._token = token
+        self._cache: dict[tuple[str, str, str | None, bool], tuple[int | None, str | None]] = {}
+
+    def rows(
+        self, identity: StaticsIdentity, *, authenticated: bool = True
+    ) -> tuple[int | None, str | None]:
+        """The split's row count, or None with the reason as a warning. Unless
+        `authenticated`, the token is not sent: review asks a dataset a stranger named
+        anonymously, so a maintainer's token only ever reaches the datasets the task
+        definitions name."""
+        if identity.resolved_revision is None:
+            return None, "row count not resolved: the dataset revision is unpinned"
+        key = (
+            identity.hf_repo_id,
+            identity.resolved_revision,
+            identity.dataset_split,
+            authenticated,
+        )
+        if key not in self._cache:
+            self._cache[key] = self._lookup(identity, identity.resolved_revision, authenticated)
+        return self._cache[key]
+
+    def _lookup(
+        self, identity: StaticsIdentity, revision: str, authenticated: bool
+    ) -> tuple[int | None, str | None]:
+        where = f"{identity.hf_repo_id}@{revision[:8]}"
+        token: str | bool | None = self._token if authenticated else False
+        try:
+            session = HubSession(identity.hf_repo_id, token=token, owned=False)
+            info = session.call(
+                f"reading {where}",
+                lambda: session.api.dataset_info(  # the card alone, not every file's name
+                    identity.hf_repo_id, revision=revision, expand=["cardData"]
+                ),
+            )
+        except BundlerError as error:
+            return None, f"row count not resolved: {error.message}"
+        card: dict[str, Any] = (
+            info.card_data.to_dict() if info.card_data is not None else {}  # type: ignore[no-untyped-call]
+        )
+        count = split_rows(card.get("dataset_info"), identity.dataset_split)
+        if count is None:
+            split = identity.dataset_split or "(no split named)"
+            return None, f"row count not resolved: {where}'s card gives no row count for {split}"
+        return count, None
+
+
+def split_rows(dataset_info: Any, split: str | None) -> int | None:
+    """`num_examples` of `split` in a card's dataset_info (one config, or a list of configs of
+    which `default` or the only one is used)."""
+    if isinstance(dataset_info, list):
+        configs = [c for c in dataset_info if isinstance(c, dict)]
+        chosen = [c for c in configs if c.get("config_name") == "default"] or configs
+        if len(chosen) != 1:
+            return None
+        dataset_info = chosen[0]
+    if not isinstance(dataset_info, dict):
+        return None
+    splits = [s for s in dataset_info.get("splits") or [] if isinstance(s, dict)]
+    if split is None and len(splits) == 1:
+        matches = splits
+    else:
+        matches = [s for s in splits if s.get("name") == split]
+    if len(matches) != 1:
+        return None
+    count = matches[0].get("num_examples")
+    # A count beyond int64 would make the whole viewer table unloadable (its column is int64).
+    plausible = isinstance(count, int) and not isinstance(count, bool) and 0 <= count <= INT64_MAX
+    return count if plausible else None

@@ -35,8 +35,8 @@ from bundler.hub.publish.upload import (
 )
 from bundler.local.collect import BundleStatus, CollectOptions, CollectReport, collect
 from bundler.local.fileio import write_atomically
+from bundler.local.layout import find_archives
 from bundler.local.lock import bundles_lock
-from bundler.local.verify import find_archives
 
 if TYPE_CHECKING:
     from bundler.hub.tasks.split_size import RowCountResolver

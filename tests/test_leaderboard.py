@@ -22,7 +22,8 @@ from bundler.hub.leaderboard.rows import METRICS_AFTER, TableRow, TaskRow, build
 from bundler.hub.leaderboard.tables import AllTasksTable, task_table_bytes
 from bundler.hub.repo.paths import ALL_TABLE, BUNDLES_DIR, README, task_table
 from bundler.local.collect import CollectOptions, collect
-from bundler.local.verify import find_archives, read_bundle
+from bundler.local.layout import find_archives
+from bundler.local.verify import read_bundle
 
 datasets = pytest.importorskip("datasets")
 

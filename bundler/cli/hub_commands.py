@@ -280,7 +280,8 @@ def review_command(
     debug: DebugOption = False,
 ) -> None:
     """Review pull requests: fetch and verify only the bundles each one adds or changes, classify
-    them against the branch it targets (new, replacement, unchanged), and check policy (the task's definition,
+    them against the branch it targets (new, replacement, unchanged), and check policy (the
+    task's definition,
     coverage, the defined dataset's row count, pin, harness tree, exception rate, submitter,
     files outside the bundles, conflicts). --merge commits exactly the reviewed files with the
     leaderboard's tables and card, then closes the PR. The Markdown report goes to stdout (the

@@ -82,7 +82,7 @@ def collect_command(
 
     def action() -> int:
         from bundler.cli.render import render_collect
-        from bundler.local.collect import collect, collect_and_sign
+        from bundler.local.collect import collect
 
         options = collect_options(
             task=task,
@@ -102,15 +102,17 @@ def collect_command(
             )
 
             row_counts = RowCountResolver(token_to_send(token))
+        if sign_key is not None:
+            from bundler.local.signature import Signer
+
+            Signer(sign_key)  # a key that cannot sign stops the command before it writes
         with progress_on(console) as progress:
-            if sign_key is None:
-                report = collect(
-                    output_root, bundles_dir, options, progress, row_counts, may_fork=True
-                )
-            else:
-                report = collect_and_sign(
-                    output_root, bundles_dir, options, sign_key, progress, row_counts
-                )
+            report = collect(output_root, bundles_dir, options, progress, row_counts, may_fork=True)
+            archives = [Path(bundle.archive) for bundle in report.bundles]
+            if sign_key is not None and archives:
+                from bundler.local.sign import sign
+
+                report.signing = sign(archives, sign_key, lock_wait=wait, progress=progress)
         return finish(report, render_collect, console, json_output)
 
     raise typer.Exit(

@@ -282,27 +282,6 @@ def collect(
     return report
 
 
-def collect_and_sign(
-    output_root: Path,
-    bundles_dir: Path,
-    options: CollectOptions,
-    sign_key: Path,
-    progress: ProgressSink | None = None,
-    row_counts: RowCountLookup | None = None,
-) -> CollectReport:
-    """`collect`, then sign every bundle the report lists (bundler.local.sign): the key is
-    read before any run is, so a key that cannot sign stops the command before it writes."""
-    from bundler.local.sign import sign
-    from bundler.local.signature import Signer
-
-    Signer(sign_key)  # a key that cannot be used: SignatureError now, nothing written yet
-    report = collect(output_root, bundles_dir, options, progress, row_counts)
-    archives = [Path(bundle.archive) for bundle in report.bundles]
-    if archives:
-        report.signing = sign(archives, sign_key, lock_wait=options.lock_wait, progress=progress)
-    return report
-
-
 class _Unwatched:
     """The watcher of a collect nobody watches."""
 

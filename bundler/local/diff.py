@@ -24,6 +24,7 @@ from pydantic import Field
 from bundler.core.errors import InputError, UsageError
 from bundler.core.model import Model
 from bundler.core.progress import ProgressSink
+from bundler.local.layout import bundle_file
 from bundler.local.manifest import (
     METRICS_PATH,
     RUN_META_PATH,
@@ -41,7 +42,6 @@ from bundler.local.metrics import (
 from bundler.local.validation import parse_prediction
 from bundler.local.verify import (
     BundleReading,
-    bundle_file,
     manifest_digests,
     read_bundle,
     verified_members,

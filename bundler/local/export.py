@@ -42,12 +42,13 @@ from bundler.local.layout import (
     GPTNT_SUBMISSION_FILE,
     TEMP_PREFIX,
     GptntSubmissionName,
+    find_archives,
 )
 from bundler.local.manifest import BundleClaim
 from bundler.local.schema import UNKNOWN_HARNESS_VERSION
 from bundler.local.submitter import Submitter
 from bundler.local.validation import describe_validation_error
-from bundler.local.verify import BundleReading, find_archives, read_bundle
+from bundler.local.verify import BundleReading, read_bundle
 
 GPTNT_SCHEMA_VERSION: Literal[1] = 1
 GPTNT_CAPABILITY_FIELDS: tuple[str, ...] = (

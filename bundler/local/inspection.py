@@ -10,9 +10,10 @@ from pathlib import Path
 
 from bundler.core.model import Model
 from bundler.core.progress import ProgressSink
+from bundler.local.layout import bundle_file
 from bundler.local.manifest import BundleClaim
 from bundler.local.metrics import MetricValue, flatten_metrics
-from bundler.local.verify import BundleVerification, bundle_file, read_bundle
+from bundler.local.verify import BundleVerification, read_bundle
 
 
 class BundleInspection(Model):

@@ -10,10 +10,12 @@ from the same value in `bundler.hub.repo.paths`.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from bundler.core.errors import UsageError
 from bundler.core.naming import SAFE_TASK_NAME, slugify
 from bundler.local.schema import UNPINNED_LABEL
 
@@ -212,3 +214,63 @@ class GptntSubmissionName:
 
     def folder(self, out_dir: Path) -> Path:
         return out_dir / self.folder_name
+
+
+def find_archives(paths: list[Path]) -> list[Path]:
+    """Archives named directly or found below directories (links not followed, hidden folders
+    skipped), in name order. Raises UsageError for a path that is not there, is not a bundle
+    archive, or is a folder with no bundle below it."""
+    found: list[Path] = []
+    for path in paths:
+        if path.is_dir() and not path.is_symlink():
+            below = _archives_below(path)
+            if not below:
+                raise UsageError(
+                    f"{path}: not a {ARCHIVE_SUFFIX} bundle, and no bundle is below it",
+                    hint=f"collect writes <player>_<fp8>/<task>@<rev8>{ARCHIVE_SUFFIX}",
+                )
+            found.extend(below)
+        elif os.path.lexists(path):
+            found.append(bundle_file(path))
+        else:
+            raise UsageError(f"{path}: no such bundle archive or directory")
+    return found
+
+
+def bundle_file(path: Path) -> Path:
+    """`path`, when it names one bundle archive: an existing file ending in .tar.zst."""
+    if not os.path.lexists(path):
+        raise UsageError(f"{path}: no such bundle archive")
+    if path.is_dir():
+        raise UsageError(
+            f"{path}: not a {ARCHIVE_SUFFIX} bundle but a folder",
+            hint="name one archive; `bundler verify FOLDER` checks every bundle below a folder",
+        )
+    if not (is_archive_path(path) and path.is_file()):
+        is_sidecar = path.name.endswith(SIDECAR_SUFFIX)
+        hint = f"a sidecar's archive is the {ARCHIVE_SUFFIX} beside it" if is_sidecar else None
+        raise UsageError(f"{path}: not a {ARCHIVE_SUFFIX} bundle", hint=hint)
+    return path
+
+
+def _archives_below(top: Path) -> list[Path]:
+    """Regular `.tar.zst` files below `top`, with an explicit stack (a tree of any depth), in
+    the order of their paths' parts (as Paths sort; sorted as strings split at the separator,
+    which is faster). Hidden entries are staging, rejected or temporary areas, never bundles
+    to trust."""
+    found: list[str] = []
+    pending = [str(top)]
+    while pending:
+        directory = pending.pop()
+        try:
+            with os.scandir(directory) as entries:
+                for entry in entries:
+                    if entry.name.startswith(".") or entry.is_symlink():
+                        continue
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append(entry.path)
+                    elif is_archive_path(entry.name) and entry.is_file(follow_symlinks=False):
+                        found.append(entry.path)
+        except OSError as error:
+            raise UsageError(f"{directory}: cannot list: {error.strerror}") from None
+    return [Path(path) for path in sorted(found, key=lambda path: path.split(os.sep))]

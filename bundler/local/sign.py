@@ -56,9 +56,9 @@ def sign(
     Raises SignatureError when the key cannot be used at all (nothing is signed then),
     UsageError for a path that is no bundle, BundlesLockedError when another bundler run holds
     a bundles folder. The report models load with collect's; what signs, only here."""
+    from bundler.local.layout import find_archives
     from bundler.local.lock import bundles_lock
     from bundler.local.signature import Signer
-    from bundler.local.verify import find_archives
 
     signer = Signer(key)
     archives = find_archives(paths)

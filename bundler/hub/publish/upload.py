@@ -23,8 +23,9 @@ from bundler.core.errors import HubError, UsageError
 from bundler.core.forked import Watch, ahead_in_child
 from bundler.core.progress import NoProgress, ProgressSink, Unit
 from bundler.hub.publish.plan import BundlePlan, LocalBundle, UploadOptions, UploadReport
+from bundler.local.layout import find_archives
 from bundler.local.lock import bundles_lock
-from bundler.local.verify import find_archives, read_bundle
+from bundler.local.verify import read_bundle
 from bundler.local.verifycache import VerifiedBundle, VerifyCache
 
 

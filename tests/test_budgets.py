@@ -21,6 +21,10 @@ from test_upload import table_rows
 
 SIZES = (30, 3_000)
 
+pytestmark = pytest.mark.xdist_group("budgets")
+"""One worker runs them all (pytest-xdist, --dist loadgroup): the leaderboards are a module
+fixture (N = 3,000 takes half a minute to build), built once there."""
+
 
 @dataclass(frozen=True)
 class Leaderboard:

@@ -1,5 +1,6 @@
-"""Shared helpers for the core tests: run the installed console script, build bundles, read
-archives back, and forge tampered archives by hand with real tarfile and zstandard.
+"""Shared helpers for the core tests: run the `bundler` command (in this process, or the
+installed console script in a process of its own), build bundles, read archives back, and
+forge tampered archives by hand with real tarfile and zstandard.
 
 Nothing here is a mock: every helper works on real files, real tar streams and real zstd
 frames, so a test that passes here passes for the same reason on a user's machine.
@@ -10,14 +11,20 @@ from __future__ import annotations
 import contextlib
 import copy
 import ctypes
+import functools
 import hashlib
 import io
 import json
+import locale
+import logging
 import os
 import resource
+import signal
 import subprocess
 import sys
 import tarfile
+import traceback
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +35,7 @@ import zstandard
 from factory import RunSpec, write_tree
 from pydantic_core import from_json
 
+from bundler.core.errors import STOP_SIGNALS
 from bundler.local.collect import CollectedBundle, CollectOptions, CollectReport, collect
 from bundler.local.layout import LOCK_NAME
 from bundler.local.statcache import CACHE_NAMES
@@ -52,6 +60,12 @@ def cli_env(env: dict[str, str] | None = None) -> dict[str, str]:
     return base | (env or {})
 
 
+IMPORT_TIME_VARIABLES = ("HF_",)
+"""Prefixes of the variables huggingface_hub reads once, when it is imported (HF_HOME,
+HF_ENDPOINT, HF_HUB_...; conftest sets them for the whole session): a command run in this
+process cannot see other values of them. HF_TOKEN is read at each call."""
+
+
 def run_cli(
     *args: object,
     env: dict[str, str] | None = None,
@@ -59,7 +73,154 @@ def run_cli(
     timeout: float = 120,
     preexec_fn: Callable[[], None] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run the installed `bundler` console script as a user would."""
+    """Run the `bundler` command in this process, as its console script would run it: the
+    typer app parses `args` and runs the command, with what a process of its own would have
+    (see `_as_a_command`), and the result reads as run_cli_process's does. Where a process
+    matters (signals, forks, start-up, a closed pipe, a preexec_fn, variables read at import),
+    use run_cli_process. The test's own timeout (pytest-timeout) bounds the call: `timeout`
+    is kept for the signature's sake."""
+    if preexec_fn is not None:
+        raise TypeError("a preexec_fn acts on a process of its own: use run_cli_process")
+    environment = cli_env(env)
+    fixed = [
+        name
+        for name, value in (env or {}).items()
+        if name.startswith(IMPORT_TIME_VARIABLES)
+        and name != "HF_TOKEN"
+        and os.environ.get(name) != value
+    ]
+    if fixed:
+        raise ValueError(f"{fixed} are read when huggingface_hub is imported: use run_cli_process")
+    argv = [str(arg) for arg in args]
+    with _as_a_command(environment, cwd) as (stdout, stderr):
+        returncode = _call_the_app(argv, stderr)
+    return subprocess.CompletedProcess(["bundler", *argv], returncode, stdout(), stderr())
+
+
+def _call_the_app(argv: list[str], stderr: Any) -> int:
+    """What the console script's `main` ends with, as the interpreter turns it into an exit
+    status: the app's own result (BundlerGroup.main), a SystemExit's code, or 1 and the
+    traceback on stderr for an exception nothing caught."""
+    try:
+        result = _command().main(argv, "bundler", standalone_mode=False)
+    except SystemExit as error:
+        if error.code is None or isinstance(error.code, int):
+            return error.code or 0
+        print(error.code, file=stderr)
+        return 1
+    except Exception:
+        traceback.print_exc(file=stderr)
+        return 1
+    return result if isinstance(result, int) else 0
+
+
+@functools.cache
+def _command() -> Any:
+    """The click command typer builds from the app (a tenth of a second): built once here, as
+    a process builds it once; it keeps nothing between two calls of its `main`."""
+    import typer.main
+
+    from bundler.cli.app import app
+
+    return typer.main.get_command(app)
+
+
+DEFAULT_WARNING_FILTERS = (
+    ("default", DeprecationWarning, "__main__"),
+    ("ignore", DeprecationWarning, None),
+    ("ignore", PendingDeprecationWarning, None),
+    ("ignore", ImportWarning, None),
+    ("ignore", ResourceWarning, None),
+)
+"""The warning filters a fresh interpreter starts with (no -W option, no PYTHONWARNINGS)."""
+
+
+@contextlib.contextmanager
+def _as_a_command(
+    environment: dict[str, str], cwd: Path | None
+) -> Iterator[tuple[Callable[[], str], Callable[[], str]]]:
+    """For the length of one command: the environment `environment` (os.environ itself, as
+    the library reads it at call time), the working folder `cwd`, stdin at /dev/null, stdout
+    and stderr captured as a pipe would take them (the interpreter's encoding and error
+    handlers; read back as subprocess.run(text=True) reads a pipe), the warnings a fresh
+    interpreter shows (written on stderr), huggingface_hub's log lines on stderr and its
+    verbosity, and the stop signals' handlers. All of it is this process's again afterwards.
+    Yields functions that give each stream's text."""
+    from huggingface_hub.utils import logging as hub_logging
+
+    saved_environ, saved_cwd = dict(os.environ), os.getcwd()
+    saved_streams = sys.stdin, sys.stdout, sys.stderr
+    saved_signals = {number: signal.getsignal(number) for number in STOP_SIGNALS}
+    hub_logger = hub_logging.get_logger("huggingface_hub")
+    hub_level = hub_logger.level
+    hub_handlers = [h for h in hub_logger.handlers if isinstance(h, logging.StreamHandler)]
+    hub_streams = [handler.stream for handler in hub_handlers]
+    out, err = io.BytesIO(), io.BytesIO()
+    stdout = _pipe_writer(out, sys.__stdout__, "strict")
+    stderr = _pipe_writer(err, sys.__stderr__, "backslashreplace")
+    try:
+        with open(os.devnull, encoding=stdout.encoding) as stdin:
+            os.environ.clear()
+            os.environ.update(environment)
+            if cwd is not None:
+                os.chdir(cwd)
+            sys.stdin, sys.stdout, sys.stderr = stdin, stdout, stderr
+            for handler in hub_handlers:
+                handler.setStream(stderr)
+            with warnings.catch_warnings(record=True) as shown:
+                warnings.resetwarnings()
+                for action, category, module in reversed(DEFAULT_WARNING_FILTERS):
+                    warnings.filterwarnings(action, category=category, module=module or "")
+                yield (lambda: _pipe_text(out, stdout)), (lambda: _pipe_text(err, stderr))
+            for warning in shown:
+                stderr.write(
+                    warnings.formatwarning(
+                        warning.message,
+                        warning.category,
+                        warning.filename,
+                        warning.lineno,
+                        warning.line,
+                    )
+                )
+    finally:
+        sys.stdin, sys.stdout, sys.stderr = saved_streams
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_environ)
+        for number, handler in saved_signals.items():
+            signal.signal(number, handler)
+        for handler, stream in zip(hub_handlers, hub_streams, strict=True):
+            handler.setStream(stream)
+        hub_logger.setLevel(hub_level)
+
+
+def _pipe_writer(buffer: io.BytesIO, like: Any, errors: str) -> io.TextIOWrapper:
+    """A text stream into `buffer` with the encoding and error handler the interpreter gives
+    its own stream `like` (a pipe's: not a terminal, so rich and click draw for a log)."""
+    return io.TextIOWrapper(
+        buffer,
+        encoding=getattr(like, "encoding", None) or "utf-8",
+        errors=getattr(like, "errors", None) or errors,
+        write_through=True,
+    )
+
+
+def _pipe_text(buffer: io.BytesIO, stream: io.TextIOWrapper) -> str:
+    """What subprocess.run(text=True) reads from a pipe that received `buffer`'s bytes: the
+    locale's encoding, strict, universal newlines."""
+    stream.flush()
+    data = buffer.getvalue().decode(locale.getpreferredencoding(False))
+    return data.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def run_cli_process(
+    *args: object,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    timeout: float = 120,
+    preexec_fn: Callable[[], None] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run the installed `bundler` console script as a user would, in a process of its own."""
     return subprocess.run(
         [str(BUNDLER), *(str(arg) for arg in args)],
         capture_output=True,
@@ -155,10 +316,11 @@ def _drop_root_overrides() -> None:
 def run_cli_as_any_user(
     *args: object, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """run_cli where file permissions bind the command even when the tests run as root, so a
-    read-only folder really cannot be written; skips where root cannot shed that override."""
+    """run_cli_process where file permissions bind the command even when the tests run as
+    root, so a read-only folder really cannot be written; skips where root cannot shed that
+    override."""
     try:
-        return run_cli(*args, env=env, preexec_fn=_drop_root_overrides)
+        return run_cli_process(*args, env=env, preexec_fn=_drop_root_overrides)
     except subprocess.SubprocessError as error:
         pytest.skip(f"cannot run the command without root's permission override: {error}")
 

@@ -14,12 +14,16 @@ from pathlib import Path
 
 import pytest
 from conftest import SUBMITTER_TOKEN, WRITE_TOKEN
-from helpers import run_cli, run_python
+from helpers import run_cli, run_cli_process, run_python
 from hubserver import HubServer
 from scalelib import bundles_of, publish_directly, run_specs
 from test_upload import table_rows
 
 SIZES = (30, 3_000)
+
+pytestmark = pytest.mark.xdist_group("budgets")
+"""One worker runs them all (pytest-xdist, --dist loadgroup): the leaderboards are a module
+fixture (N = 3,000 takes half a minute to build), built once there."""
 
 
 @dataclass(frozen=True)
@@ -110,7 +114,7 @@ def test_a_nightly_with_nothing_new_downloads_the_table_only_when_it_changed(
 
     def nightly() -> tuple[int, int]:
         hub.reset_requests()
-        result = run_cli(
+        result = run_cli_process(  # HF_HOME is read when the Hub client is imported
             "upload",
             board.bundles,
             "--repo",
@@ -138,7 +142,7 @@ def test_a_nightly_with_nothing_new_downloads_the_table_only_when_it_changed(
     assert nightly() == (0, 0)
     mine = bundles_of(tmp_path / "mine", run_specs(1, start=90_001))
     env = {"HF_TOKEN": WRITE_TOKEN, "HF_HOME": str(home)}
-    published = run_cli("upload", mine, "--repo", board.repo_id, env=env)
+    published = run_cli_process("upload", mine, "--repo", board.repo_id, env=env)
     assert published.returncode == 0, published.stderr
     assert nightly() == (0, 0)  # its own commit kept the table it wrote
 

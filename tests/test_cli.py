@@ -25,6 +25,7 @@ from helpers import (
     probe_console_script,
     read_manifest,
     run_cli,
+    run_cli_process,
     run_python,
 )
 
@@ -47,7 +48,7 @@ def root(tmp_path: Path) -> Path:
 
 def test_the_console_script_is_installed() -> None:
     assert BUNDLER.exists()
-    result = run_cli("--help")
+    result = run_cli_process("--help")
     assert result.returncode == 0
     for command in ("collect", "verify", "inspect"):
         assert command in result.stdout
@@ -427,7 +428,9 @@ def test_full_disk_while_writing_leaves_nothing_partial(tmp_path: Path) -> None:
     )
     bundles = tmp_path / "b"
     limit = 64 << 10
-    result = run_cli("collect", root, "-o", bundles, "--json", preexec_fn=limit_file_size(limit))
+    result = run_cli_process(
+        "collect", root, "-o", bundles, "--json", preexec_fn=limit_file_size(limit)
+    )
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr
     report = json.loads(result.stdout)
@@ -553,7 +556,7 @@ def test_full_disk_while_replacing_keeps_the_previous_bundle(tmp_path: Path) -> 
     probe = json.loads(run_cli("collect", root, "-o", tmp_path / "probe", "--json").stdout)
     new_size = next(b["size"] for b in probe["bundles"] if b["bundle_id"].startswith("big_"))
     limit = limit_file_size(new_size - 1)
-    result = run_cli("collect", root, "-o", bundles, "--json", preexec_fn=limit)
+    result = run_cli_process("collect", root, "-o", bundles, "--json", preexec_fn=limit)
     assert result.returncode == 1, result.stderr
     (refusal,) = json.loads(result.stdout)["refused"]
     assert refusal["error"].endswith(".tar.zst: cannot write: file size limit exceeded")

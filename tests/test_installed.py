@@ -44,7 +44,9 @@ DIRECT_DEPENDENCIES = (
     "pyarrow",
 )
 
-pytestmark = pytest.mark.installed
+pytestmark = [pytest.mark.installed, pytest.mark.xdist_group("installed")]
+"""One worker runs them all (pytest-xdist, --dist loadgroup): the wheel and its two venvs are
+session fixtures, built once there."""
 
 
 @dataclass(frozen=True)

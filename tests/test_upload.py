@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import READ_TOKEN, WRITE_TOKEN
 from factory import RunSpec, write_tree
-from helpers import FORK_COUNTER, probe_console_script, run_cli, run_python
+from helpers import FORK_COUNTER, probe_console_script, run_cli, run_cli_process, run_python
 from hubserver import HubServer
 from huggingface_hub import CommitOperationDelete, HfApi
 
@@ -430,8 +430,9 @@ def test_the_console_script_verifies_in_a_forked_child_with_the_same_result(
 
 def test_an_endpoint_that_is_no_url_is_unusable_not_a_hub_outage(bundles: Path) -> None:
     """HF_ENDPOINT without its scheme fails the same way every time: exit 2 at once, naming
-    the variable, not retries and exit 75 ("try again later"), which a nightly job ignores."""
-    result = run_cli(
+    the variable, not retries and exit 75 ("try again later"), which a nightly job ignores.
+    (The client reads HF_ENDPOINT when it is imported: a process of its own.)"""
+    result = run_cli_process(
         "upload",
         bundles,
         "--repo",

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import sys
 import threading
 import time
+import traceback
 from collections import Counter
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -83,7 +85,7 @@ class HubServer:
         """Bind 127.0.0.1 and serve from a daemon thread; returns self for chaining."""
         if self._httpd is not None:
             raise RuntimeError("HubServer already started")
-        httpd = ThreadingHTTPServer(("127.0.0.1", self._port), _make_handler(self))
+        httpd = _HTTPServer(("127.0.0.1", self._port), _make_handler(self))
         httpd.daemon_threads = True
         self._httpd = httpd
         self.url = f"http://127.0.0.1:{httpd.server_address[1]}"
@@ -380,6 +382,15 @@ class HubServer:
             "someone-else",
         )
         repo.move(ref, commit.oid)
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    def handle_error(self, request: object, client_address: tuple[str, int]) -> None:
+        """What socketserver prints about a request that failed (a client that gave up), on
+        the process's own stderr: `sys.stderr` may be a command's, run in the tests' process
+        (helpers.run_cli), and this is the server's output, not the command's."""
+        print(f"hubserver: error serving {client_address}", file=sys.__stderr__)
+        traceback.print_exc(file=sys.__stderr__)
 
 
 def _make_handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:

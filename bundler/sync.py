@@ -10,10 +10,7 @@ collect, upload or sync can slip in between them.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from contextlib import ExitStack
 from datetime import UTC, datetime
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,15 +20,12 @@ from bundler.core import exitcodes
 from bundler.core.errors import BundlerError, Terminated, UsageError, WriteError
 from bundler.core.jsontext import valid_unicode
 from bundler.core.model import Model
-from bundler.core.progress import NoProgress, ProgressSink
+from bundler.core.progress import ProgressSink
 from bundler.hub.publish.plan import Action, Outcome
 from bundler.hub.publish.upload import (
-    Gathered,
     UploadOptions,
     UploadReport,
-    load_hub_client,
     upload,
-    verifying_ahead,
 )
 from bundler.local.collect import BundleStatus, CollectOptions, CollectReport, collect
 from bundler.local.fileio import write_atomically
@@ -151,18 +145,9 @@ def sync(
     bundles_dir: Path,
     options: SyncOptions,
     progress: ProgressSink | None = None,
-    *,
-    may_fork: bool = False,
-    quiet_hub: bool = False,
 ) -> SyncReport:
-    """Collect the runs under `output_root` into `bundles_dir`, then publish the folder.
-    `may_fork`, for a caller that knows its process has no other thread (the console script;
-    bundler.core.forked): collect walks a wide tree with a forked child, this process loading
-    the Hub client first (`load_hub_client`), and bundles many runs half in another child, and
-    upload verifies the bundles in a third while the rest of the client loads (collect's own
-    threads have ended by then); when collect finds nothing new, that verification begins
-    beside collect's last checks instead (`_VerifiedBeside`). `quiet_hub`: silence the Hub
-    client's own progress bars and warnings, for a command that draws its own.
+    """Collect the runs under `output_root` into `bundles_dir`, then publish the folder, each
+    stage as its own command does it (bundler.core.forked says where they use a second core).
 
     Never raises a BundlerError: an error that stops the sync (the lock held, the Hub down,
     unusable input) is recorded in the report with its exit code, so the report, and the
@@ -179,34 +164,14 @@ def sync(
     error_code = exitcodes.OK
     stopped: BaseException | None = None
     try:
-        with (
-            bundles_lock(bundles_dir, operation="sync", wait=options.lock_wait),
-            _VerifiedBeside(bundles_dir, options.upload, progress, may_fork=may_fork) as early,
-        ):
-            load_hub = partial(load_hub_client, quiet=quiet_hub)
-            if options.resolve_rows:
-                load_hub()  # collect asks the Hub for row counts
+        with bundles_lock(bundles_dir, operation="sync", wait=options.lock_wait):
             report.collect = collect(
-                output_root,
-                bundles_dir,
-                options.collect,
-                progress,
-                _row_counts(options),
-                may_fork=may_fork,
-                watcher=early,
-                meanwhile=load_hub,
+                output_root, bundles_dir, options.collect, progress, _row_counts(options)
             )
             if report.collect.refused and not _holds_bundles(bundles_dir):
                 report.upload_skipped = "no bundle to publish: every selected run was refused"
             else:
-                report.upload = upload(
-                    bundles_dir,
-                    options.upload,
-                    progress,
-                    verify_in_child=may_fork,
-                    verified=early.verified(),
-                    quiet_hub=quiet_hub,
-                )
+                report.upload = upload(bundles_dir, options.upload, progress)
     except BundlerError as error:
         report.error, report.hint, error_code = error.message, error.hint, error.exit_code
     except BaseException as error:  # stopped, or a bug: said in the report, then raised
@@ -228,53 +193,6 @@ def sync(
     if stopped is not None:
         raise stopped
     return report
-
-
-class _VerifiedBeside:
-    """Upload's verification of the folder, begun in a forked child as soon as collect finds
-    nothing new (its NothingNewWatcher), so that it runs beside collect's last checks and the
-    Hub client's loading rather than after them: most of what a nightly run with nothing new
-    costs besides the walk. It is the upload's only while collect changes nothing in the folder
-    (the sync holds the folder's lock, so nothing else does); once collect bundles a run or
-    removes leftovers, the child is stopped and the upload verifies the folder as it then is.
-    Only with `may_fork` (the console script); otherwise the upload verifies as always."""
-
-    def __init__(
-        self,
-        bundles_dir: Path,
-        options: UploadOptions,
-        progress: ProgressSink | None,
-        *,
-        may_fork: bool,
-    ) -> None:
-        self._begin = partial(
-            verifying_ahead,
-            bundles_dir,
-            allow_partial=options.allow_partial,
-            progress=progress or NoProgress(),
-            in_child=True,
-        )
-        self._may_fork = may_fork
-        self._running = ExitStack()
-        self._result: Callable[[], Gathered] | None = None
-
-    def __enter__(self) -> _VerifiedBeside:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._running.close()  # a child not waited for is stopped (bundler.core.forked)
-
-    def nothing_new(self) -> None:
-        if self._may_fork and self._result is None:
-            self._result = self._running.enter_context(self._begin())
-
-    def changed(self) -> None:
-        self._result = None
-        self._running.close()
-
-    def verified(self) -> Callable[[], Gathered] | None:
-        """The verification begun beside collect, if it still holds for the folder."""
-        return self._result
 
 
 def _stop_words(error: BaseException) -> tuple[str, int]:

@@ -35,9 +35,8 @@ MAX_CLASS_LINES = 250
 """A class is measured from its `class` line to its last (ast's lineno to end_lineno)."""
 
 OVER_LONG_MODULES = {
-    "bundler.local.archive": 937,
-    "bundler.local.collect": 808,  # signing; the scheduling clean-up takes it back down
-    "bundler.local.verify": 766,
+    "bundler.local.collect": 714,
+    "bundler.local.verify": 760,
 }
 """Modules over MAX_MODULE_LINES when the rule came, each at its length then: to be split by
 whoever works on them, never to grow. The list only shrinks: a module may not grow past its

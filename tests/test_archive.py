@@ -9,10 +9,7 @@ import json
 import os
 import shutil
 import socket
-import sys
 import tarfile
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,26 +20,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bundler.core.errors import NotCanonicalError
-from bundler.local.archive import (
-    BUNDLE_FRAMES,
-    DEFERRED_BODY_BYTES,
-    PREFETCH_SWITCH_INTERVAL,
-    READ_AHEAD_MIN_BYTES,
-    THREADED_BODY_PREDICTIONS,
-    BodyWriter,
-    Compressors,
-    FrameReader,
+from bundler.local.archive import THREADED_BODY_PREDICTIONS, BodyWriter, Compressors
+from bundler.local.collect import CollectOptions, collect
+from bundler.local.manifest import Manifest, Sidecar
+from bundler.local.schema import StaticsRunMetadata
+from bundler.local.tarformat import (
     TarReader,
     TarStream,
     end_of_archive_size,
     parse_header,
-    prefetched,
-    read_ahead,
     tar_header,
 )
-from bundler.local.collect import CollectOptions, collect
-from bundler.local.manifest import Manifest, Sidecar
-from bundler.local.schema import StaticsRunMetadata
+from bundler.local.zstdframes import BUNDLE_FRAMES, FrameReader
 
 SPEC = RunSpec(model="Qwen/Qwen3.5-27B", rows=12)
 
@@ -212,28 +201,22 @@ def test_same_inputs_give_identical_bytes_across_threads_mtimes_order_owner_umas
         assert (os.stat(two.archive).st_mode & 0o777) == 0o644
 
 
-@pytest.mark.parametrize("body_bytes", [200_000, DEFERRED_BODY_BYTES + 300_000])
-def test_a_small_runs_body_is_the_same_frame_in_the_background_in_line_or_past_the_cap(
-    body_bytes: int,
-) -> None:
-    # A small run's body waits for the background worker (or, past DEFERRED_BODY_BYTES, is
-    # compressed as it comes): either way its frame must be the one an in-line compressor
-    # writes member by member, or every bundle written before would now read as replaced.
+@pytest.mark.parametrize("body_bytes", [200_000, 16_300_000])
+def test_a_small_runs_body_is_the_frame_an_in_line_compressor_writes(body_bytes: int) -> None:
+    # Its frame must be the one an in-line compressor writes member by member, whatever its
+    # size (earlier releases kept small bodies aside up to 16 MiB for a background thread), or
+    # every bundle written before would now read as replaced.
     seed, count = hashlib.sha256(b"body").digest(), 900  # a small run: under 1,000 predictions
     members = [
         (f"predictions/prediction_{index}.json", seed * (1 + index % 7) + os.urandom(size))
         for index, size in enumerate([body_bytes // count] * count)
     ]
     compressors = Compressors.of(level=3, threads=2)
-    try:
-        with BodyWriter(1_760_000_000, compressors, len(members)) as body:
-            for name, data in members:
-                body.add(name, data)
-            body.start()  # from here the background worker compresses what was kept
-            written = io.BytesIO()
-            body.copy_frame_to(written)
-    finally:
-        compressors.close()
+    with BodyWriter(1_760_000_000, compressors, len(members)) as body:
+        for name, data in members:
+            body.add(name, data)
+        written = io.BytesIO()
+        body.copy_frame_to(written)
     reference = io.BytesIO()
     with compressors.inline.stream_writer(reference, closefd=False) as compressed:
         tar = TarStream(compressed)
@@ -398,47 +381,3 @@ def test_tar_reader_members_read_a_frame_share_however_it_is_cut(
     with pytest.raises(NotCanonicalError, match=f"more than the {limit} collect accepts"):
         for name, _ in refusing.members(limit):
             assert name != members[oversized][0]
-
-
-def test_prefetched_stops_its_producer_and_passes_on_its_errors() -> None:
-    produced = []
-
-    def items() -> Iterator[int]:
-        for number in range(1000):
-            produced.append(number)
-            yield number
-
-    with prefetched(items(), depth=2) as stream:
-        assert next(stream) == 0
-    assert len(produced) < 10  # stopped once the block was left, not run to the end
-
-    def failing() -> Iterator[int]:
-        yield 1
-        raise NotCanonicalError("zstd", "broken")
-
-    with prefetched(failing()) as stream, pytest.raises(NotCanonicalError, match="broken"):
-        list(stream)
-
-
-def test_prefetches_shorten_the_switch_interval_and_the_last_one_restores_it() -> None:
-    original = sys.getswitchinterval()
-    short = min(original, PREFETCH_SWITCH_INTERVAL)
-    first, second = prefetched(iter([b"a"])), prefetched(iter([b"b"]))
-    assert list(first.__enter__()) == [b"a"]
-    assert list(second.__enter__()) == [b"b"]
-    assert sys.getswitchinterval() == short
-    first.__exit__(None, None, None)  # ends while the other still runs (another thread's)
-    assert sys.getswitchinterval() == short
-    second.__exit__(None, None, None)
-    assert sys.getswitchinterval() == original
-
-
-def test_only_a_large_source_is_read_ahead_by_a_thread_of_its_own() -> None:
-    def producers() -> Iterator[str]:
-        for _ in range(3):
-            yield threading.current_thread().name
-
-    with read_ahead(producers(), READ_AHEAD_MIN_BYTES - 1) as small:
-        assert set(small) == {threading.current_thread().name}
-    with read_ahead(producers(), READ_AHEAD_MIN_BYTES) as large:
-        assert set(large) == {"bundler-read"}

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
-from typing import Any
 
 import pytest
 from factory import RunSpec, write_how_do_you, write_run, write_tree
-from helpers import FORK_COUNTER, nested_folders, run_python
+from helpers import nested_folders
 
 from bundler.core.errors import UsageError
-from bundler.local.discover import SPLIT_PENDING, Discovery, Skipped, discover
+from bundler.local.discover import discover
 
 
 def test_runs_are_found_at_any_depth_in_name_order(tmp_path: Path) -> None:
@@ -199,92 +197,28 @@ def test_files_outside_every_run_are_reported_as_skipped(tmp_path: Path) -> None
     ]
 
 
-SPLIT_WALK = (
-    FORK_COUNTER
-    + """
-import json, sys
-from pathlib import Path
-import bundler.local.discover as discovery_module
-from bundler.local.discover import discover
-
-how, parent, meanwhile_seen = sys.argv[2], os.getpid(), []
-if how == "child fails":  # after walking two parts of its own: those are walked again here
-    scan, child_scans = discovery_module._scan, []
-
-    def failing_scan(*args, **kwargs):
-        if os.getpid() != parent:
-            child_scans.append(1)
-            if len(child_scans) > 2:
-                raise RuntimeError("the child fails")
-        return scan(*args, **kwargs)
-
-    discovery_module._scan = failing_scan
-
-
-def meanwhile() -> None:
-    meanwhile_seen.append({"in_parent": os.getpid() == parent, "children": len(forks)})
-
-
-found = discover(
-    Path(sys.argv[1]),
-    split_in_child=how != "in line",
-    meanwhile=meanwhile if how == "meanwhile" else None,
-)
-report = {"forks": len(forks), "meanwhile": meanwhile_seen}
-print(json.dumps(report | {"discovery": found.model_dump(mode="json")}))
-"""
-)
-
-
-def test_a_wide_tree_walked_with_a_forked_child_is_found_as_in_one_walk(
-    tmp_path: Path,
-) -> None:
-    """Past SPLIT_PENDING folders the console script shares the walk with a child, part by
-    part (one lstat per file is most of a nightly no-op collect): what it finds must be exactly
-    what one walk finds, in the same order, listings included, whatever sits among the runs;
-    also when this process first does work of its own (`meanwhile`, once, while the child
-    walks), and when the child fails halfway (its parts are walked again)."""
+def test_a_wide_tree_is_found_whatever_sits_among_its_runs(tmp_path: Path) -> None:
+    """Hundreds of model folders under one org, with a folder that is no run, a stray file, a
+    link and a run's own subfolder among them: each is reported for what it is, in order."""
     root = tmp_path / "out"
-    # Wide at one level: the walk is shared among the model folders of one org, where a folder
-    # that is no run, a stray file, a link and a run's own subfolder fall in different parts.
-    wide = [f"wide/model-{number:03d}" for number in range(SPLIT_PENDING + 40)]
-    narrow = [f"org-{number % 3}/model-{number}" for number in range(60)]  # never split
-    also_wide = [f"also/model-{number:03d}" for number in range(SPLIT_PENDING)]  # a 2nd split
+    wide = [f"wide/model-{number:03d}" for number in range(300)]
+    narrow = [f"org-{number % 3}/model-{number}" for number in range(60)]
     specs = [RunSpec(task="maze", model=model, rows=2) for model in wide]
-    specs += [RunSpec(task="sums", model=model, rows=1) for model in also_wide]
     write_tree(root, specs + [RunSpec(model=model, rows=1) for model in narrow], how_do_you=False)
     org = root / "maze_predictions" / "wide"
     (org / "model-000-notes.txt").write_text("not a run")
     (org / "model-200-empty").mkdir()
     (org / "model-100-linked").symlink_to(org / "model-001")
     (org / "model-290" / "scratch").mkdir()
-    models = wide + narrow + also_wide
-
-    def walked(how: str) -> dict[str, Any]:
-        result = run_python(SPLIT_WALK, root, how)
-        assert result.returncode == 0, result.stderr
-        report: dict[str, Any] = json.loads(result.stdout)
-        return report
-
-    split, single = walked("split"), walked("in line")
-    aside, failed = walked("meanwhile"), walked("child fails")
-    assert [report["forks"] for report in (split, single, aside, failed)] == [2, 0, 2, 2]
-    assert split["discovery"] == single["discovery"] == aside["discovery"] == failed["discovery"]
-    # Done once, here, with the first child already walking; not at all without a `meanwhile`.
-    assert aside["meanwhile"] == [{"in_parent": True, "children": 1}]
-    assert split["meanwhile"] == single["meanwhile"] == []
-    discovery = single["discovery"]
-    assert isinstance(discovery, dict)
-    runs = discovery["runs"]
-    assert len(runs) == len(models)
-    assert all(run["listing"] is not None for run in runs)
-    assert [Skipped.model_validate(item).path for item in discovery["refused"]] == [
-        str(org / "model-100-linked")
-    ]
-    assert [item["path"] for item in discovery["skipped"]] == [
+    found = discover(root)
+    assert len(found.runs) == len(wide) + len(narrow)
+    assert all(run.listing is not None for run in found.runs)
+    assert [item.path for item in found.refused] == [str(org / "model-100-linked")]
+    assert [item.path for item in found.skipped] == [
         str(org / "model-000-notes.txt"),
         str(org / "model-200-empty"),
     ]
-    (scratched,) = [run for run in runs if run["relative"].endswith("model-290")]
-    assert scratched["left_out_folders"] == ["scratch"]
-    assert discover(root) == Discovery.model_validate(discovery)  # and as a library walks it
+    (scratched,) = [run for run in found.runs if run.relative.endswith("model-290")]
+    assert scratched.left_out_folders == ("scratch",)
+    relatives = [run.relative for run in found.runs]
+    assert relatives == sorted(relatives, key=lambda relative: relative.split("/"))

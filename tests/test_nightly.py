@@ -410,46 +410,12 @@ def test_a_cache_write_left_by_a_killed_run_is_removed(tmp_path: Path) -> None:
     assert not leftover.exists() and other.exists()
 
 
-class Watched:
-    """A NothingNewWatcher that notes what collect told it, in order."""
-
-    def __init__(self) -> None:
-        self.told: list[str] = []
-
-    def nothing_new(self) -> None:
-        self.told.append("nothing new")
-
-    def changed(self) -> None:
-        self.told.append("changed")
-
-
-def test_collect_tells_its_watcher_when_nothing_is_new_and_when_the_folder_changes_after_all(
-    tmp_path: Path,
-) -> None:
-    out, bundles = tmp_path / "out", tmp_path / "b"
-    make_tree(out)
-    options = CollectOptions(expected_rows={"expert-vqa": 3})
-
-    def told() -> list[str]:
-        watched = Watched()
-        collect(out, bundles, options, watcher=watched)
-        return watched.told
-
-    assert told() == ["changed"]  # new runs: they are bundled
-    assert told() == ["nothing new"]
-    (sidecar, *_) = sorted(bundles.rglob("*.json"))
-    sidecar.unlink()  # its run is read and bundled again, after the watcher heard otherwise
-    assert told() == ["nothing new", "changed"]
-    (sidecar.parent / f"{TEMP_PREFIX}{sidecar.name}.x1y2z3{TEMP_SUFFIX}").write_bytes(b"{")
-    assert told() == ["nothing new", "changed"]  # a killed run's leftover, removed
-    assert told() == ["nothing new"]
-
-
 FORKED_COLLECT = (
     FORK_COUNTER
     + """
 import json, sys
 from pathlib import Path
+from bundler.core.forked import allow_forks
 from bundler.local.collect import CollectOptions, collect
 from bundler.local.collectcache import CollectCache
 
@@ -457,8 +423,10 @@ if sys.argv[3] == "child fails":
     def fail(cache: CollectCache) -> None:
         raise RuntimeError("the child fails")
     CollectCache.keep_apart = fail  # called in the child only
+if sys.argv[3] != "in line":
+    allow_forks()  # as the console script does
 options = CollectOptions(expected_rows={"expert-vqa": int(sys.argv[4])})
-report = collect(Path(sys.argv[1]), Path(sys.argv[2]), options, may_fork=sys.argv[3] != "in line")
+report = collect(Path(sys.argv[1]), Path(sys.argv[2]), options)
 print(json.dumps({"forks": len(forks), "report": report.model_dump(mode="json")}))
 """
 )

@@ -21,7 +21,6 @@ from bundler.core.errors import Terminated
 from bundler.core.progress import NoProgress
 from bundler.hub.publish.upload import UploadOptions
 from bundler.local.collect import CollectOptions
-from bundler.local.discover import SPLIT_PENDING
 from bundler.sync import SyncOptions
 from bundler.sync import sync as sync_library
 
@@ -344,13 +343,13 @@ def test_an_output_root_without_runs_still_uploads_the_bundles_there(
 
 
 def test_the_sync_command_forks_its_helpers(hub: HubServer, repo_id: str, tmp_path: Path) -> None:
-    """The console script is one thread, so sync may fork (bundler.core.forked): collect walks
-    a tree SPLIT_PENDING folders wide with a child (while this process loads the Hub client)
-    and bundles its runs (well past FORK_WEIGHT) half in another, and upload verifies in a
-    third. pyarrow, which starts native threads, is loaded only after the last fork. (A library
-    caller forks nothing unless it says so.)"""
+    """The console script is one thread, so sync may fork (bundler.core.forked): collect
+    bundles its runs (well past FORK_WEIGHT) half in a child, and upload verifies in another
+    while the Hub client loads. The client and pyarrow, which starts native threads, are loaded
+    only after the last fork. (A library caller forks nothing.)"""
     root = tmp_path / "out"
-    specs = [RunSpec(model=f"org/model-{number:03d}", rows=1) for number in range(SPLIT_PENDING)]
+    runs = 300
+    specs = [RunSpec(model=f"org/model-{number:03d}", rows=1) for number in range(runs)]
     write_tree(root, specs, how_do_you=False)
     code, state = probe_console_script(
         tmp_path,
@@ -365,17 +364,16 @@ def test_the_sync_command_forks_its_helpers(hub: HubServer, repo_id: str, tmp_pa
         env={"HF_TOKEN": WRITE_TOKEN},
     )
     assert code == 0
-    assert state["forks"] == 3
-    assert state["loaded_at_forks"] == [[], ["huggingface_hub"], ["huggingface_hub"]]
-    assert len(table_rows(hub, repo_id)) == SPLIT_PENDING
+    assert state["forks"] == 2
+    assert state["loaded_at_forks"] == [[], []]
+    assert len(table_rows(hub, repo_id)) == runs
 
 
-def test_a_nightly_sync_with_nothing_new_verifies_beside_collect_unless_collect_wrote(
+def test_a_nightly_sync_verifies_the_folder_as_collect_left_it(
     repo_id: str, tmp_path: Path
 ) -> None:
-    """With nothing new, upload's verification begins beside collect's last checks (one child
-    for it, none more); when collect then writes a bundle after all, that child's view of the
-    folder is stale: it is stopped, and the upload verifies the folder as it is."""
+    """Upload verifies the folder after collect is done with it, in one child, whether
+    collect found nothing new or wrote a bundle again."""
     root, bundles = tmp_path / "out", tmp_path / "b"
     write_tree(root, [RunSpec(model=f"org/model-{n}", rows=1) for n in range(3)], how_do_you=False)
 
@@ -388,14 +386,14 @@ def test_a_nightly_sync_with_nothing_new_verifies_beside_collect_unless_collect_
 
     code, state, report = nightly()
     assert code == 0 and report["counts"]["published"] == 3
-    assert state["forks"] == 1  # the upload's verifying child; three runs are no wide tree
+    assert state["forks"] == 1  # the upload's verifying child; three runs bundle in line
     code, state, report = nightly()
     assert code == 0 and report["counts"]["already_there"] == 3
-    assert state["forks"] == 1  # begun beside collect, and the upload's
+    assert state["forks"] == 1
     (sidecar, *_) = sorted(bundles.rglob("*.json"))
     sidecar.unlink()  # collect writes it again: the folder is not what the child saw
     code, state, report = nightly()
     assert code == 0, report
     assert [b["collected"] for b in report["bundles"]].count("unchanged") == 3
     assert report["counts"]["already_there"] == 3 and report["counts"]["refused"] == 0
-    assert state["forks"] == 2 and sidecar.is_file()
+    assert state["forks"] == 1 and sidecar.is_file()

@@ -380,13 +380,13 @@ VERIFY_AHEAD = (
     + """
 import json, sys
 from pathlib import Path
+from bundler.core.forked import allow_forks
 from bundler.core.progress import NoProgress
 from bundler.hub.publish.upload import verifying_ahead
 try:
-    in_child = sys.argv[2] == "child"
-    with verifying_ahead(
-        Path(sys.argv[1]), allow_partial=False, progress=NoProgress(), in_child=in_child
-    ) as verified:
+    if sys.argv[2] == "child":
+        allow_forks()  # as the console script does
+    with verifying_ahead(Path(sys.argv[1]), allow_partial=False, progress=NoProgress()) as verified:
         local, set_aside = verified()
     print(json.dumps({"forks": len(forks), "local": sorted(b.bundle_id for b in local),
                       "set_aside": [p.model_dump(mode="json") for p in set_aside]}))
@@ -479,12 +479,13 @@ def test_a_process_with_native_threads_forks_no_child(bundles: Path) -> None:
     those threads held."""
     probe = (
         FORK_COUNTER + "from pathlib import Path\n"
-        "from bundler.core.forked import can_fork\n"
+        "from bundler.core.forked import allow_forks, can_fork\n"
         "from bundler.core.progress import NoProgress\n"
         "from bundler.hub.publish.upload import verifying_ahead\n"
+        "allow_forks()\n"
         "before = can_fork()\n"
         "import pyarrow\n"
-        "kw = dict(allow_partial=False, progress=NoProgress(), in_child=True)\n"
+        "kw = dict(allow_partial=False, progress=NoProgress())\n"
         "with verifying_ahead(Path(sys.argv[1]), **kw) as gathered:\n"
         "    local, _ = gathered()\n"
         "print(before, can_fork(), len(forks), len(local))\n"

@@ -51,7 +51,6 @@ from helpers import (
 
 from bundler.core.errors import UsageError
 from bundler.core.limits import MAX_METRICS_BYTES, MAX_PREDICTION_BYTES, MAX_RUN_META_BYTES
-from bundler.local import archive as archive_module
 from bundler.local import runs as runs_module
 from bundler.local.collect import CollectOptions
 from bundler.local.runs import PROGRESS_BATCH
@@ -59,27 +58,6 @@ from bundler.local.verify import MAX_MANIFEST_BYTES, first_difference, read_bund
 
 ROWS = 6
 MAX_RSS_MIB = 150
-
-
-READINGS = ["in line", "read ahead"]
-
-
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Every test here whose verdict may depend on how the archive's stream is read runs both
-    ways verify reads one; a test marked `read_elsewhere` once: it verifies in a child process
-    (the switch below reaches no other process), reads no archive, or checks what the archive's
-    content decides (claims, sidecar, location, finding the bundles) once the stream has been
-    read whole or stopped at a failure, which the tests of the stream check both ways."""
-    if not metafunc.definition.get_closest_marker("read_elsewhere"):
-        metafunc.parametrize("reading", READINGS, indirect=True)
-
-
-@pytest.fixture(autouse=True)
-def reading(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A small archive is read in the reader's own thread, a large one with a thread reading
-    ahead (forced here, the test bundles are small): both must reach the same verdicts."""
-    if getattr(request, "param", "in line") == "read ahead":
-        monkeypatch.setattr(archive_module, "READ_AHEAD_MIN_BYTES", 0)
 
 
 @pytest.fixture
@@ -122,7 +100,6 @@ def test_a_good_bundle_passes_every_check(archive: Path) -> None:
     assert report.exit_code == 0 and report.bundles[0].bundle_id is not None
 
 
-@pytest.mark.read_elsewhere
 def test_the_forging_helpers_reproduce_collects_bytes(archive: Path) -> None:
     """Forging without a change gives back the very bytes collect wrote, so every forgery
     below differs from a real bundle only by what it means to test."""
@@ -132,14 +109,12 @@ def test_the_forging_helpers_reproduce_collects_bytes(archive: Path) -> None:
     assert sidecar_path(archive).read_bytes() == sidecar
 
 
-@pytest.mark.read_elsewhere
 def test_directories_are_searched_and_temporary_files_ignored(archive: Path) -> None:
     (archive.parent / f".{archive.name}.abc.partial").write_bytes(b"half")
     report = verify([archive.parent.parent])
     assert [bundle.archive for bundle in report.bundles] == [str(archive)]
 
 
-@pytest.mark.read_elsewhere
 def test_missing_path_and_empty_directory_are_unusable(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="no such bundle archive or directory"):
         verify([tmp_path / "nope.tar.zst"])
@@ -148,7 +123,6 @@ def test_missing_path_and_empty_directory_are_unusable(tmp_path: Path) -> None:
         verify([tmp_path / "empty"])
 
 
-@pytest.mark.read_elsewhere
 def test_incomplete_coverage_is_a_warning_not_a_failure(tmp_path: Path) -> None:
     report, _ = build(tmp_path, [RunSpec(rows=3)])
     reading = read_bundle(Path(only_bundle(report).archive))
@@ -156,7 +130,6 @@ def test_incomplete_coverage_is_a_warning_not_a_failure(tmp_path: Path) -> None:
     assert ("coverage", "warned") in [(check.name, check.status) for check in reading.checks]
 
 
-@pytest.mark.read_elsewhere
 def test_a_bundle_with_left_out_files_verifies(tmp_path: Path) -> None:
     """The left-out files are an input the manifest records, so their warning is derived."""
     report, _ = build(tmp_path, [RunSpec(rows=2)], name="first")
@@ -283,7 +256,6 @@ def test_a_window_larger_than_any_level_uses_is_refused(archive: Path) -> None:
 # Tar headers -----------------------------------------------------------------------------------
 
 
-@pytest.mark.read_elsewhere
 def test_pax_comment_before_the_manifest_is_refused_at_once(archive: Path, tmp_path: Path) -> None:
     """tarfile parses a crafted PAX header in quadratic time; the canonical reader refuses
     the header's type before reading any of it."""
@@ -491,13 +463,11 @@ def test_leading_zeros_in_a_prediction_name_are_refused(archive: Path) -> None:
     assert "member 'predictions/prediction_00.json' where" in failure(archive, "members")
 
 
-@pytest.mark.read_elsewhere
 def test_manifest_that_does_not_parse(archive: Path) -> None:
     forge_consistently(archive, edit_manifest(lambda manifest: manifest.pop("bundle_id")))
     assert "missing field 'bundle_id'" in failure(archive, "manifest")
 
 
-@pytest.mark.read_elsewhere
 def test_a_version_1_manifest_is_refused_with_a_hint(archive: Path) -> None:
     forge_consistently(archive, edit_manifest(lambda manifest: manifest.update(manifest_version=1)))
     reading = read_bundle(archive)
@@ -506,7 +476,6 @@ def test_a_version_1_manifest_is_refused_with_a_hint(archive: Path) -> None:
     assert check.hint is not None and "manifest version 2" in check.hint
 
 
-@pytest.mark.read_elsewhere
 def test_a_manifest_in_another_layout_is_refused(archive: Path) -> None:
     def compact(members: list[Member]) -> list[Member]:
         members[0] = with_data(members[0], json.dumps(json.loads(members[0].data)).encode())
@@ -519,7 +488,6 @@ def test_a_manifest_in_another_layout_is_refused(archive: Path) -> None:
 # Claims derived from the files, against a careful forger who fixes every digest ---------------
 
 
-@pytest.mark.read_elsewhere
 def test_run_meta_that_does_not_parse(archive: Path) -> None:
     def break_meta(members: list[Member]) -> list[Member]:
         members[1] = with_data(members[1], b'{"model_name": "x"')
@@ -529,7 +497,6 @@ def test_run_meta_that_does_not_parse(archive: Path) -> None:
     assert "run_meta.json: not valid JSON" in failure(archive, "contents")
 
 
-@pytest.mark.read_elsewhere
 def test_metrics_that_is_not_an_object_of_objects(archive: Path) -> None:
     def break_metrics(members: list[Member]) -> list[Member]:
         members[2] = with_data(members[2], b'{"accuracy": 0.9}')
@@ -539,7 +506,6 @@ def test_metrics_that_is_not_an_object_of_objects(archive: Path) -> None:
     assert "scorer 'accuracy' maps to float" in failure(archive, "contents")
 
 
-@pytest.mark.read_elsewhere
 def test_prediction_whose_index_disagrees_with_its_name(archive: Path) -> None:
     def swap_content(members: list[Member]) -> list[Member]:
         one, two = members[3].data, members[4].data
@@ -554,7 +520,6 @@ def claim_failure(archive: Path) -> str:
     return failure(archive, "claim")
 
 
-@pytest.mark.read_elsewhere
 def test_manifest_identity_must_match_run_meta(archive: Path) -> None:
     def new_capabilities(members: list[Member]) -> list[Member]:
         meta = json.loads(members[1].data)
@@ -567,7 +532,6 @@ def test_manifest_identity_must_match_run_meta(archive: Path) -> None:
     assert detail.startswith("manifest.json is not what collect derives from the files: bundle_id")
 
 
-@pytest.mark.read_elsewhere
 @pytest.mark.parametrize(
     ("field", "value"),
     [
@@ -583,7 +547,6 @@ def test_manifest_claims_that_run_meta_does_not_make(archive: Path, field: str, 
     assert f": {field} is {json.dumps(value)}, collect writes" in claim_failure(archive)
 
 
-@pytest.mark.read_elsewhere
 @pytest.mark.parametrize(
     ("field", "value"),
     [("target", "maze@a1b2c3d4"), ("is_pinned", False), ("revision_label", "unpinned")],
@@ -596,7 +559,6 @@ def test_computed_statics_fields_in_the_manifest(archive: Path, field: str, valu
     assert f"statics.{field} is {json.dumps(value)}" in claim_failure(archive)
 
 
-@pytest.mark.read_elsewhere
 def test_prediction_counts_must_match_the_files(archive: Path) -> None:
     def hide_an_error(members: list[Member]) -> list[Member]:
         record = json.loads(members[6].data)  # prediction_3 carries an error
@@ -609,7 +571,6 @@ def test_prediction_counts_must_match_the_files(archive: Path) -> None:
     assert "predictions.errors is 1, collect writes 0" in claim_failure(archive)
 
 
-@pytest.mark.read_elsewhere
 def test_lowered_expected_rows_with_more_rows_present_is_refused(archive: Path) -> None:
     """With 3 expected and 6 present, the coverage would come out `complete`; but collect
     refuses such a run, and verify derives what collect would do."""
@@ -622,7 +583,6 @@ def test_lowered_expected_rows_with_more_rows_present_is_refused(archive: Path) 
     assert detail.startswith("collect would refuse these files: prediction index 5 is beyond")
 
 
-@pytest.mark.read_elsewhere
 def test_claimed_complete_coverage_that_the_files_do_not_support(tmp_path: Path) -> None:
     report, _ = build(
         tmp_path,
@@ -638,7 +598,6 @@ def test_claimed_complete_coverage_that_the_files_do_not_support(tmp_path: Path)
     assert 'coverage.status is "complete", collect writes "partial"' in claim_failure(archive)
 
 
-@pytest.mark.read_elsewhere
 def test_claimed_complete_without_a_row_count(archive: Path) -> None:
     def unknown_rows(manifest: dict[str, Any]) -> None:
         manifest["coverage"] = {"status": "complete", "expected_rows": None, "rows_present": ROWS}
@@ -647,7 +606,6 @@ def test_claimed_complete_without_a_row_count(archive: Path) -> None:
     assert 'coverage.status is "complete", collect writes "unknown"' in claim_failure(archive)
 
 
-@pytest.mark.read_elsewhere
 def test_gapped_bundle_claiming_complete(tmp_path: Path) -> None:
     report, _ = build(
         tmp_path,
@@ -663,7 +621,6 @@ def test_gapped_bundle_claiming_complete(tmp_path: Path) -> None:
     assert claim_failure(archive).startswith("collect would refuse these files: prediction index 3")
 
 
-@pytest.mark.read_elsewhere
 def test_emptied_warnings_are_refused(tmp_path: Path) -> None:
     report, _ = build(tmp_path, [RunSpec(rows=3, resolved_revision=None)])
     archive = Path(only_bundle(report).archive)
@@ -678,7 +635,6 @@ def add_note(manifest: dict[str, Any]) -> None:
     manifest["warnings"].insert(0, note)
 
 
-@pytest.mark.read_elsewhere
 def test_a_row_count_note_is_an_input_its_warning_is_derived(tmp_path: Path) -> None:
     """What --resolve-rows found out is recorded; the warning must then say it, first."""
     report, _ = build(tmp_path, [RunSpec(rows=3)])
@@ -696,7 +652,6 @@ def test_a_row_count_note_is_an_input_its_warning_is_derived(tmp_path: Path) -> 
     )
 
 
-@pytest.mark.read_elsewhere
 def test_inputs_collect_never_records_are_refused(archive: Path) -> None:
     forge_consistently(archive, edit_manifest(add_note))  # with a known row count
     assert "row_count_note is set although the row count is known" in failure(archive, "manifest")
@@ -715,7 +670,6 @@ def sidecar_failure(archive: Path) -> str:
     return failure(archive, "sidecar")
 
 
-@pytest.mark.read_elsewhere
 @pytest.mark.parametrize(
     ("path", "value"),
     [
@@ -747,13 +701,11 @@ def test_sidecar_must_be_exactly_what_collect_writes(
     assert f"{'.'.join(path)} is {json.dumps(value)}, collect writes" in detail
 
 
-@pytest.mark.read_elsewhere
 def test_sidecar_must_name_its_own_archive(archive: Path) -> None:
     rewrite_sidecar(archive, name="../../../etc/passwd")
     assert 'archive.name is "../../../etc/passwd", collect writes' in sidecar_failure(archive)
 
 
-@pytest.mark.read_elsewhere
 def test_sidecar_with_other_bytes_for_the_same_values(archive: Path) -> None:
     sidecar = json.loads(sidecar_path(archive).read_bytes())
     sidecar_path(archive).write_text(json.dumps(sidecar))
@@ -762,7 +714,6 @@ def test_sidecar_with_other_bytes_for_the_same_values(archive: Path) -> None:
     )
 
 
-@pytest.mark.read_elsewhere
 def test_sidecar_with_a_wrong_digest_or_size(archive: Path) -> None:
     sidecar = json.loads(sidecar_path(archive).read_text())
     wrong = copy.deepcopy(sidecar)
@@ -776,7 +727,6 @@ def test_sidecar_with_a_wrong_digest_or_size(archive: Path) -> None:
     assert "differs from the sidecar's" in failure(archive, "archive-digest")
 
 
-@pytest.mark.read_elsewhere
 def test_sidecar_missing_unreadable_or_too_large(archive: Path) -> None:
     sidecar_path(archive).write_text("{}")
     assert "missing field" in sidecar_failure(archive)
@@ -786,7 +736,6 @@ def test_sidecar_missing_unreadable_or_too_large(archive: Path) -> None:
     assert sidecar_failure(archive).endswith(".json is missing")
 
 
-@pytest.mark.read_elsewhere
 def test_a_consistent_forgery_of_sidecar_and_manifest_alike_is_refused(archive: Path) -> None:
     """Changing a claim everywhere at once (manifest, sidecar, digests) still fails: the claim
     is derived from the files."""
@@ -794,7 +743,6 @@ def test_a_consistent_forgery_of_sidecar_and_manifest_alike_is_refused(archive: 
     assert "model_name" in claim_failure(archive)
 
 
-@pytest.mark.read_elsewhere
 def test_renamed_archive_fails_the_location_check(archive: Path) -> None:
     moved = archive.with_name("expert-vqa@ffffffff.tar.zst")
     archive.rename(moved)
@@ -804,7 +752,6 @@ def test_renamed_archive_fails_the_location_check(archive: Path) -> None:
     assert detail.endswith(f"says {archive.parent.name}/{archive.name}")
 
 
-@pytest.mark.read_elsewhere
 def test_archive_moved_to_another_player_directory(archive: Path) -> None:
     other = archive.parent.parent / "someone_00000000"
     other.mkdir()
@@ -813,7 +760,6 @@ def test_archive_moved_to_another_player_directory(archive: Path) -> None:
     assert "its bundle id says" in failure(other / archive.name, "location")
 
 
-@pytest.mark.read_elsewhere
 def test_first_difference_names_the_path_and_respects_types() -> None:
     assert first_difference({"a": {"b": [1, 2]}}, {"a": {"b": [1, 3]}}).path == "a.b[1]"  # type: ignore[union-attr]
     assert first_difference({"n": 6}, {"n": 6.0}).path == "n"  # type: ignore[union-attr]
@@ -847,7 +793,6 @@ def spaces(total: int, start: bytes) -> Iterator[bytes]:
         left -= min(left, len(chunk))
 
 
-@pytest.mark.read_elsewhere
 def test_a_huge_declared_prediction_is_refused_at_its_header(archive: Path, tmp_path: Path) -> None:
     """A 1.5 GB prediction of spaces (valid JSON), consistently hashed, in a few hundred KB."""
     members = read_members(archive)
@@ -895,7 +840,6 @@ def test_a_metrics_member_over_its_limit_is_refused(archive: Path) -> None:
     )
 
 
-@pytest.mark.read_elsewhere
 def test_data_beyond_the_end_of_the_archive_stops_early(archive: Path, tmp_path: Path) -> None:
     members = read_members(archive)
     frames = bundle_frames(members)
@@ -910,7 +854,6 @@ def test_data_beyond_the_end_of_the_archive_stops_early(archive: Path, tmp_path:
     assert_fails_fast(archive, tmp_path, "more than the end-of-archive blocks in its zstd frame")
 
 
-@pytest.mark.read_elsewhere
 def test_implausibly_large_manifest_is_not_read(archive: Path, tmp_path: Path) -> None:
     info = tarfile.TarInfo("manifest.json")
     info.size = MAX_MANIFEST_BYTES + 1
@@ -921,7 +864,6 @@ def test_implausibly_large_manifest_is_not_read(archive: Path, tmp_path: Path) -
     assert_fails_fast(archive, tmp_path, "manifest.json is implausibly large")
 
 
-@pytest.mark.read_elsewhere
 def test_anything_but_a_bundle_archive_is_unusable_input(archive: Path, tmp_path: Path) -> None:
     """A sidecar, any other file, or a folder without bundles: exit 2, never a bogus
     "….json.json is missing" failure (issue 6)."""
@@ -942,7 +884,6 @@ def test_anything_but_a_bundle_archive_is_unusable_input(archive: Path, tmp_path
     )
 
 
-@pytest.mark.read_elsewhere
 def test_bundles_are_found_below_a_tree_deeper_than_the_recursion_limit(
     archive: Path, tmp_path: Path
 ) -> None:
@@ -957,7 +898,6 @@ def test_bundles_are_found_below_a_tree_deeper_than_the_recursion_limit(
     assert not report.bundles[0].ok and report.bundles[1].ok
 
 
-@pytest.mark.read_elsewhere
 def test_the_largest_bundle_collect_writes_verifies_within_the_memory_bound(tmp_path: Path) -> None:
     """Every file at its limit, in the JSON that takes the most memory once parsed (arrays of
     empty arrays): collect accepts it, so verify must pass it, and within the bound."""
@@ -999,7 +939,6 @@ def test_the_largest_bundle_collect_writes_verifies_within_the_memory_bound(tmp_
     assert result.max_rss_kib < MAX_RSS_MIB * 1024, result.max_rss_kib
 
 
-@pytest.mark.read_elsewhere
 def test_metrics_that_are_not_utf8_get_a_verdict(archive: Path) -> None:
     """json.loads reads UTF-16 too; the bundle is refused, verify does not crash on it."""
 
@@ -1011,7 +950,6 @@ def test_metrics_that_are_not_utf8_get_a_verdict(archive: Path) -> None:
     assert "metrics.json" in failure(archive, "contents")
 
 
-@pytest.mark.read_elsewhere
 def test_a_lone_surrogate_in_run_meta_gets_a_verdict(archive: Path) -> None:
     """JSON may escape a lone surrogate, which no UTF-8 manifest can hold: no crash."""
 
@@ -1042,7 +980,6 @@ def test_a_frame_of_empty_blocks_is_refused_quickly(archive: Path) -> None:
     assert time.monotonic() - started < 5
 
 
-@pytest.mark.read_elsewhere
 def test_usage_totals_past_int64_fail_a_check_and_the_other_bundles_are_still_read(
     tmp_path: Path,
 ) -> None:

@@ -118,7 +118,7 @@ def upload_command(
             max_wait=max_wait,
         )
         with progress_on(console) as progress:
-            report = upload(bundles_dir, options, progress, verify_in_child=True, quiet_hub=True)
+            report = upload(bundles_dir, options, progress)
         return finish(report, render_upload, console, json_output)
 
     raise typer.Exit(
@@ -152,9 +152,6 @@ def card_command(
     console = stderr_console()
 
     def action() -> int:
-        from bundler.hub.client.session import quiet_hub_client
-
-        quiet_hub_client()
         session = HubSession(repo, token=token_to_send(token))
         refresh = refresh_card(session, revision, dry_run=dry_run)
         return finish(refresh, render_card, console, json_output)
@@ -200,9 +197,6 @@ def download_command(
     console = stderr_console()
 
     def action() -> int:
-        from bundler.hub.client.session import quiet_hub_client
-
-        quiet_hub_client()
         with progress_on(console) as progress:
             report = download(
                 repo,
@@ -307,9 +301,6 @@ def review_command(
             token=token_to_send(token),
             accept=accept or [],
         )
-        from bundler.hub.client.session import quiet_hub_client
-
-        quiet_hub_client()
         with progress_on(console) as progress:
             report = review(options, progress)
         if not json_output:
@@ -369,9 +360,6 @@ def tasks_define_command(
     console = stderr_console()
 
     def action() -> int:
-        from bundler.hub.client.session import quiet_hub_client
-
-        quiet_hub_client()
         try:
             definition = TaskDefinition(
                 hf_repo_id=dataset,

@@ -107,7 +107,7 @@ def collect_command(
 
             Signer(sign_key)  # a key that cannot sign stops the command before it writes
         with progress_on(console) as progress:
-            report = collect(output_root, bundles_dir, options, progress, row_counts, may_fork=True)
+            report = collect(output_root, bundles_dir, options, progress, row_counts)
             archives = [Path(bundle.archive) for bundle in report.bundles]
             if sign_key is not None and archives:
                 from bundler.local.sign import sign

@@ -113,9 +113,7 @@ def sync_command(
                 keep_report(unusable, report)
             raise
         with progress_on(console) as progress:
-            result = sync(
-                output_root, bundles_dir, options, progress, may_fork=True, quiet_hub=True
-            )
+            result = sync(output_root, bundles_dir, options, progress)
         return finish(result, render_sync, console, json_output)
 
     def sync_options() -> SyncOptions:

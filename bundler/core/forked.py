@@ -1,15 +1,24 @@
-"""Work done ahead in a forked child while this process does something else, on a second core.
+"""Where the bundler's concurrency is chosen, and the one mechanism it keeps: work done ahead
+in a forked child, on a second core, while this process does something else.
 
-Three stages use it: upload verifies the bundles while the Hub client loads
-(bundler.hub.publish.upload; sync begins that beside collect's last checks when nothing is new,
-bundler.sync), collect's discovery shares the walk of a large tree of runs, one lstat per
-file, with this process, which may first load the Hub client (sync; bundler.local.discover),
-and collect bundles the later half of many runs while this process bundles the first
-(bundler.local.collect).
-Only a caller that knows its process to be one thread, with no native threads either, may ask
-for it (the console script does): forking a process with threads can leave the child
-deadlocked on a lock another thread held. Even then the child is started only where fork
-exists and no other thread runs, Python's or (where the system lists them) native.
+The library never decides by itself to fork: only the console script, which knows its process
+to be one thread, calls `allow_forks()` (forking a process with other threads can leave the
+child deadlocked on a lock another thread held). Even then a child is started only where fork
+exists, a second core is there, and no other thread runs, Python's or native (where the system
+lists them: importing pyarrow starts two). Library callers get the same results in line.
+
+Each use is kept because a benchmark alternating with and without it, 7 rounds or more, showed
+a gain of 10% or more (whole-process wall time, ratio of medians with/without):
+- collect bundles the later half of many runs in a child while this process bundles the first
+  (bundler.local.collect): 500 runs of 40 predictions, 0.74x (11 rounds, per-round
+  0.60-1.30x; 0.85x and 0.93x in two 7-round runs of a busier machine);
+- upload verifies the bundles in a child while this process loads the Hub client
+  (bundler.hub.publish.upload): 50 new bundles into a fresh repository, 0.89x (9 rounds,
+  per-round 0.79-1.06x).
+What did not pay for itself went: a walk of the output root shared with a child and the Hub
+client loaded meanwhile (no-op sync of 2,000 runs 0.97x, no-op collect 1.04x), sync verifying
+for its upload beside collect (1.03x), a thread reading a bundle ahead of verify with a shorter
+switch interval (0.93x, for 25% more CPU), and a thread compressing small runs' bodies (0.95x).
 
 The child shares nothing with this process but the pipe it writes its result to (pickled),
 and leaves with os._exit: no buffer of ours flushed twice, no lock or temporary file of ours
@@ -40,12 +49,28 @@ STOP_WAIT = 10.0
 Watch = Callable[[], None]
 """Called now and then by work in a child: ends the child once its parent is gone."""
 
+_allowed = False
+
+
+def allow_forks() -> None:
+    """Let work be done ahead in forked children from now on: for the console script only,
+    which knows its process to have no other thread."""
+    global _allowed
+    _allowed = True
+
 
 def can_fork() -> bool:
-    """Whether a child may be forked here: a platform with fork and no other thread, Python's
-    or native. Native threads are counted where the system lists them (/proc/self/task):
-    importing pyarrow starts two, so a process that loaded it forks no more."""
-    return hasattr(os, "fork") and threading.active_count() == 1 and _native_threads() <= 1
+    """Whether a child may be forked now: forks allowed, a platform with fork, a second core,
+    and no other thread, Python's or native. Native threads are counted where the system lists
+    them (/proc/self/task): importing pyarrow starts two, so a process that loaded it forks no
+    more."""
+    return (
+        _allowed
+        and hasattr(os, "fork")
+        and _cores() > 1
+        and threading.active_count() == 1
+        and _native_threads() <= 1
+    )
 
 
 def _native_threads() -> int:
@@ -56,7 +81,7 @@ def _native_threads() -> int:
         return 1
 
 
-def cores() -> int:
+def _cores() -> int:
     """The cores this process may run on: a child is worth forking only when there are two."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
 
@@ -73,12 +98,12 @@ def orphan_watch(parent: int) -> Watch:
 
 @contextmanager
 def ahead_in_child(
-    in_child: Callable[[Watch], T], in_line: Callable[[], T], *, enabled: bool
+    in_child: Callable[[Watch], T], in_line: Callable[[], T]
 ) -> Iterator[Callable[[], T]]:
-    """Start `in_child(watch)` in a forked child when `enabled` and `can_fork()`, and give a
-    function that waits for its result; otherwise (or when the child fails) that function does
+    """Start `in_child(watch)` in a forked child when `can_fork()`, and give a function that
+    waits for its result; otherwise (or when the child fails) that function does
     `in_line()`."""
-    if not enabled or not can_fork():
+    if not can_fork():
         yield in_line
         return
     reading, writing = os.pipe()

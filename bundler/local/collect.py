@@ -30,7 +30,7 @@ from bundler.core.errors import (
     UsageError,
     WriteError,
 )
-from bundler.core.forked import Watch, ahead_in_child, cores
+from bundler.core.forked import Watch, ahead_in_child
 from bundler.core.limits import DEFAULT_LEVEL, INT64_MAX, MAX_LEVEL
 from bundler.core.model import Model
 from bundler.core.progress import NoProgress, ProgressSink
@@ -56,20 +56,6 @@ class RowCountLookup(Protocol):
 
     def rows(self, identity: StaticsIdentity) -> tuple[int | None, str | None]:
         """The row count, or None with the reason as a warning."""
-
-
-class NothingNewWatcher(Protocol):
-    """Told when collect finds nothing new, and when it then changes the bundles folder after
-    all: sync verifies the folder for its upload in between, beside collect's last checks
-    (bundler.sync), and must know whether what it verified is still what the folder holds."""
-
-    def nothing_new(self) -> None:
-        """Every run found is as the stat cache has it (none of their files was opened); the
-        bundles are checked next, and no run is to be read unless one of them changed."""
-
-    def changed(self) -> None:
-        """Collect is about to write in the folder (a run is bundled after all), or removed a
-        killed run's leftovers from it."""
 
 
 class CollectOptions(Model):
@@ -180,29 +166,20 @@ def collect(
     options: CollectOptions | None = None,
     progress: ProgressSink | None = None,
     row_counts: RowCountLookup | None = None,
-    *,
-    may_fork: bool = False,
-    watcher: NothingNewWatcher | None = None,
-    meanwhile: Callable[[], object] | None = None,
 ) -> CollectReport:
     """Bundle every run under `output_root` into `bundles_dir`; see CollectReport for what was
     written, refused and skipped. `row_counts` gives the row count of a task `expected_rows`
-    does not name (`--resolve-rows`). `may_fork`, for a caller that knows its process has no
-    other thread (the console script; bundler.core.forked): a wide tree is walked together with
-    a forked child, and many runs to bundle are bundled half in one (`_bundle_all`). `watcher` is
-    told when nothing is new, and when the folder changes after all (NothingNewWatcher).
-    `meanwhile`: the caller's own work, done while a forked child walks a wide tree (discover's
-    `meanwhile`). Raises UsageError when the output root cannot be used, and BundlesLockedError
-    when another run holds `bundles_dir` for longer than `options.lock_wait` seconds and no
-    input was refused.
-    When some were, the report says so instead (`error`, and the runs not bundled under
-    `skipped`): a retry would not make a refusal go away, so it must not be hidden behind
-    one."""
+    does not name (`--resolve-rows`). Many runs to bundle may be bundled half in a forked child
+    where the console script allows it (`_bundle_all`, bundler.core.forked). Raises UsageError
+    when the output root cannot be used, and BundlesLockedError when another run holds
+    `bundles_dir` for longer than `options.lock_wait` seconds and no input was refused. When
+    some were, the report says so instead (`error`, and the runs not bundled under `skipped`):
+    a retry would not make a refusal go away, so it must not be hidden behind one."""
     options = options or CollectOptions()
     progress = progress or NoProgress()
     if bundles_dir.exists() and not bundles_dir.is_dir():
         raise UsageError(f"{bundles_dir}: exists and is not a directory")
-    found = discover(output_root, split_in_child=may_fork, meanwhile=meanwhile)
+    found = discover(output_root)
     report = CollectReport(
         output_root=str(output_root), bundles_dir=str(bundles_dir), skipped=list(found.skipped)
     )
@@ -245,12 +222,7 @@ def collect(
             cache.carry(run)
             report.skipped.append(Skipped(path=str(run.path), reason="not selected by filters"))
     matches.check()
-    watcher = watcher or _Unwatched()
-    if headers and all(isinstance(header, CachedRun) for header in headers):
-        watcher.nothing_new()
     report.removed_temporaries = [str(path) for path in remove_leftovers(bundles_dir)]
-    if report.removed_temporaries:
-        watcher.changed()
     runs = _refuse_collisions(headers, report)
     if not runs:
         return report  # nothing to write: no lock taken, nothing created
@@ -263,11 +235,9 @@ def collect(
                     slots[number] = _reported(item, unchanged)
                 else:  # new, or its bundle changed since: the run is read
                     to_bundle.append((number, item))
-            if to_bundle:
-                watcher.changed()
             work = _Work(bundles_dir, options, row_counts, progress, cache)
             with _no_new_empty_folders(bundles_dir):
-                bundled = _bundle_all(to_bundle, work, may_fork=may_fork)
+                bundled = _bundle_all(to_bundle, work)
             slots.update(bundled.slots)
             report.refused.extend(bundled.refused)
             report.bundles = [slots[number] for number in sorted(slots)]
@@ -280,44 +250,6 @@ def collect(
             Skipped(path=str(header.run.path), reason=f"not bundled: {error}") for header in runs
         )
     return report
-
-
-class _Unwatched:
-    """The watcher of a collect nobody watches."""
-
-    def nothing_new(self) -> None:
-        pass
-
-    def changed(self) -> None:
-        pass
-
-
-class _OneBehind:
-    """Writes each run's bundle once the next run has been validated: meanwhile the background
-    worker compresses its body (bundler.local.archive.BackgroundCompressor), so on two cores
-    compressing no longer adds to reading. Left by an exception, the write still pending is
-    dropped with its body (nothing of it was staged yet)."""
-
-    def __init__(self) -> None:
-        self.pending: _PendingWrite | None = None
-
-    def __enter__(self) -> _OneBehind:
-        return self
-
-    def then(self, write: _PendingWrite | None) -> None:
-        """Queue `write` (None: the run was refused), after doing the one queued before."""
-        previous, self.pending = self.pending, write
-        if previous is not None:
-            previous.write()
-
-    def __exit__(self, kind: object, error: BaseException | None, trace: object) -> None:
-        pending, self.pending = self.pending, None
-        if pending is None:
-            return
-        if error is None:
-            pending.write()
-        else:
-            pending.drop()
 
 
 def _nothing_to_do(output_root: Path) -> str:
@@ -476,12 +408,10 @@ RUN_WEIGHT = 40
 and their durable commit, the manifest and the sidecar (about 4 ms on the machine measured)."""
 
 
-def _bundle_all(
-    items: list[tuple[int, RunHeader | CachedRun]], work: _Work, *, may_fork: bool
-) -> _Bundled:
-    """Bundle every run of `items`. With `may_fork`, a second core and at least FORK_WEIGHT of
-    work, the later half (by weight) is bundled in a forked child while this process bundles
-    the first (bundler.core.forked): every run is bundled on its own and their bundle ids
+def _bundle_all(items: list[tuple[int, RunHeader | CachedRun]], work: _Work) -> _Bundled:
+    """Bundle every run of `items`. With at least FORK_WEIGHT of work, the later half (by
+    weight) is bundled in a forked child, where one may be forked (bundler.core.forked), while
+    this process bundles the first: every run is bundled on its own and their bundle ids
     differ, so the halves write different files, and pairs committed in one player folder are
     serialized by its lock (`commit_pair`). Joined, the halves report what one process would,
     in the same order; a child that fails has its half done here after all. Row counts asked
@@ -489,8 +419,7 @@ def _bundle_all(
     open connections."""
     weights = [item.run.predictions + RUN_WEIGHT for _, item in items]
     total = sum(weights)
-    alone = work.row_counts is None and len(items) > 1 and cores() > 1
-    if not may_fork or not alone or total < FORK_WEIGHT:
+    if work.row_counts is not None or len(items) < 2 or total < FORK_WEIGHT:
         return _bundle_runs(items, work, None)
     middle, weight = 1, weights[0]  # each half holds at least one run
     while weight * 2 < total and middle < len(items) - 1:
@@ -504,7 +433,7 @@ def _bundle_all(
         bundled.recorded = work.cache.kept_apart()
         return bundled
 
-    with ahead_in_child(in_child, lambda: _bundle_runs(theirs, work, None), enabled=True) as later:
+    with ahead_in_child(in_child, lambda: _bundle_runs(theirs, work, None)) as later:
         bundled = _bundle_runs(mine, work, None)
         rest = later()
     work.cache.adopt(rest.recorded)
@@ -527,24 +456,19 @@ def _bundle_runs(
     if not items:
         return bundled  # a nightly run with nothing new: no compressor made
     compressors = Compressors.of(work.options.level, work.options.threads)
-    try:
-        with DurableBatch() as batch, _OneBehind() as writes:
-            for number, item in items:
-                if watch is not None:
-                    watch()
-                if isinstance(item, CachedRun):
-                    try:  # the bundle changed since it was cached: the run is read after all
-                        header = read_header(item.run)
-                    except InputError as error:
-                        bundled.refused.append(
-                            RefusedInput(path=str(item.run.path), error=str(error))
-                        )
-                        continue
-                else:
-                    header = item
-                writes.then(_bundle_one(header, work, compressors, batch, bundled, number))
-    finally:
-        compressors.close()
+    with DurableBatch() as batch:
+        for number, item in items:
+            if watch is not None:
+                watch()
+            if isinstance(item, CachedRun):
+                try:  # the bundle changed since it was cached: the run is read after all
+                    header = read_header(item.run)
+                except InputError as error:
+                    bundled.refused.append(RefusedInput(path=str(item.run.path), error=str(error)))
+                    continue
+            else:
+                header = item
+            _bundle_one(header, work, compressors, batch, bundled, number)
     return bundled
 
 
@@ -555,10 +479,10 @@ def _bundle_one(
     batch: DurableBatch,
     bundled: _Bundled,
     number: int,
-) -> _PendingWrite | None:
-    """Validate one run and start compressing its body; return the write of its bundle into
+) -> None:
+    """Validate one run, compressing its body as it goes, and write its bundle into
     `bundled.slots[number]` (a new or replaced bundle is committed with the batch,
-    `DurableBatch`; an unchanged one is left as it is), or None when the run was refused."""
+    `DurableBatch`; an unchanged one is left as it is), or record its refusal."""
     from bundler.local.archive import BodyWriter
     from bundler.local.collectcache import CachedBundle
     from bundler.local.runs import validate_run
@@ -619,36 +543,18 @@ def _bundle_one(
                 on_prediction=progress.advance,
                 on_file=body.add,
             )
-            body.start()
         except BaseException:
             body.close()
             raise
     except BundlerError as error:
         refuse(error)
-        return None
-    return _PendingWrite(
-        lambda: _write_bundle(run, body, work.bundles_dir, options, batch, done), body, refuse
-    )
-
-
-@dataclass(frozen=True)
-class _PendingWrite:
-    """A validated run's bundle, to be written (its body being compressed meanwhile)."""
-
-    writer: Callable[[], None]
-    body: BodyWriter
-    refuse: Callable[[BundlerError], None]
-
-    def write(self) -> None:
-        try:
-            self.writer()
-        except BundlerError as error:
-            self.refuse(error)
-        finally:
-            self.body.close()
-
-    def drop(self) -> None:
-        self.body.close()
+        return
+    try:
+        _write_bundle(run, body, work.bundles_dir, options, batch, done)
+    except BundlerError as error:
+        refuse(error)
+    finally:
+        body.close()
 
 
 @contextmanager

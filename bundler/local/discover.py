@@ -11,14 +11,12 @@ import hashlib
 import os
 import re
 import struct
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import ConfigDict
 
 from bundler.core.errors import UsageError
-from bundler.core.forked import Watch, ahead_in_child, cores
 from bundler.core.model import Model
 
 PREDICTIONS_SUFFIX = "_predictions"
@@ -121,18 +119,8 @@ def _sorted_entries(directory: Path) -> list[os.DirEntry[str]]:
         return sorted(entries, key=lambda entry: entry.name)
 
 
-def discover(
-    output_root: Path,
-    *,
-    split_in_child: bool = False,
-    meanwhile: Callable[[], object] | None = None,
-) -> Discovery:
-    """List the run directories below `output_root`, plus what was skipped or refused.
-    `split_in_child`: a wide tree is walked by this process and a forked child together (see
-    `_scan_shared`), for a caller that knows its process has no other thread
-    (bundler.core.forked). `meanwhile`: work of the caller's that this process does first,
-    while the child walks (sync loads the Hub client so); done at most once, and only when a
-    child walks, for it is worth a core only where a wide tree keeps the child busy."""
+def discover(output_root: Path) -> Discovery:
+    """List the run directories below `output_root`, plus what was skipped or refused."""
     if not output_root.exists():
         raise UsageError(
             f"{output_root}: output root does not exist",
@@ -148,7 +136,6 @@ def discover(
         top = _sorted_entries(output_root)
     except OSError as error:
         raise UsageError(f"{output_root}: cannot list: {error.strerror}") from None
-    aside = _Aside(meanwhile)
     for entry in top:
         shown = str(Path(output_root, entry.name))
         if entry.is_symlink():
@@ -161,16 +148,7 @@ def discover(
             skipped.append(Skipped(path=shown, reason="not a <task>_predictions directory"))
         else:
             task = entry.name.removesuffix(PREDICTIONS_SUFFIX)
-            _walk(
-                Path(entry.path),
-                output_root,
-                task,
-                runs,
-                skipped,
-                refused,
-                split_in_child=split_in_child,
-                aside=aside,
-            )
+            _walk(Path(entry.path), output_root, task, runs, skipped, refused)
     return Discovery(runs=runs, skipped=skipped, refused=refused)
 
 
@@ -197,46 +175,12 @@ class _Scanned:
     elsewhere: list[tuple[str, list[str]]] = field(default_factory=list)
     refused: list[Skipped] = field(default_factory=list)
 
-    def extend(self, other: _Scanned) -> None:
-        self.found += other.found
-        self.elsewhere += other.elsewhere
-        self.refused += other.refused
 
-
-SPLIT_PENDING = 256
-"""Folders waiting to be walked from which a forked child shares the walk (`split_in_child`):
-a tree that wide costs tens of thousands of lstats, where a child's start costs a few ms."""
-SHARE_PARTS = 64
-"""Parts a shared walk is cut into (`_scan_shared`): enough that neither process waits long
-for the other at the end, each claimed with one byte."""
-
-
-class _Aside:
-    """discover's `meanwhile`, handed out once: to the first walk that forks a child."""
-
-    def __init__(self, work: Callable[[], object] | None) -> None:
-        self._work = work
-
-    def take(self) -> Callable[[], object] | None:
-        work, self._work = self._work, None
-        return work
-
-
-def _scan(
-    pending: list[str], *, split_in_child: bool, watch: Watch | None, aside: _Aside | None = None
-) -> _Scanned:
-    """Walk the folders of `pending` (a stack: the last is walked first) and all below them.
-    With `split_in_child`, once SPLIT_PENDING folders wait and a second core is there, a
-    forked child (bundler.core.forked) shares the walk of them (`_scan_shared`), this process
-    doing the work `aside` holds first."""
+def _scan(pending: list[str]) -> _Scanned:
+    """Walk the folders of `pending` (a stack: the last is walked first) and all below them."""
     scanned = _Scanned()
     while pending:
-        if split_in_child and len(pending) >= SPLIT_PENDING and cores() > 1:
-            scanned.extend(_scan_shared(pending, aside.take() if aside else None))
-            return scanned
         directory = pending.pop()
-        if watch is not None:
-            watch()
         try:
             with os.scandir(directory) as scan:
                 entries = list(scan)
@@ -296,46 +240,6 @@ def _scan(
     return scanned
 
 
-def _scan_shared(pending: list[str], meanwhile: Callable[[], object] | None) -> _Scanned:
-    """`_scan(pending)` by this process and a forked child together. The stack is cut into
-    parts in walk order, and each part is walked by whichever process claims it first (this
-    one once it has done `meanwhile`), so neither waits long for the other however the parts'
-    sizes differ or `meanwhile` lasts. A part is claimed by reading its number, one byte, from
-    a pipe both share: a pipe read is atomic, so each part goes to one of them. Joined in walk
-    order, the findings are the ones of one walk; the parts of a child that failed are walked
-    here."""
-    walk_order = pending[::-1]
-    size = -(-len(walk_order) // SHARE_PARTS)
-    parts = [walk_order[start : start + size] for start in range(0, len(walk_order), size)]
-    claims, writing = os.pipe()
-    os.write(writing, bytes(range(len(parts))))
-    os.close(writing)
-
-    def walk_claimed(watch: Watch | None) -> dict[int, _Scanned]:
-        walked: dict[int, _Scanned] = {}
-        while claimed := os.read(claims, 1):
-            stack = parts[claimed[0]][::-1]
-            walked[claimed[0]] = _scan(stack, split_in_child=False, watch=watch)
-        return walked
-
-    none_walked: dict[int, _Scanned] = {}  # a child that failed: its parts are walked below
-    try:
-        with ahead_in_child(walk_claimed, lambda: none_walked, enabled=True) as theirs:
-            if meanwhile is not None:
-                meanwhile()
-            walked = walk_claimed(None)
-            walked.update(theirs())
-    finally:
-        os.close(claims)
-    scanned = _Scanned()
-    for number, part in enumerate(parts):
-        found = walked.get(number)
-        if found is None:
-            found = _scan(part[::-1], split_in_child=False, watch=None)
-        scanned.extend(found)
-    return scanned
-
-
 def _walk(
     top: Path,
     output_root: Path,
@@ -343,9 +247,6 @@ def _walk(
     runs: list[RunDirectory],
     skipped: list[Skipped],
     refused: list[Skipped],
-    *,
-    split_in_child: bool,
-    aside: _Aside,
 ) -> None:
     """Every run directory below `top`, depth first in name order, with an explicit stack: a
     tree thousands of folders deep is walked like any other, never overflowing the call stack.
@@ -355,7 +256,7 @@ def _walk(
     strings until a run is reported: a nightly tree has tens of thousands of entries, and
     this walk is most of what a collect with nothing new does."""
     top_path = str(top)
-    scanned = _scan([top_path], split_in_child=split_in_child, watch=None, aside=aside)
+    scanned = _scan([top_path])
     found, elsewhere = scanned.found, scanned.elsewhere
     refused.extend(scanned.refused)
     leading_to_runs: set[str] = {top_path}

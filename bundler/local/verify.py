@@ -45,17 +45,11 @@ from bundler.core.limits import (
 from bundler.core.model import Model
 from bundler.core.progress import NoProgress, ProgressSink
 from bundler.local.archive import (
-    BUNDLE_FRAMES,
     MANIFEST_CLOSING,
     MANIFEST_FILES_OPENING,
     MANIFEST_SPOOL_BYTES,
-    FrameReader,
-    TarReader,
-    frame_chunks,
-    level_window,
     manifest_entry,
     manifest_head,
-    read_ahead,
 )
 from bundler.local.claim import claim_for, sidecar_bytes, sidecar_for
 from bundler.local.fileio import HashingReader
@@ -79,6 +73,7 @@ from bundler.local.manifest import (
 from bundler.local.runs import PROGRESS_BATCH, RunEvidence, check_prediction_count, identify
 from bundler.local.schema import StaticsRunMetadata
 from bundler.local.signature import SshSignature, check_signature, parse_signature
+from bundler.local.tarformat import TarReader
 from bundler.local.validation import (
     PredictionTally,
     check_metrics,
@@ -86,6 +81,7 @@ from bundler.local.validation import (
     parse_prediction,
     parse_run_meta,
 )
+from bundler.local.zstdframes import BUNDLE_FRAMES, FrameReader, frame_chunks, level_window
 
 _MAX_ENTRY_BYTES = len(
     manifest_entry(prediction_path(INT64_MAX), MAX_PREDICTION_BYTES, "0" * 64, first=False)
@@ -288,33 +284,33 @@ def _read_archive(
     """Every check of the archive's content, in one pass; _Failed or NotCanonicalError at the
     first problem. Returns the claim derived from the files, which is the manifest's."""
     frames = FrameReader(source)  # type: ignore[arg-type]
-    with read_ahead(frames.chunks(), archive_size) as chunks:
-        head = TarReader(frame_chunks(chunks))
-        first = head.next_header()
-        if first is None or first[0] != MANIFEST_PATH:
-            raise _Failed("members", f"the first member must be {MANIFEST_PATH}")
-        size = first[1]
-        if size > MAX_MANIFEST_BYTES:
-            raise _Failed(
-                "members",
-                f"{MANIFEST_PATH} is implausibly large ({size} bytes, collect writes at most "
-                f"{MAX_MANIFEST_BYTES})",
-            )
-        with tempfile.SpooledTemporaryFile(max_size=MANIFEST_SPOOL_BYTES) as spool:
-            for piece in head.read_chunks(size):
-                spool.write(piece)
-            head.expect_end(MANIFEST_PATH)
-            manifest = _Manifest(spool, size)  # type: ignore[arg-type]
-            reading.claim = stored = _parse_claim(manifest.head)
-            reading.checks.append(passed("manifest", f"version {stored.manifest_version}"))
-            progress.begin(
-                f"verifying {stored.bundle_id}", stored.predictions.count, unit="predictions"
-            )
-            body = TarReader(frame_chunks(chunks), offset=head.offset, mtime=head.mtime)
-            files = _read_members(reading, body, manifest, progress)
-        TarReader(frame_chunks(chunks), offset=body.offset).expect_end_of_archive()
-        for _ in chunks:  # none: the producer checks that nothing follows the last frame
-            pass
+    chunks = frames.chunks()
+    head = TarReader(frame_chunks(chunks))
+    first = head.next_header()
+    if first is None or first[0] != MANIFEST_PATH:
+        raise _Failed("members", f"the first member must be {MANIFEST_PATH}")
+    size = first[1]
+    if size > MAX_MANIFEST_BYTES:
+        raise _Failed(
+            "members",
+            f"{MANIFEST_PATH} is implausibly large ({size} bytes, collect writes at most "
+            f"{MAX_MANIFEST_BYTES})",
+        )
+    with tempfile.SpooledTemporaryFile(max_size=MANIFEST_SPOOL_BYTES) as spool:
+        for piece in head.read_chunks(size):
+            spool.write(piece)
+        head.expect_end(MANIFEST_PATH)
+        manifest = _Manifest(spool, size)  # type: ignore[arg-type]
+        reading.claim = stored = _parse_claim(manifest.head)
+        reading.checks.append(passed("manifest", f"version {stored.manifest_version}"))
+        progress.begin(
+            f"verifying {stored.bundle_id}", stored.predictions.count, unit="predictions"
+        )
+        body = TarReader(frame_chunks(chunks), offset=head.offset, mtime=head.mtime)
+        files = _read_members(reading, body, manifest, progress)
+    TarReader(frame_chunks(chunks), offset=body.offset).expect_end_of_archive()
+    for _ in chunks:  # none: the producer checks that nothing follows the last frame
+        pass
     window = level_window(stored.inputs.level)
     for number, actual in enumerate(frames.windows, start=1):
         if actual != window:
@@ -426,10 +422,8 @@ class _Manifest:
 def _reopened(path: Path) -> Iterator[tuple[TarReader, int, Iterator[bytes]]]:
     """A bundle verified in this run, opened again with the canonical readers: the manifest's
     header read, its reader and size, and the frames' chunks for what follows."""
-    with (
-        path.open("rb") as raw,
-        read_ahead(FrameReader(raw).chunks(), os.fstat(raw.fileno()).st_size) as chunks,
-    ):
+    with path.open("rb") as raw:
+        chunks = FrameReader(raw).chunks()
         head = TarReader(frame_chunks(chunks))
         first = head.next_header()
         if first is None or first[0] != MANIFEST_PATH or first[1] > MAX_MANIFEST_BYTES:

@@ -68,16 +68,6 @@ XET_HINT = (
 T = TypeVar("T")
 
 
-def quiet_hub_client() -> None:
-    """Silence the client's own tqdm bars and warnings: a command that draws its own progress
-    on stderr would otherwise interleave the two."""
-    from huggingface_hub.utils import logging
-    from huggingface_hub.utils.tqdm import disable_progress_bars
-
-    disable_progress_bars()
-    logging.set_verbosity_error()  # type: ignore[no-untyped-call]
-
-
 def status_of(error: BaseException) -> int | None:
     if isinstance(error, HfHubHTTPError) and error.response is not None:
         return error.response.status_code

@@ -6,17 +6,17 @@ run may complete it), then plans (`bundler.hub.publish.plan`) and makes the comm
 (`bundler.hub.publish.publisher`).
 
 Verifying and loading the Hub client each take about a fifth of a second for 50 bundles
-(tests/benchmark_upload.py). The console script asks for the bundles to be verified in a forked
-child while it loads the client (`verify_in_child`): it knows itself to be one thread, with no
-native threads either. A library caller gets them verified in line, as does the console script
-on a platform without fork or when the child fails; the result is the same.
+(tests/benchmark_upload.py). Where the console script allows it (bundler.core.forked), the bundles
+are verified in a forked child while this process loads the client: 0.89x the time of an
+upload of 50 new bundles verified in line. A library caller gets them verified in line, as does
+the console script on a platform without fork or when the child fails; the result is the same.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 from bundler.core.errors import HubError, UsageError
@@ -118,31 +118,23 @@ ours that drive it. Not pyarrow, which the tables need: it starts native threads
 and a process with threads may fork no more (bundler.core.forked)."""
 
 
-def load_hub_client(*, quiet: bool) -> None:
-    """Import HUB_CLIENT_MODULES (a third of a second) and, when `quiet`, silence the client's
-    own progress bars and warnings (`quiet_hub_client`, for a command that draws its own): done
-    while a forked child works, where there is one (upload's verifying child; sync's walking
-    child, after which collect may still fork to bundle many runs). Calling it again costs
-    nothing."""
+def load_hub_client() -> None:
+    """Import HUB_CLIENT_MODULES (a third of a second): done while a forked child verifies the
+    bundles, where there is one. Calling it again costs nothing."""
     for name in HUB_CLIENT_MODULES:
         importlib.import_module(name)
-    if quiet:
-        from bundler.hub.client.session import quiet_hub_client
-
-        quiet_hub_client()
 
 
 def verifying_ahead(
-    bundles_dir: Path, *, allow_partial: bool, progress: ProgressSink, in_child: bool
+    bundles_dir: Path, *, allow_partial: bool, progress: ProgressSink
 ) -> AbstractContextManager[Callable[[], Gathered]]:
     """Start `gather_local` and give a function that waits for its result: in a forked child
-    when asked (`in_child`, bundler.core.forked), else in line, with the same result."""
+    where one may be forked (bundler.core.forked), else in line, with the same result."""
     return ahead_in_child(
         lambda watch: gather_local(
             bundles_dir, allow_partial=allow_partial, progress=ParentWatch(watch)
         ),
         lambda: gather_local(bundles_dir, allow_partial=allow_partial, progress=progress),
-        enabled=in_child,
     )
 
 
@@ -150,23 +142,15 @@ def upload(
     bundles_dir: Path,
     options: UploadOptions,
     progress: ProgressSink | None = None,
-    *,
-    verify_in_child: bool = False,
-    verified: Callable[[], Gathered] | None = None,
-    quiet_hub: bool = False,
 ) -> UploadReport:
     """Verify the bundles in `bundles_dir` and publish them; see UploadReport for the outcome.
-    `verify_in_child`: verify in a forked child while the Hub client loads, for a caller that
-    knows its process has no other thread, Python's or native (the console script); forking
-    such a process could leave the child deadlocked on a lock another thread held.
-    `verified`: the folder's bundles verified already, by a caller that holds the folder's lock
-    and knows nothing changed in it since (sync, which began verifying beside collect).
-    `quiet_hub`: silence the Hub client's own progress bars and warnings (`load_hub_client`).
-    Raises HubAccessError for problems the user must fix first (token, access, repo, revision)
-    and TemporaryError when the Hub could not be read (try again later), or when another run
-    holds the folder longer than options.lock_wait (BundlesLockedError). A pull request's ref
-    as the revision is a UsageError: commits to a branch carry the dataset card, which a pull
-    request never touches, and --create-pr already finds and extends the submitter's own."""
+    The bundles verify in a forked child while the Hub client loads, where the console script
+    allows one (bundler.core.forked). Raises HubAccessError for problems the user must fix
+    first (token, access, repo, revision) and TemporaryError when the Hub could not be read
+    (try again later), or when another run holds the folder longer than options.lock_wait
+    (BundlesLockedError). A pull request's ref as the revision is a UsageError: commits to a
+    branch carry the dataset card, which a pull request never touches, and --create-pr already
+    finds and extends the submitter's own."""
     if options.revision.startswith("refs/pr/"):
         raise UsageError(
             f"--revision {options.revision}: bundles are published to a branch, or proposed "
@@ -175,18 +159,11 @@ def upload(
             "it adds to your open bundler pull request",
         )
     with bundles_lock(bundles_dir, operation="upload", wait=options.lock_wait, create=False):
-        ahead = (
-            nullcontext(verified)
-            if verified is not None
-            else verifying_ahead(
-                bundles_dir,
-                allow_partial=options.allow_partial,
-                progress=progress or NoProgress(),
-                in_child=verify_in_child,
-            )
+        ahead = verifying_ahead(
+            bundles_dir, allow_partial=options.allow_partial, progress=progress or NoProgress()
         )
         with ahead as gathered:
-            load_hub_client(quiet=quiet_hub)  # the Hub client loads while bundles verify
+            load_hub_client()  # the Hub client loads while bundles verify
             from bundler.hub.publish.publisher import Publisher
 
             publisher = Publisher(options, progress)

@@ -521,3 +521,27 @@ def test_a_bundle_contradicting_its_task_definition_is_refused(
     )
     assert outcomes["fine"]["outcome"] == "published"
     assert not any(p.startswith("bundles/dev-split_") for p in hub.list_files(repo_id))
+
+
+def test_a_command_that_loaded_pyarrow_ends_with_its_exit_code_and_all_its_output(
+    hub: HubServer, repo_id: str, bundles: Path, tmp_path: Path
+) -> None:
+    """Once pyarrow is loaded the console script ends without the native libraries' teardown
+    (bundler.cli.app): its exit code, its whole JSON report and its atexit handlers are what
+    they would be otherwise."""
+    broken = sorted(bundles.rglob("*.tar.zst"))[0]
+    broken.write_bytes(broken.read_bytes()[:-7])
+    result = run_cli_process(
+        "upload", bundles, "--repo", repo_id, "--json", env={"HF_TOKEN": WRITE_TOKEN}
+    )
+    assert result.returncode == 1, result.stderr
+    report = json.loads(result.stdout)  # all of it: flushed before the process ended
+    assert report["exit_code"] == 1
+    assert sorted(b["outcome"] for b in report["bundles"]) == ["published", "published", "refused"]
+    assert "terminate called" not in result.stderr
+    code, state = probe_console_script(
+        tmp_path, "upload", bundles, "--repo", repo_id, env={"HF_TOKEN": WRITE_TOKEN}
+    )
+    assert code == 1
+    assert "bundler.hub.leaderboard.tables" in state["loaded"]  # pyarrow was loaded, and the
+    # probe's own atexit handler still wrote this state

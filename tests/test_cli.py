@@ -680,7 +680,7 @@ def test_kill_9_at_any_moment_leaves_the_previous_bundle_or_the_new_one(tmp_path
         outcomes.append(_assert_a_good_pair_or_an_uncommitted_archive(bundles, before, after))
     assert "previous" in outcomes, outcomes  # some kill did land mid-write
     # The next collect removes the leftovers of its killed predecessors and commits the bundle.
-    left = _kill_while_writing_the_archive(root, bundles)
+    left = _kill_while_writing_the_archive(root, run_dir, bundles)
     result = run_cli("collect", root, "-o", bundles, "--json")
     assert result.returncode == 0, result.stderr
     assert set(json.loads(result.stdout)["removed_temporaries"]) >= {str(path) for path in left}
@@ -689,10 +689,13 @@ def test_kill_9_at_any_moment_leaves_the_previous_bundle_or_the_new_one(tmp_path
     assert run_cli("verify", bundles).returncode == 0
 
 
-def _kill_while_writing_the_archive(root: Path, bundles: Path) -> list[Path]:
+def _kill_while_writing_the_archive(root: Path, run_dir: Path, bundles: Path) -> list[Path]:
     """kill -9 a collect frozen (SIGSTOP) while its archive's temporary file exists, until one
-    such leftover is certainly there (a few tries: the write may end before the freeze)."""
-    for _ in range(5):
+    such leftover is certainly there (a few tries: on a busy machine the write may end before
+    the freeze). Each try changes the run, so there is always an archive to write: an
+    unchanged run is skipped unread."""
+    for attempt in range(10):
+        (run_dir / "metrics.json").write_text(json.dumps({"attempt": {"n": attempt}}))
         process = _start_collect(root, bundles)
         try:
             if _wait_until(_temporary_appears(".tar.zst."), bundles, process):

@@ -656,6 +656,14 @@ def _write_bundle(
             return
         sidecar = StagedFile(sidecar_path)
         sidecar.handle.write(data)
+        # handed to the batch inside the `try`: a stop signal arriving between the two would
+        # otherwise leave both staged files owned by nobody (closing twice is harmless)
+        batch.add(
+            archive,
+            sidecar,
+            size + len(data),
+            lambda error: done(bundle, sha256_bytes(data), error),
+        )
     except BaseException as error:
         archive.close()
         if sidecar is not None:
@@ -664,12 +672,6 @@ def _write_bundle(
             failed = sidecar_path if sidecar is not None else archive_path
             raise write_error(failed, error) from None
         raise
-    batch.add(
-        archive,
-        sidecar,
-        size + len(data),
-        lambda error: done(bundle, sha256_bytes(data), error),
-    )
 
 
 def _kept(

@@ -15,7 +15,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -658,12 +658,7 @@ def _write_bundle(
         sidecar.handle.write(data)
         # handed to the batch inside the `try`: a stop signal arriving between the two would
         # otherwise leave both staged files owned by nobody (closing twice is harmless)
-        batch.add(
-            archive,
-            sidecar,
-            size + len(data),
-            lambda error: done(bundle, sha256_bytes(data), error),
-        )
+        batch.add(archive, sidecar, size + len(data), partial(done, bundle, sha256_bytes(data)))
     except BaseException as error:
         archive.close()
         if sidecar is not None:

@@ -3,12 +3,14 @@
 huggingface_hub reads HF_ENDPOINT (and the Xet and telemetry switches) once, when it is first
 imported, so the server is started and the environment set here, at import time of this
 conftest, before any test module (or the bundler's Hub code) imports the client. The real
-client then speaks real HTTP to the local server; nothing in it is patched.
+client then speaks real HTTP to the local server; nothing in it is patched. All of this is per
+process: each pytest-xdist worker has its own server, port and HF_HOME.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -37,7 +39,9 @@ HUB = HubServer(
         OTHER_READ_TOKEN: TokenInfo(name="second-submitter", role="read"),
     }
 ).start()
-os.environ.update(client_env(HUB, hf_home=tempfile.mkdtemp(prefix="bundler-tests-hf-home-")))
+HF_HOME = tempfile.mkdtemp(prefix="bundler-tests-hf-home-")
+"""This process's own (each pytest-xdist worker has its server and its HF_HOME)."""
+os.environ.update(client_env(HUB, hf_home=HF_HOME))
 
 
 @pytest.fixture(scope="session")
@@ -56,3 +60,4 @@ def repo_id(hub: HubServer) -> Iterator[str]:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     HUB.stop()
+    shutil.rmtree(HF_HOME, ignore_errors=True)

@@ -22,8 +22,9 @@ from test_upload import table_rows
 SIZES = (30, 3_000)
 
 pytestmark = pytest.mark.xdist_group("budgets")
-"""One worker runs them all (pytest-xdist, --dist loadgroup): the leaderboards are a module
-fixture (N = 3,000 takes half a minute to build), built once there."""
+"""One worker runs them all: the leaderboards are a module fixture (N = 3,000 takes half a
+minute to build), built once there. (pytest-xdist: --dist loadfile keeps a module on one
+worker; --dist loadgroup would by this mark.)"""
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from factory import RunSpec
 from helpers import run_cli
 from hubserver import RACE, HubServer
 from huggingface_hub import CommitOperationAdd, HfApi
-from test_upload import make_bundles, table_rows, upload
+from test_upload import make_bundles, publish, table_rows, upload
 
 from bundler.hub.client.session import HubSession
 from bundler.hub.leaderboard.card_refresh import refresh_card
@@ -67,7 +67,7 @@ def published(hub: HubServer, repo_id: str, tmp_path: Path) -> Path:
     bundles = make_bundles(
         tmp_path, [RunSpec(task=task, rows=2) for task in ("alpha", "beta", "gamma")]
     )
-    assert upload(bundles, "--repo", repo_id)[0] == 0
+    publish(bundles, repo_id)
     return bundles
 
 

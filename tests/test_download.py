@@ -13,7 +13,7 @@ from conftest import WRITE_TOKEN
 from factory import RunSpec, write_tree
 from helpers import one_line_error, read_only_folder, run_cli, run_cli_as_any_user
 from hubserver import Fault, HubServer
-from test_upload import SECOND_SHA, local_files, make_bundles, upload
+from test_upload import SECOND_SHA, local_files, make_bundles, publish, upload
 
 
 @pytest.fixture
@@ -32,7 +32,7 @@ def published(hub: HubServer, repo_id: str, tmp_path: Path) -> Path:
             RunSpec(task="wires", model="claude", rows=2, metrics={"wires": {"label": "ok"}}),
         ],
     )
-    assert upload(bundles, "--repo", repo_id)[0] == 0
+    publish(bundles, repo_id)
     return bundles
 
 

@@ -45,8 +45,9 @@ DIRECT_DEPENDENCIES = (
 )
 
 pytestmark = [pytest.mark.installed, pytest.mark.xdist_group("installed")]
-"""One worker runs them all (pytest-xdist, --dist loadgroup): the wheel and its two venvs are
-session fixtures, built once there."""
+"""One worker runs them all: the wheel and its two venvs are session fixtures, built once
+there. (pytest-xdist: --dist loadfile keeps a module on one worker; --dist loadgroup would by
+this mark.)"""
 
 
 @dataclass(frozen=True)

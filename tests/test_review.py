@@ -20,6 +20,7 @@ from helpers import forge, one_line_error, refresh_manifest, run_cli, sidecar_pa
 from hubserver import Fault, HubServer
 from huggingface_hub import CommitOperationAdd, HfApi
 from pydantic import SecretStr
+from test_upload import publish
 
 from bundler.core.progress import NoProgress
 from bundler.hub.leaderboard.tables import AllTasksTable
@@ -83,9 +84,7 @@ def world(hub: HubServer, repo_id: str, tmp_path: Path) -> World:
     card = f"---\ndataset_info:\n  splits:\n{splits}---\n# statics\n"
     hub.create_repo(dataset, files={"README.md": card.encode()})
     world = World(hub, repo_id, dataset, hub.commits(dataset)[0].oid, tmp_path)
-    on_main = world.bundles("main", [world.spec(model="gpt-5.2", rows=4)])
-    published = run_cli("upload", on_main, "--repo", repo_id, env={"HF_TOKEN": WRITE_TOKEN})
-    assert published.returncode == 0, published.stderr
+    publish(world.bundles("main", [world.spec(model="gpt-5.2", rows=4)]), repo_id)
     define(world, TASK, dataset, "test")
     return world
 

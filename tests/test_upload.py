@@ -19,7 +19,8 @@ from huggingface_hub import CommitOperationDelete, HfApi
 from bundler.core.errors import HubAccessError
 from bundler.core.progress import NoProgress
 from bundler.hub.client.session import HubSession
-from bundler.hub.publish.upload import gather_local
+from bundler.hub.publish.upload import UploadOptions, UploadReport, gather_local
+from bundler.hub.publish.upload import upload as upload_library
 from bundler.hub.repo.paths import ALL_TABLE, repo_sidecar
 from bundler.local.collect import CollectOptions, collect
 from bundler.local.layout import CACHE_NAMES, LOCK_NAME, BundleId
@@ -58,6 +59,19 @@ def upload(*args: object, token: str | None = WRITE_TOKEN) -> tuple[int, dict, s
     payload = json.loads(result.stdout) if result.stdout.strip() else {}
     assert "Traceback" not in result.stderr
     return result.returncode, payload, result.stderr
+
+
+def publish(
+    bundles: Path, repo_id: str, *, token: str = WRITE_TOKEN, **options: object
+) -> UploadReport:
+    """A repository that already holds `bundles`, for a test about what comes next: published
+    by the library's upload (what `bundler upload` runs), which must succeed."""
+    report = upload_library(
+        bundles,
+        UploadOptions(repo_id=repo_id, token=token, **options),  # type: ignore[arg-type]
+    )
+    assert report.exit_code == 0, report
+    return report
 
 
 def commit_posts(hub: HubServer, repo_id: str) -> int:

@@ -13,7 +13,7 @@ import pytest
 from conftest import WRITE_TOKEN
 from factory import RunSpec, write_tree
 from hubserver import Fault, HubServer
-from test_upload import make_bundles, upload
+from test_upload import make_bundles, publish, upload
 
 from bundler.hub.publish.upload import UploadOptions
 from bundler.hub.publish.upload import upload as upload_library
@@ -39,8 +39,7 @@ def remote_archive(hub: HubServer, repo_id: str, bundles: Path) -> tuple[bytes |
 @pytest.fixture
 def last_night(repo_id: str, tmp_path: Path) -> Path:
     bundles = partial_bundles(tmp_path / "night1", LAST_NIGHT)
-    code, _, stderr = upload(bundles, "--repo", repo_id, "--allow-partial")
-    assert code == 0, stderr
+    publish(bundles, repo_id, allow_partial=True)
     return bundles
 
 

@@ -18,6 +18,8 @@ from collections.abc import Iterator
 import pytest
 from hubserver import HubServer, TokenInfo, client_env
 
+from bundler.core.waiting import RETRY_WAITS, RetryWaits
+
 WRITE_TOKEN = "hf_WriteTokenForTests0123456789abcdef"
 """The maintainer: user "leaderboard-bot", member of org "gptnt", which owns every test repo."""
 READ_TOKEN = "hf_ReadTokenForTests0123456789abcdefgh"
@@ -42,6 +44,17 @@ HUB = HubServer(
 HF_HOME = tempfile.mkdtemp(prefix="bundler-tests-hf-home-")
 """This process's own (each pytest-xdist worker has its server and its HF_HOME)."""
 os.environ.update(client_env(HUB, hf_home=HF_HOME))
+
+
+@pytest.fixture(autouse=True)
+def instant_retries() -> Iterator[RetryWaits]:
+    """The Hub client's retry waits, recorded but not slept, in the test process: a test that
+    retries against the local server learns nothing from sleeping, and can assert the waits
+    instead. A bundler run as a process of its own still waits for real."""
+    RETRY_WAITS.instant = True
+    RETRY_WAITS.waited.clear()
+    yield RETRY_WAITS
+    RETRY_WAITS.instant = False
 
 
 @pytest.fixture(scope="session")

@@ -23,6 +23,7 @@ from pydantic import SecretStr
 from test_upload import publish
 
 from bundler.core.progress import NoProgress
+from bundler.core.waiting import RETRY_WAITS
 from bundler.hub.leaderboard.tables import AllTasksTable
 from bundler.hub.publish.plan import LocalBundle
 from bundler.hub.publish.upload import gather_local
@@ -511,6 +512,7 @@ def test_a_hub_down_for_the_whole_review_asks_for_a_retry(world: World) -> None:
     assert code == 75, stderr  # EX_TEMPFAIL: the same command will get past it later
     (pr,) = report["pull_requests"]
     assert pr["reviewed"] is False and "HTTP 503" in checks(pr)["review"]["detail"]
+    assert list(RETRY_WAITS.waited) == [0.5, 1.0, 2.0]  # backed off, each wait twice the last
 
 
 @pytest.mark.parametrize("flag", ["--merge", "--comment"])

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import random
 import re
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -24,6 +23,7 @@ from bundler.core.errors import (
     HubUnavailableError,
     TemporaryError,
 )
+from bundler.core.waiting import RETRY_WAITS
 from bundler.hub.client.retry import RETRY_MAX_SECONDS
 from bundler.hub.client.session import (
     REPO_TYPE,
@@ -94,7 +94,7 @@ def commit_replanned(
             # After a failed commit, whose outcome may be unknown (a lost response): the
             # Hub must be read again before anything is said about it, so wait and re-plan.
             last_problem = error.message
-            time.sleep(backoff)
+            RETRY_WAITS.sleep(backoff)
             continue
         if planned is None:
             return None
@@ -106,7 +106,7 @@ def commit_replanned(
             status = status_of(error)
             if status in (409, 412):  # someone else committed first: re-plan on their head
                 last_problem = f"HTTP {status} (a concurrent commit)"
-                time.sleep(random.uniform(0.05, 0.4))
+                RETRY_WAITS.sleep(random.uniform(0.05, 0.4))
                 continue
             if not is_transient(error):
                 raise session.describe(
@@ -118,7 +118,7 @@ def commit_replanned(
             last_problem = session.describe(error, doing=planned.doing).message
             if on_transient is not None:
                 on_transient()
-            time.sleep(retry_after_of(error) or backoff)
+            RETRY_WAITS.sleep(retry_after_of(error) or backoff)
     raise HubUnavailableError(
         f"not committed after {attempts} attempts; last: {last_problem}",
         hint="run the same command again later; it resumes where it stopped",

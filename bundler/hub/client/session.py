@@ -12,7 +12,6 @@ being made twice.
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -46,6 +45,7 @@ from bundler.core.errors import (
     HubUnavailableError,
     UsageError,
 )
+from bundler.core.waiting import RETRY_WAITS
 from bundler.hub.client import ratelimit
 from bundler.hub.client.access import AccessRights, no_write_access
 from bundler.hub.client.remote import LastCommit, RemoteEntry, RemoteFile, RemoteFolder
@@ -171,7 +171,7 @@ class HubSession:
                     ):
                         raise self.describe(error, doing=doing) from None
                     raise
-                time.sleep(retry_after_of(error) or READ_BACKOFF_SECONDS * 2**attempt)
+                RETRY_WAITS.sleep(retry_after_of(error) or READ_BACKOFF_SECONDS * 2**attempt)
         raise AssertionError("unreachable")
 
     def whoami_info(self) -> dict[str, object]:

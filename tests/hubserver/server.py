@@ -339,6 +339,7 @@ class HubServer:
                 repo_type,
                 repo_id,
                 0 if request.method == "HEAD" else len(response.body),
+                request.headers.get("User-Agent"),
             )
             self.request_log.append(record)
         return response, fault

@@ -46,11 +46,16 @@ from bundler.core.errors import (
     HubUnavailableError,
     UsageError,
 )
+from bundler.core.version import VERSION
 from bundler.hub.client import ratelimit
 from bundler.hub.client.access import AccessRights, no_write_access
 from bundler.hub.client.remote import LastCommit, RemoteEntry, RemoteFile, RemoteFolder
 
 REPO_TYPE = "dataset"
+LIBRARY_NAME = "statics-bundler"
+"""How every request names its sender in the User-Agent (`statics-bundler/<version>`), as
+`HfApi(library_name=..., library_version=...)` asks a library to: the Hub's logs, and a
+maintainer reading them, then tell the bundler's requests from any other client's."""
 _NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}"
 REPO_ID = re.compile(f"{_NAME}/{_NAME}")
 """A repository to publish to or download from: OWNER/NAME, checked before any request (a
@@ -142,7 +147,7 @@ class HubSession:
                 f"--repo {repo_id!r}: expected OWNER/NAME, e.g. my-org/gptnt-leaderboard"
             )
         self.repo_id = repo_id
-        self.api = HfApi(token=token)
+        self.api = HfApi(token=token, library_name=LIBRARY_NAME, library_version=VERSION)
         self._whoami: dict[str, object] | None = None
         ratelimit.configure(max_wait)
 
@@ -282,7 +287,9 @@ class HubSession:
         url = hf_hub_url(
             self.repo_id, path, repo_type=REPO_TYPE, revision=revision, endpoint=self.api.endpoint
         )
-        headers = build_hf_headers(token=self.api.token, library_name="statics-bundler")
+        headers = build_hf_headers(
+            token=self.api.token, library_name=LIBRARY_NAME, library_version=VERSION
+        )
 
         def fetch() -> None:
             restart()  # a retried request starts the file again

@@ -1,0 +1,180 @@
+"""The command line's words for the library's errors: one table from each named error
+(bundler.core.errors) to the `error:` line and the `hint:` line a person reads, which are also
+the `--json` error object's `error` and `hint`.
+
+Why one table: the library raises errors as data (a class, a stable `kind`, typed fields) and
+never names a flag, since it does not know how it was called. How the command line spells what
+the person can do (`--repo`, `--create-pr`, `bundler card`) is the command line's to say, once,
+here, as huggingface_hub's `hf` does in `cli/_errors.py`. An error the table does not name reads
+as the library worded it (its words name no flag, and need none), with its `remedy` worded
+from REMEDIES.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable
+from typing import Any
+
+from bundler.core.errors import (
+    MAINTAINER_TOKEN,
+    SUBMITTER_TOKEN,
+    BadCredentials,
+    BundlerError,
+    BundlesLockedError,
+    CannotCreateRepository,
+    InvalidHeader,
+    NoRunSelectedError,
+    NoWriteAccess,
+    PullRequestRevision,
+    RateLimitOutlasts,
+    ReadOnlyToken,
+    Remedy,
+    RepositoryNotFound,
+    ReviewNotAllowed,
+    RevisionNotFound,
+    UnusableSetting,
+    WriteTokenRequired,
+    WrongRepoType,
+)
+
+Words = tuple[str, str | None]
+"""The `error:` line's message and the `hint:` line (None: no hint)."""
+
+FLAGS = {
+    "repo_id": "--repo",
+    "bundle_ids": "--bundle",
+    "tasks": "--task",
+    "models": "--model",
+    "comment": "--comment",
+    "merge": "--merge",
+}
+"""The option that gives each library parameter (or review action) its value."""
+
+REMEDIES: dict[Remedy, str] = {
+    "bundle-partial": "pass --allow-partial to bundle it, marked partial",
+    "publish-partial": "pass --allow-partial to publish it marked partial",
+    "check-expected-rows": "check the --expect row count for this task",
+    "replace": "pass --replace to overwrite it",
+    "create-pr": "pass --create-pr to propose the bundles as a pull request instead",
+    "ask-owners": "ask the repository's owners for access",
+    "accept-warnings": "`--accept CHECK` merges past those accepted",
+    "name-submitter": "collect with --submitter-name",
+    "define-task": "a maintainer defines it: bundler tasks define",
+}
+"""What the person can do next (bundler.core.errors.Remedy), in the command line's words."""
+
+
+def _no_write_access(error: NoWriteAccess) -> Words:
+    if error.doing is None:  # whoami's verdict, before anything was sent: one line
+        suffix = ", add --create-pr to propose the bundles" if error.remedy == "create-pr" else ""
+        return f"no write access to {error.repo}{suffix}", None
+    return error.message, REMEDIES[error.remedy] if error.remedy else error.hint
+
+
+def _read_only(error: ReadOnlyToken) -> Words:
+    needed = (
+        f"opening a pull request needs {SUBMITTER_TOKEN} (or a fine-grained token allowed to "
+        "open pull requests there)"
+        if error.pull_request
+        else f"publishing needs {MAINTAINER_TOKEN}, or --create-pr with {SUBMITTER_TOKEN}"
+    )
+    return f"{error.repo}: this token is read-only; {needed}", None
+
+
+def _cannot_create(error: CannotCreateRepository) -> Words:
+    if error.pull_request:
+        return error.message, "check --repo; its maintainers create it with their first upload"
+    return error.message, (
+        "check --repo; repositories are created only in your own namespace or one of your "
+        "organizations'"
+    )
+
+
+def _pull_request_revision(error: PullRequestRevision) -> Words:
+    if error.target == "card":
+        message = (
+            f"--revision {error.revision}: the card lives on a branch, never in a pull request"
+        )
+        return message, error.hint
+    return (
+        f"--revision {error.revision}: bundles are published to a branch, or proposed with "
+        "--create-pr, never committed into a pull request's ref",
+        "pass --create-pr (with the branch the pull request targets as --revision): it adds to "
+        "your open bundler pull request",
+    )
+
+
+def _no_run_selected(error: NoRunSelectedError) -> Words:
+    given = " ".join(
+        f"{FLAGS[field]} {shlex.quote(value)}"
+        for field, values in error.unmatched.items()
+        for value in values
+    )
+    return f"{given} matched no run", error.hint
+
+
+def _write_token_required(error: WriteTokenRequired) -> Words:
+    problem = "no token was given" if error.reason == "missing" else "this token is read-only"
+    asked = " and ".join(FLAGS[action] for action in error.actions)
+    return (
+        f"{asked} need{'s' if len(error.actions) == 1 else ''} a write token: {problem}",
+        "pass --token or set HF_TOKEN to a write token; reviewing alone needs none",
+    )
+
+
+def _review_not_allowed(error: ReviewNotAllowed) -> Words:
+    needs = (
+        f"a token allowed to comment on {error.repo}"
+        if error.action == "comment"
+        else f"write access to {error.repo}"
+    )
+    return f"{FLAGS[error.action]} needs {needs}: {error.problem}", error.hint
+
+
+ERROR_WORDS: dict[type[BundlerError], Callable[[Any], Words]] = {
+    BadCredentials: lambda e: (e.message, "pass --token, set HF_TOKEN, or run `hf auth login`"),
+    InvalidHeader: lambda e: (
+        e.message,
+        "check the token (--token, HF_TOKEN) for spaces or line breaks",
+    ),
+    RevisionNotFound: lambda e: (
+        e.message,
+        "check --revision (a branch, a tag, refs/pr/N or a commit sha)",
+    ),
+    RepositoryNotFound: lambda e: (
+        e.message,
+        "check --repo, and that the token can see the repository",
+    ),
+    NoWriteAccess: _no_write_access,
+    ReadOnlyToken: _read_only,
+    CannotCreateRepository: _cannot_create,
+    WrongRepoType: lambda e: (
+        e.message,
+        "bundles are published to a dataset repository; choose another --repo",
+    ),
+    ReviewNotAllowed: _review_not_allowed,
+    WriteTokenRequired: _write_token_required,
+    RateLimitOutlasts: lambda e: (
+        e.message,
+        "run the same command again then, or allow longer waits (--max-wait, BUNDLER_MAX_WAIT)",
+    ),
+    BundlesLockedError: lambda e: (
+        e.message,
+        "run again later, or pass --wait SECONDS to wait for it",
+    ),
+    UnusableSetting: lambda e: (f"{FLAGS[e.setting]} {e.value!r}: {e.problem}", e.hint),
+    PullRequestRevision: _pull_request_revision,
+    NoRunSelectedError: _no_run_selected,
+}
+"""Each named error whose words on the command line differ from the library's: its message and
+hint there. A subclass not named here is worded as its nearest base that is."""
+
+
+def words_for(error: BundlerError) -> Words:
+    """The message and hint the command line shows for `error` (see ERROR_WORDS)."""
+    for cls in type(error).__mro__:
+        entry = ERROR_WORDS.get(cls)
+        if entry is not None:
+            return entry(error)
+    return error.message, REMEDIES[error.remedy] if error.remedy else error.hint

@@ -133,7 +133,8 @@ def collect_options(
     replace: bool = False,
 ) -> CollectOptions:
     """The collect options from the command line (shared by collect and sync)."""
-    from bundler.local.collect import CollectOptions, parse_expectations
+    from bundler.cli.options import parse_expectations
+    from bundler.local.collect import CollectOptions
     from bundler.local.submitter import Submitter
 
     name, contact, affiliation = submitter

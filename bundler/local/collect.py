@@ -31,7 +31,7 @@ from bundler.core.errors import (
     WriteError,
 )
 from bundler.core.forked import Watch, ahead_in_child, cores
-from bundler.core.limits import DEFAULT_LEVEL, INT64_MAX, MAX_LEVEL
+from bundler.core.limits import DEFAULT_LEVEL, MAX_LEVEL
 from bundler.core.model import Model
 from bundler.core.progress import NoProgress, ProgressSink
 from bundler.core.version import bundler_version
@@ -158,20 +158,6 @@ class CollectReport(Model):
             exitcodes.TEMPORARY if self.error is not None else exitcodes.OK,
             self.signing.exit_code if self.signing is not None else exitcodes.OK,
         )
-
-
-def parse_expectations(pairs: list[str]) -> dict[str, int]:
-    """`TASK=ROWS` pairs from the command line into a mapping."""
-    expected: dict[str, int] = {}
-    for pair in pairs:
-        task, separator, rows = pair.partition("=")
-        digits = rows.isascii() and rows.isdigit()  # not "²", which isdigit() also accepts
-        if not separator or not task or not digits or not 1 <= int(rows) <= INT64_MAX:
-            raise UsageError(f"--expect {pair!r}: expected TASK=ROWS with ROWS a positive integer")
-        if expected.get(task, int(rows)) != int(rows):
-            raise UsageError(f"--expect gives two row counts for task {task!r}")
-        expected[task] = int(rows)
-    return expected
 
 
 def collect(

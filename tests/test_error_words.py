@@ -5,7 +5,9 @@ in one table (bundler.cli.error_words)."""
 from __future__ import annotations
 
 import inspect
+import json
 import re
+from datetime import UTC, datetime
 
 from pydantic import BaseModel, ValidationError
 
@@ -44,3 +46,51 @@ def test_an_error_that_is_no_bundler_error_has_a_kind_too() -> None:
     bug = described(RuntimeError("boom"), ())
     assert (bug.kind, bug.exit_code) == ("internal", 2)
     assert bug.message == "internal error: RuntimeError: boom"
+
+
+def test_a_report_carries_data_and_the_command_line_words_it() -> None:
+    """The library's report says what can be done (a remedy, the kind of the error that ended
+    the work); the command line words it, and the JSON carries both."""
+    from bundler.cli.error_words import sync_in_words, upload_in_words
+    from bundler.hub.publish.plan import BundlePlan, UploadReport
+    from bundler.sync import SyncReport
+
+    held = BundlePlan(
+        bundle_id="p_1/t@r",
+        action="held-back",
+        outcome="held-back",
+        detail="partial coverage (3 of 10 rows): held back until its run is complete",
+        remedy="publish-partial",
+    )
+    card = "the dataset card was not committed (README.md: too big); the bundles were, without it"
+    report = UploadReport(
+        repo_id="o/n",
+        revision="main",
+        dry_run=False,
+        bundles=[held, BundlePlan(bundle_id="p_2/t@r", action="new")],
+        warnings=["waited 3 s", card],
+        card_refused=card,
+        error="the Hub's api rate limit resets in 900 s, longer than the 300 s this command waits",
+        hint="run the same command again then, or allow longer waits (BUNDLER_MAX_WAIT)",
+        error_kind="rate-limit-outlasts-wait",
+    )
+    library = json.dumps(report.model_dump(mode="json"))
+    assert "--" not in library and "bundler card" not in library
+    data = upload_in_words(report).model_dump(mode="json")
+    assert data["bundles"][0]["detail"].endswith(
+        "held back until its run is complete; pass --allow-partial to publish it marked partial"
+    )
+    assert data["bundles"][0]["remedy"] == "publish-partial"
+    assert "remedy" not in data["bundles"][1]  # only where there is one
+    assert "(--max-wait, BUNDLER_MAX_WAIT)" in data["hint"]
+    assert data["card_refused"].endswith(": fix the problem, then run `bundler card`")
+    assert data["warnings"] == ["waited 3 s", data["card_refused"]]
+
+    stopped = SyncReport(
+        output_root="out", bundles_dir="b", repo_id="o/n", revision="main", dry_run=False,
+        started_at=datetime.now(UTC),
+    )  # fmt: skip
+    stopped.stopped_by(errors.UnusableSetting("repo_id", "x", "expected OWNER/NAME"))
+    assert stopped.error == "repo_id 'x': expected OWNER/NAME"
+    assert stopped.error_kind == "unusable-setting"
+    assert sync_in_words(stopped).error == "--repo 'x': expected OWNER/NAME"

@@ -5,7 +5,7 @@ error of bundler.core.errors, with its fields and kind), and how the command lin
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -22,6 +22,7 @@ from bundler.core.errors import (
     HubDidNotAnswer,
     NoWriteAccess,
     RateLimited,
+    RateLimitOutlasts,
     RefusedByHub,
     RepositoryNotFound,
     RevisionNotFound,
@@ -145,6 +146,23 @@ def test_rate_limiting_to_the_end_is_rate_limited(
         75,
     )
     assert error.reset_at is not None and before <= error.reset_at <= datetime.now(UTC)
+
+
+def test_a_window_longer_than_the_command_waits_is_rate_limit_outlasts(
+    hub: HubServer, repo_id: str
+) -> None:
+    hub.create_repo(repo_id)
+    hub.inject("GET", f"/api/datasets/{repo_id}/revision/", Fault.rate_limited(reset=600))
+    before = datetime.now(UTC)
+    error = raised(lambda: HubSession(repo_id, token=READ_TOKEN, max_wait=1).head("main"))
+    assert isinstance(error, RateLimitOutlasts) and error.kind == "rate-limit-outlasts-wait"
+    assert (error.bucket, error.retry_after, error.max_wait, error.exit_code) == ("api", 600, 1, 75)
+    assert (
+        before + timedelta(seconds=600)
+        <= error.reset_at
+        <= datetime.now(UTC) + timedelta(seconds=600)
+    )
+    assert "--max-wait" in (words_for(error)[1] or "") and "--max-wait" not in str(error)
 
 
 def test_a_server_error_to_the_end_is_hub_did_not_answer(

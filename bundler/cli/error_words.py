@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bundler.core.errors import (
     MAINTAINER_TOKEN,
@@ -37,6 +37,11 @@ from bundler.core.errors import (
     WriteTokenRequired,
     WrongRepoType,
 )
+
+if TYPE_CHECKING:
+    from bundler.hub.publish.plan import UploadReport
+    from bundler.local.collect import CollectReport
+    from bundler.sync import SyncReport
 
 Words = tuple[str, str | None]
 """The `error:` line's message and the `hint:` line (None: no hint)."""
@@ -63,6 +68,15 @@ REMEDIES: dict[Remedy, str] = {
     "define-task": "a maintainer defines it: bundler tasks define",
 }
 """What the person can do next (bundler.core.errors.Remedy), in the command line's words."""
+LOCKED_HINT = "run again later, or pass --wait SECONDS to wait for it"
+MAX_WAIT_HINT = (
+    "run the same command again then, or allow longer waits (--max-wait, BUNDLER_MAX_WAIT)"
+)
+KIND_HINTS = {BundlesLockedError.kind: LOCKED_HINT, RateLimitOutlasts.kind: MAX_WAIT_HINT}
+"""The hints that depend on an error's kind alone, by which a report that keeps the kind of the
+error that ended it (upload's, collect's) is worded."""
+REFRESH_CARD = "fix the problem, then run `bundler card`"
+"""What to do about a dataset card an upload left out."""
 
 
 def _no_write_access(error: NoWriteAccess) -> Words:
@@ -155,14 +169,8 @@ ERROR_WORDS: dict[type[BundlerError], Callable[[Any], Words]] = {
     ),
     ReviewNotAllowed: _review_not_allowed,
     WriteTokenRequired: _write_token_required,
-    RateLimitOutlasts: lambda e: (
-        e.message,
-        "run the same command again then, or allow longer waits (--max-wait, BUNDLER_MAX_WAIT)",
-    ),
-    BundlesLockedError: lambda e: (
-        e.message,
-        "run again later, or pass --wait SECONDS to wait for it",
-    ),
+    RateLimitOutlasts: lambda e: (e.message, MAX_WAIT_HINT),
+    BundlesLockedError: lambda e: (e.message, LOCKED_HINT),
     UnusableSetting: lambda e: (f"{FLAGS[e.setting]} {e.value!r}: {e.problem}", e.hint),
     PullRequestRevision: _pull_request_revision,
     NoRunSelectedError: _no_run_selected,
@@ -178,3 +186,50 @@ def words_for(error: BundlerError) -> Words:
         if entry is not None:
             return entry(error)
     return error.message, REMEDIES[error.remedy] if error.remedy else error.hint
+
+
+# Reports: what the library gave as data in a report (a remedy, the kind of the error that ended
+# the work), worded in place before the report is shown or printed as JSON.
+
+
+def _with_remedy(detail: str | None, remedy: Remedy | None) -> str | None:
+    if remedy is None:
+        return detail
+    return f"{detail}; {REMEDIES[remedy]}" if detail else REMEDIES[remedy]
+
+
+def upload_in_words(report: UploadReport) -> UploadReport:
+    """An upload's report in the command line's words: what to do about each bundle held back
+    or in conflict, about the error that ended it, and about a dataset card left out."""
+    for plan in report.bundles:
+        plan.detail = _with_remedy(plan.detail, plan.remedy)
+    report.hint = KIND_HINTS.get(report.error_kind or "", report.hint)
+    refused = report.card_refused
+    if refused is not None:
+        worded = f"{refused}: {REFRESH_CARD}"
+        report.warnings = [worded if warning == refused else warning for warning in report.warnings]
+        report.card_refused = worded
+    return report
+
+
+def collect_in_words(report: CollectReport) -> CollectReport:
+    """A collect's report in the command line's words."""
+    report.hint = KIND_HINTS.get(report.error_kind or "", report.hint)
+    return report
+
+
+def sync_in_words(report: SyncReport) -> SyncReport:
+    """A sync's report in the command line's words: the error that stopped it as the command
+    would have said it, and its collect's and upload's reports."""
+    error = report.stopping_error
+    if error is not None:
+        report.error, report.hint = words_for(error)
+    else:
+        report.hint = KIND_HINTS.get(report.error_kind or "", report.hint)
+    for bundle in report.bundles:
+        bundle.detail = _with_remedy(bundle.detail, bundle.remedy)
+    if report.collect is not None:
+        collect_in_words(report.collect)
+    if report.upload is not None:
+        upload_in_words(report.upload)
+    return report

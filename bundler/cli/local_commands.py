@@ -81,6 +81,7 @@ def collect_command(
     console = stderr_console()
 
     def action() -> int:
+        from bundler.cli.error_words import collect_in_words
         from bundler.cli.render import render_collect
         from bundler.local.collect import collect
 
@@ -113,7 +114,7 @@ def collect_command(
                 from bundler.local.sign import sign
 
                 report.signing = sign(archives, sign_key, lock_wait=wait, progress=progress)
-        return finish(report, render_collect, console, json_output)
+        return finish(collect_in_words(report), render_collect, console, json_output)
 
     raise typer.Exit(
         run_command(action, json_output=json_output, debug=debug, secrets=secrets_of(token))

@@ -140,6 +140,7 @@ class CollectReport(Model):
         "bundles folder (they are under `skipped`; run again later)",
     )
     hint: str | None = None
+    error_kind: str | None = None
     warnings: list[str] = Field(
         default_factory=list, description="e.g. that the output root holds no run: nothing to do"
     )
@@ -261,7 +262,7 @@ def collect(
     except BundlesLockedError as error:  # from the lock: _bundle_one reports its own errors
         if not report.refused:
             raise  # the lock is the whole story: its one line and exit 75, as for upload
-        report.error, report.hint = error.message, error.hint
+        report.error, report.hint, report.error_kind = error.message, error.hint, error.kind
         report.skipped.extend(
             Skipped(path=str(header.run.path), reason=f"not bundled: {error}") for header in runs
         )

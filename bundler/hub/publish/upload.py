@@ -72,8 +72,8 @@ def gather_local(
                     action="held-back",
                     outcome="held-back",
                     detail=f"partial coverage ({facts.rows_present} of "
-                    f"{facts.expected_rows} rows): held back until its run is complete; "
-                    "pass --allow-partial to publish it marked partial",
+                    f"{facts.expected_rows} rows): held back until its run is complete",
+                    remedy="publish-partial",
                 )
             )
             continue

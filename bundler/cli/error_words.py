@@ -39,8 +39,12 @@ from bundler.core.errors import (
 )
 
 if TYPE_CHECKING:
+    from pydantic_core import ErrorDetails
+
     from bundler.hub.publish.plan import UploadReport
     from bundler.local.collect import CollectReport
+    from bundler.local.downgrade import Downgrade
+    from bundler.local.export import ExportReport
     from bundler.sync import SyncReport
 
 Words = tuple[str, str | None]
@@ -59,6 +63,7 @@ FLAGS = {
 REMEDIES: dict[Remedy, str] = {
     "bundle-partial": "pass --allow-partial to bundle it, marked partial",
     "publish-partial": "pass --allow-partial to publish it marked partial",
+    "export-partial": "--allow-partial exports it anyway",
     "check-expected-rows": "check the --expect row count for this task",
     "replace": "pass --replace to overwrite it",
     "create-pr": "pass --create-pr to propose the bundles as a pull request instead",
@@ -66,6 +71,8 @@ REMEDIES: dict[Remedy, str] = {
     "accept-warnings": "`--accept CHECK` merges past those accepted",
     "name-submitter": "collect with --submitter-name",
     "define-task": "a maintainer defines it: bundler tasks define",
+    "name-output-root": "pass the folder the harness wrote, e.g. `bundler collect ./output`",
+    "verify-folder": "name one archive; `bundler verify FOLDER` checks every bundle below a folder",
 }
 """What the person can do next (bundler.core.errors.Remedy), in the command line's words."""
 LOCKED_HINT = "run again later, or pass --wait SECONDS to wait for it"
@@ -179,6 +186,20 @@ ERROR_WORDS: dict[type[BundlerError], Callable[[Any], Words]] = {
 hint there. A subclass not named here is worded as its nearest base that is."""
 
 
+def validation_words(detail: ErrorDetails) -> str | None:
+    """The command line's words for a value pydantic refused, where the library's name none: a
+    submitter that is not UTF-8 text comes from an option or the environment."""
+    from bundler.local.submitter import NOT_UTF8  # pydantic's error: pydantic is loaded
+
+    if detail["type"] == NOT_UTF8:
+        field = str(detail.get("ctx", {}).get("field", ""))
+        return (
+            f"not UTF-8 text; give --submitter-{field} or BUNDLER_SUBMITTER_{field.upper()} "
+            "in UTF-8"
+        )
+    return None
+
+
 def words_for(error: BundlerError) -> Words:
     """The message and hint the command line shows for `error` (see ERROR_WORDS)."""
     for cls in type(error).__mro__:
@@ -213,9 +234,41 @@ def upload_in_words(report: UploadReport) -> UploadReport:
 
 
 def collect_in_words(report: CollectReport) -> CollectReport:
-    """A collect's report in the command line's words."""
+    """A collect's report in the command line's words: what would bundle a refused run, the
+    flags that keep a bundle's claim, the hint of the error that stopped it."""
+    for refused in report.refused:
+        if refused.remedy is not None:
+            refused.error = f"{refused.error} ({REMEDIES[refused.remedy]})"
+    for bundle in report.bundles:
+        if bundle.downgrade is not None:
+            bundle.kept = kept_words(bundle.downgrade)
     report.hint = KIND_HINTS.get(report.error_kind or "", report.hint)
     return report
+
+
+def kept_words(downgrade: Downgrade) -> str:
+    """Why collect kept a bundle, and the flags of the first run that would keep its claim."""
+    flags = [
+        *(
+            [f"--expect {shlex.quote(f'{downgrade.task}={downgrade.expected_rows}')}"]
+            if downgrade.expected_rows is not None
+            else []
+        ),
+        *(["--resolve-rows"] if downgrade.row_count_lookup else []),
+        *(
+            f"--submitter-{field} {shlex.quote(value)}"
+            for field, value in downgrade.submitter.items()
+        ),
+    ]
+    how = (
+        f"give the first run's flags ({' '.join(flags)}) "
+        if flags
+        else "give the first run's flags "
+    )
+    return (
+        f"kept the existing bundle: the new one would lose {', '.join(downgrade.lost)}; {how}"
+        "or set them in bundler.toml, or give --replace to replace it anyway"
+    )
 
 
 def sync_in_words(report: SyncReport) -> SyncReport:
@@ -232,4 +285,13 @@ def sync_in_words(report: SyncReport) -> SyncReport:
         collect_in_words(report.collect)
     if report.upload is not None:
         upload_in_words(report.upload)
+    return report
+
+
+def export_in_words(report: ExportReport) -> ExportReport:
+    """An export's report in the command line's words: what would export a refused bundle."""
+    for bundle in report.bundles:
+        for refusal in bundle.refusals:
+            if refusal.remedy is not None:
+                refusal.detail = f"{refusal.detail} ({REMEDIES[refusal.remedy]})"
     return report

@@ -11,7 +11,7 @@ from typing import NamedTuple, TypeVar
 import typer
 
 from bundler.cli.console import emit_json, plain, shown, stderr_console
-from bundler.cli.error_words import words_for
+from bundler.cli.error_words import validation_words, words_for
 from bundler.cli.signals import exit_if_stopped, stop_signals_caught
 from bundler.cli.tokens import scrubbed
 from bundler.core import exitcodes
@@ -46,7 +46,7 @@ def described(error: Exception, secrets: tuple[str, ...]) -> Described:
     if isinstance(error, ValidationError):  # options the command line let through
         from bundler.local.validation import describe_validation_error
 
-        message = f"invalid option: {describe_validation_error(error)}"
+        message = f"invalid option: {describe_validation_error(error, validation_words)}"
         return Described(exitcodes.UNUSABLE, scrubbed(message, secrets), "see --help", USAGE_KIND)
     # a bug: say so plainly, with the way to learn more
     message = f"internal error: {type(error).__name__}: {error}"

@@ -335,6 +335,7 @@ def export_gptnt_command(
     (failed verification, blank submitter, a capability field GPTNT does not know, partial
     coverage without --allow-partial, another player's config for a bundle named directly), 2
     for a config or path that cannot be used."""
+    from bundler.cli.error_words import export_in_words
     from bundler.cli.render import render_export
     from bundler.local.export import SubmitterOverrides, export_gptnt
 
@@ -348,6 +349,6 @@ def export_gptnt_command(
             report = export_gptnt(
                 paths, out_dir, player_config, overrides, progress, allow_partial=allow_partial
             )
-        return finish(report, render_export, console, json_output)
+        return finish(export_in_words(report), render_export, console, json_output)
 
     raise typer.Exit(run_command(action, json_output=json_output, debug=debug))

@@ -22,6 +22,7 @@ from bundler.core.exitcodes import TEMPORARY
 Remedy = Literal[
     "bundle-partial",
     "publish-partial",
+    "export-partial",
     "check-expected-rows",
     "replace",
     "create-pr",
@@ -29,12 +30,15 @@ Remedy = Literal[
     "accept-warnings",
     "name-submitter",
     "define-task",
+    "name-output-root",
+    "verify-folder",
 ]
 """What the person can do next when the command line offers it (a flag, a command): named,
 not worded, since the library does not know the command line's words (bundler.cli.error_words
-does). Bundle or publish a partial run marked partial; check the task's expected row count;
+does). Bundle, publish or export a partial run anyway; check the task's expected row count;
 replace what the Hub holds; propose a pull request; ask the owners for write access; accept
-the warnings in a merge's way; name the submitter when collecting; define the task."""
+the warnings in a merge's way; name the submitter when collecting; define the task; name the
+folder the harness wrote; verify a whole folder rather than one archive."""
 
 
 class BundlerError(Exception):
@@ -51,10 +55,11 @@ class BundlerError(Exception):
     remedy: Remedy | None = None
     """What the person can do next, when the command line offers it (see Remedy)."""
 
-    def __init__(self, message: str, *, hint: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, hint: str | None = None, remedy: Remedy | None = None
+    ) -> None:
         super().__init__(message)
-        self.message = message
-        self.hint = hint
+        self.message, self.hint, self.remedy = message, hint, remedy
 
     def __str__(self) -> str:
         return self.message if self.hint is None else f"{self.message} ({self.hint})"
@@ -98,11 +103,10 @@ class PullRequestRevision(UsageError):
                 "request, never committed into a pull request's ref"
             )
             hint = "propose them against the branch the pull request targets: that adds to it"
-            self.remedy = "create-pr"
         else:
             message = f"revision {revision}: the card lives on a branch, never in a pull request"
             hint = "regenerate the card of the branch the pull request merges into"
-        super().__init__(message, hint=hint)
+        super().__init__(message, hint=hint, remedy="create-pr" if target == "bundles" else None)
         self.revision = revision
         self.target = target
 
@@ -129,10 +133,8 @@ class InputError(BundlerError):
         hint: str | None = None,
         remedy: Remedy | None = None,
     ) -> None:
-        super().__init__(f"{path}: {problem}", hint=hint)
-        self.path = str(path)
-        self.problem = problem
-        self.remedy = remedy
+        super().__init__(f"{path}: {problem}", hint=hint, remedy=remedy)
+        self.path, self.problem = str(path), problem
 
 
 class RowError(BundlerError):
@@ -300,8 +302,9 @@ class NoWriteAccess(HubAccessError):
             if doing is None
             else f"{doing}: this token has no write access to {repo}",
             hint=hint,
+            remedy=remedy,
         )
-        self.repo, self.user, self.doing, self.remedy = repo, user, doing, remedy
+        self.repo, self.user, self.doing = repo, user, doing
 
 
 SUBMITTER_TOKEN = "a write token of your own account"

@@ -32,10 +32,11 @@ from bundler.core.errors import (
 )
 from bundler.core.forked import Watch, ahead_in_child, cores
 from bundler.core.limits import DEFAULT_LEVEL, MAX_LEVEL
-from bundler.core.model import Model
+from bundler.core.model import Model, RemedyField
 from bundler.core.progress import NoProgress, ProgressSink
 from bundler.core.version import bundler_version
 from bundler.local.discover import RunDirectory, Skipped, discover
+from bundler.local.downgrade import Downgrade
 from bundler.local.sign import SignReport
 from bundler.local.submitter import Submitter
 
@@ -118,11 +119,13 @@ class CollectedBundle(Model):
     kept: str | None = Field(
         default=None, description="status kept: what the new bundle would have lost, and how"
     )
+    downgrade: Downgrade | None = Field(default=None, exclude_if=lambda value: value is None)
 
 
 class RefusedInput(Model):
     path: str
     error: str
+    remedy: RemedyField = None
 
 
 class CollectReport(Model):
@@ -564,7 +567,8 @@ def _bundle_one(
             isinstance(error, WriteError) and error.path is not None
         )
         shown = str(error) if named else f"{header.run.path}: {error}"
-        bundled.refused.append(RefusedInput(path=str(header.run.path), error=shown))
+        refused = RefusedInput(path=str(header.run.path), error=shown, remedy=error.remedy)
+        bundled.refused.append(refused)
 
     def done(bundle: CollectedBundle, sidecar_sha256: str, error: WriteError | None) -> None:
         if error is not None:
@@ -781,7 +785,8 @@ def _kept(
         coverage=old.coverage.status,
         predictions=old.predictions.count,
         warnings=list(old.warnings),
-        kept=why,
+        kept=why.sentence,
+        downgrade=why,
     )
 
 

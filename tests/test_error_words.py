@@ -94,3 +94,41 @@ def test_a_report_carries_data_and_the_command_line_words_it() -> None:
     assert stopped.error == "repo_id 'x': expected OWNER/NAME"
     assert stopped.error_kind == "unusable-setting"
     assert sync_in_words(stopped).error == "--repo 'x': expected OWNER/NAME"
+
+
+def test_the_posted_review_words_remedies_as_the_command_line_does() -> None:
+    """The review posted on a PR is for the people who run the command line: its template
+    words each remedy and each warning in the way exactly as bundler.cli.error_words does (the
+    posted text is escaped as inert Markdown)."""
+    from bundler.cli.error_words import REMEDIES, acceptance_words, review_in_words
+    from bundler.core.checks import failed, warned
+    from bundler.hub.repo.markdown import markdown_text
+    from bundler.hub.review.judge import BundleReview, PullRequestReview
+    from bundler.hub.review.round import ReviewReport, render_markdown
+
+    remedied = [
+        warned("submitter", "no submitter name", remedy="name-submitter"),
+        warned("task", "task t has no definition", remedy="define-task"),
+        failed("coverage", "partial"),
+    ]
+    bundle = BundleReview(
+        bundle_id="p_1/t@r", classification="new", sha256="s", main_sha256=None, checks=remedied
+    )
+    pr = PullRequestReview(
+        num=3, title="T", author="a", status="open", url="u", base_branch="main",
+        head="h" * 40, base="b" * 40, bundles=[bundle],
+    )  # fmt: skip
+    pr.accept([], by="@maintainer")
+    report = ReviewReport(repo_id="o/n", max_exception_rate=0.1, pull_requests=[pr])
+    markdown = render_markdown(report, pr)
+    for remedy in ("name-submitter", "define-task"):
+        assert f"({markdown_text(REMEDIES[remedy])})" in markdown
+    in_the_way = [note for note in pr.acceptance_notes if note.status == "in-the-way"]
+    assert len(in_the_way) == 2
+    for note in in_the_way:
+        assert f"- {markdown_text(acceptance_words(note))}\n" in markdown
+        assert "--accept" not in note.line  # the library's own words name no flag
+    data = review_in_words(report).model_dump(mode="json")["pull_requests"][0]
+    hints = [check["hint"] for check in data["bundles"][0]["checks"]]
+    assert hints == [REMEDIES["name-submitter"], REMEDIES["define-task"], None]
+    assert data["acceptance"][0].endswith("`bundler review --merge --accept submitter`")

@@ -41,7 +41,10 @@ from bundler.core.errors import (
 if TYPE_CHECKING:
     from pydantic_core import ErrorDetails
 
+    from bundler.core.checks import CheckResult
     from bundler.hub.publish.plan import UploadReport
+    from bundler.hub.review.acceptance import AcceptanceNote
+    from bundler.hub.review.round import ReviewReport
     from bundler.local.collect import CollectReport
     from bundler.local.downgrade import Downgrade
     from bundler.local.export import ExportReport
@@ -68,11 +71,12 @@ REMEDIES: dict[Remedy, str] = {
     "replace": "pass --replace to overwrite it",
     "create-pr": "pass --create-pr to propose the bundles as a pull request instead",
     "ask-owners": "ask the repository's owners for access",
-    "accept-warnings": "`--accept CHECK` merges past those accepted",
+    "accept-warnings": "only warnings: `--accept CHECK` merges past those accepted",
     "name-submitter": "collect with --submitter-name",
     "define-task": "a maintainer defines it: bundler tasks define",
     "name-output-root": "pass the folder the harness wrote, e.g. `bundler collect ./output`",
     "verify-folder": "name one archive; `bundler verify FOLDER` checks every bundle below a folder",
+    "derive-tables": "run `bundler card --full` with a write token to derive the tables again",
 }
 """What the person can do next (bundler.core.errors.Remedy), in the command line's words."""
 LOCKED_HINT = "run again later, or pass --wait SECONDS to wait for it"
@@ -295,3 +299,34 @@ def export_in_words(report: ExportReport) -> ExportReport:
             if refusal.remedy is not None:
                 refusal.detail = f"{refusal.detail} ({REMEDIES[refusal.remedy]})"
     return report
+
+
+def review_in_words(report: ReviewReport) -> ReviewReport:
+    """A review's report in the command line's words: what to do about a check's warning, how
+    a warning in the way is accepted, what would let a refused merge through. (The posted
+    report's template words the same data in the same words.)"""
+    for pr in report.pull_requests:
+        pr.checks = [_check_in_words(check) for check in pr.checks]
+        for bundle in pr.bundles:
+            bundle.checks = [_check_in_words(check) for check in bundle.checks]
+        if pr.acceptance_notes:
+            pr.acceptance = [acceptance_words(note) for note in pr.acceptance_notes]
+        if pr.merge_remedy is not None:
+            pr.merge_detail = f"{pr.merge_detail} ({REMEDIES[pr.merge_remedy]})"
+    return report
+
+
+def _check_in_words(check: CheckResult) -> CheckResult:
+    if check.remedy is None or check.hint is not None:
+        return check
+    return check.model_copy(update={"hint": REMEDIES[check.remedy]})
+
+
+def acceptance_words(note: AcceptanceNote) -> str:
+    """A note on acceptance, saying how a warning in the way is accepted."""
+    if note.status != "in-the-way":
+        return note.line
+    return (
+        f"warning {note.check} stands in the way: a maintainer who accepts it merges with "
+        f"`bundler review --merge --accept {note.check}`"
+    )

@@ -292,6 +292,7 @@ def review_command(
         raise typer.BadParameter(
             "accepts warnings for a merge: give --merge too", param_hint="--accept"
         )
+    from bundler.cli.error_words import review_in_words
     from bundler.cli.render import render_review
     from bundler.hub.review.round import ReviewOptions, review
 
@@ -315,7 +316,7 @@ def review_command(
             report = review(options, progress)
         if not json_output:
             emit_text("\n---\n\n".join(pr.markdown for pr in report.pull_requests))
-        return finish(report, render_review, console, json_output)
+        return finish(review_in_words(report), render_review, console, json_output)
 
     raise typer.Exit(
         run_command(action, json_output=json_output, debug=debug, secrets=secrets_of(token))

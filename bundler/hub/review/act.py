@@ -103,7 +103,7 @@ def merge(session: HubSession, pr: PullRequestReview, gathered: GatheredPullRequ
     if not pr.mergeable:
         pr.merge, pr.merge_detail = "refused", "not every check passed"
         if all(check.status != "failed" for check in every_check(pr)):
-            pr.merge_detail += " (only warnings: `--accept CHECK` merges past those accepted)"
+            pr.merge_remedy = "accept-warnings"  # only warnings stand in the way
         return
     try:
         files, rows = _reviewed_files(gathered)

@@ -4,13 +4,17 @@ in one table (bundler.cli.error_words)."""
 
 from __future__ import annotations
 
+import ast
 import inspect
 import json
 import re
+from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
+from bundler.cli.app import COMMANDS
 from bundler.cli.errors import described
 from bundler.core import errors
 
@@ -132,3 +136,104 @@ def test_the_posted_review_words_remedies_as_the_command_line_does() -> None:
     hints = [check["hint"] for check in data["bundles"][0]["checks"]]
     assert hints == [REMEDIES["name-submitter"], REMEDIES["define-task"], None]
     assert data["acceptance"][0].endswith("`bundler review --merge --accept submitter`")
+
+
+# No flag in the library ---------------------------------------------------------------------
+
+PACKAGE = Path(__file__).resolve().parent.parent / "bundler"
+LIBRARY = [
+    *sorted((PACKAGE / "core").rglob("*.py")),
+    *sorted((PACKAGE / "local").rglob("*.py")),
+    *sorted((PACKAGE / "hub").rglob("*.py")),
+    PACKAGE / "sync.py",
+    PACKAGE / "__init__.py",
+]
+"""Everything below the command line: it does not know how it was called, so none of its words
+may name a flag or a command line (bundler.cli.error_words words them)."""
+FLAG = re.compile(r"(?<![\w-])--[a-z]")
+COMMAND_LINE = re.compile(
+    r"\bbundler (?:" + "|".join(re.escape(name) for name, _ in COMMANDS) + r"|tasks)\b"
+)
+BUNDLE_FORMAT = {
+    ("local/runs.py", "UNKNOWN_COVERAGE_WARNING"),
+    ("local/runs.py", "PARTIAL_RUN_WARNING"),
+}
+"""Strings of the bundle format, written into every manifest and compared byte for byte by
+verify (bundler.local.runs): rewording them would fail every bundle published with them."""
+
+
+def user_facing_strings(source: str, where: str) -> Iterator[tuple[int, str]]:
+    """Every string of a module (`where`, below bundler/) that can reach a person: not a
+    docstring (nor any other bare string statement), not a bundle-format constant. An f-string
+    is read whole, each value standing as `x`, so `f"--{name}"` is seen as the flag it makes."""
+    tree = ast.parse(source)
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            skipped.add(id(node.value))
+        if isinstance(node, ast.Assign) and any(
+            isinstance(target, ast.Name) and (where, target.id) in BUNDLE_FORMAT
+            for target in node.targets
+        ):
+            skipped.add(id(node.value))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr):
+            skipped.update(id(part) for part in node.values)
+            yield (
+                node.lineno,
+                "".join(
+                    str(part.value) if isinstance(part, ast.Constant) else "x"
+                    for part in node.values
+                ),
+            )
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in skipped
+        ):
+            yield node.lineno, node.value
+
+
+def naming_the_command_line(source: str, where: str) -> list[str]:
+    return [
+        f"{where}:{line}: {text!r}"
+        for line, text in user_facing_strings(source, where)
+        if FLAG.search(text) or COMMAND_LINE.search(text)
+    ]
+
+
+def test_no_string_of_the_library_names_a_flag_or_a_command_line() -> None:
+    """Messages, hints, report details and warnings of the library name what can be done as
+    data (a remedy, an error's fields); the command line words it. Docstrings may still explain
+    the command line's behaviour."""
+    found = [
+        hit
+        for path in LIBRARY
+        for hit in naming_the_command_line(
+            path.read_text(encoding="utf-8"), path.relative_to(PACKAGE).as_posix()
+        )
+    ]
+    assert found == []
+
+
+def test_the_check_sees_a_flag_in_any_string_that_reaches_a_person() -> None:
+    source = (
+        '"""Docstrings may say --replace."""\n'
+        "LIMIT = 3\n"
+        '"""As may a constant\'s: `bundler card` regenerates it."""\n'
+        "def f(name):\n"
+        '    """Or a function\'s: --allow-partial."""\n'
+        '    hint = "pass --create-pr"\n'
+        '    flag = f"--submitter-{name}"\n'
+        '    other = f"run bundler verify {name}"\n'
+        '    fine = f"bundler {name}; bundler.toml; a - b; x--y; HF_TOKEN"\n'
+        "    return hint, flag, other, fine\n"
+    )
+    assert naming_the_command_line(source, "hub/stray.py") == [
+        "hub/stray.py:6: 'pass --create-pr'",
+        "hub/stray.py:7: '--submitter-x'",
+        "hub/stray.py:8: 'run bundler verify x'",
+    ]
+    warning = 'PARTIAL_RUN_WARNING = "partial run (a --limit-instances run?)"\n'
+    assert naming_the_command_line(warning, "local/runs.py") == []
+    assert naming_the_command_line(warning, "local/other.py") != []

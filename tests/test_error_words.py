@@ -5,7 +5,7 @@ in one table (bundler.cli.error_words)."""
 from __future__ import annotations
 
 import ast
-import inspect
+import importlib
 import json
 import re
 from collections.abc import Iterator
@@ -18,11 +18,16 @@ from bundler.cli.app import COMMANDS
 from bundler.cli.errors import described
 from bundler.core import errors
 
-ERROR_CLASSES = [
-    cls
-    for _, cls in inspect.getmembers(errors, inspect.isclass)
-    if issubclass(cls, errors.BundlerError) and cls.__module__ == errors.__name__
-]
+
+def subclasses(cls: type[errors.BundlerError]) -> list[type[errors.BundlerError]]:
+    return [cls, *(sub for direct in cls.__subclasses__() for sub in subclasses(direct))]
+
+
+importlib.import_module("bundler.local.export")  # the one error class defined elsewhere
+ERROR_CLASSES = sorted(
+    {cls for cls in subclasses(errors.BundlerError) if cls.__module__.startswith("bundler.")},
+    key=lambda cls: cls.__name__,
+)
 
 
 def test_every_error_class_has_a_kind_of_its_own() -> None:

@@ -28,7 +28,7 @@ import shutil
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import yaml
 from pydantic import ConfigDict, Field, ValidationError
@@ -548,6 +548,8 @@ def _export_one(
 
 class FolderExistsError(BundlerError):
     """The output folder is already there with other content; it is never overwritten."""
+
+    kind: ClassVar[str] = "folder-exists"
 
 
 def write_folder(folder: Path, files: dict[str, bytes]) -> Literal["exported", "unchanged"]:

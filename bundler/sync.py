@@ -14,12 +14,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, PrivateAttr
 
 from bundler.core import exitcodes
 from bundler.core.errors import BundlerError, Terminated, UsageError, WriteError
 from bundler.core.jsontext import valid_unicode
-from bundler.core.model import Model
+from bundler.core.model import Model, RemedyField
 from bundler.core.progress import ProgressSink
 from bundler.hub.publish.plan import Action, Outcome
 from bundler.hub.publish.upload import (
@@ -65,6 +65,7 @@ class SyncBundle(Model):
     """planned, published, proposed, already-there, held-back, refused or failed; None: not
     uploaded."""
     detail: str | None = None
+    remedy: RemedyField = None
 
 
 class SyncCounts(Model):
@@ -103,11 +104,25 @@ class SyncReport(Model):
     """The error that stopped the sync early (lock held, Hub unavailable, bad token, a stop
     signal...)."""
     hint: str | None = None
+    error_kind: str | None = None
+    """`error`'s kind (bundler.core.errors), what a reader acts on rather than the words."""
     report_path_error: str | None = None
     """Why the report file (`--report`) could not be written: this report is then the only one."""
     exit_code: int = exitcodes.OK
     collect: CollectReport | None = None
     upload: UploadReport | None = None
+    _error: BundlerError | None = PrivateAttr(default=None)
+
+    def stopped_by(self, error: BundlerError) -> None:
+        """Record the error that stopped the sync: its words, its kind, and the error itself,
+        for a caller that words it its own way (the command line); never in the JSON."""
+        self.error, self.hint, self.error_kind = error.message, error.hint, error.kind
+        self._error = error
+
+    @property
+    def stopping_error(self) -> BundlerError | None:
+        """The error that stopped this sync, when it stopped on one here."""
+        return self._error
 
     @classmethod
     def started(
@@ -136,7 +151,8 @@ class SyncReport(Model):
         """The report of a sync whose options could not be used (a bad --expect or token)."""
         report = cls.started(output_root, bundles_dir, repo_id, revision, dry_run)
         report.finished_at = report.started_at
-        report.error, report.hint, report.exit_code = error.message, error.hint, error.exit_code
+        report.stopped_by(error)
+        report.exit_code = error.exit_code
         return report
 
 
@@ -173,7 +189,8 @@ def sync(
             else:
                 report.upload = upload(bundles_dir, options.upload, progress)
     except BundlerError as error:
-        report.error, report.hint, error_code = error.message, error.hint, error.exit_code
+        report.stopped_by(error)
+        error_code = error.exit_code
     except BaseException as error:  # stopped, or a bug: said in the report, then raised
         stopped = error
         report.error, error_code = _stop_words(error)
@@ -247,10 +264,12 @@ def _summarise(report: SyncReport) -> None:
         for plan in report.upload.bundles:
             entry = bundles.setdefault(plan.bundle_id, SyncBundle(bundle_id=plan.bundle_id))
             entry.action, entry.outcome, entry.detail = plan.action, plan.outcome, plan.detail
+            entry.remedy = plan.remedy
         report.commits = list(report.upload.commits)
         report.pull_request_url = report.upload.pull_request_url
         if report.upload.error and report.error is None:
             report.error, report.hint = report.upload.error, report.upload.hint
+            report.error_kind = report.upload.error_kind
     report.bundles = sorted(bundles.values(), key=lambda bundle: bundle.bundle_id)
     outcomes = [bundle.outcome for bundle in report.bundles]
     counts.published = outcomes.count("published")

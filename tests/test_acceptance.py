@@ -6,8 +6,14 @@ from dataclasses import dataclass, field
 
 from helpers import run_cli
 
+from bundler.cli.error_words import acceptance_words
 from bundler.core.checks import CheckResult, failed, passed, warned
-from bundler.hub.review.acceptance import acceptance_lines, accepted_warnings, clean_with
+from bundler.hub.review.acceptance import (
+    acceptance_lines,
+    acceptance_notes,
+    accepted_warnings,
+    clean_with,
+)
 
 
 @dataclass
@@ -45,7 +51,9 @@ def test_a_failed_check_can_never_be_accepted() -> None:
 
 
 def test_a_warning_in_the_way_says_how_to_accept_it() -> None:
-    (line,) = acceptance_lines(PullRequest([WINDOW]), [], by="@maintainer")
+    (note,) = acceptance_notes(PullRequest([WINDOW]), [], by="@maintainer")
+    assert (note.status, note.check) == ("in-the-way", "publication-window")  # data; the
+    line = acceptance_words(note)  # command line (and the posted report) say how
     assert "bundler review --merge --accept publication-window" in line
 
 

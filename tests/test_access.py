@@ -13,7 +13,8 @@ import httpx2
 import pytest
 from huggingface_hub import hf_raise_for_status
 
-from bundler.core.errors import HubAccessError
+from bundler.cli.error_words import words_for
+from bundler.core.errors import BundlerError, HubAccessError, NoWriteAccess
 from bundler.hub.client.access import AccessRights, require_card, require_review, require_upload
 from bundler.hub.client.commit import is_card_refusal
 from bundler.hub.client.ratelimit import Announced, announced, too_long
@@ -54,7 +55,14 @@ def refusal(action: Any) -> str:
     with pytest.raises(HubAccessError) as raised:
         action()
     assert raised.value.exit_code == 2
-    return str(raised.value)
+    return worded(raised.value)
+
+
+def worded(error: BundlerError) -> str:
+    """The error as the command line words it (bundler.cli.error_words): the library's own
+    words name no flag."""
+    message, hint = words_for(error)
+    return message if hint is None else f"{message} ({hint})"
 
 
 def test_write_access_comes_from_ownership_not_from_the_role() -> None:
@@ -135,8 +143,8 @@ def test_the_hubs_create_pr_refusal_reads_as_no_write_access() -> None:
             forbidden("Forbidden: pass `create_pr=1` as a query parameter to create a Pull Request")
         )
     described = HubSession(REPO).describe(raised.value, doing="committing")
-    assert isinstance(described, HubAccessError)
-    assert str(described) == f"no write access to {REPO}, add --create-pr to propose the bundles"
+    assert isinstance(described, NoWriteAccess) and described.remedy == "create-pr"
+    assert worded(described) == f"no write access to {REPO}, add --create-pr to propose the bundles"
 
 
 def test_rate_limit_headers_are_read_as_the_client_reads_them() -> None:

@@ -85,8 +85,9 @@ def test_usage_errors_are_one_line_and_exit_2(
     assert with_json.returncode == 2
     assert len(with_json.stderr.splitlines()) == 1, with_json.stderr
     payload = json.loads(with_json.stdout)
-    assert set(payload) == {"error", "hint", "exit_code"}
+    assert set(payload) == {"error", "hint", "exit_code", "kind"}
     assert payload["exit_code"] == 2 and message in payload["error"]
+    assert payload["kind"] == "usage"
     assert "--help" in payload["hint"]
 
 

@@ -20,9 +20,10 @@ from helpers import (
     strict_json,
 )
 
+from bundler.cli.options import parse_expectations
 from bundler.core.errors import NoRunSelectedError, UsageError
 from bundler.hub.tasks.split_size import split_rows
-from bundler.local.collect import CollectOptions, CollectReport, collect, parse_expectations
+from bundler.local.collect import CollectOptions, CollectReport, collect
 from bundler.local.layout import TEMP_PREFIX, TEMP_SUFFIX
 from bundler.local.submitter import Submitter
 from bundler.local.verify import verify

@@ -87,4 +87,4 @@ def test_a_lost_resolve_rows_note_is_a_downgrade(tmp_path: Path) -> None:
     noted = old.model_copy(
         update={"inputs": old.inputs.model_copy(update={"row_count_note": "Hub unreachable"})}
     )
-    assert losses(noted, old) == ["the --resolve-rows note"]
+    assert losses(noted, old) == ["the row count lookup's note"]

@@ -36,6 +36,7 @@ from huggingface_hub import (
     snapshot_download,
 )
 from huggingface_hub.errors import (
+    GatedRepoError,
     HfHubHTTPError,
     RemoteEntryNotFoundError,
     RepositoryNotFoundError,
@@ -193,6 +194,24 @@ def test_bad_token_read_token_and_anonymous(hub: HubServer) -> None:
     logged = json.dumps([vars(r) for r in hub.request_log])
     assert WRITE_TOKEN not in logged
     assert READ_TOKEN not in logged
+
+
+def test_a_gated_repo_serves_its_files_to_its_owners_only(hub: HubServer, tmp_path: Path) -> None:
+    """As on the Hub before access is granted: the repository and its file list are visible,
+    a download is refused with the GatedRepo code (401 signed out, 403 signed in)."""
+    hub.create_repo("alice/gated", files={"a.json": b"{}"}, gated=True)
+    download = partial(
+        hf_hub_download, "alice/gated", "a.json", repo_type="dataset", cache_dir=tmp_path
+    )
+    for token, status in ((READ_TOKEN, 403), (False, 401)):
+        api = HfApi(endpoint=hub.url, token=token)
+        assert api.dataset_info("alice/gated").gated == "auto"
+        assert "a.json" in api.list_repo_files("alice/gated", repo_type="dataset")
+        with pytest.raises(GatedRepoError) as err:
+            download(endpoint=hub.url, token=token)
+        assert err.value.response.status_code == status
+    owned = download(endpoint=hub.url, token=WRITE_TOKEN)
+    assert Path(owned).read_bytes() == b"{}"
 
 
 # ------------------------------------------------------------------- upload and download

@@ -290,6 +290,7 @@ def test_policy_checks_flag_each_problem(world: World) -> None:
         "status": "warned",
         "detail": "no submitter name",
         "hint": "collect with --submitter-name",
+        "remedy": "name-submitter",
     }
     _, relaxed, _ = review(world, "--max-exception-rate", "0.2")
     raised = next(

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from factory import RunSpec, write_run
 
+from bundler.cli.error_words import words_for
 from bundler.core.errors import InputError
 from bundler.core.naming import capability_fingerprint
 from bundler.local.discover import discover
@@ -97,7 +98,8 @@ def test_coverage_without_expect_is_unknown_with_a_warning(tmp_path: Path) -> No
 def test_limited_run_is_refused_as_partial(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"partial run: 3 of 10 rows") as caught:
         validated(tmp_path, RunSpec(rows=3), expected=10)
-    assert caught.value.hint is not None and "--allow-partial" in caught.value.hint
+    assert caught.value.remedy == "bundle-partial"  # the command line words it as its flag
+    assert "--allow-partial" in (words_for(caught.value)[1] or "")
 
 
 def test_limited_run_with_allow_partial_is_recorded_partial_never_complete(tmp_path: Path) -> None:

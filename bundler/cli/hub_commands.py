@@ -98,6 +98,7 @@ def upload_command(
     --replace, and partial bundles are held back unless --allow-partial. Exit 0 when everything
     is published or already there, 1 if a bundle was refused or conflicts, 2 for a problem to fix
     first (token, access, repository, revision), 75 if the Hub stayed unavailable (retry later)."""
+    from bundler.cli.error_words import upload_in_words
     from bundler.cli.render import render_upload
     from bundler.hub.publish.upload import upload
 
@@ -119,7 +120,7 @@ def upload_command(
         )
         with progress_on(console) as progress:
             report = upload(bundles_dir, options, progress)
-        return finish(report, render_upload, console, json_output)
+        return finish(upload_in_words(report), render_upload, console, json_output)
 
     raise typer.Exit(
         run_command(action, json_output=json_output, debug=debug, secrets=secrets_of(token))
@@ -285,6 +286,7 @@ def review_command(
         raise typer.BadParameter(
             "accepts warnings for a merge: give --merge too", param_hint="--accept"
         )
+    from bundler.cli.error_words import review_in_words
     from bundler.cli.render import render_review
     from bundler.hub.review.round import ReviewOptions, review
 
@@ -305,7 +307,7 @@ def review_command(
             report = review(options, progress)
         if not json_output:
             emit_text("\n---\n\n".join(pr.markdown for pr in report.pull_requests))
-        return finish(report, render_review, console, json_output)
+        return finish(review_in_words(report), render_review, console, json_output)
 
     raise typer.Exit(
         run_command(action, json_output=json_output, debug=debug, secrets=secrets_of(token))

@@ -81,6 +81,7 @@ def collect_command(
     console = stderr_console()
 
     def action() -> int:
+        from bundler.cli.error_words import collect_in_words
         from bundler.cli.render import render_collect
         from bundler.local.collect import collect
 
@@ -113,7 +114,7 @@ def collect_command(
                 from bundler.local.sign import sign
 
                 report.signing = sign(archives, sign_key, lock_wait=wait, progress=progress)
-        return finish(report, render_collect, console, json_output)
+        return finish(collect_in_words(report), render_collect, console, json_output)
 
     raise typer.Exit(
         run_command(action, json_output=json_output, debug=debug, secrets=secrets_of(token))
@@ -133,7 +134,8 @@ def collect_options(
     replace: bool = False,
 ) -> CollectOptions:
     """The collect options from the command line (shared by collect and sync)."""
-    from bundler.local.collect import CollectOptions, parse_expectations
+    from bundler.cli.options import parse_expectations
+    from bundler.local.collect import CollectOptions
     from bundler.local.submitter import Submitter
 
     name, contact, affiliation = submitter
@@ -333,6 +335,7 @@ def export_gptnt_command(
     (failed verification, blank submitter, a capability field GPTNT does not know, partial
     coverage without --allow-partial, another player's config for a bundle named directly), 2
     for a config or path that cannot be used."""
+    from bundler.cli.error_words import export_in_words
     from bundler.cli.render import render_export
     from bundler.local.export import SubmitterOverrides, export_gptnt
 
@@ -346,6 +349,6 @@ def export_gptnt_command(
             report = export_gptnt(
                 paths, out_dir, player_config, overrides, progress, allow_partial=allow_partial
             )
-        return finish(report, render_export, console, json_output)
+        return finish(export_in_words(report), render_export, console, json_output)
 
     raise typer.Exit(run_command(action, json_output=json_output, debug=debug))

@@ -8,7 +8,8 @@ from typing import Annotated
 
 import typer
 
-from bundler.core.limits import MAX_LEVEL
+from bundler.core.errors import UsageError
+from bundler.core.limits import INT64_MAX, MAX_LEVEL
 
 JsonOption = Annotated[
     bool, typer.Option("--json", help="Write a machine-readable report to stdout.")
@@ -99,6 +100,23 @@ ExpectOption = Annotated[
         help="The dataset's row count for TASK, so coverage can be judged (repeatable).",
     ),
 ]
+
+
+def parse_expectations(pairs: list[str]) -> dict[str, int]:
+    """`--expect TASK=ROWS` pairs into the mapping CollectOptions.expected_rows takes: the
+    pairs are the command line's syntax, so their words are the command line's too."""
+    expected: dict[str, int] = {}
+    for pair in pairs:
+        task, separator, rows = pair.partition("=")
+        digits = rows.isascii() and rows.isdigit()  # not "²", which isdigit() also accepts
+        if not separator or not task or not digits or not 1 <= int(rows) <= INT64_MAX:
+            raise UsageError(f"--expect {pair!r}: expected TASK=ROWS with ROWS a positive integer")
+        if expected.get(task, int(rows)) != int(rows):
+            raise UsageError(f"--expect gives two row counts for task {task!r}")
+        expected[task] = int(rows)
+    return expected
+
+
 ResolveRowsOption = Annotated[
     bool,
     typer.Option(

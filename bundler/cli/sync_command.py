@@ -97,6 +97,7 @@ def sync_command(
     checks, conflicts), 2 for unusable input, usage or credentials, 75 for a temporary failure
     (the Hub unavailable or rate limiting, or another run using BUNDLES_DIR): retry later.
     """
+    from bundler.cli.error_words import sync_in_words
     from bundler.cli.render import render_sync
     from bundler.sync import SyncOptions, SyncReport, keep_report, sync
 
@@ -110,10 +111,13 @@ def sync_command(
                 unusable = SyncReport.stopped_before_start(
                     output_root, bundles_dir, repo, revision, dry_run, error
                 )
-                keep_report(unusable, report)
+                keep_report(sync_in_words(unusable), report)
             raise
         with progress_on(console) as progress:
             result = sync(output_root, bundles_dir, options, progress)
+        in_library_words = result.model_dump(mode="json")
+        if sync_in_words(result).model_dump(mode="json") != in_library_words and report:
+            keep_report(result, report)  # the file says what --json says, in these words
         return finish(result, render_sync, console, json_output)
 
     def sync_options() -> SyncOptions:

@@ -10,7 +10,8 @@ from typing import Literal
 
 from pydantic import ConfigDict
 
-from bundler.core.model import Model
+from bundler.core.errors import Remedy
+from bundler.core.model import Model, RemedyField
 
 CheckStatus = Literal["passed", "warned", "failed"]
 
@@ -22,14 +23,18 @@ class CheckResult(Model):
     status: CheckStatus
     detail: str
     hint: str | None = None
+    remedy: RemedyField = None
+    """What to do, when the command line offers it (its words; `hint` is then None)."""
 
 
 def passed(name: str, detail: str) -> CheckResult:
     return CheckResult(name=name, status="passed", detail=detail)
 
 
-def warned(name: str, detail: str, hint: str | None = None) -> CheckResult:
-    return CheckResult(name=name, status="warned", detail=detail, hint=hint)
+def warned(
+    name: str, detail: str, hint: str | None = None, *, remedy: Remedy | None = None
+) -> CheckResult:
+    return CheckResult(name=name, status="warned", detail=detail, hint=hint, remedy=remedy)
 
 
 def failed(name: str, detail: str, hint: str | None = None) -> CheckResult:

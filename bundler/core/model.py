@@ -11,8 +11,22 @@ not the user's to act on, so no namespace is protected (pydantic's own methods s
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from bundler.core.errors import Remedy
 
 
 class Model(BaseModel):
     model_config = ConfigDict(defer_build=True, protected_namespaces=())
+
+
+def _absent(value: object) -> bool:
+    return value is None
+
+
+RemedyField = Annotated[Remedy | None, Field(exclude_if=_absent)]
+"""What the person can do about a report's entry (a held-back bundle, a refused run, a check's
+warning), named for the command line to word (bundler.core.errors.Remedy); in the entry's JSON
+only when there is one, as most entries have none."""

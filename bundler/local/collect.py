@@ -31,11 +31,12 @@ from bundler.core.errors import (
     WriteError,
 )
 from bundler.core.forked import Watch, ahead_in_child
-from bundler.core.limits import DEFAULT_LEVEL, INT64_MAX, MAX_LEVEL
-from bundler.core.model import Model
+from bundler.core.limits import DEFAULT_LEVEL, MAX_LEVEL
+from bundler.core.model import Model, RemedyField
 from bundler.core.progress import NoProgress, ProgressSink
 from bundler.core.version import bundler_version
 from bundler.local.discover import RunDirectory, Skipped, discover
+from bundler.local.downgrade import Downgrade
 from bundler.local.sign import SignReport
 from bundler.local.submitter import Submitter
 
@@ -104,11 +105,13 @@ class CollectedBundle(Model):
     kept: str | None = Field(
         default=None, description="status kept: what the new bundle would have lost, and how"
     )
+    downgrade: Downgrade | None = Field(default=None, exclude_if=lambda value: value is None)
 
 
 class RefusedInput(Model):
     path: str
     error: str
+    remedy: RemedyField = None
 
 
 class CollectReport(Model):
@@ -126,6 +129,7 @@ class CollectReport(Model):
         "bundles folder (they are under `skipped`; run again later)",
     )
     hint: str | None = None
+    error_kind: str | None = None
     warnings: list[str] = Field(
         default_factory=list, description="e.g. that the output root holds no run: nothing to do"
     )
@@ -144,20 +148,6 @@ class CollectReport(Model):
             exitcodes.TEMPORARY if self.error is not None else exitcodes.OK,
             self.signing.exit_code if self.signing is not None else exitcodes.OK,
         )
-
-
-def parse_expectations(pairs: list[str]) -> dict[str, int]:
-    """`TASK=ROWS` pairs from the command line into a mapping."""
-    expected: dict[str, int] = {}
-    for pair in pairs:
-        task, separator, rows = pair.partition("=")
-        digits = rows.isascii() and rows.isdigit()  # not "²", which isdigit() also accepts
-        if not separator or not task or not digits or not 1 <= int(rows) <= INT64_MAX:
-            raise UsageError(f"--expect {pair!r}: expected TASK=ROWS with ROWS a positive integer")
-        if expected.get(task, int(rows)) != int(rows):
-            raise UsageError(f"--expect gives two row counts for task {task!r}")
-        expected[task] = int(rows)
-    return expected
 
 
 def collect(
@@ -245,7 +235,7 @@ def collect(
     except BundlesLockedError as error:  # from the lock: _bundle_one reports its own errors
         if not report.refused:
             raise  # the lock is the whole story: its one line and exit 75, as for upload
-        report.error, report.hint = error.message, error.hint
+        report.error, report.hint, report.error_kind = error.message, error.hint, error.kind
         report.skipped.extend(
             Skipped(path=str(header.run.path), reason=f"not bundled: {error}") for header in runs
         )
@@ -501,7 +491,8 @@ def _bundle_one(
             isinstance(error, WriteError) and error.path is not None
         )
         shown = str(error) if named else f"{header.run.path}: {error}"
-        bundled.refused.append(RefusedInput(path=str(header.run.path), error=shown))
+        refused = RefusedInput(path=str(header.run.path), error=shown, remedy=error.remedy)
+        bundled.refused.append(refused)
 
     def done(bundle: CollectedBundle, sidecar_sha256: str, error: WriteError | None) -> None:
         if error is not None:
@@ -697,7 +688,8 @@ def _kept(
         coverage=old.coverage.status,
         predictions=old.predictions.count,
         warnings=list(old.warnings),
-        kept=why,
+        kept=why.sentence,
+        downgrade=why,
     )
 
 

@@ -124,7 +124,8 @@ def discover(output_root: Path) -> Discovery:
     if not output_root.exists():
         raise UsageError(
             f"{output_root}: output root does not exist",
-            hint="pass the folder the harness wrote, e.g. `bundler collect ./output`",
+            hint="name the folder the harness wrote",
+            remedy="name-output-root",
         )
     if output_root.is_symlink() or not output_root.is_dir():
         raise UsageError(f"{output_root}: output root is not a directory")

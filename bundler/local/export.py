@@ -28,13 +28,13 @@ import shutil
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import yaml
 from pydantic import ConfigDict, Field, ValidationError
 
 from bundler.core.errors import BundlerError, InputError, UsageError, WriteError
-from bundler.core.model import Model
+from bundler.core.model import Model, RemedyField
 from bundler.core.progress import NoProgress, ProgressSink
 from bundler.local.fileio import read_bounded, unusable_output_folder, write_error
 from bundler.local.layout import (
@@ -222,6 +222,7 @@ RefusalKind = Literal[
 class Refusal(Model):
     kind: RefusalKind
     detail: str
+    remedy: RemedyField = None
 
 
 class SubmissionPlan(Model):
@@ -293,8 +294,8 @@ def plan_submission(
         refusals.append(
             Refusal(
                 kind="coverage",
-                detail=f"coverage is {claim.coverage.status}, and GPTNT's folder would not say "
-                "so (--allow-partial exports it anyway)",
+                detail=f"coverage is {claim.coverage.status}, and GPTNT's folder would not say so",
+                remedy="export-partial",
             )
         )
     elif claim.coverage.status != "complete":
@@ -547,6 +548,8 @@ def _export_one(
 
 class FolderExistsError(BundlerError):
     """The output folder is already there with other content; it is never overwritten."""
+
+    kind: ClassVar[str] = "folder-exists"
 
 
 def write_folder(folder: Path, files: dict[str, bytes]) -> Literal["exported", "unchanged"]:

@@ -244,7 +244,8 @@ def bundle_file(path: Path) -> Path:
     if path.is_dir():
         raise UsageError(
             f"{path}: not a {ARCHIVE_SUFFIX} bundle but a folder",
-            hint="name one archive; `bundler verify FOLDER` checks every bundle below a folder",
+            hint="name one archive; verifying a folder checks every bundle below it",
+            remedy="verify-folder",
         )
     if not (is_archive_path(path) and path.is_file()):
         is_sidecar = path.name.endswith(SIDECAR_SUFFIX)

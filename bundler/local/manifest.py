@@ -99,7 +99,7 @@ class CollectInputs(_Model):
     level: int = Field(ge=1, le=MAX_LEVEL, description="the zstd level of every frame")
     left_out: LeftOut
     row_count_note: str | None = Field(
-        description="why --resolve-rows found no row count; only when the count is unknown"
+        description="why the Hub's row count was not found; only when the count is unknown"
     )
 
 

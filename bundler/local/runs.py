@@ -58,6 +58,12 @@ from bundler.local.validation import (
 
 PROGRESS_BATCH = 256
 _DECIMAL = re.compile(r"[0-9]+")  # fullmatch, as PREDICTION_FILE
+UNKNOWN_COVERAGE_WARNING = "coverage unknown: {count} rows present; pass --expect {task}=ROWS"
+PARTIAL_RUN_WARNING = "partial run: {count} of {expected} rows (a --limit-instances run?)"
+"""Warnings of the bundle format, not messages: collect writes them into the manifest, and
+verify derives them again and compares them byte for byte, so a bundle published with one
+would fail verification were it worded anew (a new wording needs a new manifest version). They
+name command-line options because they were written so; --limit-instances is the harness's."""
 
 
 class ArchivedFile(NamedTuple):
@@ -372,20 +378,19 @@ def _judge_coverage(
     if expected is not None and indices[-1] >= expected:
         raise InputError(
             where,
-            f"prediction index {indices[-1]} is beyond the {expected} rows "
-            f"given by --expect {task}",
-            hint="check the --expect row count for this task",
+            f"prediction index {indices[-1]} is beyond the {expected} rows expected for {task}",
+            remedy="check-expected-rows",
         )
     if coverage.status != "partial":
         if coverage.status == "unknown":
-            return [f"coverage unknown: {summary.count} rows present; pass --expect {task}=ROWS"]
+            return [UNKNOWN_COVERAGE_WARNING.format(count=summary.count, task=task)]
         return []
     if not summary.contiguous:
         problem = f"prediction indices have gaps ({describe_gaps(indices)})"
     else:
-        problem = f"partial run: {summary.count} of {expected} rows (a --limit-instances run?)"
+        problem = PARTIAL_RUN_WARNING.format(count=summary.count, expected=expected)
     if not allow_partial:
-        raise InputError(where, problem, hint="pass --allow-partial to bundle it, marked partial")
+        raise InputError(where, problem, remedy="bundle-partial")
     return [problem]
 
 

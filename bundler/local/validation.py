@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import codecs
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic import ValidationError
-from pydantic_core import from_json
+from pydantic_core import ErrorDetails, from_json
 
 from bundler.core.errors import InputError
 from bundler.core.limits import INT64_MAX, MAX_USAGE_KEY_CHARS, MAX_USAGE_KEYS
@@ -27,12 +27,16 @@ _JSON_PROBLEMS = {
 """The strict parser's words for the limits it enforces, in the user's terms."""
 
 
-def describe_validation_error(error: ValidationError) -> str:
-    """One line from a pydantic error: the field path and what is wrong with it."""
+def describe_validation_error(
+    error: ValidationError, words: Callable[[ErrorDetails], str | None] | None = None
+) -> str:
+    """One line from a pydantic error: the field path and what is wrong with it; `words`, when
+    it has some for an error, in place of pydantic's (the command line's, for a value it was
+    given)."""
     parts = []
     for detail in error.errors()[:MAX_ERRORS_SHOWN]:
         location = ".".join(str(part) for part in detail["loc"])
-        message = detail["msg"].removeprefix("Value error, ")
+        message = (words and words(detail)) or detail["msg"].removeprefix("Value error, ")
         if detail["type"] == "missing":
             parts.append(f"missing field {location!r}")
         elif location:

@@ -40,6 +40,7 @@ from .store import (
     WritableRef,
     conflicting_files,
     entry_not_found,
+    gated_repo,
     hub_now,
     repo_not_found,
     revision_not_found,
@@ -437,7 +438,7 @@ class HubApp:
             "createdAt": lambda: repo.created_at,
             "lastModified": lambda: commit.created_at,
             "private": lambda: repo.private,
-            "gated": lambda: False,
+            "gated": lambda: "auto" if repo.gated else False,
             "disabled": lambda: False,
             "downloads": lambda: 0,
             "likes": lambda: 0,
@@ -774,6 +775,8 @@ class HubApp:
 
     def resolve(self, request: Request, match: re.Match[str], who: TokenInfo | None) -> Response:
         repo = self._repo(match)
+        if repo.gated and not (who is not None and who.owns(repo.repo_id.split("/")[0])):
+            raise gated_repo(repo.repo_type, repo.repo_id, signed_in=who is not None)
         commit = repo.resolve(revision_of(match))
         path = unquote(match.group("path"))
         blob = commit.tree.get(path)

@@ -99,7 +99,8 @@ Hub go to signed storage URLs, not to the Hub, and count against neither quota."
 
 @dataclass(frozen=True)
 class RequestRecord:
-    """One request the server received, without any header (so never a token).
+    """One request the server received, without any header but the User-Agent (so never a
+    token).
 
     `path` is the raw, percent-encoded path without the query string; `query` the raw query
     string; `status` the status the server answered, or would have answered when `fault` is
@@ -107,6 +108,8 @@ class RequestRecord:
     rate-limit bucket the request belongs to; `repo_type`/`repo_id` name the repository the
     request concerns (None for account-level requests such as whoami). `size` is the bytes of
     the response body: what grows with a repository shows there even when the count does not.
+    `user_agent` is what the client said it is (huggingface_hub's `library/version; hf_hub/...`
+    line), so a test can check which library a request came from.
     """
 
     method: str
@@ -118,3 +121,4 @@ class RequestRecord:
     repo_type: str | None = None
     repo_id: str | None = None
     size: int = 0
+    user_agent: str | None = None

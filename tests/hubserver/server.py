@@ -125,14 +125,18 @@ class HubServer:
         repo_type: RepoType = "dataset",
         private: bool = False,
         files: dict[str, bytes] | None = None,
+        *,
+        gated: bool = False,
     ) -> None:
         """Create a repo directly (no HTTP); `files` land in one commit after the initial one.
+        A `gated` repo serves its files to its owners only (a GatedRepo error to anyone else).
 
         Files follow the same regular/LFS rule as uploads, so the client's unchanged-file
         detection works against seeded content too.
         """
         with self._lock:
             repo = self._store.create_repo(repo_type, repo_id, private, "system")
+            repo.gated = gated
             if files:
                 ops: list[Operation] = []
                 for path, data in sorted(files.items()):
@@ -341,6 +345,7 @@ class HubServer:
                 repo_type,
                 repo_id,
                 0 if request.method == "HEAD" else len(response.body),
+                request.headers.get("User-Agent"),
             )
             self.request_log.append(record)
         return response, fault

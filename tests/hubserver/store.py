@@ -51,6 +51,16 @@ def revision_not_found(revision: str) -> HubError:
     return HubError(404, f"Invalid rev id: {revision}", "RevisionNotFound")
 
 
+def gated_repo(repo_type: str, repo_id: str, signed_in: bool) -> HubError:
+    """What the Hub answers a download from a gated repository the caller may not read yet."""
+    return HubError(
+        403 if signed_in else 401,
+        f"Access to {repo_type} {repo_id} is restricted. You must have access to it and be "
+        "authenticated to access it.",
+        "GatedRepo",
+    )
+
+
 def entry_not_found(path: str) -> HubError:
     return HubError(404, f"Entry not found: {path}", "EntryNotFound")
 
@@ -257,6 +267,10 @@ class Repo:
     repo_id: str
     private: bool
     created_at: str
+    gated: bool = False
+    """Files are served only to its owners (the Hub's gated repos, before access is granted):
+    anyone else may see the repository and list its files, and gets a GatedRepo error on
+    every download (401 signed out, 403 signed in)."""
     commits: dict[str, Commit] = field(default_factory=dict)
     branches: dict[str, str] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)

@@ -8,9 +8,10 @@ The role then bounds what the token may do with the user's rights: a `read` toke
 Anyone else with a write token may only open pull requests and comment.
 
 So each command that writes asks `whoami` once (`AccessRights.of`), and one of the pure
-`require_*` functions below raises HubAccessError (exit 2) with the next step, before any
-bundle is read from the Hub or sent to it. The Hub stays the judge: its 403 answers are read
-into the same messages (HubSession.describe), in case it knows better than whoami.
+`require_*` functions below raises a HubAccessError (exit 2) naming the cause (NoWriteAccess,
+ReadOnlyToken, ...; bundler.core.errors), before any bundle is read from the Hub or sent to it.
+The Hub stays the judge: its 403 answers are read into the same errors (HubSession.describe),
+in case it knows better than whoami.
 """
 
 from __future__ import annotations
@@ -20,7 +21,15 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict
 
-from bundler.core.errors import HubAccessError
+from bundler.core.errors import (
+    MAINTAINER_TOKEN,
+    SUBMITTER_TOKEN,
+    CannotCreateRepository,
+    HubAccessError,
+    NoWriteAccess,
+    ReadOnlyToken,
+    ReviewNotAllowed,
+)
 from bundler.core.model import Model
 
 Role = Literal["read", "write", "fineGrained"]
@@ -31,13 +40,11 @@ DISCUSSION_WRITE = "discussion.write"
 NON_WRITING_ORG_ROLES = frozenset({"read"})
 """Organization roles (`roleInOrg`) that give no write access to the organization's repos."""
 
-SUBMITTER_TOKEN = "a write token of your own account"
-MAINTAINER_TOKEN = "a write token of an account in the organization that owns the repository"
 
-
-def no_write_access(repo_id: str) -> HubAccessError:
-    """The one line for a token that may not commit to `repo_id` directly."""
-    return HubAccessError(f"no write access to {repo_id}, add --create-pr to propose the bundles")
+def no_write_access(repo_id: str, user: str | None) -> NoWriteAccess:
+    """The one error for a token that may not commit to `repo_id` directly, where a pull
+    request would do."""
+    return NoWriteAccess(repo_id, user=user, remedy="create-pr")
 
 
 class AccessRights(Model):
@@ -118,30 +125,13 @@ class AccessRights(Model):
 
 
 def require_upload(rights: AccessRights, *, repo_exists: bool, create_pr: bool) -> None:
-    """Raise HubAccessError (exit 2) when this upload cannot work with these rights."""
+    """Raise a HubAccessError (exit 2) when this upload cannot work with these rights."""
     repo = rights.repo_id
     if rights.role == "read":
-        needed = (
-            f"opening a pull request needs {SUBMITTER_TOKEN} (or a fine-grained token allowed "
-            "to open pull requests there)"
-            if create_pr
-            else f"publishing needs {MAINTAINER_TOKEN}, or --create-pr with {SUBMITTER_TOKEN}"
-        )
-        raise HubAccessError(f"{repo}: this token is read-only; {needed}")
+        raise ReadOnlyToken(repo, user=rights.user, pull_request=create_pr)
     if not repo_exists:
-        if create_pr:
-            raise HubAccessError(
-                f"dataset {repo} does not exist, and a submitter cannot create the "
-                "leaderboard's repository",
-                hint="check --repo; its maintainers create it with their first upload",
-            )
-        if not rights.can_write:
-            raise HubAccessError(
-                f"dataset {repo} does not exist, and this token cannot create repositories "
-                f"in the namespace {rights.namespace!r} (the user is {rights.user!r})",
-                hint="check --repo; repositories are created only in your own namespace or "
-                "one of your organizations'",
-            )
+        if create_pr or not rights.can_write:
+            raise CannotCreateRepository(repo, user=rights.user, pull_request=create_pr)
         return
     if create_pr:
         if not rights.can_contribute:
@@ -151,27 +141,22 @@ def require_upload(rights: AccessRights, *, repo_exists: bool, create_pr: bool) 
             )
         return
     if not rights.can_write:
-        raise no_write_access(repo)
+        raise no_write_access(repo, rights.user)
 
 
 def require_review(rights: AccessRights, *, comment: bool, merge: bool) -> None:
-    """`--comment` needs a token allowed to comment, `--merge` write access to the repo."""
+    """Commenting (`--comment`) needs a token allowed to comment, merging (`--merge`) write
+    access to the repository."""
     if comment and not rights.can_contribute:
         problem = (
             "this token is read-only"
             if rights.role == "read"
             else "this fine-grained token lacks discussion.write"
         )
-        raise HubAccessError(
-            f"--comment needs a token allowed to comment on {rights.repo_id}: {problem}",
-            hint=f"use {MAINTAINER_TOKEN}; reviewing alone needs none",
-        )
+        raise ReviewNotAllowed(rights.repo_id, action="comment", problem=problem)
     if merge and not rights.can_write:
         problem = "this token is read-only" if rights.role == "read" else "this token has none"
-        raise HubAccessError(
-            f"--merge needs write access to {rights.repo_id}: {problem}",
-            hint=f"use {MAINTAINER_TOKEN}; reviewing alone needs none",
-        )
+        raise ReviewNotAllowed(rights.repo_id, action="merge", problem=problem)
 
 
 def require_card(rights: AccessRights) -> None:

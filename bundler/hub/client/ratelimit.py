@@ -30,7 +30,7 @@ from huggingface_hub.utils import (  # type: ignore[attr-defined]  # a lazily ex
     parse_ratelimit_headers,
 )
 
-from bundler.core.errors import HubRateLimitError, UsageError
+from bundler.core.errors import RateLimitOutlasts, UsageError
 
 MAX_WAIT_ENV = "BUNDLER_MAX_WAIT"
 DEFAULT_MAX_WAIT = 300.0
@@ -61,15 +61,13 @@ def announced(headers: Mapping[str, str]) -> Announced | None:
     return None
 
 
-def too_long(wait: Announced, max_wait: float, now: datetime | None = None) -> HubRateLimitError:
+def too_long(wait: Announced, max_wait: float, now: datetime | None = None) -> RateLimitOutlasts:
     """The error that ends a command whose rate-limit window resets after `max_wait`."""
-    at = (now or datetime.now(UTC)) + timedelta(seconds=wait.seconds)
-    what = f"the Hub's {wait.resource} rate limit" if wait.resource else "the Hub's rate limit"
-    return HubRateLimitError(
-        f"{what} resets in {wait.seconds:.0f} s (at {at:%H:%M} UTC), longer than the "
-        f"{max_wait:g} s this command waits",
+    return RateLimitOutlasts(
+        bucket=wait.resource,
+        reset_at=(now or datetime.now(UTC)) + timedelta(seconds=wait.seconds),
         retry_after=wait.seconds,
-        hint=f"run the same command again then, or allow longer waits (--max-wait, {MAX_WAIT_ENV})",
+        max_wait=max_wait,
     )
 
 

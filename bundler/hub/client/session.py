@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
-from typing import BinaryIO, TypeVar
+from typing import BinaryIO, Literal, TypeVar
+from urllib.parse import unquote
 
 import httpx2  # the transport huggingface_hub itself uses; its errors are connection faults
 from huggingface_hub import (
@@ -39,18 +41,31 @@ from huggingface_hub.utils import (  # type: ignore[attr-defined]  # a lazily ex
 )
 
 from bundler.core.errors import (
-    HubAccessError,
+    BadCredentials,
+    EndpointNotHttp,
+    GatedRepo,
+    HubDidNotAnswer,
     HubError,
-    HubRateLimitError,
-    HubUnavailableError,
-    UsageError,
+    InvalidHeader,
+    NoWriteAccess,
+    RateLimited,
+    RefusedByHub,
+    RepositoryNotFound,
+    RevisionNotFound,
+    UnusableSetting,
+    XetUnavailable,
 )
+from bundler.core.version import VERSION
 from bundler.core.waiting import RETRY_WAITS
 from bundler.hub.client import ratelimit
 from bundler.hub.client.access import AccessRights, no_write_access
 from bundler.hub.client.remote import LastCommit, RemoteEntry, RemoteFile, RemoteFolder
 
 REPO_TYPE = "dataset"
+LIBRARY_NAME = "statics-bundler"
+"""How every request names its sender in the User-Agent (`statics-bundler/<version>`), as
+`HfApi(library_name=..., library_version=...)` asks a library to: the Hub's logs, and a
+maintainer reading them, then tell the bundler's requests from any other client's."""
 _NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}"
 REPO_ID = re.compile(f"{_NAME}/{_NAME}")
 """A repository to publish to or download from: OWNER/NAME, checked before any request (a
@@ -61,10 +76,6 @@ READ_ATTEMPTS = 4
 READ_BACKOFF_SECONDS = 0.5
 MAX_SMALL_FILE_BYTES = 16 << 20
 """A row or sidecar is a few KB; anything near this is not one and is not read further."""
-XET_HINT = (
-    "set HF_HUB_DISABLE_XET=1 for a Hub-compatible server without Xet storage "
-    "(never for huggingface.co)"
-)
 T = TypeVar("T")
 
 
@@ -128,11 +139,11 @@ class HubSession:
         for a rate-limit window to reset (None: BUNDLER_MAX_WAIT, else 300 s); see
         bundler.hub.client.ratelimit. `token=False` sends no token at all (not even a saved one)."""
         if not (REPO_ID if owned else DATASET_ID).fullmatch(repo_id):
-            raise UsageError(
-                f"--repo {repo_id!r}: expected OWNER/NAME, e.g. my-org/gptnt-leaderboard"
+            raise UnusableSetting(
+                "repo_id", repo_id, "expected OWNER/NAME, e.g. my-org/gptnt-leaderboard"
             )
         self.repo_id = repo_id
-        self.api = HfApi(token=token)
+        self.api = HfApi(token=token, library_name=LIBRARY_NAME, library_version=VERSION)
         self._whoami: dict[str, object] | None = None
         ratelimit.configure(max_wait)
 
@@ -148,7 +159,7 @@ class HubSession:
         create_pr: bool = False,
         write_hint: str | None = None,
     ) -> HubError:
-        """Turn a client error into a HubError that says what to do next (`describe_failure`)."""
+        """The named error for a client error (`describe_failure`)."""
         return describe_failure(
             error,
             repo=self.repo_id,
@@ -156,6 +167,7 @@ class HubSession:
             doing=doing,
             create_pr=create_pr,
             write_hint=write_hint,
+            user=None if self._whoami is None else str(self._whoami.get("name") or "") or None,
         )
 
     def call(self, doing: str, action: Callable[[], T]) -> T:
@@ -272,7 +284,9 @@ class HubSession:
         url = hf_hub_url(
             self.repo_id, path, repo_type=REPO_TYPE, revision=revision, endpoint=self.api.endpoint
         )
-        headers = build_hf_headers(token=self.api.token, library_name="statics-bundler")
+        headers = build_hf_headers(
+            token=self.api.token, library_name=LIBRARY_NAME, library_version=VERSION
+        )
 
         def fetch() -> None:
             restart()  # a retried request starts the file again
@@ -355,68 +369,73 @@ def describe_failure(
     doing: str,
     create_pr: bool = False,
     write_hint: str | None = None,
+    user: str | None = None,
 ) -> HubError:
-    """Turn a client error into a HubError that says what to do next; `write_hint` is the
-    next step when the token may not write (else: propose a pull request instead)."""
+    """The named error (bundler.core.errors) for a client error: one class per cause, with its
+    fields. `write_hint` is the next step when the token may not write (else: propose a pull
+    request instead, or ask the owners when one was asked for); `user` the token's account,
+    when whoami was asked already."""
     status = status_of(error)
     if isinstance(error, LocalTokenNotFoundError) or status == 401:
-        return HubAccessError(
-            f"{doing}: the Hub rejected the credentials (missing or invalid token)",
-            hint="pass --token, set HF_TOKEN, or run `hf auth login`",
-        )
+        return BadCredentials(doing=doing)
     if isinstance(error, httpx2.UnsupportedProtocol):
-        return HubAccessError(
-            f"{doing}: the Hub's address is not an http(s) URL",
-            hint="check HF_ENDPOINT (for example https://huggingface.co), or unset it",
-        )
+        return EndpointNotHttp(endpoint, doing=doing)
     if isinstance(error, httpx2.LocalProtocolError):  # its text would show the token
-        return HubAccessError(
-            f"{doing}: the request could not be sent: a header is not valid HTTP",
-            hint="check the token (--token, HF_TOKEN) for spaces or line breaks",
-        )
+        return InvalidHeader(doing=doing)
     if isinstance(error, RevisionNotFoundError):
-        return HubAccessError(
-            f"{doing}: the revision does not exist in dataset {repo}",
-            hint="check --revision (a branch, a tag, refs/pr/N or a commit sha)",
-        )
+        return RevisionNotFound(repo, revision_of(error), doing=doing)
     if is_xet_unavailable(error):
-        return HubAccessError(
-            f"{doing}: the Hub at {endpoint} offers no Xet storage "
-            "(HTTP 404 on its xet-write-token endpoint)",
-            hint=XET_HINT,
-        )
-    if isinstance(error, GatedRepoError):
-        return HubAccessError(f"{doing}: dataset {repo} is gated; request access first")
+        return XetUnavailable(endpoint, doing=doing)
+    if isinstance(error, GatedRepoError):  # a RepositoryNotFoundError too, so asked first
+        return GatedRepo(repo, doing=doing)
     if isinstance(error, RepositoryNotFoundError):
-        return HubAccessError(
-            f"{doing}: dataset {repo} was not found or is not visible with this token",
-            hint="check --repo, and that the token can see the repository",
-        )
+        return RepositoryNotFound(repo, doing=doing)
     if status == 403 and "create_pr" in str(error) and not create_pr and write_hint is None:
-        return no_write_access(repo)  # the Hub's "Forbidden: pass create_pr=1 ..."
+        return no_write_access(repo, user)  # the Hub's "Forbidden: pass create_pr=1 ..."
     if status == 403:
-        hint = write_hint or (
-            "ask the repository's owners for access"
-            if create_pr
-            else "pass --create-pr to propose the bundles as a pull request instead"
+        remedy: Literal["create-pr", "ask-owners"] = "ask-owners" if create_pr else "create-pr"
+        return NoWriteAccess(
+            repo, user=user, doing=doing, remedy=None if write_hint else remedy, hint=write_hint
         )
-        return HubAccessError(f"{doing}: this token has no write access to {repo}", hint=hint)
     if status == 429:
         wait = retry_after_of(error)
-        when = f"in {wait:.0f} s" if wait is not None else "in a few minutes"
-        return HubRateLimitError(
-            f"{doing}: the Hub is rate limiting requests to {repo}",
+        announced = _announced(error)
+        return RateLimited(
+            repo,
+            bucket=announced.resource if announced else None,
+            reset_at=_now() + timedelta(seconds=announced.seconds) if announced else None,
             retry_after=wait,
-            hint=f"try again {when}",
+            doing=doing,
         )
     if is_transient(error):
-        detail = f"HTTP {status}" if status else type(error).__name__
-        return HubUnavailableError(
-            f"{doing}: the Hub did not answer properly ({detail})",
-            hint="run the same command again; it resumes where it stopped",
-        )
-    detail = f"HTTP {status}" if status else type(error).__name__
-    return HubError(f"{doing}: the Hub refused the request ({detail}: {_first_line(error)})")
+        return HubDidNotAnswer(status=status, failure=type(error).__name__, doing=doing)
+    reason = _first_line(error)
+    return RefusedByHub(
+        status=status, reason=reason if status else f"{type(error).__name__}: {reason}", doing=doing
+    )
+
+
+_REVISION_IN_URL = re.compile(r"/(?:revision|tree|paths-info|commits?|preupload|resolve)/([^/?#]+)")
+"""Where a revision stands in the address of the Hub's requests that name one."""
+
+
+def revision_of(error: HfHubHTTPError) -> str | None:
+    """The revision the failed request named, read from its address (percent-decoded); the
+    client's RevisionNotFoundError carries the repository but not the revision."""
+    if error.response is None:
+        return None
+    found = _REVISION_IN_URL.search(str(error.response.url))
+    return unquote(found.group(1)) if found else None
+
+
+def _announced(error: BaseException) -> ratelimit.Announced | None:
+    if not isinstance(error, HfHubHTTPError) or error.response is None:
+        return None
+    return ratelimit.announced(error.response.headers)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
 
 
 def _files(entries: dict[str, RemoteEntry]) -> dict[str, RemoteFile]:

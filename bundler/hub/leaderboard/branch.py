@@ -246,7 +246,8 @@ def _read_table(session: HubSession, head: str, listed: RemoteFile) -> AllTasksT
     except RowError as error:
         raise HubError(
             f"{ALL_TABLE}: {error}",
-            hint="run `bundler card --full` with a write token to derive the tables again",
+            hint="regenerate the card in full with a write token to derive the tables again",
+            remedy="derive-tables",
         ) from None
 
 

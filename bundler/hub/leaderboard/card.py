@@ -94,11 +94,9 @@ def card_acceptable(card: bytes, report: CardRefusalReport) -> bool:
 
 
 def card_refused(report: CardRefusalReport, error: HubError) -> None:
-    """Record that the dataset card was left out of the upload's commits, and why."""
-    line = (
-        f"the dataset card was not committed ({error}); the bundles were, without it: "
-        "fix the problem, then run `bundler card`"
-    )
+    """Record that the dataset card was left out of the upload's commits, and why (what to do
+    then, regenerate the card, is the command line's to word)."""
+    line = f"the dataset card was not committed ({error}); the bundles were, without it"
     if report.card_refused is None:
         report.card_refused = line
         report.warnings.append(line)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from bundler.core.errors import HubError, UsageError
+from bundler.core.errors import HubError, PullRequestRevision
 from bundler.core.model import Model
 from bundler.core.progress import ProgressSink
 from bundler.hub.client.access import require_card
@@ -59,10 +59,7 @@ def refresh_card(
     docstring. Needs write access (not for a dry run). A pull request's ref is refused: pull
     requests never touch the tables or the card, so they merge without conflicts."""
     if revision.startswith("refs/pr/"):
-        raise UsageError(
-            f"--revision {revision}: the card lives on a branch, never in a pull request",
-            hint="regenerate the card of the branch the pull request merges into",
-        )
+        raise PullRequestRevision(revision, target="card")
     result = CardRefresh(repo_id=session.repo_id, revision=revision, dry_run=dry_run)
     if not dry_run:
         require_card(session.rights())  # before anything is read: exit 2 without write access

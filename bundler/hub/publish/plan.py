@@ -27,7 +27,7 @@ from typing import Literal
 from pydantic import ConfigDict, Field, SecretStr
 
 from bundler.core.errors import TemporaryError
-from bundler.core.model import Model
+from bundler.core.model import Model, RemedyField
 from bundler.hub.client.remote import RemoteFile, git_blob_id
 from bundler.hub.client.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
 from bundler.hub.leaderboard.rows import TableRow, build_row
@@ -99,6 +99,8 @@ class BundlePlan(Model):
     action: Action
     outcome: Outcome = "planned"
     detail: str | None = None
+    remedy: RemedyField = None
+    """What the person can do about it (publish a partial bundle, replace the Hub's copy)."""
     sha256: str | None = None
     size: int | None = None
     replaces_sha256: str | None = None
@@ -125,10 +127,12 @@ class UploadReport(Model):
     """The Hub error that ended the upload early, if one did."""
     hint: str | None = None
     """What to do about `error`."""
+    error_kind: str | None = None
+    """`error`'s kind (bundler.core.errors), what a reader acts on rather than the words."""
     error_temporary: bool = False
     card_refused: str | None = None
     """Why the dataset card was left out of the commits (the bundles were committed without
-    it; `bundler card` commits it once the problem is fixed)."""
+    it; regenerating the card commits it once the problem is fixed)."""
 
     @property
     def exit_code(self) -> int:
@@ -431,11 +435,8 @@ def _judge_change(
         plan.action = "replace"
         plan.detail = f"replaces different content on {base}: {problem}"
     else:
-        plan.action, plan.outcome = "conflict", "refused"
-        plan.detail = (
-            f"the repository holds different content for this bundle ({problem}); "
-            "pass --replace to overwrite it"
-        )
+        plan.action, plan.outcome, plan.remedy = "conflict", "refused", "replace"
+        plan.detail = f"the repository holds different content for this bundle ({problem})"
 
 
 def _row(bundle: LocalBundle, published_at: str) -> TableRow:
@@ -537,11 +538,8 @@ def replan(
         if holds(held, bundle) and (plan.action != "repair" or companions_present(bundle, remote)):
             found.append(bundle)
         elif (held.identity if held else None) != expected[bundle.bundle_id] and not replace:
-            plan.action, plan.outcome = "conflict", "refused"
-            plan.detail = (
-                "another upload changed this bundle on the Hub meanwhile; "
-                "pass --replace to overwrite it"
-            )
+            plan.action, plan.outcome, plan.remedy = "conflict", "refused", "replace"
+            plan.detail = "another upload changed this bundle on the Hub meanwhile"
         else:
             todo.append(bundle)
     return Replanned(todo=todo, found=found)

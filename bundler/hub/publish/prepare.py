@@ -6,7 +6,7 @@ Nothing is transferred before this passes (bundler.hub.client.access says who ma
 
 from __future__ import annotations
 
-from bundler.core.errors import HubAccessError
+from bundler.core.errors import WrongRepoType
 from bundler.hub.client.access import check_upload
 from bundler.hub.client.session import REPO_TYPE, HubSession
 from bundler.hub.publish.plan import UploadOptions, UploadReport
@@ -25,10 +25,7 @@ def prepare_repository(
         return True, user
     other = session.other_type_exists()
     if other is not None:
-        raise HubAccessError(
-            f"{options.repo_id} is a {other} repository, not a dataset",
-            hint="bundles are published to a dataset repository; choose another --repo",
-        )
+        raise WrongRepoType(options.repo_id, other)
     check_upload(rights, repo_exists=False, create_pr=options.create_pr)
     if options.dry_run:
         return False, user

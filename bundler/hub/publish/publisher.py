@@ -133,6 +133,7 @@ class Publisher:
             raise error
         temporary = isinstance(error, TemporaryError)
         self.report.error, self.report.hint = error.message, error.hint
+        self.report.error_kind = error.kind
         self.report.error_temporary = temporary
         return temporary
 

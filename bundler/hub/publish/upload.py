@@ -19,7 +19,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 
-from bundler.core.errors import HubError, UsageError
+from bundler.core.errors import HubError, PullRequestRevision
 from bundler.core.forked import Watch, ahead_in_child
 from bundler.core.progress import NoProgress, ProgressSink, Unit
 from bundler.hub.publish.plan import BundlePlan, LocalBundle, UploadOptions, UploadReport
@@ -72,8 +72,8 @@ def gather_local(
                     action="held-back",
                     outcome="held-back",
                     detail=f"partial coverage ({facts.rows_present} of "
-                    f"{facts.expected_rows} rows): held back until its run is complete; "
-                    "pass --allow-partial to publish it marked partial",
+                    f"{facts.expected_rows} rows): held back until its run is complete",
+                    remedy="publish-partial",
                 )
             )
             continue
@@ -152,12 +152,7 @@ def upload(
     branch carry the dataset card, which a pull request never touches, and --create-pr already
     finds and extends the submitter's own."""
     if options.revision.startswith("refs/pr/"):
-        raise UsageError(
-            f"--revision {options.revision}: bundles are published to a branch, or proposed "
-            "with --create-pr, never committed into a pull request's ref",
-            hint="pass --create-pr (with the branch the pull request targets as --revision): "
-            "it adds to your open bundler pull request",
-        )
+        raise PullRequestRevision(options.revision, target="bundles")
     with bundles_lock(bundles_dir, operation="upload", wait=options.lock_wait, create=False):
         ahead = verifying_ahead(
             bundles_dir, allow_partial=options.allow_partial, progress=progress or NoProgress()

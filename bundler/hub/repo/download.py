@@ -19,7 +19,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from bundler.core.errors import UsageError, WriteError
+from bundler.core.errors import UnusableSetting, UsageError, WriteError
 from bundler.core.limits import MAX_ARCHIVE_BYTES, MAX_SIDECAR_BYTES
 from bundler.core.model import Model
 from bundler.core.progress import NoProgress, ProgressSink
@@ -232,4 +232,4 @@ def _parse_requested(text: str) -> BundleId:
     try:
         return BundleId.parse(text)
     except LayoutError as error:
-        raise UsageError(f"--bundle {text!r}: {error}") from None
+        raise UnusableSetting("bundle_ids", text, str(error)) from None

@@ -10,7 +10,7 @@ way, how to accept it.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
-from typing import Protocol
+from typing import Literal, NamedTuple, Protocol
 
 from bundler.core.checks import CheckResult
 
@@ -55,19 +55,43 @@ def accepted_warnings(pr: ReviewedPullRequest, accepted: Collection[str]) -> lis
     return [c for c in every_check(pr) if c.status == "warned" and c.name in accepted]
 
 
-def acceptance_lines(pr: ReviewedPullRequest, accepted: Collection[str], by: str) -> list[str]:
+class AcceptanceNote(NamedTuple):
+    """One thing the report says about acceptance: a warning `accepted` (by `by`), a warning
+    still `in-the-way`, or a check that `failed` (never accepted). Data, because how a warning
+    is accepted is the command line's to word (and the posted report's template's)."""
+
+    status: Literal["accepted", "in-the-way", "failed"]
+    check: str
+    detail: str
+    by: str
+
+    @property
+    def line(self) -> str:
+        """The note in the library's words."""
+        if self.status == "accepted":
+            return f"accepted by {self.by}: warning {self.check}: {self.detail}"
+        if self.status == "in-the-way":
+            return f"warning {self.check} stands in the way: a maintainer may accept it"
+        return f"failed {self.check}: a failed check cannot be accepted"
+
+
+def acceptance_notes(
+    pr: ReviewedPullRequest, accepted: Collection[str], by: str
+) -> list[AcceptanceNote]:
     """What the posted report says about acceptance: each accepted warning and who accepted
-    it; each warning still in the way and how to accept it; that a failure cannot be."""
-    lines = [
-        f"accepted by {by}: warning {check.name}: {check.detail}"
+    it; each warning still in the way (and so how to accept it); that a failure cannot be."""
+    notes = [
+        AcceptanceNote("accepted", check.name, check.detail, by)
         for check in accepted_warnings(pr, accepted)
     ]
     for check in standing_in_the_way(every_check(pr), accepted):
-        if check.status == "warned":
-            lines.append(
-                f"warning {check.name} stands in the way: a maintainer who accepts it merges "
-                f"with `bundler review --merge --accept {check.name}`"
-            )
-        else:
-            lines.append(f"failed {check.name}: a failed check cannot be accepted")
-    return lines
+        status: Literal["in-the-way", "failed"] = (
+            "in-the-way" if check.status == "warned" else "failed"
+        )
+        notes.append(AcceptanceNote(status, check.name, check.detail, by))
+    return notes
+
+
+def acceptance_lines(pr: ReviewedPullRequest, accepted: Collection[str], by: str) -> list[str]:
+    """The notes in the library's words."""
+    return [note.line for note in acceptance_notes(pr, accepted, by)]

@@ -26,7 +26,13 @@ from huggingface_hub import CommitOperationAdd, CommitOperationDelete, get_token
 from huggingface_hub.community import DiscussionComment
 
 from bundler.core import exitcodes
-from bundler.core.errors import BundlerError, HubError, TemporaryError, WriteTokenRequired
+from bundler.core.errors import (
+    BundlerError,
+    HubError,
+    ReviewAction,
+    TemporaryError,
+    WriteTokenRequired,
+)
 from bundler.hub.client.access import require_review
 from bundler.hub.client.commit import PlannedCommit, commit_replanned
 from bundler.hub.client.remote import git_blob_id
@@ -54,7 +60,8 @@ def report_digest(comment: str) -> str | None:
 
 def writer(session: HubSession, token: str | None, *, comment: bool, merge: bool) -> str:
     """The account a write token belongs to; WriteTokenRequired for none or a read token."""
-    asked = tuple(flag for flag, on in (("--comment", comment), ("--merge", merge)) if on)
+    wanted: tuple[tuple[ReviewAction, bool], ...] = (("comment", comment), ("merge", merge))
+    asked = tuple(action for action, on in wanted if on)
     if (token or get_token()) is None:
         raise WriteTokenRequired("missing", asked)
     rights = session.rights()
@@ -96,7 +103,7 @@ def merge(session: HubSession, pr: PullRequestReview, gathered: GatheredPullRequ
     if not pr.mergeable:
         pr.merge, pr.merge_detail = "refused", "not every check passed"
         if all(check.status != "failed" for check in every_check(pr)):
-            pr.merge_detail += " (only warnings: `--accept CHECK` merges past those accepted)"
+            pr.merge_remedy = "accept-warnings"  # only warnings stand in the way
         return
     try:
         files, rows = _reviewed_files(gathered)

@@ -26,7 +26,7 @@ from pydantic import Field, computed_field
 from bundler.core import exitcodes
 from bundler.core.checks import CheckResult, failed, passed, warned
 from bundler.core.limits import MAX_ARCHIVE_BYTES, MAX_SIDECAR_BYTES
-from bundler.core.model import Model
+from bundler.core.model import Model, RemedyField
 from bundler.hub.client.remote import RemoteFile
 from bundler.hub.repo.paths import (
     BUNDLES_DIR,
@@ -38,7 +38,7 @@ from bundler.hub.repo.paths import (
     repo_paths,
     repo_sidecar,
 )
-from bundler.hub.review.acceptance import acceptance_lines, clean_with
+from bundler.hub.review.acceptance import AcceptanceNote, acceptance_notes, clean_with
 from bundler.hub.tasks.definitions import TaskDefinitions
 from bundler.local.diff import BundleDiff
 from bundler.local.layout import BundleId
@@ -152,6 +152,8 @@ class PullRequestReview(PullRequestFacts):
     comment: CommentOutcome = "not-asked"
     merge: MergeOutcome = "not-asked"
     merge_detail: str | None = None
+    merge_remedy: RemedyField = None
+    """What would let a refused merge through (accepting the warnings in its way)."""
     reviewed: bool = True
     """False when anything failed while reviewing this PR (its `review` check says why)."""
     merge_commit: str | None = None
@@ -162,7 +164,10 @@ class PullRequestReview(PullRequestFacts):
     """The checks whose warnings the maintainer accepted for the merge (`--accept`)."""
     acceptance: list[str] = Field(default_factory=list)
     """What the report says of them: each accepted warning and by whom, each warning still in
-    the way and how to accept it, each failure (never accepted)."""
+    the way, each failure (never accepted); worded from `acceptance_notes`."""
+    acceptance_notes: list[AcceptanceNote] = Field(default_factory=list, exclude=True)
+    """The same as data, for the words of the posted report and of the command line, which say
+    how a warning is accepted."""
     markdown: str = Field(default="", exclude=True)
 
     @computed_field  # type: ignore[prop-decorator]
@@ -187,7 +192,8 @@ class PullRequestReview(PullRequestFacts):
         """Accept the warnings of `checks` (never a failure), as `by`, for the merge."""
         self.accepted = list(checks)
         if not self.clean:
-            self.acceptance = acceptance_lines(self, checks, by)
+            self.acceptance_notes = acceptance_notes(self, checks, by)
+            self.acceptance = [note.line for note in self.acceptance_notes]
 
 
 def pull_request_review(
@@ -446,7 +452,7 @@ def task_check(bundle: BundleId, claim: BundleClaim, definitions: TaskDefinition
         return warned(
             "task",
             f"task {bundle.task} has no definition: ranked by its earliest bundle's first metric",
-            hint="a maintainer defines it: bundler tasks define",
+            remedy="define-task",
         )
     problem = definition.mismatch(claim.statics)
     if problem is not None:
@@ -539,7 +545,7 @@ def exception_check(claim: BundleClaim, limit: float) -> CheckResult:
 def submitter_check(claim: BundleClaim) -> CheckResult:
     name = (claim.submitter.name or "").strip()
     if not name:
-        return warned("submitter", "no submitter name", hint="collect with --submitter-name")
+        return warned("submitter", "no submitter name", remedy="name-submitter")
     return passed("submitter", name)
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from pydantic import ConfigDict, Field, SecretStr
 
 from bundler.core import exitcodes
-from bundler.core.errors import BundlerError, HubAccessError, TemporaryError
+from bundler.core.errors import BundlerError, RepositoryNotFound, TemporaryError
 from bundler.core.model import Model
 from bundler.core.progress import NoProgress, ProgressSink
 from bundler.core.version import bundler_version
@@ -82,10 +82,7 @@ def review(options: ReviewOptions, progress: ProgressSink | None = None) -> Revi
         writer(session, token, comment=options.comment, merge=options.merge) if acting else None
     )
     if not session.dataset_exists():
-        raise HubAccessError(
-            f"dataset {options.repo_id} was not found or is not visible with this token",
-            hint="check --repo, and that the token can see the repository",
-        )
+        raise RepositoryNotFound(options.repo_id)
     report = ReviewReport(repo_id=options.repo_id, max_exception_rate=options.max_exception_rate)
     with tempfile.TemporaryDirectory(prefix=f"{TEMP_PREFIX}review-") as work:
         for facts in gatherer.pull_requests(options.pull_requests):

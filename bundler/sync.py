@@ -50,6 +50,9 @@ class SyncOptions(Model):
     report_path: Path | None = Field(
         default=None, description="also write the report here, atomically"
     )
+    sign_key: Path | None = Field(
+        default=None, description="sign each collected bundle with this OpenSSH key first"
+    )
 
 
 class SyncBundle(Model):
@@ -181,9 +184,17 @@ def sync(
     stopped: BaseException | None = None
     try:
         with bundles_lock(bundles_dir, operation="sync", wait=options.lock_wait):
+            if options.sign_key is not None:  # cryptography loads only for a signed sync
+                from bundler.local.sign import sign
+                from bundler.local.signature import Signer
+
+                Signer(options.sign_key)  # a key that cannot sign stops the sync before it writes
             report.collect = collect(
                 output_root, bundles_dir, options.collect, progress, _row_counts(options)
             )
+            archives = [Path(bundle.archive) for bundle in report.collect.bundles]
+            if options.sign_key is not None and archives:
+                report.collect.signing = sign(archives, options.sign_key, progress=progress)
             if report.collect.refused and not _holds_bundles(bundles_dir):
                 report.upload_skipped = "no bundle to publish: every selected run was refused"
             else:

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from factory import RunSpec
+from conftest import WRITE_TOKEN
+from factory import RunSpec, write_tree
 from helpers import (
     build,
     edit_manifest,
@@ -23,6 +24,7 @@ from helpers import (
     run_cli,
     sidecar_path,
 )
+from hubserver import HubServer
 
 from bundler.local.collect import CollectOptions, collect
 from bundler.local.verify import verify
@@ -237,3 +239,43 @@ def test_collect_with_a_key_that_cannot_sign_writes_nothing(tmp_path: Path) -> N
     assert result.returncode == 2
     assert "nokey: cannot read the key" in one_line_error(result.stderr)
     assert not (tmp_path / "signed").exists()
+
+
+def test_sync_signs_what_it_collects_before_it_publishes(
+    hub: HubServer, repo_id: str, tmp_path: Path
+) -> None:
+    key = make_key(tmp_path, "nightly")
+    root = tmp_path / "output"
+    write_tree(root, [RunSpec(rows=3), RunSpec(model="qwen3", rows=3)], how_do_you=False)
+    result = run_cli(
+        "sync", root, "-o", tmp_path / "b", "--repo", repo_id, "--expect", "expert-vqa=3",
+        "--sign-key", key, "--json", env={"HF_TOKEN": WRITE_TOKEN},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert [b["outcome"] for b in report["collect"]["signing"]["bundles"]] == ["signed"] * 2
+    assert report["counts"]["published"] == 2
+    sidecars = [path for path in hub.list_files(repo_id) if path.startswith("bundles/")]
+    signed = [
+        json.loads(hub.file_bytes(repo_id, path) or b"{}")
+        for path in sidecars
+        if path.endswith(".json")
+    ]
+    assert len(signed) == 2 and all("sshsig" in sidecar["signature"] for sidecar in signed)
+    fetched = tmp_path / "fetched"
+    assert run_cli("download", "--repo", repo_id, "-o", fetched).returncode == 0
+    assert [b.signer for b in verify([fetched]).bundles] == [key_fingerprint(key)] * 2
+
+
+def test_sync_with_a_key_that_cannot_sign_writes_and_publishes_nothing(
+    hub: HubServer, repo_id: str, tmp_path: Path
+) -> None:
+    root = tmp_path / "output"
+    write_tree(root, [RunSpec(rows=3)], how_do_you=False)
+    result = run_cli(
+        "sync", root, "-o", tmp_path / "b", "--repo", repo_id,
+        "--sign-key", tmp_path / "nokey", env={"HF_TOKEN": WRITE_TOKEN},
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "nokey: cannot read the key" in result.stderr
+    assert not list((tmp_path / "b").rglob("*.tar.zst"))

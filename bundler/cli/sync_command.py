@@ -29,6 +29,7 @@ from bundler.cli.options import (
     RepoOption,
     ResolveRowsOption,
     RevisionOption,
+    SignKeyOption,
     SubmitterAffiliationOption,
     SubmitterContactOption,
     SubmitterNameOption,
@@ -73,6 +74,7 @@ def sync_command(
         ),
     ] = False,
     message: MessageOption = None,
+    sign_key: SignKeyOption = None,
     report: Annotated[
         Path | None,
         typer.Option(
@@ -148,6 +150,7 @@ def sync_command(
             ),
             lock_wait=wait,
             report_path=report,
+            sign_key=sign_key,
         )
 
     raise typer.Exit(

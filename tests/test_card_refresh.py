@@ -104,6 +104,8 @@ def test_tables_up_to_date_are_not_committed(hub: HubServer, repo_id: str, publi
     assert "up to date" in stderr
     requests = [r for r in hub.request_log[log:] if repo_id in r.path]
     assert len(requests) <= 6, [f"{r.method} {r.path}" for r in requests]
+    checked, result, _ = card(repo_id, "--check")
+    assert checked == 0 and result["changed"] is False  # up to date: the check passes
 
 
 def test_a_stale_card_is_repaired_from_the_tables_alone(
@@ -116,6 +118,10 @@ def test_a_stale_card_is_repaired_from_the_tables_alone(
     assert code == 0, stderr
     assert result["changed"] is True and result["commit"] is None
     assert "stale" in stderr and hub.commits(repo_id)[0].oid == head
+    code, result, stderr = card(repo_id, "--check", token=READ_TOKEN)  # CI needs no write token
+    assert code == 1, stderr
+    assert result["changed"] is True and result["exit_code"] == 1 and result["commit"] is None
+    assert hub.commits(repo_id)[0].oid == head
 
     log = len(hub.request_log)
     code, result, stderr = card(repo_id)

@@ -135,6 +135,13 @@ def card_command(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Say whether the card is stale; change nothing.")
     ] = False,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check",
+            help="As --dry-run, and exit 1 when the tables or the card are stale (for CI).",
+        ),
+    ] = False,
     token: TokenOption = None,
     json_output: JsonOption = False,
     debug: DebugOption = False,
@@ -154,7 +161,7 @@ def card_command(
 
     def action() -> int:
         session = HubSession(repo, token=token_to_send(token))
-        refresh = refresh_card(session, revision, dry_run=dry_run)
+        refresh = refresh_card(session, revision, dry_run=dry_run, check=check)
         return finish(refresh, render_card, console, json_output)
 
     raise typer.Exit(

@@ -29,6 +29,9 @@ class CardRefresh(Model):
     repo_id: str
     revision: str
     dry_run: bool
+    check: bool = False
+    """A check (`card --check`): a dry run whose stale tables or card are a finding, as a
+    formatter's check is, so that CI can require the board to be up to date."""
     parent_commit: str | None = None
     """The head the tables and card were derived from."""
     changed: bool = False
@@ -45,7 +48,7 @@ class CardRefresh(Model):
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.unreadable_rows else 0
+        return 1 if self.unreadable_rows or (self.check and self.changed) else 0
 
 
 def refresh_card(
@@ -53,14 +56,17 @@ def refresh_card(
     revision: str = "main",
     *,
     dry_run: bool = False,
+    check: bool = False,
     progress: ProgressSink | None = None,
 ) -> CardRefresh:
     """Bring `revision`'s tables and card up to date with its bundles; see the module
-    docstring. Needs write access (not for a dry run). A pull request's ref is refused: pull
+    docstring. Needs write access (not for a dry run; `check` is a dry run whose stale result
+    exits 1). A pull request's ref is refused: pull
     requests never touch the tables or the card, so they merge without conflicts."""
     if revision.startswith("refs/pr/"):
         raise PullRequestRevision(revision, target="card")
-    result = CardRefresh(repo_id=session.repo_id, revision=revision, dry_run=dry_run)
+    dry_run = dry_run or check
+    result = CardRefresh(repo_id=session.repo_id, revision=revision, dry_run=dry_run, check=check)
     if not dry_run:
         require_card(session.rights())  # before anything is read: exit 2 without write access
 

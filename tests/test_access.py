@@ -5,6 +5,7 @@ may do on a repository (bundler.hub.client.access), how a 429 is read
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -159,6 +160,26 @@ def test_rate_limit_headers_are_read_as_the_client_reads_them() -> None:
     error = too_long(Announced(840, "api"), 300, now=datetime(2026, 1, 2, 3, 17, tzinfo=UTC))
     assert error.exit_code == 75 and error.retry_after == 840
     assert error.message.startswith("the Hub's api rate limit resets in 840 s (at 03:31 UTC)")
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Retry-After": "inf"},
+        {"Retry-After": "nan"},
+        {"Retry-After": "1e12"},
+        {"RateLimit": '"api";r=0;t=1000000000000'},
+    ],
+    ids=["inf", "nan", "1e12", "ratelimit-t-1e12"],
+)
+def test_a_reset_no_clock_can_reach_is_a_long_wait_not_a_crash(headers: dict[str, str]) -> None:
+    """A stranger's server may announce any reset: one past what a datetime can say is more
+    than any command waits (exit 75, one line), never an OverflowError."""
+    wait = announced(headers)
+    assert wait is not None and wait.seconds == math.inf
+    error = too_long(wait, 300, now=datetime(2026, 1, 2, 3, 17, tzinfo=UTC))
+    assert error.exit_code == 75 and error.reset_at is None
+    assert "announced no reset this command can wait for" in error.message
 
 
 def test_xet_less_endpoint_is_not_transient() -> None:

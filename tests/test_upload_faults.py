@@ -197,6 +197,22 @@ def test_rate_limited_on_everything_says_when_to_retry(
     assert WRITE_TOKEN not in result.stderr
 
 
+@pytest.mark.parametrize("retry_after", ["inf", "1e12"])
+def test_a_hostile_retry_after_ends_with_one_line_and_exit_75(
+    hub: HubServer, repo_id: str, three: Path, retry_after: str
+) -> None:
+    """The real client, answered `Retry-After: inf` (or 1e12) by a server: a wait no command
+    makes, said in one line, exit 75; never an internal error."""
+    hub.create_repo(repo_id)
+    fault = Fault.status(429, retry_after=retry_after)
+    hub.inject("GET", rf"/api/datasets/{repo_id}", fault, times=20)
+    result = run_cli("upload", three, "--repo", repo_id, "--json", env={"HF_TOKEN": WRITE_TOKEN})
+    assert result.returncode == 75, result.stderr
+    assert "internal error" not in result.stderr and "Traceback" not in result.stderr
+    assert "announced no reset this command can wait for" in result.stderr
+    assert json.loads(result.stdout)["exit_code"] == 75
+
+
 def test_a_hub_outage_while_planning_keeps_the_refused_bundles_in_the_report(
     hub: HubServer, repo_id: str, three: Path
 ) -> None:

@@ -450,12 +450,23 @@ class RateLimitOutlasts(HubRateLimitError):
     kind: ClassVar[str] = "rate-limit-outlasts-wait"
 
     def __init__(
-        self, *, bucket: str | None, reset_at: datetime, retry_after: float, max_wait: float
+        self,
+        *,
+        bucket: str | None,
+        reset_at: datetime | None,
+        retry_after: float,
+        max_wait: float,
     ) -> None:
+        """`reset_at` is None when no reset that a clock can show was announced (a stranger's
+        server may say `Retry-After: inf`, or a year past 9999)."""
         what = f"the Hub's {bucket} rate limit" if bucket else "the Hub's rate limit"
+        when = (
+            f"resets in {retry_after:.0f} s (at {reset_at:%H:%M} UTC)"
+            if reset_at is not None
+            else "announced no reset this command can wait for"
+        )
         super().__init__(
-            f"{what} resets in {retry_after:.0f} s (at {reset_at:%H:%M} UTC), longer than the "
-            f"{max_wait:g} s this command waits",
+            f"{what} {when}, longer than the {max_wait:g} s this command waits",
             retry_after=retry_after,
             hint="run the same command again then, or allow longer waits (BUNDLER_MAX_WAIT)",
         )

@@ -47,14 +47,15 @@ class Fault:
 
     kind: FaultKind
     code: int | None = None
-    retry_after: int | None = None
+    retry_after: int | str | None = None
+    """Seconds, or any text a server may send as Retry-After (a hostile one: "inf")."""
     ratelimit: RateLimitHeaders | None = None
 
     LOST_RESPONSE: ClassVar[Fault]
     RACE: ClassVar[Fault]
 
     @classmethod
-    def status(cls, code: int, retry_after: int | None = None) -> Fault:
+    def status(cls, code: int, retry_after: int | str | None = None) -> Fault:
         """Answer `code` (with `Retry-After: retry_after` when given) and leave the state alone."""
         if not 400 <= code <= 599:
             raise ValueError(f"a status fault needs an HTTP error code, got {code}")

@@ -18,6 +18,7 @@ command's report shows it as a warning) and waited out, by the client or by our 
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from collections.abc import Callable, Mapping
@@ -38,6 +39,10 @@ DEFAULT_MAX_WAIT = 300.0
 minutes, so a nightly job waits out one window and gives up (exit 75) on anything longer."""
 
 
+MAX_ANNOUNCED_SECONDS = 100 * 365 * 24 * 3600.0
+"""A wait longer than a century is no wait a clock should show: it counts as unbounded."""
+
+
 @dataclass(frozen=True)
 class Announced:
     """What a 429 asked for: `seconds` to wait, for `resource` ("api", "resolvers", ...)."""
@@ -52,20 +57,31 @@ def announced(headers: Mapping[str, str]) -> Announced | None:
     retry_after = headers.get("Retry-After")
     if retry_after is not None:
         try:
-            return Announced(max(0.0, float(retry_after)), None)
+            return Announced(_bounded(float(retry_after)), None)
         except ValueError:
             pass
     info = parse_ratelimit_headers(headers)
     if info is not None and info.remaining == 0:
-        return Announced(float(info.reset_in_seconds), info.resource_type)
+        return Announced(_bounded(float(info.reset_in_seconds)), info.resource_type)
     return None
+
+
+def _bounded(seconds: float) -> float:
+    """A wait as announced, or infinity for one no clock can reach (`inf`, `nan`, or later than
+    a datetime can say): longer than any command waits, so it ends with exit 75, not a crash."""
+    if not math.isfinite(seconds) or seconds > MAX_ANNOUNCED_SECONDS:
+        return math.inf
+    return max(0.0, seconds)
 
 
 def too_long(wait: Announced, max_wait: float, now: datetime | None = None) -> RateLimitOutlasts:
     """The error that ends a command whose rate-limit window resets after `max_wait`."""
+    reset_at = None
+    if math.isfinite(wait.seconds):
+        reset_at = (now or datetime.now(UTC)) + timedelta(seconds=wait.seconds)
     return RateLimitOutlasts(
         bucket=wait.resource,
-        reset_at=(now or datetime.now(UTC)) + timedelta(seconds=wait.seconds),
+        reset_at=reset_at,
         retry_after=wait.seconds,
         max_wait=max_wait,
     )

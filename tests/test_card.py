@@ -197,7 +197,12 @@ def test_a_task_name_is_escaped_in_its_heading_and_the_summary() -> None:
 
 
 @pytest.mark.parametrize(
-    "invisible", ["\u202a", "\u202e", "\u2066", "\u2069", "\u200b", "\u200f", "\ufeff", "\u2060"]
+    "invisible",
+    [
+        *("\u202a", "\u202e", "\u2066", "\u2069", "\u200b", "\u200f", "\ufeff", "\u2060"),
+        *("\u061c", "\u034f", "\u00ad", "\u180e", "\u3164", "\ufe0f", "\U000e0041"),
+        "\U000e0100",
+    ],
 )
 def test_md_cell_strips_bidi_controls_and_zero_width_characters(invisible: str) -> None:
     assert md_cell(f"Ada{invisible} Lovelace{invisible}{invisible}") == "Ada Lovelace"

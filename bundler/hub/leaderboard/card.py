@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import html
 import re
+import unicodedata
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
@@ -113,10 +114,23 @@ def compiled_template(name: str) -> jinja2.Template:
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
-_INVISIBLE = re.compile(r"[\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]+")
-"""Bidi controls (which reorder what a reader sees: `\u202e` shows `gpt-5` for `5-tpg`) and
-zero-width characters (which make two names look the same): stripped from the card, as the
-terminal output escapes them."""
+_IGNORABLE_NOT_FORMAT = re.compile(
+    "[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u3164\ufe00-\ufe0f\uffa0\U000e0100-\U000e01ef]+"
+)
+"""Unicode's default-ignorable characters that are not format characters: the combining
+grapheme joiner, Hangul fillers, Khmer inherent vowels, variation selectors."""
+
+
+def _visible(text: str) -> str:
+    """`text` without what a reader cannot see: every format character (category Cf: bidi
+    controls and marks such as U+202E, which shows `gpt-5` for `5-tpg`, and U+061C; zero-width
+    characters, which make two names look the same; tags) and the other default-ignorable
+    characters (`_IGNORABLE_NOT_FORMAT`). Stripped from the card, as the terminal output
+    escapes them."""
+    shown = "".join(char for char in text if unicodedata.category(char) != "Cf")
+    return _IGNORABLE_NOT_FORMAT.sub("", shown)
+
+
 _MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_\[\]|~!#])")
 
 
@@ -126,8 +140,8 @@ def md_cell(text: str) -> str:
     Markdown gives a meaning to (a `|` ends the cell) is backslash-escaped, and what a
     GitHub-flavoured renderer would turn into a link by itself (`https://`, `www.`, an e-mail
     address) is broken by an entity that shows the same character. Bidi controls and
-    zero-width characters are removed (`_INVISIBLE`)."""
-    text = _CONTROL.sub(" ", _INVISIBLE.sub("", text)).strip()
+    zero-width characters are removed (`_visible`)."""
+    text = _CONTROL.sub(" ", _visible(text)).strip()
     if len(text) > CELL_MAX_LENGTH:
         text = text[: CELL_MAX_LENGTH - 1] + "…"
     # Markdown first, then HTML: escaping the other way round would escape the `#` of the

@@ -325,4 +325,5 @@ tasks_app = typer.Typer(
     cls=BundlerGroup,  # its --help shows words for placeholders, as the top level's does
 )
 tasks_app.command("define")(hub_commands.tasks_define_command)
+tasks_app.command("list")(hub_commands.tasks_list_command)
 app.add_typer(tasks_app)

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
     from bundler.hub.publish.upload import UploadOptions
     from bundler.hub.tasks.define import DefineReport
+    from bundler.hub.tasks.definitions import TaskListing
 
 
 def upload_options(
@@ -389,6 +390,50 @@ def tasks_define_command(
     raise typer.Exit(
         run_command(action, json_output=json_output, debug=debug, secrets=secrets_of(token))
     )
+
+
+def tasks_list_command(
+    repo: RepoOption = ...,  # type: ignore[assignment]
+    branch: Annotated[
+        str, typer.Option(metavar="BRANCH", help="The branch whose definitions to show.")
+    ] = "main",
+    token: TokenOption = None,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """List the leaderboard's task definitions (leaderboard/tasks.json): each task's dataset,
+    split, ranking metric and direction, and how many dataset revisions it accepts (none: any).
+    Any token that can read the repository will do, or none for a public one."""
+    from bundler.hub.client.session import HubSession
+    from bundler.hub.tasks.definitions import list_definitions
+
+    console = stderr_console()
+
+    def action() -> int:
+        session = HubSession(repo, token=token_to_send(token))
+        return finish(list_definitions(session, branch), render_task_list, console, json_output)
+
+    raise typer.Exit(
+        run_command(action, json_output=json_output, debug=debug, secrets=secrets_of(token))
+    )
+
+
+def render_task_list(listing: TaskListing, console: Console) -> None:
+    from rich.table import Table
+
+    from bundler.cli.console import shown
+
+    if not listing.tasks:
+        console.print(f"no task is defined on {shown(listing.repo_id)}@{shown(listing.revision)}")
+        return
+    table = Table(title=f"Tasks of {shown(listing.repo_id)}@{shown(listing.revision)}")
+    for column in ("task", "dataset", "split", "metric", "direction", "revisions"):
+        table.add_column(column)
+    for name, task in sorted(listing.tasks.items()):
+        accepted = str(len(task.revisions)) if task.revisions else "any"
+        cells = (name, task.hf_repo_id, task.split, task.metric, task.direction, accepted)
+        table.add_row(*(shown(cell) for cell in cells))
+    console.print(table)
 
 
 def render_define(report: DefineReport, console: Console) -> None:

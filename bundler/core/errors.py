@@ -445,26 +445,18 @@ class RateLimited(HubRateLimitError):
 
 class RateLimitOutlasts(HubRateLimitError):
     """A 429 whose window resets later than the command waits (`max_wait` seconds): ended at
-    once, not stalled in the client's own backoff (bundler.hub.client.ratelimit)."""
+    once, not stalled in the client's own backoff (bundler.hub.client.ratelimit). `reset_at` is
+    None for a reset no clock can show (a stranger's server may say `Retry-After: inf`)."""
 
     kind: ClassVar[str] = "rate-limit-outlasts-wait"
 
     def __init__(
-        self,
-        *,
-        bucket: str | None,
-        reset_at: datetime | None,
-        retry_after: float,
-        max_wait: float,
+        self, *, bucket: str | None, reset_at: datetime | None, retry_after: float, max_wait: float
     ) -> None:
-        """`reset_at` is None when no reset that a clock can show was announced (a stranger's
-        server may say `Retry-After: inf`, or a year past 9999)."""
         what = f"the Hub's {bucket} rate limit" if bucket else "the Hub's rate limit"
-        when = (
-            f"resets in {retry_after:.0f} s (at {reset_at:%H:%M} UTC)"
-            if reset_at is not None
-            else "announced no reset this command can wait for"
-        )
+        when = "announced no reset this command can wait for"
+        if reset_at is not None:
+            when = f"resets in {retry_after:.0f} s (at {reset_at:%H:%M} UTC)"
         super().__init__(
             f"{what} {when}, longer than the {max_wait:g} s this command waits",
             retry_after=retry_after,
@@ -585,10 +577,9 @@ class NotCanonicalError(BundlerError):
 
 
 class SignatureError(BundlerError):
-    """A bundle's signature cannot be read, made or trusted: `problem` says which and why. A
-    stranger's signature that fails is a finding about that bundle, which verify records as a
-    failed check; this error ends a command only when the user's own key cannot sign (exit 2:
-    the key must be fixed first)."""
+    """A bundle's signature cannot be read, made or trusted: `problem` says why. A stranger's
+    that fails is a finding, which verify records as a failed check; this error ends a command
+    only when the user's own key cannot sign (exit 2: the key must be fixed first)."""
 
     exit_code: ClassVar[int] = 2
     kind: ClassVar[str] = "signature"

@@ -112,3 +112,21 @@ def read_definitions(session: HubSession, revision: str) -> TaskDefinitions:
     if TASKS_FILE not in listed:
         return TaskDefinitions()
     return TaskDefinitions.parse(session.read_file(TASKS_FILE, revision, MAX_TASKS_FILE_BYTES))
+
+
+class TaskListing(Model):
+    """The task definitions a branch holds, as `bundler tasks list` shows them."""
+
+    repo_id: str
+    revision: str
+    tasks: dict[str, TaskDefinition]
+
+    @property
+    def exit_code(self) -> int:
+        return 0
+
+
+def list_definitions(session: HubSession, revision: str = "main") -> TaskListing:
+    """The definitions on `revision`, for anyone who may read the repository."""
+    definitions = read_definitions(session, revision)
+    return TaskListing(repo_id=session.repo_id, revision=revision, tasks=definitions.tasks)

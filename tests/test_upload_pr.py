@@ -193,6 +193,10 @@ def test_dry_run_with_create_pr_plans_against_the_open_pr(
 ) -> None:
     hub.create_repo(repo_id)  # the maintainers' repository: a submitter may not create it
     first = make_bundles(tmp_path / "a", [RunSpec(task="alpha", rows=2)])
+    code, report, stderr = upload(first, "--repo", repo_id, "--create-pr", "--dry-run", token=BOB)
+    assert code == 0 and report["opens_pull_request"] is True  # says it would open one
+    assert report["pull_request_num"] is None and hub.pull_requests(repo_id) == []
+    assert f"{repo_id}, a new pull request on main (dry run" in " ".join(stderr.split())
     assert upload(first, "--repo", repo_id, "--create-pr", token=BOB)[0] == 0
     shutil.copytree(
         make_bundles(tmp_path / "b", [RunSpec(task="beta", rows=2)]), first, dirs_exist_ok=True
@@ -201,7 +205,7 @@ def test_dry_run_with_create_pr_plans_against_the_open_pr(
     code, report, _ = upload(first, "--repo", repo_id, "--create-pr", "--dry-run", token=BOB)
     assert code == 0
     assert sorted(b["action"] for b in report["bundles"]) == ["new", "unchanged"]
-    assert report["pull_request_num"] == 1
+    assert report["pull_request_num"] == 1 and report["opens_pull_request"] is False
     assert not [r for r in hub.request_log[log:] if r.method in ("PUT",) or "/commit/" in r.path]
 
 

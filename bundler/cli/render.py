@@ -331,9 +331,9 @@ def render_upload(report: UploadReport, console: Console) -> None:
 
     mode = " (dry run: nothing was changed)" if report.dry_run else ""
     where = f"{shown(report.repo_id)} @ {shown(report.revision)}"
-    if report.pull_request_num is not None:
-        where = f"{shown(report.repo_id)}, pull request #{report.pull_request_num}"
-        where += f" on {shown(report.revision)}"
+    if (number := report.pull_request_num) is not None or report.opens_pull_request:
+        pull_request = "a new pull request" if number is None else f"pull request #{number}"
+        where = f"{shown(report.repo_id)}, {pull_request} on {shown(report.revision)}"
     tabled, untabled = _upload_rows_to_table(report.bundles)
     rows = [
         (

@@ -120,6 +120,9 @@ class UploadReport(Model):
     repo_created: bool = False
     pull_request_num: int | None = None
     pull_request_url: str | None = None
+    opens_pull_request: bool = False
+    """With create_pr: no open pull request of the submitter's was found and bundles are to be
+    proposed, so one is (or, in a dry run, would be) opened; else it is pull_request_num's."""
     commits: list[str] = Field(default_factory=list)
     bundles: list[BundlePlan] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)

@@ -81,6 +81,9 @@ class Publisher:
                 self.destination.find_open_pr(self.session, self.user)
             view = self.holdings.view(local, repo_exists, self.report.warnings)
             plans = self._plan(local, view)
+            self.report.opens_pull_request = self.destination.opens_pr and any(
+                plan.to_publish for plan in plans.values()
+            )
         except BundlerError as error:
             self._stopped_by(error)  # the bundles refused or held back above stay reported
             return self.report

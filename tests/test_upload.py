@@ -509,6 +509,29 @@ def test_a_process_with_native_threads_forks_no_child(bundles: Path) -> None:
     assert result.stdout.split() == ["True", "False", "0", str(len(list(bundles.rglob("*.zst"))))]
 
 
+def test_threads_that_were_joined_never_keep_a_process_from_forking(tmp_path: Path) -> None:
+    """Collect fsyncs a few files at once on threads, and the upload's verifying child comes
+    next: a joined thread still listed by the system for a moment must not be taken for a
+    native one that runs on (on a busy machine, 86 of 300 such pools lingered). Every one of
+    200 pools must leave a process that may fork, whatever the load."""
+    probe = (
+        "import os, sys\n"
+        "from bundler.core.forked import allow_forks, can_fork\n"
+        "from bundler.local.fileio import sync_all\n"
+        "allow_forks()\n"
+        "paths = [os.path.join(sys.argv[1], str(n)) for n in range(3)]\n"
+        "descriptors = [os.open(p, os.O_CREAT | os.O_WRONLY) for p in paths]\n"
+        "refused = 0\n"
+        "for _ in range(200):\n"
+        "    assert sync_all(descriptors) == [None] * 3\n"
+        "    refused += not can_fork()\n"
+        "print(refused)\n"
+    )
+    result = run_python(probe, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["0"]
+
+
 def test_a_bundle_contradicting_its_task_definition_is_refused(
     hub: HubServer, repo_id: str, tmp_path: Path
 ) -> None:

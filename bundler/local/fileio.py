@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from bundler.core.errors import STOP_SIGNALS, InputError, UsageError, WriteError
+from bundler.core.forked import threads_that_end
 from bundler.local.layout import CACHE_NAMES, TEMP_SUFFIX, is_temporary_name, temporary_prefix
 
 CHUNK_SIZE = 1 << 20
@@ -293,7 +294,7 @@ def sync_all(descriptors: list[int]) -> list[OSError | None]:
         return [one(descriptor) for descriptor in descriptors]
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(min(SYNC_THREADS, len(descriptors))) as pool:
+    with threads_that_end(), ThreadPoolExecutor(min(SYNC_THREADS, len(descriptors))) as pool:
         return list(pool.map(one, descriptors))
 
 

@@ -19,10 +19,19 @@ from bundler.core.progress import NoProgress
 from bundler.hub.client.remote import git_blob_id
 from bundler.hub.leaderboard.card import render_dataset_card
 from bundler.hub.leaderboard.ranking import TaskBoard
+from bundler.hub.leaderboard.record import BoardRecord, DerivedFile
 from bundler.hub.leaderboard.rows import TableRow, build_row
 from bundler.hub.leaderboard.tables import AllTasksTable, task_table_bytes
 from bundler.hub.publish.upload import gather_local
-from bundler.hub.repo.paths import ALL_TABLE, README, repo_archive, repo_sidecar, task_table
+from bundler.hub.repo.paths import (
+    ALL_TABLE,
+    README,
+    RECORD,
+    repo_archive,
+    repo_paths,
+    repo_sidecar,
+    task_table,
+)
 from bundler.local.collect import CollectOptions, collect
 
 TASKS = 10
@@ -53,15 +62,17 @@ def bundles_of(root: Path, specs: list[RunSpec]) -> Path:
     return root / "bundles"
 
 
-def repository_files(bundles: Path, repo_id: str) -> dict[str, bytes]:
+def repository_files(folder: Path, repo_id: str) -> dict[str, bytes]:
     """Every file of a layout-2 repository holding the bundles of a local folder."""
-    local, set_aside = gather_local(bundles, allow_partial=True, progress=NoProgress())
+    local, set_aside = gather_local(folder, allow_partial=True, progress=NoProgress())
     assert not set_aside, set_aside[:3]
     files: dict[str, bytes] = {}
+    bundles: set[str] = set()
     rows: list[TableRow] = []
     for bundle in local:
         files[repo_archive(bundle.key)] = bundle.archive.read_bytes()
         files[repo_sidecar(bundle.key)] = bundle.sidecar_data
+        bundles.update(repo_paths(bundle.key))
         row = build_row(bundle.sidecar, bundle.metrics_text, PUBLISHED_AT)
         rows.append(TableRow(**row.model_dump(), sidecar_blob_id=git_blob_id(bundle.sidecar_data)))
     leaderboard = AllTasksTable.of(rows)
@@ -69,6 +80,8 @@ def repository_files(bundles: Path, repo_id: str) -> dict[str, bytes]:
     files[ALL_TABLE] = leaderboard.bytes()
     files.update((task_table(board.task), task_table_bytes(board)) for board in boards)
     files[README] = render_dataset_card(repo_id, boards, len(leaderboard)).encode("utf-8")
+    derived = {path: DerivedFile.of(data) for path, data in files.items() if path not in bundles}
+    files[RECORD] = BoardRecord(parent="0" * 40, files=derived).to_bytes()
     return files
 
 

@@ -8,6 +8,7 @@ bundles/<player>_<fp8>/<task>@<rev8>.json      its sidecar
 leaderboard/bundles.parquet                    every bundle's row (the `default` config)
 leaderboard/tasks/<task>.parquet               each task's ranked table (one config per task)
 leaderboard/tasks.json                         the maintainers' task definitions (tasks.definitions)
+leaderboard/derived.json                       what the bundler's last commit derived (record)
 ```
 
 Every bundle path is derived from a `BundleId` (`bundler.local.layout`), never built from
@@ -39,6 +40,9 @@ README = "README.md"
 TASKS_FILE = f"{TABLES_DIR}/tasks.json"
 """The maintainers' definitions of the leaderboard's tasks (`bundler.hub.tasks.definitions`); only a
 maintainer's commit changes it, never a pull request."""
+RECORD = f"{TABLES_DIR}/derived.json"
+"""What the bundler's last commit to a branch derived: the bytes of every table and the card,
+and the bundles left off the board (`bundler.hub.leaderboard.record`)."""
 MAX_NAME_BYTES = 255
 """The longest file or folder name a file system takes (ext4, APFS, NTFS): a path component
 past it gives `File name too long` on every machine that downloads it."""

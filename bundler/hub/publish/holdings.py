@@ -41,11 +41,11 @@ class Holdings:
         """(ref, head, remote files) from planning, reused by the first commit's plan."""
 
     def view(
-        self, local: list[LocalBundle], repo_exists: bool, warnings: list[str]
+        self, local: list[LocalBundle], repo_exists: bool, left_off: list[str]
     ) -> RepositoryView:
         """What the base branch and the pull request hold of these bundles. A branch's holdings
         come from its leaderboard table (brought up to date first: its next commit rewrites
-        it; the bundles it leaves out are named in `warnings`); a pull request's base is asked
+        it; the bundles it leaves off are named in `left_off`); a pull request's base is asked
         about these bundles' files alone."""
         destination = self.destination
         if not repo_exists:
@@ -54,7 +54,7 @@ class Holdings:
         keys = [bundle.key for bundle in local]
         if not destination.create_pr:
             self.tables = read_branch(session, destination.base, self.progress)
-            warnings += self.tables.problems
+            left_off += self.tables.problems
             view = self._branch_view(self.tables, local)
             self._planned = (destination.base, view.base_head, view.base_files)
             return view

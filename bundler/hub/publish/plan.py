@@ -136,14 +136,19 @@ class UploadReport(Model):
     card_refused: str | None = None
     """Why the dataset card was left out of the commits (the bundles were committed without
     it; regenerating the card commits it once the problem is fixed)."""
+    left_off_board: list[str] = Field(default_factory=list)
+    """Bundles on the branch left off its board, each with why (a file missing, a bundle that
+    failed verification): named by every upload to the branch until they are fixed or
+    removed, and a person must look (exit 1); they never stop this upload's bundles."""
 
     @property
     def exit_code(self) -> int:
-        """1 when a person must look (refused, failed checks, conflicts, a refused card); else
+        """1 when a person must look (refused, failed checks, conflicts, a refused card, bundles
+        on the branch left off its board); else
         75 when something failed only for a temporary reason; else 0. Held-back bundles count
         as neither: they wait for their run to complete."""
-        person = (self.error is not None and not self.error_temporary) or (
-            self.card_refused is not None
+        person = (self.error is not None and not self.error_temporary) or bool(
+            self.card_refused is not None or self.left_off_board
         )
         person = person or any(
             bundle.outcome == "refused" or (bundle.outcome == "failed" and not bundle.temporary)

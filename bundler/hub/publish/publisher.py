@@ -79,7 +79,7 @@ class Publisher:
             repo_exists, self.user = prepare_repository(self.session, self.options, self.report)
             if self.options.create_pr and repo_exists and self.user is not None:
                 self.destination.find_open_pr(self.session, self.user)
-            view = self.holdings.view(local, repo_exists, self.report.warnings)
+            view = self.holdings.view(local, repo_exists, self.report.left_off_board)
             plans = self._plan(local, view)
             self.report.opens_pull_request = self.destination.opens_pr and any(
                 plan.to_publish for plan in plans.values()

@@ -129,6 +129,13 @@ class BranchTables:
             found |= session.paths_info(unlisted, self.head)
         return found
 
+    def with_rows(self, rows: list[TableRow]) -> BranchTables:
+        """This branch once a commit adds the bundles of `rows`: their rows in the place of
+        any old ones, and whatever was left off of those bundles no longer so."""
+        committed = {path for row in rows for path in repo_paths(BundleId.parse(row.bundle_id))}
+        left_off = {path: why for path, why in self.left_off.items() if path not in committed}
+        return replace(self, leaderboard=self.leaderboard.updated(rows), left_off=left_off)
+
     def change(
         self,
         session: HubSession,
@@ -139,11 +146,11 @@ class BranchTables:
         """What a commit that adds `rows` writes to keep the tables and card true: the
         all-tasks table, the tables of the tasks the rows touch (every task's when upgrading
         a layout-1 repository), the card if `keep_card` takes it, and the record."""
-        after = replace(self, leaderboard=self.leaderboard.updated(rows))
+        after = self.with_rows(rows)
         touched = None if self.legacy else {row.task_name for row in rows}
         operations = [
             operation
-            for operation in table_operations(session, after, touched)
+            for operation in table_operations(session, after, touched, with_bundles=True)
             if not (operation.path_in_repo == README and not keep_card(_added_bytes(operation)))
         ]
         written = {
@@ -160,6 +167,7 @@ class BranchTables:
             derived = DerivedFile.of(data)
             if path == RECORD:
                 self.record = BoardRecord.parse(data)
+                self.left_off = dict(self.record.left_off) if self.record else {}
             else:
                 self.held[path] = RemoteFile(path, len(data), derived.blob_id, derived.sha256)
 
@@ -194,12 +202,18 @@ def _added_bytes(operation: CommitOperationAdd | CommitOperationDelete) -> bytes
 
 
 def table_operations(
-    session: HubSession, state: BranchTables, tasks: set[str] | None = None
+    session: HubSession,
+    state: BranchTables,
+    tasks: set[str] | None = None,
+    *,
+    with_bundles: bool = False,
 ) -> list[CommitOperationAdd | CommitOperationDelete]:
     """What a commit to the branch writes to keep its tables and card true: the files whose
     bytes changed (the task tables of `tasks`, or of every task, and of any edited outside the
     bundler), the task tables of tasks left without bundles removed, layout 1's folders
-    removed, and the record of it all. Nothing when all is already true."""
+    removed, and the record of it all. Nothing when all is already true, unless the commit
+    changes bundles (`with_bundles`): its record then marks `bundles/` as the bundler left it,
+    and the next read compares no tree."""
     rendered = state.rendered(session.repo_id, tasks)
     stale = state.stale_task_tables()
     written = {
@@ -215,7 +229,7 @@ def table_operations(
         state.record.files,
         state.record.left_off,
     )
-    if unchanged and not (written or stale or state.legacy):
+    if unchanged and not (written or stale or state.legacy or with_bundles):
         return []
     written[RECORD] = record.to_bytes()
     for kept_path in (ALL_TABLE, RECORD):  # the next read of the branch then downloads neither

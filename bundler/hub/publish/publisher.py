@@ -171,6 +171,8 @@ class Publisher:
             return
         self.report.commits.append(info.oid)
         self.holdings.committed(info.oid, card_refused=self.report.card_refused is not None)
+        if self.holdings.tables is not None:  # what the board leaves off now, after this commit
+            self.report.left_off_board = self.holdings.tables.problems
         if info.pr_num is not None and self.destination.pr_num is None:
             self.destination.opened(
                 info.pr_num,

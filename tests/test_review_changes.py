@@ -7,6 +7,7 @@ still reviews every bundle either names)."""
 from __future__ import annotations
 
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -17,7 +18,9 @@ from hubserver import Fault, HubServer
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
 from test_review import World, checks, make_world, propose, review
 
-from bundler.hub.review.changes import DiffedFile, parse_diff
+from bundler.core.checks import passed
+from bundler.hub.client.remote import LastCommit, RemoteFile
+from bundler.hub.review.changes import DiffedFile, compare_changes, diff_check, parse_diff
 
 HISTORIES = (50, 5_000)
 
@@ -230,3 +233,35 @@ def test_renames_copies_and_abbreviated_ids_are_read() -> None:
     }
     assert read.unreadable == ("diff --git nonsense",)
     assert parse_diff("") == parse_diff("\n") and parse_diff("").files == {}
+
+
+def test_each_disagreement_is_named_by_the_diff_check() -> None:
+    head, earlier, main_commit = "h" * 40, "c" * 40, "m" * 40
+    when = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def listed(path: str, blob: str, by: str) -> RemoteFile:
+        return RemoteFile(path, 1, blob, None, LastCommit(by, when))
+
+    diff = parse_diff(
+        "diff --git a/bundles/x.json b/bundles/x.json\n"
+        "new file mode 100644\n"
+        f"index {'0' * 40}..{'1' * 40}\n"
+    )
+    head_files = {"bundles/x.json": listed("bundles/x.json", "2" * 40, head)}
+    misnamed = compare_changes(diff, head_files, set(head_files), [earlier, head], head)
+    stale = compare_changes(diff, {}, set(), [earlier], head)
+    assert (misnamed.misnamed, misnamed.changed) == (("bundles/x.json",), {"bundles/x.json"})
+    assert diff_check(misnamed).detail == (
+        "the Hub's diff and the PR's trees disagree: the diff names, as the head does not hold"
+        " them: bundles/x.json"
+    )
+    assert "the Hub's details end at commit cccccccccccc, not the head" in diff_check(stale).detail
+    # A Hub listing no commit of the PR: the diff is held to the head's blobs alone.
+    agreed = {"bundles/x.json": listed("bundles/x.json", "1" * 40, main_commit)}
+    alone = compare_changes(diff, agreed, set(agreed), [], head)
+    assert diff_check(alone) == passed("diff", "the head holds the 1 file(s) the Hub's diff names")
+    # No diff at all: what the PR's commits changed is what it is judged by.
+    ours = {"bundles/x.json": listed("bundles/x.json", "1" * 40, head)}
+    undiffed = compare_changes(None, ours, set(ours), [head], head)
+    assert undiffed.changed == frozenset({"bundles/x.json"})
+    assert diff_check(undiffed).status == "warned"

@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from bundler.core.checks import CheckResult, failed, passed, warned
 from bundler.hub.client.remote import RemoteFile
 
+GIT_FILE_HEADER = "diff --git "
+"""How git begins the section of each file in a diff (git's format, no words of ours)."""
 _INDEX = re.compile(r"index ([0-9a-f]+)\.\.([0-9a-f]+)(?: [0-7]+)?")
 _ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
 """The C escapes git writes in a quoted path (`core.quotePath`), and the bytes they stand for."""
@@ -64,8 +66,8 @@ def parse_diff(text: str) -> HubDiff:
     files: dict[str, DiffedFile] = {}
     unreadable: list[str] = []
     header: list[str] | None = None
-    for line in [*text.split("\n"), "diff --git "]:  # the sentinel closes the last section
-        if line.startswith("diff --git "):
+    for line in [*text.split("\n"), GIT_FILE_HEADER]:  # the sentinel closes the last section
+        if line.startswith(GIT_FILE_HEADER):
             if header is not None:
                 named = _section(header)
                 if named:
@@ -80,7 +82,7 @@ def parse_diff(text: str) -> HubDiff:
 
 def _section(header: list[str]) -> list[DiffedFile]:
     """The file(s) one section names (two for a rename or a copy); none when unreadable."""
-    first = header[0].removeprefix("diff --git ")
+    first = header[0].removeprefix(GIT_FILE_HEADER)
     old, new = _header_paths(first)
     ids, created, deleted, copied = None, False, False, False
     for line in header[1:]:

@@ -66,7 +66,7 @@ def test_a_review_costs_the_same_at_50_and_at_5000_commits_on_main(
         assert history_reads(hub, world.repo_id) == []
         costs[commits] = requests_about(hub, world.repo_id)
     assert abs(costs[HISTORIES[0]] - costs[HISTORIES[1]]) <= 3, costs
-    assert costs[HISTORIES[1]] <= 16, costs  # it was 219 at 5,000 commits, reading the history
+    assert costs[HISTORIES[1]] <= 20, costs  # 219 at 5,000 commits when review read history
 
 
 def test_a_round_of_pull_requests_reads_main_once(
@@ -86,7 +86,7 @@ def test_a_round_of_pull_requests_reads_main_once(
     at_tip = Counter(path for path in paths if f"/tree/{tip}" in path)
     assert at_tip and set(at_tip.values()) == {1}, at_tip  # each folder of main listed once
     assert history_reads(hub, repo_id) == []
-    assert requests_about(hub, repo_id) <= 60  # it was 469 at 2,000 commits
+    assert requests_about(hub, repo_id) <= 80  # 484 when review read the history
 
 
 # ------------------------------------------------------------- the diff and the trees

@@ -42,6 +42,7 @@ from .store import (
     entry_not_found,
     gated_repo,
     hub_now,
+    pull_request_diff,
     repo_not_found,
     revision_not_found,
     upload_mode,
@@ -916,6 +917,8 @@ class HubApp:
             details["filesWithConflicts"] = (
                 conflicting_files(repo, d) if d.status in ("open", "draft") else []
             )
+            if request.flag("diff"):  # what huggingface_hub's get_discussion_details asks
+                details["diff"] = pull_request_diff(repo, d)
         return Response.of_json(details)
 
     def edit_comment(

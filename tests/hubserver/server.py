@@ -28,6 +28,7 @@ from .store import (
     Commit,
     HubError,
     Operation,
+    PullRequestRef,
     Put,
     Repo,
     RepoType,
@@ -149,6 +150,39 @@ class HubServer:
                     repo, repo.branches["main"], ops, "Seed files", "", "system"
                 )
                 repo.branches["main"] = commit.oid
+
+    def seed_commits(
+        self,
+        repo_id: str,
+        count: int,
+        repo_type: RepoType = "dataset",
+        *,
+        branch: str = "main",
+        path: str = "history.txt",
+    ) -> None:
+        """Add `count` commits to `branch` directly (no HTTP), each rewriting the small file
+        `path`: a long history, as a busy repository has, in a second rather than an hour of
+        commits through the API (which the Hub's commit rate limit would stop anyway)."""
+        with self._lock:
+            repo = self._store.get(repo_type, repo_id)
+            for number in range(count):
+                blob = Blob.make(f"commit {number}\n".encode(), False)
+                commit = self._store.make_commit(
+                    repo, repo.branches[branch], [Put(path, blob)], f"Commit {number}", "", "system"
+                )
+                repo.branches[branch] = commit.oid
+
+    def move_pull_request_base(
+        self, repo_id: str, num: int, revision: str, repo_type: RepoType = "dataset"
+    ) -> None:
+        """Make the Hub take PR `num`'s changes (its diff, its conflicts, its merge) from
+        `revision` instead of the commit it branched from: a Hub whose account of a pull request
+        is not what the PR's own commits changed, for the tests of what review does then."""
+        with self._lock:
+            repo, commit = self._resolve(repo_id, repo_type, revision)
+            pr = repo.discussions[num]
+            assert pr.is_pull_request, f"#{num} is not a pull request"
+            pr.fork_oid = commit.oid
 
     # --------------------------------------------------------------- state inspection
 
@@ -387,6 +421,11 @@ class HubServer:
             "someone-else",
         )
         repo.move(ref, commit.oid)
+        if isinstance(ref, PullRequestRef) and self._app is not None:  # as any push to a PR
+            event = {"subject": commit.summary, "oid": commit.oid}
+            repo.discussions[ref.num].events.append(
+                self._app._event("commit", commit.author, event)
+            )
 
 
 class _HTTPServer(ThreadingHTTPServer):

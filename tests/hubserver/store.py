@@ -10,6 +10,7 @@ server serialises every access behind one lock.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import itertools
 from collections.abc import Mapping
@@ -494,4 +495,85 @@ def conflicting_files(repo: Repo, pr: Discussion) -> list[str]:
         if not same_file(fork.get(path), tip.get(path))
         and not same_file(fork.get(path), base.get(path))
         and not same_file(tip.get(path), base.get(path))
+    )
+
+
+_NO_BLOB = "0" * 40
+
+
+def pull_request_diff(repo: Repo, pr: Discussion) -> str:
+    """The PR's git diff, as the Hub's details carry it with `?diff=1`: from the commit the PR
+    branched from to its head, one `diff --git` section per changed file, with full blob ids on
+    the `index` line (huggingface_hub docs, guides/community: `get_discussion_details(...)`
+    shows `diff='diff --git a/README.md b/README.md\\nindex a6ae3b92...7e..3a1814f2...e3
+    100644\\n--- a/README.md\\n+++ b/README.md\\n@@ -132,7 +132,7 [...]'`, and "For Pull
+    Requests, you can retrieve the raw git diff with DiscussionWithDetails.diff"). An LFS file
+    shows its pointer, as git sees it; a file that is not text, `Binary files ... differ`."""
+    if pr.fork_oid is None or pr.head_oid is None:
+        return ""
+    fork, head = repo.commits[pr.fork_oid].tree, repo.commits[pr.head_oid].tree
+    sections = []
+    for path in sorted(set(fork) | set(head)):
+        before, after = fork.get(path), head.get(path)
+        if not same_file(before, after):
+            sections.append(_file_diff(path, before, after))
+    return "".join(sections)
+
+
+def _file_diff(path: str, before: Blob | None, after: Blob | None) -> str:
+    old, new = _git_quoted("a/", path), _git_quoted("b/", path)
+    lines = [f"diff --git {old} {new}"]
+    if before is None:
+        lines.append("new file mode 100644")
+    elif after is None:
+        lines.append("deleted file mode 100644")
+    mode = " 100644" if before is not None and after is not None else ""
+    lines.append(
+        f"index {before.oid if before else _NO_BLOB}..{after.oid if after else _NO_BLOB}{mode}"
+    )
+    old_text, new_text = _diff_text(before), _diff_text(after)
+    old_name = old if before is not None else "/dev/null"
+    new_name = new if after is not None else "/dev/null"
+    if old_text is None or new_text is None:
+        lines.append(f"Binary files {old_name} and {new_name} differ")
+    else:
+        lines += [f"--- {old_name}", f"+++ {new_name}"]
+        hunks = difflib.unified_diff(old_text.splitlines(), new_text.splitlines(), lineterm="")
+        lines += list(hunks)[2:]  # difflib's own file header lines, which git's replace
+    return "\n".join(lines) + "\n"
+
+
+def _diff_text(blob: Blob | None) -> str | None:
+    """What git diffs of a file: its text (an LFS pointer for an LFS file), "" for no file,
+    None for content that is not text."""
+    if blob is None:
+        return ""
+    data = (
+        _LFS_POINTER.format(sha256=blob.sha256, size=len(blob.data)).encode()
+        if blob.lfs
+        else blob.data
+    )
+    if b"\0" in data:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _git_quoted(prefix: str, path: str) -> str:
+    """`prefix + path` as git writes a path in a diff header: as it is, or between double quotes
+    with C escapes when it holds a quote, a backslash, a control character or a byte past ASCII
+    (git's `core.quotePath`, on by default)."""
+    raw = (prefix + path).encode("utf-8")
+    if not any(byte < 0x20 or byte >= 0x7F or byte in b'"\\' for byte in raw):
+        return prefix + path
+    named = {ord("\t"): "\\t", ord("\n"): "\\n", ord('"'): '\\"', ord("\\"): "\\\\"}
+    return (
+        '"'
+        + "".join(
+            named.get(byte) or (chr(byte) if 0x20 <= byte < 0x7F else f"\\{byte:03o}")
+            for byte in raw
+        )
+        + '"'
     )

@@ -4,7 +4,6 @@ last, signals held during the commit, and the clean-up of what a killed run left
 from __future__ import annotations
 
 import fcntl
-import os
 import signal
 from pathlib import Path
 

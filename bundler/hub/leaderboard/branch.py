@@ -35,6 +35,7 @@ from bundler.hub.repo.download import fetch_bundle
 from bundler.hub.repo.paths import (
     ALL_TABLE,
     BUNDLES_DIR,
+    FILES_PER_BUNDLE,
     LEGACY_DIRS,
     README,
     ROWS_DIR,
@@ -149,6 +150,13 @@ class BranchTables:
             self.held[path] = RemoteFile(
                 path, len(data), git_blob_id(data), hashlib.sha256(data).hexdigest()
             )
+
+    def file_count(self) -> int:
+        """The files the branch holds, as its leaderboard knows them: each bundle's own
+        (FILES_PER_BUNDLE), the tables and card held, the task definitions and the Hub's
+        `.gitattributes`; a file the bundler neither wrote nor listed is not counted."""
+        defined = 1 if self.definitions.tasks else 0
+        return FILES_PER_BUNDLE * len(self.leaderboard) + len(self.held) + defined + 1
 
     def stale_task_tables(self) -> list[str]:
         """Task tables on the branch whose task has no bundle any more."""

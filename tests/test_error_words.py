@@ -23,7 +23,8 @@ def subclasses(cls: type[errors.BundlerError]) -> list[type[errors.BundlerError]
     return [cls, *(sub for direct in cls.__subclasses__() for sub in subclasses(direct))]
 
 
-importlib.import_module("bundler.local.export")  # the one error class defined elsewhere
+for elsewhere in ("bundler.local.export", "bundler.hub.client.limits"):  # error classes defined
+    importlib.import_module(elsewhere)  # beside the code that raises them
 ERROR_CLASSES = sorted(
     {cls for cls in subclasses(errors.BundlerError) if cls.__module__.startswith("bundler.")},
     key=lambda cls: cls.__name__,

@@ -8,6 +8,7 @@ look to the client exactly like a real network failure after the server acted.
 from __future__ import annotations
 
 import contextlib
+import secrets
 import socket
 import sys
 import threading
@@ -31,6 +32,7 @@ from .store import (
     PullRequestRef,
     Put,
     Repo,
+    RepoLimits,
     RepoType,
     Store,
     upload_mode,
@@ -51,7 +53,9 @@ class HubServer:
     What a test uses beyond seeding and inspection: `requests()` / `request_counts()` /
     `reset_requests()` (the request log split into "api", "file" and "storage" requests),
     `enable_rate_limits()` / `disable_rate_limits()` / `reset_rate_limits()` /
-    `advance_clock()`, and `inject()` with `Fault.rate_limited(...)` for a one-off 429.
+    `advance_clock()`, `inject()` with `Fault.rate_limited(...)` for a one-off 429, and a
+    repo's limits on what a commit may leave in it (`create_repo(limits=...)`, `set_limits()`,
+    see `RepoLimits`: the Hub's by default).
     """
 
     def __init__(
@@ -128,9 +132,12 @@ class HubServer:
         files: dict[str, bytes] | None = None,
         *,
         gated: bool = False,
+        limits: RepoLimits | None = None,
     ) -> None:
         """Create a repo directly (no HTTP); `files` land in one commit after the initial one.
         A `gated` repo serves its files to its owners only (a GatedRepo error to anyone else).
+        `limits`: what its commits may leave in it (default: the Hub's, see `RepoLimits`);
+        the seeded files are held to them too.
 
         Files follow the same regular/LFS rule as uploads, so the client's unchanged-file
         detection works against seeded content too.
@@ -138,6 +145,8 @@ class HubServer:
         with self._lock:
             repo = self._store.create_repo(repo_type, repo_id, private, "system")
             repo.gated = gated
+            if limits is not None:
+                repo.limits = limits
             if files:
                 ops: list[Operation] = []
                 for path, data in sorted(files.items()):
@@ -183,6 +192,14 @@ class HubServer:
             pr = repo.discussions[num]
             assert pr.is_pull_request, f"#{num} is not a pull request"
             pr.fork_oid = commit.oid
+
+    def set_limits(self, repo_id: str, limits: RepoLimits, repo_type: RepoType = "dataset") -> None:
+        """Hold the repo's next commits to `limits` (a repo the client created, say)."""
+        with self._lock:
+            repo = self._store.repos.get((repo_type, repo_id))
+            if repo is None:
+                raise LookupError(f"no {repo_type} repo {repo_id}")
+            repo.limits = limits
 
     # --------------------------------------------------------------- state inspection
 
@@ -369,6 +386,9 @@ class HubServer:
                     response = Response.error(err)
                 except Exception as err:  # a server bug must reach the test as a 500, not a hang
                     response = Response.error(HubError(500, f"{type(err).__name__}: {err}"))
+            # Every answer of the Hub names its request, as huggingface_hub then shows in an
+            # error ("(Request ID: Root=1-...)"): a client's words must not stop at that id.
+            response.headers.setdefault("X-Request-Id", f"Root=1-{secrets.token_hex(12)}")
             record = RequestRecord(
                 request.method,
                 request.raw_path,

@@ -23,11 +23,20 @@ LFS_SUFFIXES = (".tar.zst",)
 LFS_MIN_SIZE = 10 * 1024 * 1024
 GITATTRIBUTES = b"*.tar.zst filter=lfs diff=lfs merge=lfs -text\n"
 MAX_FOLDER_ENTRIES = 10_000
-"""Hub docs repositories-recommendations: "under 10k entries per folder". The Hub refuses a
-commit past it with HTTP 400 "Bad request for commit endpoint: Your push was rejected because it
-contains too many files per directory. Each directory in your git repo can only contain up to
-10000 files. ..." (as reported in huggingface/datasets#7956). Entries are counted as git
-counts tree entries: files and subfolders alike."""
+"""Hub docs repositories-recommendations: "under 10k entries per folder", and "the maximum
+number of files per folder cannot exceed 10k files per folder". The Hub refuses a commit past it
+with HTTP 400, its reason (after the client's own "Bad request for commit endpoint:") being "Your
+push was rejected because it contains too many files per directory. Each directory in your git
+repo can only contain up to 10000 files. Offending reference: refs/heads/main Offending
+directories: /data/expression.lance/_transactions/" (huggingface/datasets#7956). Entries are
+counted as git counts tree entries: files and subfolders alike."""
+MAX_REPO_FILES = 100_000
+"""Hub docs repositories-recommendations: "Files per repo <100k", "we recommend keeping the total
+number of files under 100k". The Hub documents this as a recommendation, not as a refusal, and
+documents no error for it (its maintainers chose to "advertise recommendations instead" of hard
+limits, huggingface/huggingface_hub#1565). This server refuses a commit that would leave more
+than this many files in the repository, with a 400 worded as the folder limit's: never kinder
+than the Hub, so a client that crosses the guidance is caught here first."""
 _LFS_POINTER = "version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {size}\n"
 
 RepoType = Literal["model", "dataset", "space"]
@@ -114,14 +123,46 @@ def folder_tree_oids(files: Mapping[str, Blob]) -> dict[str, str]:
     return oids
 
 
-def overfull_folders(files: Mapping[str, Blob]) -> list[str]:
-    """Folders holding more than MAX_FOLDER_ENTRIES entries (files and subfolders)."""
+@dataclass(frozen=True)
+class RepoLimits:
+    """What a repository may hold after a commit, the Hub's numbers by default; None: no limit.
+    Every commit is checked (the commit endpoint's, a pull request's merge, seeded files, the
+    initial commit), on the tree it would leave. A test makes them small for one repository
+    (`HubServer.create_repo(limits=...)`, `HubServer.set_limits`), or lifts them."""
+
+    folder_entries: int | None = MAX_FOLDER_ENTRIES
+    files: int | None = MAX_REPO_FILES
+
+    def check(self, files: Mapping[str, Blob], ref: str) -> None:
+        """A 400 HubError when the tree `files`, committed to `ref`, is past a limit."""
+        overfull = overfull_folders(files, self.folder_entries)
+        if overfull:
+            raise HubError(
+                400,
+                "Your push was rejected because it contains too many files per directory. Each"
+                f" directory in your git repo can only contain up to {self.folder_entries} files."
+                f" Offending reference: {ref} Offending directories: "
+                + ", ".join(f"/{f}/" if f else "/" for f in overfull),
+            )
+        if self.files is not None and len(files) > self.files:
+            raise HubError(
+                400,
+                f"Your push was rejected because it contains too many files: {len(files)},"
+                f" more than the {self.files} a repository may hold (the Hub recommends fewer"
+                f" than 100k files per repository). Offending reference: {ref}",
+            )
+
+
+def overfull_folders(files: Mapping[str, Blob], limit: int | None) -> list[str]:
+    """Folders holding more than `limit` entries (files and subfolders); none without one."""
+    if limit is None:
+        return []
     entries: dict[str, set[str]] = {}
     for path in files:
         parts = path.split("/")
         for depth in range(len(parts)):
             entries.setdefault("/".join(parts[:depth]), set()).add(parts[depth])
-    return sorted(folder for folder, names in entries.items() if len(names) > MAX_FOLDER_ENTRIES)
+    return sorted(folder for folder, names in entries.items() if len(names) > limit)
 
 
 def hub_now() -> str:
@@ -277,6 +318,7 @@ class Repo:
     tags: dict[str, str] = field(default_factory=dict)
     discussions: dict[int, Discussion] = field(default_factory=dict)
     lfs_objects: dict[str, bytes] = field(default_factory=dict)
+    limits: RepoLimits = field(default_factory=RepoLimits)
 
     def resolve(self, revision: str) -> Commit:
         """A branch, `refs/heads/X`, a tag, `refs/pr/N` or a full commit id, as the Hub accepts."""
@@ -393,8 +435,10 @@ class Store:
         summary: str,
         description: str,
         author: str,
+        ref: str = "refs/heads/main",
     ) -> Commit:
-        """Apply `operations` on top of `parent` and record the commit (no ref is moved)."""
+        """Apply `operations` on top of `parent` and record the commit (no ref is moved); `ref`
+        is where it is going, which a refusal names as the Hub's does."""
         before: Tree = repo.commits[parent].tree if parent else MappingProxyType({})
         files = dict(before)
         for op in operations:
@@ -412,7 +456,7 @@ class Store:
                     404, f"A file with this name doesn't exist: {op.path}", "EntryNotFound"
                 )
         return self._record(
-            repo, (parent,) if parent else (), files, before, summary, description, author
+            repo, (parent,) if parent else (), files, before, summary, description, author, ref
         )
 
     def _record(
@@ -424,15 +468,9 @@ class Store:
         summary: str,
         description: str,
         author: str,
+        ref: str,
     ) -> Commit:
-        overfull = overfull_folders(files)
-        if overfull:
-            raise HubError(
-                400,
-                "Your push was rejected because it contains too many files per directory. Each"
-                f" directory in your git repo can only contain up to {MAX_FOLDER_ENTRIES} files."
-                " Offending directories: " + ", ".join(f"/{f}/" if f else "/" for f in overfull),
-            )
+        repo.limits.check(files, ref)
         digest = hashlib.sha1(f"{next(self._counter)}\0{parents}\0{summary}\0".encode())
         for path in sorted(files):
             digest.update(f"{path}\0{files[path].oid}\0".encode())
@@ -475,7 +513,16 @@ class Store:
                     files.pop(path, None)
         before = repo.commits[base_head].tree
         summary = f"{pr.title} (#{pr.num})"
-        commit = self._record(repo, (base_head,), files, before, summary, pr.description, author)
+        commit = self._record(
+            repo,
+            (base_head,),
+            files,
+            before,
+            summary,
+            pr.description,
+            author,
+            f"refs/heads/{pr.base_branch}",
+        )
         repo.branches[pr.base_branch] = commit.oid
         return commit
 

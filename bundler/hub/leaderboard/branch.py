@@ -36,6 +36,7 @@ from bundler.hub.leaderboard.tables import AllTasksTable, task_table_bytes
 from bundler.hub.repo.paths import (
     ALL_TABLE,
     BUNDLES_DIR,
+    FILES_PER_BUNDLE,
     LEGACY_DIRS,
     README,
     RECORD,
@@ -170,6 +171,13 @@ class BranchTables:
                 self.left_off = dict(self.record.left_off) if self.record else {}
             else:
                 self.held[path] = RemoteFile(path, len(data), derived.blob_id, derived.sha256)
+
+    def file_count(self) -> int:
+        """The files the branch holds, as its leaderboard knows them: each bundle's own
+        (FILES_PER_BUNDLE), the tables and card held, the record, the task definitions and the
+        Hub's `.gitattributes`; a file the bundler neither wrote nor listed is not counted."""
+        kept = int(bool(self.definitions.tasks)) + int(self.record is not None)
+        return FILES_PER_BUNDLE * len(self.leaderboard) + len(self.held) + kept + 1
 
     def stale_task_tables(self) -> list[str]:
         """Task tables on the branch whose task has no bundle any more."""

@@ -67,6 +67,11 @@ def repo_paths(bundle: BundleId) -> tuple[str, str]:
     return (repo_archive(bundle), repo_sidecar(bundle))
 
 
+FILES_PER_BUNDLE = len(repo_paths(BundleId("bundle_00000000", "task", "unpinned")))
+"""The files a bundle owns in the repository, whatever its id: a repository of N bundles holds
+this many files per bundle, beside the tables and the card."""
+
+
 def task_table(task: str) -> str:
     """The table of `task`'s leaderboard (a task name is a safe file name)."""
     if not SAFE_TASK_NAME.fullmatch(task):

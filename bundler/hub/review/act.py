@@ -144,6 +144,7 @@ def merge(session: HubSession, pr: PullRequestReview, gathered: GatheredPullRequ
             doing=f"merging PR #{pr.num}",
             card=README,
             on_card_refused=card_refused.append,
+            files_before=state.file_count(),
         )
 
     try:

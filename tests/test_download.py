@@ -209,6 +209,27 @@ def test_collect_resolve_rows_reads_the_dataset_card(hub: HubServer, tmp_path: P
     assert "partial run: 2 of 5 rows" in without.stderr
 
 
+def test_a_hostile_dataset_card_never_reaches_the_clients_card_model(
+    hub: HubServer, tmp_path: Path
+) -> None:
+    """Anyone can write a dataset's card. A key named like one of huggingface_hub's card-model
+    arguments made its parser raise a TypeError (an internal error, exit 2): the card is read
+    by the JSON parser alone, and only `dataset_info` is taken from it."""
+    card = (
+        "---\nignore_metadata_errors: false\ndataset_info:\n  splits:\n"
+        "  - name: test\n    num_examples: 2\n---\n"
+    )
+    hub.create_repo("GPTNT/hostile-card", files={"README.md": card.encode()})
+    sha = hub.commits("GPTNT/hostile-card")[0].oid
+    output = tmp_path / "output"
+    spec = RunSpec(task="hostile", rows=2, resolved_revision=sha, hf_repo_id="GPTNT/hostile-card")
+    write_tree(output, [spec], how_do_you=False)
+    result = run_cli("collect", output, "-o", tmp_path / "bundles", "--resolve-rows", "--json")
+    assert result.returncode == 0, result.stderr
+    (bundle,) = json.loads(result.stdout)["bundles"]
+    assert bundle["coverage"] == "complete" and "Traceback" not in result.stderr
+
+
 def test_download_into_a_file_is_a_usage_error_before_any_request(
     hub: HubServer, repo_id: str, published: Path, tmp_path: Path
 ) -> None:

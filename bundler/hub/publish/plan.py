@@ -410,14 +410,18 @@ def decide(
     )
     on_target = view.target_files.get(bundle.repo_archive)
     expected = on_target.identity if on_target else None
-    definition = view.definitions.get(key.task) if view.definitions is not None else None
+    defined = view.definitions
+    definition = defined.get(key.task) if defined is not None else None
     contradiction = definition.mismatch(bundle.verified.statics) if definition else None
-    if contradiction is not None:
+    twin = defined.twin_of(key.task) if defined is not None and definition is None else None
+    if contradiction is not None or twin is not None:
         plan.action, plan.outcome = "refused", "refused"
         plan.detail = (
             f"contradicts the definition of task {key.task} on {base}: {contradiction}"
-            " (leaderboard/tasks.json, kept by the maintainers)"
-        )
+            if twin is None
+            else f"task {key.task} is a twin of the task {twin} defined on {base} (the same "
+            f"name but for letter case or Unicode forms): collect the run as task {twin}"
+        ) + " (leaderboard/tasks.json, kept by the maintainers)"
         return Decision(plan, expected=expected)
     seen = triage(bundle, view, create_pr=options.create_pr)
     if seen == "on-base":

@@ -254,8 +254,8 @@ class RepositoryView:
     published: dict[str, str] = field(default_factory=dict)
     """When the branch's table says each bundle's very archive was first published."""
     definitions: TaskDefinitions | None = None
-    """The maintainers' task definitions on the branch, when the commits go to it: a bundle
-    contradicting its task's definition is refused."""
+    """The maintainers' task definitions on the base branch: a bundle contradicting its task's
+    definition is refused (review would refuse it)."""
 
     @property
     def target_files(self) -> dict[str, RemoteFile]:

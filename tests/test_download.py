@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import WRITE_TOKEN
+from conftest import SUBMITTER_TOKEN, WRITE_TOKEN
 from factory import RunSpec, write_tree
 from helpers import one_line_error, read_only_folder, run_cli, run_cli_as_any_user
 from hubserver import Fault, HubServer
@@ -228,6 +228,34 @@ def test_a_hostile_dataset_card_never_reaches_the_clients_card_model(
     assert result.returncode == 0, result.stderr
     (bundle,) = json.loads(result.stdout)["bundles"]
     assert bundle["coverage"] == "complete" and "Traceback" not in result.stderr
+
+
+def test_download_pr_fetches_only_what_the_pull_request_proposes(
+    hub: HubServer, repo_id: str, published: Path, tmp_path: Path
+) -> None:
+    """A maintainer reviewing PR #N wants its bundles, not the branch's every one:
+    `--revision refs/pr/N` gives the whole branch as the PR holds it, `--pr N` only what it
+    adds or changes."""
+    proposed = make_bundles(tmp_path / "pr", [RunSpec(task="maze", model="newcomer", rows=2)])
+    code, report, stderr = upload(proposed, "--repo", repo_id, "--create-pr", token=SUBMITTER_TOKEN)
+    assert code == 0, stderr
+    number = report["pull_request_num"]
+    env = {"HF_TOKEN": WRITE_TOKEN}
+    only = run_cli(
+        "download", "--repo", repo_id, "--pr", number, "-o", tmp_path / "a", "--json", env=env
+    )
+    assert only.returncode == 0, only.stderr
+    fetched = json.loads(only.stdout)["bundles"]
+    assert [b["bundle_id"].split("_")[0] for b in fetched] == ["newcomer"]
+    assert fetched[0]["outcome"] == "downloaded"
+    assert local_files(tmp_path / "a") == local_files(proposed)
+    whole = run_cli(
+        "download", "--repo", repo_id, "--revision", f"refs/pr/{number}", "-o", tmp_path / "b",
+        "--json", env=env,
+    )  # fmt: skip
+    assert len(json.loads(whole.stdout)["bundles"]) == len(local_files(published)) // 2 + 1
+    both = run_cli("download", "--repo", repo_id, "--pr", number, "--revision", "x", env=env)
+    assert both.returncode == 2 and "--pr or --revision" in both.stderr
 
 
 def test_download_into_a_file_is_a_usage_error_before_any_request(

@@ -36,7 +36,13 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("HF_HUB_VERBOSITY", "error")
 
-from bundler.cli import hub_commands, local_commands, sync_command, template_command
+from bundler.cli import (
+    hub_commands,
+    init_command,
+    local_commands,
+    sync_command,
+    template_command,
+)
 from bundler.cli.console import emit_json, shown, stderr_console
 from bundler.cli.errors import USAGE_KIND
 from bundler.cli.options import CONFIG_EXAMPLE_HELP, ConfigOption, config_path
@@ -297,6 +303,7 @@ def _bundler_options(
 # Each command imports the stages it runs when it runs: `bundler --help`, and a command that
 # has nothing to do, pay only for typer (measured in tests/benchmark_collect.py).
 COMMANDS: tuple[tuple[str, Callable[..., None]], ...] = (
+    ("init", init_command.init_command),
     ("collect", local_commands.collect_command),
     ("verify", local_commands.verify_command),
     ("sign", local_commands.sign_command),

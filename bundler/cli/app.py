@@ -40,6 +40,7 @@ from bundler.cli import (
     hub_commands,
     init_command,
     local_commands,
+    signers_command,
     sync_command,
     template_command,
 )
@@ -334,3 +335,18 @@ tasks_app = typer.Typer(
 tasks_app.command("define")(hub_commands.tasks_define_command)
 tasks_app.command("list")(hub_commands.tasks_list_command)
 app.add_typer(tasks_app)
+
+signers_app = typer.Typer(
+    name="signers",
+    help="Who may sign the leaderboard's bundles (leaderboard/allowed_signers), kept by its "
+    "maintainers.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+    cls=BundlerGroup,
+)
+signers_app.command("add")(signers_command.signers_add_command)
+signers_app.command("remove")(signers_command.signers_remove_command)
+signers_app.command("list")(signers_command.signers_list_command)
+app.add_typer(signers_app)

@@ -9,6 +9,7 @@ leaderboard/bundles.parquet                    every bundle's row (the `default`
 leaderboard/tasks/<task>.parquet               each task's ranked table (one config per task)
 leaderboard/tasks.json                         the maintainers' task definitions (tasks.definitions)
 leaderboard/derived.json                       what the bundler's last commit derived (record)
+leaderboard/allowed_signers                    who may sign bundles (tasks.signers)
 ```
 
 Every bundle path is derived from a `BundleId` (`bundler.local.layout`), never built from
@@ -40,6 +41,9 @@ README = "README.md"
 TASKS_FILE = f"{TABLES_DIR}/tasks.json"
 """The maintainers' definitions of the leaderboard's tasks (`bundler.hub.tasks.definitions`); only a
 maintainer's commit changes it, never a pull request."""
+ALLOWED_SIGNERS = f"{TABLES_DIR}/allowed_signers"
+"""Who may sign the leaderboard's bundles, in OpenSSH's allowed-signers format
+(`bundler.hub.tasks.signers`); only a maintainer's commit changes it, never a pull request."""
 RECORD = f"{TABLES_DIR}/derived.json"
 """What the bundler's last commit to a branch derived: the bytes of every table and the card,
 and the bundles left off the board (`bundler.hub.leaderboard.record`)."""

@@ -81,6 +81,9 @@ class TaskDefinitions(Model):
 
     version: Literal[1] = 1
     tasks: dict[str, TaskDefinition] = Field(default_factory=dict)
+    require_signature: bool = False
+    """Review fails (rather than warns on) a bundle no allowed signer signed
+    (`bundler.hub.review.signing`)."""
 
     @field_validator("tasks")
     @classmethod

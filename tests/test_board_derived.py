@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import WRITE_TOKEN
 from factory import RunSpec
+from helpers import run_cli
 from hubserver import HubServer
 from huggingface_hub import CommitOperationDelete, HfApi
 from test_card_refresh import (
@@ -23,9 +24,9 @@ from test_card_refresh import (
     commit_by_hand,
     layout_1_files,
 )
-from test_upload import make_bundles, publish, table_rows, upload
+from test_upload import SECOND_SHA, make_bundles, publish, table_rows, upload
 
-from bundler.hub.repo.paths import ALL_TABLE, README, RECORD, task_table
+from bundler.hub.repo.paths import ALL_TABLE, README, RECORD, TASKS_FILE, task_table
 
 
 @pytest.fixture
@@ -172,3 +173,29 @@ def test_a_layout_1_upgrade_takes_nothing_from_the_row_files(hub: HubServer, rep
 
     assert claims(claiming) == claims(pristine)
     assert "0.99" not in json.dumps(claims(claiming))
+
+
+def test_a_result_on_a_revision_the_task_no_longer_accepts_is_stale_and_ranked_after(
+    hub: HubServer, repo_id: str, tmp_path: Path
+) -> None:
+    """Changing a task's accepted revisions updates the board in the same commit: entries on
+    another revision are `stale`, ranked after every current one whatever their score, and
+    marked on the card."""
+    old = RunSpec(task="alpha", model="old", rows=2, metrics={"exact_match": {"accuracy": 0.9}})
+    new = RunSpec(task="alpha", model="new", rows=2, metrics={"exact_match": {"accuracy": 0.1}})
+    old.resolved_revision = SECOND_SHA
+    publish(make_bundles(tmp_path, [old, new]), repo_id)
+    define = run_cli(
+        "tasks", "define", "alpha", "--repo", repo_id, "--dataset", new.hf_repo_id, "--split",
+        "test", "--metric", "exact_match.accuracy", "--revision", new.resolved_revision or "",
+        env={"HF_TOKEN": WRITE_TOKEN},
+    )  # fmt: skip
+    assert define.returncode == 0, define.stderr
+    (latest,) = hub.commits(repo_id)[:1]
+    assert {TASKS_FILE, task_table("alpha"), README} <= set(latest.files_changed)
+    rows = table_rows(hub, repo_id, task_table("alpha"))
+    assert [(r["player_name"], r["rank"], r["stale"]) for r in rows] == [
+        ("new", 1, False),
+        ("old", 2, True),
+    ]
+    assert "⚠ stale 2/2" in card_text(hub, repo_id)

@@ -188,7 +188,7 @@ def board_table(board: TaskBoard) -> list[str]:
         cells = [NO_VALUE if rank is None else str(rank)]
         cells += [_code(row.key.player_dir)]
         cells += [_number(board.value(row, column)) for column in shown]
-        cells += [_coverage(row)]
+        cells += [_coverage(row, stale=board.stale(row))]
         lines.append(_line(cells))
     return lines
 
@@ -197,11 +197,13 @@ def _line(cells: list[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def _coverage(row: BundleRow) -> str:
-    """`present/expected`, marked `⚠ partial`, `⚠ unknown` and `⚠ unpinned` where due."""
+def _coverage(row: BundleRow, *, stale: bool) -> str:
+    """`present/expected`, marked `⚠ partial`, `⚠ unknown`, `⚠ unpinned` and `⚠ stale` (a
+    dataset revision the task no longer accepts) where due."""
     expected = "?" if row.expected_rows is None else str(row.expected_rows)
     marks = [] if row.coverage == "complete" else [md_cell(row.coverage)]
     marks += [] if row.key.is_pinned else ["unpinned"]
+    marks += ["stale"] if stale else []
     present = f"{row.rows_present}/{expected}"
     return f"{WARNING} {' '.join(marks)} {present}" if marks else present
 

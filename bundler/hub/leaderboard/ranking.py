@@ -26,7 +26,8 @@ class TaskBoard:
     (`bundler.hub.tasks.definitions`), the ranking column is the defined metric's, in its direction
     (`higher` or `lower` is better); otherwise, as a fallback the card warns about, the first
     numeric metric of the earliest-published bundle that has one, higher first. Rows are
-    ordered by it, bundles without it last, then by publication date and bundle id.
+    ordered by it, bundles without it last, then by publication date and bundle id; stale rows
+    (a dataset revision the definition no longer accepts) come after every current one.
     """
 
     task: str
@@ -58,12 +59,16 @@ class TaskBoard:
         if ranking is not None:
             columns = [ranking, *(column for column in columns if column != ranking)]
 
-        def rank_key(row: BundleRow) -> tuple[bool, float, datetime, str]:
+        def rank_key(row: BundleRow) -> tuple[bool, bool, float, datetime, str]:
             score = values[row.bundle_id].get(ranking) if ranking is not None else None
-            return (score is None, sign * (score or 0.0), row.published, row.bundle_id)
+            stale = is_stale(row, definition)
+            return (stale, score is None, sign * (score or 0.0), row.published, row.bundle_id)
 
         ranked = sorted(by_date, key=rank_key)
         return cls(task, ranked, columns, names, values, definition)
+
+    def stale(self, row: BundleRow) -> bool:
+        return is_stale(row, self.definition)
 
     @property
     def config(self) -> str:
@@ -109,3 +114,11 @@ class TaskBoard:
                 ranks.append(position)
             previous = score
         return ranks
+
+
+def is_stale(row: BundleRow, definition: TaskDefinition | None) -> bool:
+    """Whether `row` ran on a dataset revision its task's definition no longer accepts (a
+    definition that lists none accepts any)."""
+    if definition is None or not definition.revisions:
+        return False
+    return row.resolved_revision not in definition.revisions

@@ -206,6 +206,9 @@ class TaskRow(Model):
     metrics_json: str
     rank: int | None = None
     """Its competition rank by the task's ranking metric (1, 1, 3); None: unranked."""
+    stale: bool = False
+    """Its dataset revision is not among those the task's definition accepts (when it names
+    any): ranked after every current entry."""
 
     @classmethod
     def of(cls, row: BundleRow) -> TaskRow:

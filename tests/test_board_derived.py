@@ -199,3 +199,22 @@ def test_a_result_on_a_revision_the_task_no_longer_accepts_is_stale_and_ranked_a
         ("old", 2, True),
     ]
     assert "⚠ stale 2/2" in card_text(hub, repo_id)
+
+
+def test_the_tables_carry_each_runs_cost_and_the_card_its_tokens_per_row(
+    hub: HubServer, repo_id: str, tmp_path: Path
+) -> None:
+    """Tokens and requests summed over the bundle's predictions, computed here from what the
+    tree writer put in each prediction file."""
+    publish(make_bundles(tmp_path, [RunSpec(task="alpha", model="m", rows=4)]), repo_id)
+    expected_in = sum(1200 + index for index in range(4))
+    expected_out = sum(300 + index for index in range(4))
+    for table in (ALL_TABLE, task_table("alpha")):
+        (row,) = table_rows(hub, repo_id, table)
+        assert (row["input_tokens"], row["output_tokens"], row["requests"]) == (
+            expected_in,
+            expected_out,
+            0,
+        )
+    per_row = (expected_in + expected_out) / 4
+    assert f"|{per_row / 1000:.2g}k|" in card_text(hub, repo_id)

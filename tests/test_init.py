@@ -31,7 +31,8 @@ def test_init_starts_an_empty_board_that_every_command_takes(
     files = set(hub.list_files(repo_id))
     assert {README, ALL_TABLE, TASKS_FILE, RECORD} <= files
     assert table_rows(hub, repo_id) == []
-    assert json.loads(hub.file_bytes(repo_id, TASKS_FILE) or b"") == {"tasks": {}, "version": 1}
+    tasks = json.loads(hub.file_bytes(repo_id, TASKS_FILE) or b"")
+    assert tasks == {"tasks": {}, "version": 1, "require_signature": False}
     for role in ("maintainer", "nightly job", "submitter", "reviewer"):
         assert f"  {role}: bundler " in stderr
     assert f"bundler tasks define TASK --repo {repo_id}" in stderr

@@ -21,10 +21,11 @@ from hubserver import HubServer, RepoLimits
 from test_upload import commit_posts, make_bundles, publish, table_rows, upload
 
 from bundler.hub.client.limits import HubLimitReached, HubLimits, check_commit
+from bundler.hub.leaderboard.record import BoardRecord, DerivedFile
 from bundler.hub.leaderboard.tables import AllTasksTable
 from bundler.hub.publish.upload import UploadOptions, UploadReport
 from bundler.hub.publish.upload import upload as upload_library
-from bundler.hub.repo.paths import ALL_TABLE, repo_archive
+from bundler.hub.repo.paths import ALL_TABLE, RECORD, repo_archive
 from bundler.local.layout import id_of_local_archive
 
 FORTY = [RunSpec(task=f"task{i:02d}", model="m", rows=1) for i in range(40)]
@@ -57,10 +58,13 @@ def folder_of(bundles: Path) -> str:
 
 
 def with_strays(hub: HubServer, repo_id: str, folder: str, count: int) -> None:
-    """A repository whose `folder` holds `count` stray folders, and an (empty) table written
-    in the same commit, so that the table is current: nothing is read to catch up."""
+    """A repository whose `folder` holds `count` stray folders, and an (empty) table and its
+    record written in the same commit, so that the table is vouched for and current: nothing
+    is read to catch up."""
     files = {f"{folder}/stray{number:05d}/x": b"" for number in range(count)}
     files[ALL_TABLE] = AllTasksTable.empty().bytes()
+    derived = {ALL_TABLE: DerivedFile.of(files[ALL_TABLE])}
+    files[RECORD] = BoardRecord(parent="0" * 40, files=derived).to_bytes()
     hub.create_repo(repo_id, files=files)
 
 
@@ -161,7 +165,7 @@ def test_the_file_count_comes_from_the_leaderboard_and_stops_a_commit_past_it(
     hub: HubServer, repo_id: str, tmp_path: Path
 ) -> None:
     publish(make_bundles(tmp_path / "a", [RunSpec(task=t, rows=1) for t in "abc"]), repo_id)
-    assert len(hub.list_files(repo_id)) == 12  # 3 x 2, .gitattributes, card, 4 tables
+    assert len(hub.list_files(repo_id)) == 13  # 3 x 2, .gitattributes, card, 4 tables, record
     more = make_bundles(tmp_path / "b", [RunSpec(task=t, rows=1) for t in "de"])
     refused = upload_library(
         more, UploadOptions(repo_id=repo_id, token=WRITE_TOKEN, limits=HubLimits(10_000, 17))

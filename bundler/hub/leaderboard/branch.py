@@ -20,10 +20,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
-from huggingface_hub import CommitOperationAdd, CommitOperationDelete
+from huggingface_hub import CommitOperationAdd, CommitOperationCopy, CommitOperationDelete
 
 from bundler.core.errors import HubAccessError, HubError, RowError, TemporaryError
 from bundler.core.progress import NoProgress, ProgressSink
+from bundler.hub.client.commit import Operation
 from bundler.hub.client.remote import RemoteFile, RemoteFolder
 from bundler.hub.client.session import MAX_SMALL_FILE_BYTES, HubSession
 from bundler.hub.leaderboard.card import render_dataset_card
@@ -47,6 +48,7 @@ from bundler.hub.repo.paths import (
     repo_paths,
     repo_sidecar,
     task_table,
+    unsharded_paths,
 )
 from bundler.hub.tasks.definitions import MAX_TASKS_FILE_BYTES, TaskDefinitions
 from bundler.local.layout import BundleId
@@ -72,6 +74,9 @@ class BranchTables:
     left_off: dict[str, str] = field(default_factory=dict)
     """Bundles left off the board, by the path of the file that names them, with why: a file
     missing, a bundle that could not be read or failed verification."""
+    moves: dict[BundleId, bytes] = field(default_factory=dict)
+    """Verified bundles found where layout 2 kept them, with their sidecar's bytes: the next
+    commit moves them into their shards (bundler.hub.repo.paths)."""
     changed_tasks: set[str] = field(default_factory=set)
     """Tasks whose bundles changed since the record's commit (caught up): their tables are
     written again by the next commit."""
@@ -163,7 +168,7 @@ class BranchTables:
 
     def committed(self, oid: str, leaderboard: AllTasksTable, written: dict[str, bytes]) -> None:
         """This branch after our commit `oid` wrote `leaderboard` and the files `written`."""
-        self.head, self.leaderboard, self.legacy = oid, leaderboard, []
+        self.head, self.leaderboard, self.legacy, self.moves = oid, leaderboard, [], {}
         for path, data in written.items():
             derived = DerivedFile.of(data)
             if path == RECORD:
@@ -199,12 +204,12 @@ def _tasks_of(paths: Iterable[str]) -> set[str]:
 class TableChange:
     """The operations that keep a branch's tables and card true, and what they write."""
 
-    operations: list[CommitOperationAdd | CommitOperationDelete]
+    operations: list[Operation]
     leaderboard: AllTasksTable
     written: dict[str, bytes]
 
 
-def _added_bytes(operation: CommitOperationAdd | CommitOperationDelete) -> bytes:
+def _added_bytes(operation: Operation) -> bytes:
     data = getattr(operation, "path_or_fileobj", b"")
     return data if isinstance(data, bytes) else b""
 
@@ -215,7 +220,7 @@ def table_operations(
     tasks: set[str] | None = None,
     *,
     with_bundles: bool = False,
-) -> list[CommitOperationAdd | CommitOperationDelete]:
+) -> list[Operation]:
     """What a commit to the branch writes to keep its tables and card true: the files whose
     bytes changed (the task tables of `tasks`, or of every task, and of any edited outside the
     bundler), the task tables of tasks left without bundles removed, layout 1's folders
@@ -237,17 +242,31 @@ def table_operations(
         state.record.files,
         state.record.left_off,
     )
-    if unchanged and not (written or stale or state.legacy or with_bundles):
+    if unchanged and not (written or stale or state.legacy or state.moves or with_bundles):
         return []
     written[RECORD] = record.to_bytes()
     for kept_path in (ALL_TABLE, RECORD):  # the next read of the branch then downloads neither
         if kept_path in written:
             keep_table(session, kept_path, written[kept_path])
-    operations: list[CommitOperationAdd | CommitOperationDelete] = [
-        CommitOperationAdd(path, data) for path, data in written.items()
-    ]
+    operations: list[Operation] = [CommitOperationAdd(path, data) for path, data in written.items()]
+    operations += _moves(state.moves)
     operations += [CommitOperationDelete(path) for path in stale]
     operations += [CommitOperationDelete(folder, is_folder=True) for folder in state.legacy]
+    return operations
+
+
+def _moves(moves: dict[BundleId, bytes]) -> list[Operation]:
+    """Each layout-2 bundle into its shard: the archive copied on the Hub (nothing uploaded),
+    the sidecar written again from its verified bytes, the old files removed."""
+    operations: list[Operation] = []
+    for bundle, sidecar in sorted(moves.items()):
+        old_archive, old_sidecar = unsharded_paths(bundle)
+        operations += [
+            CommitOperationCopy(old_archive, repo_archive(bundle)),
+            CommitOperationAdd(repo_sidecar(bundle), sidecar),
+            CommitOperationDelete(old_archive),
+            CommitOperationDelete(old_sidecar),
+        ]
     return operations
 
 

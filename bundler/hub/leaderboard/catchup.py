@@ -7,7 +7,8 @@ changed folder on the way down, at any size and at any depth of the layout. In a
 files changed, each bundle is judged by both its files: one whose archive or sidecar differs
 from what its row was derived from is downloaded, verified and derived again; one missing its
 archive or its sidecar, or failing verification, is left off the board and named; a row whose
-bundle is gone is removed. With no commit to start from, every bundle is derived.
+bundle is gone is removed. With no commit to start from, every bundle is derived. A bundle found
+where layout 2 kept it (no shard) is derived too, and its move into its shard planned.
 """
 
 from __future__ import annotations
@@ -25,7 +26,13 @@ from bundler.hub.client.session import HubSession
 from bundler.hub.leaderboard.rows import TableRow, build_row, utc_timestamp
 from bundler.hub.leaderboard.tables import AllTasksTable
 from bundler.hub.repo.download import fetch_bundle
-from bundler.hub.repo.paths import BUNDLES_DIR, bundle_of_path, repo_archive, repo_sidecar
+from bundler.hub.repo.paths import (
+    BUNDLES_DIR,
+    bundle_of_path,
+    repo_paths,
+    unsharded_bundle_of,
+    unsharded_paths,
+)
 from bundler.local.layout import TEMP_PREFIX, BundleId
 from bundler.local.verify import read_bundle
 
@@ -37,6 +44,7 @@ class Board(Protocol):
     leaderboard: AllTasksTable
     left_off: dict[str, str]
     changed_tasks: set[str]
+    moves: dict[BundleId, bytes]
 
 
 @dataclass
@@ -45,6 +53,8 @@ class BundleChanges:
 
     derive: dict[BundleId, tuple[RemoteFile, RemoteFile]] = field(default_factory=dict)
     """Bundles to derive again, with their archive and sidecar at the head."""
+    unsharded: set[BundleId] = field(default_factory=set)
+    """Bundles of `derive` found where layout 2 kept them: to move into their shard."""
     removed: set[str] = field(default_factory=set)
     """Rows to take off the board: their bundle is gone, or is left off."""
     left_off: dict[str, str] = field(default_factory=dict)
@@ -62,17 +72,24 @@ class BundleChanges:
         self.examined.append(folder)
         index = board.index()
         found: dict[BundleId, dict[str, RemoteFile]] = {}
+        unsharded: dict[BundleId, dict[str, RemoteFile]] = {}
         for path, entry in now.items():
-            bundle = bundle_of_path(path)
-            if bundle is not None:  # any other file is no bundle's: review names it in a PR
+            if (bundle := bundle_of_path(path)) is not None:
                 found.setdefault(bundle, {})[path] = entry
+            elif (bundle := unsharded_bundle_of(path)) is not None:
+                unsharded.setdefault(bundle, {})[path] = entry
+            # any other file is no bundle's: review names it in a pull request
+        for bundle, files in unsharded.items():
+            archive, sidecar = (files.get(path) for path in unsharded_paths(bundle))
+            if archive is not None and sidecar is not None:
+                self.derive[bundle] = (archive, sidecar)
+                self.unsharded.add(bundle)
+            else:
+                self._incomplete(bundle, archive, sidecar)
         for bundle, files in found.items():
-            archive, sidecar = files.get(repo_archive(bundle)), files.get(repo_sidecar(bundle))
+            archive, sidecar = (files.get(path) for path in repo_paths(bundle))
             if archive is None or sidecar is None:
-                named, missing = (sidecar, "archive") if archive is None else (archive, "sidecar")
-                assert named is not None
-                self.left_off[named.path] = f"its {missing} is missing"
-                self.removed.add(str(bundle))
+                self._incomplete(bundle, archive, sidecar)
                 continue
             row = index.get(str(bundle))
             if (
@@ -83,6 +100,15 @@ class BundleChanges:
                 self.derive[bundle] = (archive, sidecar)
         before = {bundle for bundle in map(bundle_of_path, then) if bundle is not None}
         self.removed |= {str(bundle) for bundle in before - found.keys()}
+
+    def _incomplete(
+        self, bundle: BundleId, archive: RemoteFile | None, sidecar: RemoteFile | None
+    ) -> None:
+        """A bundle with one of its two files: named, and off the board."""
+        named, missing = (sidecar, "archive") if archive is None else (archive, "sidecar")
+        assert named is not None
+        self.left_off[named.path] = f"its {missing} is missing"
+        self.removed.add(str(bundle))
 
     def forget(self, folder: str, files: dict[str, RemoteFile]) -> None:
         """A folder that is gone: the rows of every bundle it held go too."""
@@ -128,7 +154,9 @@ def catch_up(session: HubSession, state: Board, since: str | None, progress: Pro
         path: why for path, why in state.left_off.items() if not path.startswith(examined)
     }
     state.left_off |= changes.left_off
-    rows = derive_rows(session, state.head, changes.derive, state.left_off, progress)
+    sidecars: dict[BundleId, bytes] = {}
+    rows = derive_rows(session, state.head, changes.derive, state.left_off, progress, sidecars)
+    state.moves |= {bundle: sidecars[bundle] for bundle in changes.unsharded if bundle in sidecars}
     removed = changes.removed | ({str(b) for b in changes.derive} - {r.bundle_id for r in rows})
     state.leaderboard = state.leaderboard.updated(rows, removed)
     state.changed_tasks |= {b.task for b in changes.derive}
@@ -141,10 +169,12 @@ def derive_rows(
     bundles: dict[BundleId, tuple[RemoteFile, RemoteFile]],
     left_off: dict[str, str],
     progress: ProgressSink,
+    sidecars: dict[BundleId, bytes],
 ) -> list[TableRow]:
-    """Download, verify and derive the row of each bundle; one that cannot be read or fails
-    verification is named in `left_off` instead. Each row is dated by the commit that last
-    changed its sidecar (its publication)."""
+    """Download, verify and derive the row of each bundle (its sidecar's bytes kept in
+    `sidecars`); one that cannot be read or fails verification is named in `left_off`
+    instead. Each row is dated by the commit that last changed its sidecar (its
+    publication)."""
     if not bundles:
         return []
     dated = session.entries([sidecar.path for _, sidecar in bundles.values()], head)
@@ -153,7 +183,8 @@ def derive_rows(
     try:
         for bundle, (archive, sidecar) in sorted(bundles.items()):
             try:
-                local = fetch_bundle(session, bundle, head, {archive.path, sidecar.path}, staging)
+                listed = (archive.path, sidecar.path)
+                local = fetch_bundle(session, bundle, head, listed, staging, listed)
             except (TemporaryError, HubAccessError):
                 raise
             except HubError as error:
@@ -164,8 +195,9 @@ def derive_rows(
             if not verification.ok or reading.sidecar is None or reading.metrics_text is None:
                 left_off[sidecar.path] = f"failed verification ({verification.describe_failures()})"
                 continue
-            listed = dated.get(sidecar.path)
-            date = listed.last_commit.date if listed and listed.last_commit else None
+            sidecars[bundle] = reading.sidecar_data or b""
+            entry = dated.get(sidecar.path)
+            date = entry.last_commit.date if entry and entry.last_commit else None
             row = build_row(reading.sidecar, reading.metrics_text, utc_timestamp(date))
             rows.append(TableRow(**row.model_dump(), sidecar_blob_id=sidecar.blob_id))
             local.unlink(missing_ok=True)

@@ -210,22 +210,26 @@ def fetch_verified(
 
 
 def fetch_bundle(
-    session: HubSession, bundle: BundleId, commit: str, listed: Iterable[str], staging: Path
+    session: HubSession,
+    bundle: BundleId,
+    commit: str,
+    listed: Iterable[str],
+    staging: Path,
+    paths: tuple[str, str] | None = None,
 ) -> Path:
     """Download a bundle's archive and sidecar (those of them `listed`) into `staging`, in the
     repository's layout, one request each, and return where the archive is: unverified, for
-    the caller to read. A file larger than the format allows is refused before it is read
-    past that size."""
-    for path, limit in (
-        (repo_archive(bundle), MAX_ARCHIVE_BYTES),
-        (repo_sidecar(bundle), MAX_SIDECAR_BYTES),
-    ):
+    the caller to read. `paths` are where they are, when not where `repo_paths` puts them (a
+    layout-2 bundle, to move). A file larger than the format allows is refused before it is
+    read past that size."""
+    archive, sidecar = paths or repo_paths(bundle)
+    for path, limit in ((archive, MAX_ARCHIVE_BYTES), (sidecar, MAX_SIDECAR_BYTES)):
         if path not in listed:
             continue  # a missing sidecar is reported by verification, not silently skipped
         target = staging / path
         target.parent.mkdir(parents=True, exist_ok=True)
         session.download_file(path, commit, target, limit)
-    return staging / repo_archive(bundle)
+    return staging / archive
 
 
 def _parse_requested(text: str) -> BundleId:

@@ -21,7 +21,7 @@ import re
 from functools import partial
 from pathlib import Path
 
-from huggingface_hub import CommitOperationAdd, CommitOperationDelete, get_token
+from huggingface_hub import CommitOperationAdd, get_token
 from huggingface_hub.community import DiscussionComment
 
 from bundler.core import exitcodes
@@ -33,7 +33,7 @@ from bundler.core.errors import (
     WriteTokenRequired,
 )
 from bundler.hub.client.access import require_review
-from bundler.hub.client.commit import PlannedCommit, commit_replanned
+from bundler.hub.client.commit import Operation, PlannedCommit, commit_replanned
 from bundler.hub.client.remote import git_blob_id
 from bundler.hub.client.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
 from bundler.hub.client.session import REPO_TYPE, HubSession
@@ -130,7 +130,7 @@ def merge(session: HubSession, pr: PullRequestReview, gathered: GatheredPullRequ
             or held.archive_sha256 != row.archive_sha256
         ]
         after = state.with_rows(fresh)
-        operations: list[CommitOperationAdd | CommitOperationDelete] = [
+        operations: list[Operation] = [
             CommitOperationAdd(path, data) for path, data in files.items()
         ]
         operations += table_operations(session, after, tasks, with_bundles=True)

@@ -12,7 +12,8 @@ that no longer holds the bytes recorded was edited outside the bundler and is de
 the next commit. A branch whose tables no record vouches for (one written by an older
 version, or by hand), and a repository still in layout 1 (a row file per bundle under `rows/`
 and `tasks/`, removed by the commit that writes its tables), have their board derived from
-every bundle.
+every bundle. So has one in layout 2, whose record is of an older format: its bundles, kept
+with no shard, are verified and moved into their shards by the next commit (`moves`).
 """
 
 from __future__ import annotations
@@ -77,6 +78,9 @@ class BranchTables:
     moves: dict[BundleId, bytes] = field(default_factory=dict)
     """Verified bundles found where layout 2 kept them, with their sidecar's bytes: the next
     commit moves them into their shards (bundler.hub.repo.paths)."""
+    retired: set[BundleId] = field(default_factory=set)
+    """Bundles of `moves` that the next commit writes anew in their shards: their files where
+    layout 2 kept them are removed, never copied over the new ones."""
     changed_tasks: set[str] = field(default_factory=set)
     """Tasks whose bundles changed since the record's commit (caught up): their tables are
     written again by the next commit."""
@@ -138,9 +142,17 @@ class BranchTables:
     def with_rows(self, rows: list[TableRow]) -> BranchTables:
         """This branch once a commit adds the bundles of `rows`: their rows in the place of
         any old ones, and whatever was left off of those bundles no longer so."""
-        committed = {path for row in rows for path in repo_paths(BundleId.parse(row.bundle_id))}
+        bundles = {BundleId.parse(row.bundle_id) for row in rows}
+        committed = {path for bundle in bundles for path in repo_paths(bundle)}
         left_off = {path: why for path, why in self.left_off.items() if path not in committed}
-        return replace(self, leaderboard=self.leaderboard.updated(rows), left_off=left_off)
+        moves = {bundle: data for bundle, data in self.moves.items() if bundle not in bundles}
+        return replace(
+            self,
+            leaderboard=self.leaderboard.updated(rows),
+            left_off=left_off,
+            moves=moves,
+            retired=self.retired | (self.moves.keys() & bundles),
+        )
 
     def change(
         self,
@@ -168,7 +180,8 @@ class BranchTables:
 
     def committed(self, oid: str, leaderboard: AllTasksTable, written: dict[str, bytes]) -> None:
         """This branch after our commit `oid` wrote `leaderboard` and the files `written`."""
-        self.head, self.leaderboard, self.legacy, self.moves = oid, leaderboard, [], {}
+        self.head, self.leaderboard, self.legacy = oid, leaderboard, []
+        self.moves, self.retired = {}, set()
         for path, data in written.items():
             derived = DerivedFile.of(data)
             if path == RECORD:
@@ -242,31 +255,32 @@ def table_operations(
         state.record.files,
         state.record.left_off,
     )
-    if unchanged and not (written or stale or state.legacy or state.moves or with_bundles):
+    upgrade = state.legacy or state.moves or state.retired
+    if unchanged and not (written or stale or upgrade or with_bundles):
         return []
     written[RECORD] = record.to_bytes()
     for kept_path in (ALL_TABLE, RECORD):  # the next read of the branch then downloads neither
         if kept_path in written:
             keep_table(session, kept_path, written[kept_path])
     operations: list[Operation] = [CommitOperationAdd(path, data) for path, data in written.items()]
-    operations += _moves(state.moves)
+    operations += _moves(state.moves, state.retired)
     operations += [CommitOperationDelete(path) for path in stale]
     operations += [CommitOperationDelete(folder, is_folder=True) for folder in state.legacy]
     return operations
 
 
-def _moves(moves: dict[BundleId, bytes]) -> list[Operation]:
+def _moves(moves: dict[BundleId, bytes], retired: set[BundleId]) -> list[Operation]:
     """Each layout-2 bundle into its shard: the archive copied on the Hub (nothing uploaded),
-    the sidecar written again from its verified bytes, the old files removed."""
+    the sidecar written again from its verified bytes, the old files removed; of a `retired`
+    bundle (written anew by the commit), the old files removed only."""
     operations: list[Operation] = []
     for bundle, sidecar in sorted(moves.items()):
-        old_archive, old_sidecar = unsharded_paths(bundle)
         operations += [
-            CommitOperationCopy(old_archive, repo_archive(bundle)),
+            CommitOperationCopy(unsharded_paths(bundle)[0], repo_archive(bundle)),
             CommitOperationAdd(repo_sidecar(bundle), sidecar),
-            CommitOperationDelete(old_archive),
-            CommitOperationDelete(old_sidecar),
         ]
+    for bundle in sorted(moves.keys() | retired):
+        operations += [CommitOperationDelete(path) for path in unsharded_paths(bundle)]
     return operations
 
 

@@ -8,7 +8,8 @@ files changed, each bundle is judged by both its files: one whose archive or sid
 from what its row was derived from is downloaded, verified and derived again; one missing its
 archive or its sidecar, or failing verification, is left off the board and named; a row whose
 bundle is gone is removed. With no commit to start from, every bundle is derived. A bundle found
-where layout 2 kept it (no shard) is derived too, and its move into its shard planned.
+where layout 2 kept it (no shard) is derived too, and its move into its shard planned, unless
+its shard holds the bundle already: two copies of one bundle are for a person to sort out.
 """
 
 from __future__ import annotations
@@ -53,7 +54,11 @@ class BundleChanges:
 
     derive: dict[BundleId, tuple[RemoteFile, RemoteFile]] = field(default_factory=dict)
     """Bundles to derive again, with their archive and sidecar at the head."""
-    unsharded: set[BundleId] = field(default_factory=set)
+    sharded: set[BundleId] = field(default_factory=set)
+    """Bundles found in their shards, whole or not."""
+    unsharded: dict[BundleId, dict[str, RemoteFile]] = field(default_factory=dict)
+    """The files of each bundle found where layout 2 kept it, until `settle` judges them."""
+    moving: set[BundleId] = field(default_factory=set)
     """Bundles of `derive` found where layout 2 kept them: to move into their shard."""
     removed: set[str] = field(default_factory=set)
     """Rows to take off the board: their bundle is gone, or is left off."""
@@ -72,20 +77,13 @@ class BundleChanges:
         self.examined.append(folder)
         index = board.index()
         found: dict[BundleId, dict[str, RemoteFile]] = {}
-        unsharded: dict[BundleId, dict[str, RemoteFile]] = {}
         for path, entry in now.items():
             if (bundle := bundle_of_path(path)) is not None:
                 found.setdefault(bundle, {})[path] = entry
             elif (bundle := unsharded_bundle_of(path)) is not None:
-                unsharded.setdefault(bundle, {})[path] = entry
+                self.unsharded.setdefault(bundle, {})[path] = entry
             # any other file is no bundle's: review names it in a pull request
-        for bundle, files in unsharded.items():
-            archive, sidecar = (files.get(path) for path in unsharded_paths(bundle))
-            if archive is not None and sidecar is not None:
-                self.derive[bundle] = (archive, sidecar)
-                self.unsharded.add(bundle)
-            else:
-                self._incomplete(bundle, archive, sidecar)
+        self.sharded |= found.keys()
         for bundle, files in found.items():
             archive, sidecar = (files.get(path) for path in repo_paths(bundle))
             if archive is None or sidecar is None:
@@ -100,6 +98,24 @@ class BundleChanges:
                 self.derive[bundle] = (archive, sidecar)
         before = {bundle for bundle in map(bundle_of_path, then) if bundle is not None}
         self.removed |= {str(bundle) for bundle in before - found.keys()}
+
+    def settle(self, board: AllTasksTable) -> None:
+        """Layout 2's bundles, once every changed folder is judged: each is derived, to be
+        moved into its shard, unless the shard holds that bundle already (found there, or on
+        the board and not gone), which a move would overwrite: the copy is then named and left
+        where it is. One missing a file is named."""
+        index = board.index()
+        for bundle, files in sorted(self.unsharded.items()):
+            archive, sidecar = (files.get(path) for path in unsharded_paths(bundle))
+            if bundle in self.sharded or (str(bundle) in index and str(bundle) not in self.removed):
+                named = sidecar or archive
+                assert named is not None
+                self.left_off[named.path] = "a second copy of a bundle its shard holds"
+            elif archive is not None and sidecar is not None:
+                self.derive[bundle] = (archive, sidecar)
+                self.moving.add(bundle)
+            else:
+                self._incomplete(bundle, archive, sidecar)
 
     def _incomplete(
         self, bundle: BundleId, archive: RemoteFile | None, sidecar: RemoteFile | None
@@ -136,6 +152,7 @@ def find_changes(
         files_now, files_then = _files(now), _files(then)
         if files_now != files_then:
             changes.judge(folder, files_now, files_then, board)
+    changes.settle(board)
     return changes
 
 
@@ -156,7 +173,7 @@ def catch_up(session: HubSession, state: Board, since: str | None, progress: Pro
     state.left_off |= changes.left_off
     sidecars: dict[BundleId, bytes] = {}
     rows = derive_rows(session, state.head, changes.derive, state.left_off, progress, sidecars)
-    state.moves |= {bundle: sidecars[bundle] for bundle in changes.unsharded if bundle in sidecars}
+    state.moves |= {bundle: sidecars[bundle] for bundle in changes.moving if bundle in sidecars}
     removed = changes.removed | ({str(b) for b in changes.derive} - {r.bundle_id for r in rows})
     state.leaderboard = state.leaderboard.updated(rows, removed)
     state.changed_tasks |= {b.task for b in changes.derive}

@@ -86,7 +86,12 @@ class Holdings:
         }
         files = tables.remote_files(self.session, [bundle.key for bundle in local])
         return RepositoryView(
-            tables.revision, tables.head, files, published=published, definitions=tables.definitions
+            tables.revision,
+            tables.head,
+            files,
+            published=published,
+            definitions=tables.definitions,
+            unsharded=frozenset(tables.moves),
         )
 
     def at_head(self, batch: list[LocalBundle]) -> tuple[str, dict[str, RemoteFile]]:

@@ -31,6 +31,7 @@ from bundler.hub.repo.paths import (
     repo_archive,
     repo_paths,
     repo_sidecar,
+    unsharded_bundle_of,
 )
 from bundler.local.fileio import sha256_file, unusable_output_folder, write_error
 from bundler.local.layout import REJECTED_DIR, TEMP_PREFIX, BundleId, LayoutError
@@ -95,7 +96,7 @@ def download(
         revision=revision,
         commit=commit,
         output_dir=str(output_dir),
-        warnings=[f"{path}: not a bundle layout, not downloaded" for path in invalid],
+        warnings=[_not_downloaded(path) for path in invalid],
     )
     report.bundles.extend(
         FetchedBundle(bundle_id=str(bundle), outcome="missing", detail="not in the repository")
@@ -139,6 +140,16 @@ def download(
         shutil.rmtree(staging, ignore_errors=True)
     report.bundles.sort(key=lambda fetched: fetched.bundle_id)
     return report
+
+
+def _not_downloaded(path: str) -> str:
+    """Why an archive-like path under `bundles/` is not downloaded."""
+    if unsharded_bundle_of(path) is not None:
+        return (
+            f"{path}: where layout 2 kept a bundle, not downloaded until the bundler's next "
+            "commit to the branch moves it into its shard"
+        )
+    return f"{path}: not a bundle layout, not downloaded"
 
 
 def _present(bundle: BundleId, listed: dict[str, RemoteFile], output_dir: Path) -> bool:

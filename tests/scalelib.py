@@ -1,8 +1,9 @@
 """Leaderboards of any size on the local Hub server, for the request budgets (tests/test_budgets.py)
 and the scale benchmark (tests/benchmark_scale.py).
 
-A repository of N bundles is laid out as the bundler lays it out (layout 2: every bundle's
-archive and sidecar, the tables derived from the sidecars, the card) and put on the server in
+A repository of N bundles is laid out as the bundler lays it out (layout 3: every bundle's
+archive and sidecar in its shard, the tables derived from the sidecars, the card, the record of
+them, bundler.hub.repo.paths) and put on the server in
 one commit, without HTTP, so that building N = 3,000 takes seconds, not an hour of uploads. The
 bundles are real: collected from runs written by the project's own tree writer, so a command
 that reads one (verify, extend, download) reads what `collect` wrote.
@@ -63,7 +64,7 @@ def bundles_of(root: Path, specs: list[RunSpec]) -> Path:
 
 
 def repository_files(folder: Path, repo_id: str) -> dict[str, bytes]:
-    """Every file of a layout-2 repository holding the bundles of a local folder."""
+    """Every file of a repository holding the bundles of a local folder."""
     local, set_aside = gather_local(folder, allow_partial=True, progress=NoProgress())
     assert not set_aside, set_aside[:3]
     files: dict[str, bytes] = {}

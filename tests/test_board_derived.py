@@ -18,13 +18,12 @@ from helpers import run_cli
 from hubserver import HubServer
 from huggingface_hub import CommitOperationDelete, HfApi
 from test_card_refresh import (
-    bundle_files,
     card,
     card_text,
     commit_by_hand,
     layout_1_files,
 )
-from test_upload import SECOND_SHA, make_bundles, publish, table_rows, upload
+from test_upload import SECOND_SHA, make_bundles, publish, repo_files, table_rows, upload
 
 from bundler.hub.repo.paths import ALL_TABLE, README, RECORD, TASKS_FILE, task_table
 
@@ -101,8 +100,8 @@ def test_a_sidecar_landed_without_its_archive_is_named_and_blocks_nothing(
     hub: HubServer, repo_id: str, published: Path, tmp_path: Path
 ) -> None:
     lone = make_bundles(tmp_path / "lone", [RunSpec(task="delta", model="lone", rows=2)])
-    sidecar = next(path for path in bundle_files(lone) if path.endswith(".json"))
-    commit_by_hand(repo_id, {sidecar: bundle_files(lone)[sidecar]})
+    sidecar = next(path for path in repo_files(lone) if path.endswith(".json"))
+    commit_by_hand(repo_id, {sidecar: repo_files(lone)[sidecar]})
     code, result, stderr = card(repo_id)
     assert code == 1, stderr
     assert result["unreadable_rows"] == [
@@ -122,7 +121,7 @@ def test_a_sidecar_landed_without_its_archive_is_named_and_blocks_nothing(
 def test_an_archive_deleted_by_hand_takes_its_row_off_the_board(
     hub: HubServer, repo_id: str, published: Path
 ) -> None:
-    (archive,) = [p for p in bundle_files(published) if "alpha" in p and p.endswith(".tar.zst")]
+    (archive,) = [p for p in repo_files(published) if "alpha" in p and p.endswith(".tar.zst")]
     delete_by_hand(repo_id, archive)
     code, result, stderr = card(repo_id)
     assert code == 1, stderr

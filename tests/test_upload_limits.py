@@ -25,7 +25,7 @@ from bundler.hub.leaderboard.record import BoardRecord, DerivedFile
 from bundler.hub.leaderboard.tables import AllTasksTable
 from bundler.hub.publish.upload import UploadOptions, UploadReport
 from bundler.hub.publish.upload import upload as upload_library
-from bundler.hub.repo.paths import ALL_TABLE, RECORD, repo_archive
+from bundler.hub.repo.paths import ALL_TABLE, RECORD, repo_folder
 from bundler.local.layout import id_of_local_archive
 
 FORTY = [RunSpec(task=f"task{i:02d}", model="m", rows=1) for i in range(40)]
@@ -51,8 +51,7 @@ def outcomes(report: UploadReport | dict) -> dict[str, list[str]]:
 def folder_of(bundles: Path) -> str:
     """The one repository folder the archives of `bundles` go to (their player's)."""
     (folder,) = {
-        posixpath.dirname(repo_archive(id_of_local_archive(archive)))
-        for archive in bundles.rglob("*.tar.zst")
+        repo_folder(id_of_local_archive(archive)) for archive in bundles.rglob("*.tar.zst")
     }
     return folder
 
@@ -98,7 +97,7 @@ def test_a_batch_the_hub_refuses_never_fails_the_batches_after_it(
     found = outcomes(report)
     assert (len(found["refused"]), len(found["published"])) == (32, 8)
     refused = {b["detail"] for b in report["bundles"] if b["outcome"] == "refused"}
-    assert len(refused) == 1 and "Offending directories: /bundles/m_" in refused.pop()
+    assert len(refused) == 1 and f"Offending directories: /{folder_of(forty)}/" in refused.pop()
     assert "up to 20 files" in one_line_error(stderr)
     assert len(report["commits"]) == 1
     assert sorted(row["bundle_id"] for row in table_rows(hub, repo_id)) == found["published"]
@@ -152,13 +151,17 @@ def test_a_pull_requests_commit_past_a_folders_limit_is_not_sent_and_the_next_op
     found = outcomes(report)
     assert (len(found["refused"]), len(found["proposed"])) == (50, 5)
     assert all(bundle.startswith("b_") for bundle in found["proposed"])
-    assert report.error is not None and report.error.startswith("bundles/a_")
+    folders = {
+        archive.parent.name.partition("_")[0]: repo_folder(id_of_local_archive(archive))
+        for archive in bundles.rglob("*.tar.zst")
+    }
+    assert report.error is not None and report.error.startswith(f"{folders['a']}/:")
     assert "100 entries in the folder, more than the 60" in report.error
     assert report.pull_request_num == 1 and commit_posts(hub, repo_id) == 1
     proposed = [
         p for p in hub.list_files(repo_id, revision="refs/pr/1") if p.startswith("bundles/")
     ]
-    assert len(proposed) == 10 and all(p.startswith("bundles/b_") for p in proposed)
+    assert len(proposed) == 10 and all(p.startswith(f"{folders['b']}/") for p in proposed)
 
 
 def test_the_file_count_comes_from_the_leaderboard_and_stops_a_commit_past_it(
@@ -171,7 +174,7 @@ def test_the_file_count_comes_from_the_leaderboard_and_stops_a_commit_past_it(
         more, UploadOptions(repo_id=repo_id, token=WRITE_TOKEN, limits=HubLimits(10_000, 18))
     )
     assert refused.exit_code == 1 and len(outcomes(refused)["refused"]) == 2
-    assert refused.error == (
+    assert refused.error == (  # 2 x 2 files and 2 task tables more
         "this commit would bring the repository to 19 files, more than the 18 the Hub "
         "recommends a repository hold"
     )

@@ -188,10 +188,19 @@ def board_table(board: TaskBoard) -> list[str]:
     for rank, row in list(zip(board.ranks(), board.rows, strict=True))[:BOARD_ROWS]:
         cells = [NO_VALUE if rank is None else str(rank)]
         cells += [_code(row.key.player_dir)]
-        cells += [_number(board.value(row, column)) for column in shown]
+        cells += [_score(board, row, column) for column in shown]
         cells += [_tokens_per_row(row), _coverage(row, stale=board.stale(row))]
         lines.append(_line(cells))
     return lines
+
+
+def _score(board: TaskBoard, row: BundleRow, column: str) -> str:
+    """A metric's value; the ranking one with its 95% interval where the task has them
+    (`0.824 [0.788, 0.855]`)."""
+    interval = board.interval(row) if column == board.sort_column else None
+    if interval is None:
+        return _number(board.value(row, column))
+    return f"{board.value(row, column):.3f} [{interval[0]:.3f}, {interval[1]:.3f}]"
 
 
 def _tokens_per_row(row: BundleRow) -> str:

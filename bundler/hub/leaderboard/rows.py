@@ -220,6 +220,9 @@ class TaskRow(Model):
     stale: bool = False
     """Its dataset revision is not among those the task's definition accepts (when it names
     any): ranked after every current entry."""
+    ci_low: float | None = None
+    ci_high: float | None = None
+    """The 95% Wilson interval of its score, where the task's metric is a proportion."""
 
     @classmethod
     def of(cls, row: BundleRow) -> TaskRow:

@@ -218,11 +218,15 @@ def test_the_json_error_object_carries_the_kind(
     hub: HubServer, repo_id: str, tmp_path: Path
 ) -> None:
     """What a scheduler acts on, beside the words: the error's kind."""
+    missing = f"{repo_id}-missing"
     result = run_cli(
-        "download", "--repo", repo_id, "-o", tmp_path / "dl", "--json", env={"HF_TOKEN": ""}
+        "download", "--repo", missing, "-o", tmp_path / "dl", "--json", env={"HF_TOKEN": ""}
     )
     assert result.returncode == 2, result.stderr
     payload = json.loads(result.stdout)
     assert payload["kind"] == "repository-not-found" and payload["exit_code"] == 2
-    assert payload["hint"] == "check --repo, and that the token can see the repository"
+    assert payload["hint"] == (
+        "check --repo (a typo?) and that the token can see it; a new leaderboard is started "
+        f"with `bundler init --repo {missing}`"
+    )
     assert payload["error"] in result.stderr

@@ -77,7 +77,8 @@ def test_a_repository_nobody_can_see_is_repository_not_found(hub: HubServer, rep
         error = raised(lambda: HubSession(missing, token=token).head("main"))  # noqa: B023
         assert isinstance(error, RepositoryNotFound) and error.kind == "repository-not-found"
         assert error.repo == missing and error.exit_code == 2
-        assert words_for(error)[1] == "check --repo, and that the token can see the repository"
+        assert words_for(error)[1].startswith("check --repo (a typo?) and that the token can see")
+        assert f"bundler init --repo {missing}" in str(words_for(error)[1])
 
 
 def test_a_missing_revision_names_the_revision(hub: HubServer, repo_id: str) -> None:

@@ -567,16 +567,21 @@ def test_threads_that_were_joined_never_keep_a_process_from_forking(tmp_path: Pa
     assert result.stdout.split() == ["0"]
 
 
-def test_a_bundle_contradicting_its_task_definition_is_refused(
-    hub: HubServer, repo_id: str, tmp_path: Path
-) -> None:
-    first = make_bundles(tmp_path / "a", [RunSpec(rows=3)])
-    assert upload(first, "--repo", repo_id)[0] == 0
+def define_expert_vqa(repo_id: str) -> None:
+    """The maintainers define expert-vqa (GPTNT/expert-VQA, split test) with the command."""
     defined = run_cli(
         "tasks", "define", "expert-vqa", "--repo", repo_id, "--dataset", "GPTNT/expert-VQA",
         "--split", "test", "--metric", "exact_match.accuracy", env={"HF_TOKEN": WRITE_TOKEN},
     )  # fmt: skip
     assert defined.returncode == 0, defined.stderr
+
+
+def test_a_bundle_contradicting_its_task_definition_is_refused(
+    hub: HubServer, repo_id: str, tmp_path: Path
+) -> None:
+    first = make_bundles(tmp_path / "a", [RunSpec(rows=3)])
+    assert upload(first, "--repo", repo_id)[0] == 0
+    define_expert_vqa(repo_id)
     assert b"GPTNT/expert-VQA" in (hub.file_bytes(repo_id, "README.md") or b"")  # card re-ranked
     specs = [
         RunSpec(model="dev-split", rows=3, dataset_split="dev"),

@@ -13,7 +13,7 @@ from factory import RunSpec
 from helpers import run_cli
 from hubserver import HubServer
 from huggingface_hub import HfApi
-from test_upload import make_bundles, upload
+from test_upload import define_expert_vqa, make_bundles, upload
 
 from bundler.hub.publish.plan import PR_BUNDLES_PER_COMMIT
 from bundler.hub.publish.pr_description import read_pr_state
@@ -217,11 +217,7 @@ def test_a_submitters_dry_run_refuses_what_review_would_refuse_against_the_defin
     proposes only the others."""
     first = make_bundles(tmp_path / "a", [RunSpec(rows=2)])
     assert upload(first, "--repo", repo_id)[0] == 0
-    defined = run_cli(
-        "tasks", "define", "expert-vqa", "--repo", repo_id, "--dataset", "GPTNT/expert-VQA",
-        "--split", "test", "--metric", "exact_match.accuracy", env={"HF_TOKEN": WRITE_TOKEN},
-    )  # fmt: skip
-    assert defined.returncode == 0, defined.stderr
+    define_expert_vqa(repo_id)
     specs = [RunSpec(model="dev", rows=2, dataset_split="dev"), RunSpec(model="fine", rows=2)]
     bundles = make_bundles(tmp_path / "b", specs)
     for dry in (["--dry-run"], []):

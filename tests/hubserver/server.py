@@ -128,27 +128,49 @@ class HubServer:
         *,
         gated: bool = False,
     ) -> None:
-        """Create a repo directly (no HTTP); `files` land in one commit after the initial one.
+        """Create a repo directly (no HTTP); `files` land in one commit after the initial one
+        (as `commit_files` commits them), so a repository of 100,000 bundles takes seconds.
         A `gated` repo serves its files to its owners only (a GatedRepo error to anyone else).
-
-        Files follow the same regular/LFS rule as uploads, so the client's unchanged-file
-        detection works against seeded content too.
         """
         with self._lock:
             repo = self._store.create_repo(repo_type, repo_id, private, "system")
             repo.gated = gated
             if files:
-                ops: list[Operation] = []
-                for path, data in sorted(files.items()):
-                    lfs = upload_mode(path, len(data)) == "lfs" and len(data) > 0
-                    blob = Blob.make(data, lfs)
-                    if lfs:
-                        repo.lfs_objects[blob.sha256] = data
-                    ops.append(Put(path, blob))
-                commit = self._store.make_commit(
-                    repo, repo.branches["main"], ops, "Seed files", "", "system"
-                )
-                repo.branches["main"] = commit.oid
+                self._commit_directly(repo, "main", files, "Seed files", "system")
+
+    def commit_files(
+        self,
+        repo_id: str,
+        files: dict[str, bytes],
+        *,
+        repo_type: RepoType = "dataset",
+        revision: str = "main",
+        summary: str = "Upload files",
+        author: str = "someone-else",
+    ) -> str:
+        """Commit `files` to a branch directly (no HTTP), as a commit nobody's client made
+        would land: a pull request merged in the Hub's web page, a hand edit. The Hub's
+        limits apply as to any commit (a HubError past them). Returns the commit's id."""
+        with self._lock:
+            repo = self._store.get(repo_type, repo_id)
+            return self._commit_directly(repo, revision, files, summary, author)
+
+    def _commit_directly(
+        self, repo: Repo, revision: str, files: dict[str, bytes], summary: str, author: str
+    ) -> str:
+        """Files follow the same regular/LFS rule as uploads, so the client's unchanged-file
+        detection works against them too."""
+        ops: list[Operation] = []
+        for path, data in sorted(files.items()):
+            lfs = upload_mode(path, len(data)) == "lfs" and len(data) > 0
+            blob = Blob.make(data, lfs)
+            if lfs:
+                repo.lfs_objects[blob.sha256] = data
+            ops.append(Put(path, blob))
+        ref = repo.writable_ref(revision)
+        commit = self._store.make_commit(repo, repo.head(ref), ops, summary, "", author)
+        repo.move(ref, commit.oid)
+        return commit.oid
 
     # --------------------------------------------------------------- state inspection
 
@@ -259,9 +281,24 @@ class HubServer:
     ) -> dict[str, int]:
         """The bytes of the response bodies of each kind logged, as `request_counts` counts
         them: a request whose answer grows with the repository costs more at every size."""
+        return self._bytes_by_kind(lambda record: record.size, repo_id, repo_type)
+
+    def request_bytes(
+        self, repo_id: str | None = None, *, repo_type: RepoType | None = None
+    ) -> dict[str, int]:
+        """The bytes of the request bodies of each kind logged (what the client sent: commit
+        payloads, LFS uploads under "storage"), as `response_bytes` counts answers."""
+        return self._bytes_by_kind(lambda record: record.request_size, repo_id, repo_type)
+
+    def _bytes_by_kind(
+        self,
+        size: Callable[[RequestRecord], int],
+        repo_id: str | None,
+        repo_type: RepoType | None,
+    ) -> dict[str, int]:
         sizes: Counter[str] = Counter()
         for record in self.requests(repo_id, repo_type=repo_type):
-            sizes[record.kind] += record.size
+            sizes[record.kind] += size(record)
         return {"api": sizes["api"], "file": sizes["file"], "storage": sizes["storage"]}
 
     def reset_requests(self) -> None:
@@ -346,6 +383,7 @@ class HubServer:
                 repo_id,
                 0 if request.method == "HEAD" else len(response.body),
                 request.headers.get("User-Agent"),
+                len(request.body),
             )
             self.request_log.append(record)
         return response, fault

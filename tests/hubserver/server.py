@@ -128,49 +128,27 @@ class HubServer:
         *,
         gated: bool = False,
     ) -> None:
-        """Create a repo directly (no HTTP); `files` land in one commit after the initial one
-        (as `commit_files` commits them), so a repository of 100,000 bundles takes seconds.
+        """Create a repo directly (no HTTP); `files` land in one commit after the initial one.
         A `gated` repo serves its files to its owners only (a GatedRepo error to anyone else).
+
+        Files follow the same regular/LFS rule as uploads, so the client's unchanged-file
+        detection works against seeded content too.
         """
         with self._lock:
             repo = self._store.create_repo(repo_type, repo_id, private, "system")
             repo.gated = gated
             if files:
-                self._commit_directly(repo, "main", files, "Seed files", "system")
-
-    def commit_files(
-        self,
-        repo_id: str,
-        files: dict[str, bytes],
-        *,
-        repo_type: RepoType = "dataset",
-        revision: str = "main",
-        summary: str = "Upload files",
-        author: str = "someone-else",
-    ) -> str:
-        """Commit `files` to a branch directly (no HTTP), as a commit nobody's client made
-        would land: a pull request merged in the Hub's web page, a hand edit. The Hub's
-        limits apply as to any commit (a HubError past them). Returns the commit's id."""
-        with self._lock:
-            repo = self._store.get(repo_type, repo_id)
-            return self._commit_directly(repo, revision, files, summary, author)
-
-    def _commit_directly(
-        self, repo: Repo, revision: str, files: dict[str, bytes], summary: str, author: str
-    ) -> str:
-        """Files follow the same regular/LFS rule as uploads, so the client's unchanged-file
-        detection works against them too."""
-        ops: list[Operation] = []
-        for path, data in sorted(files.items()):
-            lfs = upload_mode(path, len(data)) == "lfs" and len(data) > 0
-            blob = Blob.make(data, lfs)
-            if lfs:
-                repo.lfs_objects[blob.sha256] = data
-            ops.append(Put(path, blob))
-        ref = repo.writable_ref(revision)
-        commit = self._store.make_commit(repo, repo.head(ref), ops, summary, "", author)
-        repo.move(ref, commit.oid)
-        return commit.oid
+                ops: list[Operation] = []
+                for path, data in sorted(files.items()):
+                    lfs = upload_mode(path, len(data)) == "lfs" and len(data) > 0
+                    blob = Blob.make(data, lfs)
+                    if lfs:
+                        repo.lfs_objects[blob.sha256] = data
+                    ops.append(Put(path, blob))
+                commit = self._store.make_commit(
+                    repo, repo.branches["main"], ops, "Seed files", "", "system"
+                )
+                repo.branches["main"] = commit.oid
 
     # --------------------------------------------------------------- state inspection
 
@@ -290,6 +268,12 @@ class HubServer:
         payloads, LFS uploads under "storage"), as `response_bytes` counts answers."""
         return self._bytes_by_kind(lambda record: record.request_size, repo_id, repo_type)
 
+    def seconds_serving(self, repo_id: str | None = None) -> float:
+        """The time the server spent answering the logged requests (about `repo_id`): what a
+        client's wall time owes to this server, whose commits cost more as a repository grows
+        (every commit a full snapshot), rather than to the client itself."""
+        return sum(record.seconds for record in self.requests(repo_id))
+
     def _bytes_by_kind(
         self,
         size: Callable[[RequestRecord], int],
@@ -352,6 +336,7 @@ class HubServer:
         assert self._app is not None
         fault = self._faults.take(request.method, request.raw_path)
         with self._lock:
+            started = time.perf_counter()
             kind, repo_type, repo_id = self._app.classify(request.raw_path)
             if fault is not None and fault.kind is FaultKind.STATUS:
                 assert fault.code is not None
@@ -384,6 +369,7 @@ class HubServer:
                 0 if request.method == "HEAD" else len(response.body),
                 request.headers.get("User-Agent"),
                 len(request.body),
+                time.perf_counter() - started,
             )
             self.request_log.append(record)
         return response, fault

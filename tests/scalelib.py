@@ -7,8 +7,8 @@ bundles are real: collected from runs written by the project's own tree writer, 
 that reads one (verify, extend, download, review) reads what `collect` wrote. Every path and
 every derived file comes from the bundler's own library, never from a layout spelled out here:
 a bundle's files from `LocalBundle.repo_files` (bundler.hub.repo.paths), the tables and the card
-from `BranchTables.files`, the very function that writes them on a commit. So the seeded
-repository follows the layout when it changes, and the bundler takes it for one of its own.
+from `BranchTables.rendered`, what a commit writes of them, and the record of those. So the
+seeded repository follows the layout when it changes, and the bundler takes it for its own.
 """
 
 from __future__ import annotations
@@ -25,11 +25,12 @@ from hubserver import HubServer
 from bundler.core.progress import NoProgress
 from bundler.hub.client.remote import git_blob_id
 from bundler.hub.leaderboard.branch import BranchTables
+from bundler.hub.leaderboard.record import BoardRecord, DerivedFile
 from bundler.hub.leaderboard.rows import TableRow, build_row
 from bundler.hub.leaderboard.tables import AllTasksTable
 from bundler.hub.publish.plan import LocalBundle
 from bundler.hub.publish.upload import gather_local
-from bundler.hub.repo.paths import TASKS_FILE
+from bundler.hub.repo.paths import RECORD, TASKS_FILE
 from bundler.hub.tasks.definitions import TaskDefinition, TaskDefinitions
 from bundler.local.collect import CollectOptions, collect
 from bundler.local.layout import sidecar_of
@@ -122,15 +123,16 @@ def repository_files(
     seeds: Sequence[SeedBundle], repo_id: str, definitions: TaskDefinitions | None = None
 ) -> dict[str, bytes]:
     """Every file of a repository holding these bundles: theirs, the maintainers' task
-    `definitions` if given, and the tables and card the bundler writes for them."""
+    `definitions` if given, and what a bundler commit derives from them: the tables and card,
+    and the record vouching for them (bundler.hub.leaderboard.record)."""
     files = {path: data for seed in seeds for path, data in seed.files.items()}
-    leaderboard = AllTasksTable.of(seed.row for seed in seeds)
-    tables = BranchTables("main", "", leaderboard)
+    tables = BranchTables("main", "", AllTasksTable.of(seed.row for seed in seeds))
     if definitions is not None:
         files[TASKS_FILE] = definitions.to_bytes()
         tables.definitions = definitions
-    files.update(tables.files(repo_id))
-    return files
+    derived = tables.rendered(repo_id)
+    record = BoardRecord(parent="0" * 40, files={p: DerivedFile.of(d) for p, d in derived.items()})
+    return files | derived | {RECORD: record.to_bytes()}
 
 
 def publish_directly(hub: HubServer, repo_id: str, bundles: Path) -> None:

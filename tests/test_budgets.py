@@ -129,17 +129,18 @@ def test_a_nightly_with_nothing_new_downloads_the_table_only_when_it_changed(
         return hub.request_counts(board.repo_id)["file"], hub.response_bytes(board.repo_id)["file"]
 
     files, size = nightly()
-    assert files == 1 and size > 3_000 * 50  # the first one reads the table
+    assert files == 2 and size > 3_000 * 50  # the first one reads the table and the record
     assert nightly() == (0, 0)
-    (copy,) = (home / "statics-bundler" / "tables").iterdir()
+    (copy,) = (home / "statics-bundler" / "tables").glob("*.parquet")
     copy.write_bytes(copy.read_bytes()[:-1] + b"\0")  # a copy that is not the table is no copy
-    assert nightly() == (1, size)
+    files, again = nightly()
+    assert files == 1 and 3_000 * 50 < again < size  # the table alone: the record's copy holds
     assert nightly() == (0, 0)
     other = bundles_of(tmp_path / "other", run_specs(1, start=90_000))
     published = run_cli("upload", other, "--repo", board.repo_id, env={"HF_TOKEN": WRITE_TOKEN})
     assert published.returncode == 0, published.stderr  # another machine's commit: a new table
     files, size = nightly()
-    assert files == 1 and size > 3_000 * 50
+    assert files == 2 and size > 3_000 * 50
     assert nightly() == (0, 0)
     mine = bundles_of(tmp_path / "mine", run_specs(1, start=90_001))
     env = {"HF_TOKEN": WRITE_TOKEN, "HF_HOME": str(home)}

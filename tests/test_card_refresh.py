@@ -20,7 +20,7 @@ from test_upload import make_bundles, publish, table_rows, upload
 
 from bundler.hub.client.session import HubSession
 from bundler.hub.leaderboard.card_refresh import refresh_card
-from bundler.hub.repo.paths import ALL_TABLE, README, task_table
+from bundler.hub.repo.paths import ALL_TABLE, README, RECORD, task_table
 
 LAYOUT_1 = Path(__file__).parent / "fixtures" / "layout-v1"
 """A repository exactly as the previous release wrote it: rows/, tasks/, features in the card."""
@@ -77,7 +77,7 @@ def test_upload_commits_the_tables_and_card_with_the_bundles(
     (commit,) = [c for c in hub.commits(repo_id) if README in c.files_changed]
     assert "**3** submission bundle(s)" in card_text(hub, repo_id)
     tables = [ALL_TABLE, *(task_table(task) for task in ("alpha", "beta", "gamma"))]
-    assert set(commit.files_changed) == {*bundle_files(published), *tables, README}
+    assert set(commit.files_changed) == {*bundle_files(published), *tables, README, RECORD}
     more = make_bundles(tmp_path / "more", [RunSpec(task="delta", rows=2)])
     assert upload(more, "--repo", repo_id)[0] == 0
     latest = hub.commits(repo_id)[0]
@@ -87,6 +87,7 @@ def test_upload_commits_the_tables_and_card_with_the_bundles(
         ALL_TABLE,
         task_table("delta"),
         README,
+        RECORD,  # what the commit derived: bundler.hub.leaderboard.record
     }
     assert "**4** submission bundle(s)" in card_text(hub, repo_id)
     assert "\n### delta\n" in card_text(hub, repo_id)  # the new task's board
@@ -129,7 +130,7 @@ def test_a_stale_card_is_repaired_from_the_tables_alone(
     assert result["changed"] is True and result["parent_commit"] == head
     latest = hub.commits(repo_id)[0]
     assert latest.oid == result["commit"] and latest.parents == (head,)
-    assert latest.files_changed == (README,)
+    assert set(latest.files_changed) == {README, RECORD}
     assert "**3** submission bundle(s)" in card_text(hub, repo_id)
     # no bundle read: the table alone (the copy the upload that wrote it kept, so not even it)
     assert [r.path for r in hub.request_log[log:] if "/resolve/" in r.path] == []
@@ -154,7 +155,7 @@ def test_a_merge_in_the_web_interface_is_caught_up_reading_only_what_changed(
     # upload that wrote it kept a copy, bundler.hub.leaderboard.tablecache)
     assert downloads == {Path(p).name for p in bundle_files(merged)}
     latest = hub.commits(repo_id)[0]
-    assert set(latest.files_changed) == {ALL_TABLE, task_table("delta"), README}
+    assert set(latest.files_changed) == {ALL_TABLE, task_table("delta"), README, RECORD}
     assert "delta" in {row["task_name"] for row in table_rows(hub, repo_id)}
     assert card(repo_id)[1]["changed"] is False
 
@@ -186,7 +187,7 @@ def test_race_on_the_card_commit_is_replanned(
     # the other commit survived too (the server numbers races across the whole session)
     assert any(path.startswith(".race/") for path in hub.list_files(repo_id))
     latest = hub.commits(repo_id)[0]
-    assert latest.oid == result["commit"] and latest.files_changed == (README,)
+    assert latest.oid == result["commit"] and set(latest.files_changed) == {README, RECORD}
     assert latest.parents[0] == hub.commits(repo_id)[1].oid  # planned on the racer's head
     assert "**3** submission bundle(s)" in card_text(hub, repo_id)
 
@@ -248,12 +249,10 @@ def test_a_layout_1_repository_is_upgraded_in_one_commit(hub: HubServer, repo_id
         path for path in layout_1_files() if path.startswith("rows/")
     }
     rows = table_rows(hub, repo_id)
-    # the first publication of each bundle, as its layout-1 row recorded it, is kept
-    assert sorted(str(row["published_at"])[:10] for row in rows) == [
-        "2026-11-01",
-        "2026-11-02",
-        "2026-11-03",
-    ]
+    # derived from the verified bundles alone, never from the row files' claims: each bundle
+    # is dated by the commit that added its sidecar
+    before = {c.created_at[:10] for c in hub.commits(repo_id) if c.oid != upgrade.oid}
+    assert len(rows) == 3 and {str(row["published_at"])[:10] for row in rows} <= before
     header = card_text(hub, repo_id).split("---\n", 2)[1]
     assert "dataset_info" not in header and "leaderboard/bundles.parquet" in header
     assert card(repo_id)[1]["changed"] is False

@@ -23,7 +23,8 @@ def subclasses(cls: type[errors.BundlerError]) -> list[type[errors.BundlerError]
     return [cls, *(sub for direct in cls.__subclasses__() for sub in subclasses(direct))]
 
 
-importlib.import_module("bundler.local.export")  # the one error class defined elsewhere
+for elsewhere in ("bundler.local.export", "bundler.hub.client.limits"):  # error classes defined
+    importlib.import_module(elsewhere)  # beside the code that raises them
 ERROR_CLASSES = sorted(
     {cls for cls in subclasses(errors.BundlerError) if cls.__module__.startswith("bundler.")},
     key=lambda cls: cls.__name__,
@@ -165,6 +166,9 @@ BUNDLE_FORMAT = {
 }
 """Strings of the bundle format, written into every manifest and compared byte for byte by
 verify (bundler.local.runs): rewording them would fail every bundle published with them."""
+OTHER_FORMATS = {("hub/review/changes.py", "GIT_FILE_HEADER")}
+"""Strings of another program's format that the library reads (git's diff): no words to a
+person, whatever dashes they hold."""
 
 
 def user_facing_strings(source: str, where: str) -> Iterator[tuple[int, str]]:
@@ -177,7 +181,7 @@ def user_facing_strings(source: str, where: str) -> Iterator[tuple[int, str]]:
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
             skipped.add(id(node.value))
         if isinstance(node, ast.Assign) and any(
-            isinstance(target, ast.Name) and (where, target.id) in BUNDLE_FORMAT
+            isinstance(target, ast.Name) and (where, target.id) in BUNDLE_FORMAT | OTHER_FORMATS
             for target in node.targets
         ):
             skipped.add(id(node.value))

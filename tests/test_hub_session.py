@@ -29,7 +29,7 @@ from bundler.core.errors import (
 )
 from bundler.core.version import VERSION
 from bundler.hub.client import session as session_module
-from bundler.hub.client.session import REPO_TYPE, HubSession
+from bundler.hub.client.session import REPO_TYPE, HubSession, describe_failure
 
 UNKNOWN_TOKEN = "hf_NoSuchTokenForTests0123456789abcdef"
 
@@ -172,7 +172,12 @@ def test_a_server_error_to_the_end_is_hub_did_not_answer(
     hub.inject("GET", f"/api/datasets/{repo_id}/revision/", Fault.status(503), times=4)
     error = raised(lambda: HubSession(repo_id, token=READ_TOKEN).head("main"))
     assert isinstance(error, HubDidNotAnswer) and error.kind == "hub-did-not-answer"
-    assert (error.status, error.failure, error.exit_code) == (503, "HfHubHTTPError", 75)
+    assert (error.status, error.exit_code) == (503, 75)
+    assert error.failure == "Injected fault: HTTP 503"  # the Hub's own words
+    assert error.message == (
+        "reading revision 'main': the Hub did not answer properly (HTTP 503: Injected fault: "
+        "HTTP 503)"
+    )
     assert error.doing == "reading revision 'main'"
 
 
@@ -182,7 +187,31 @@ def test_any_other_refusal_is_refused_by_hub(hub: HubServer, repo_id: str) -> No
     error = raised(lambda: HubSession(repo_id, token=READ_TOKEN).head("main"))
     assert isinstance(error, RefusedByHub) and error.kind == "refused-by-hub"
     assert (error.status, error.exit_code) == (400, 1)
-    assert error.reason and f"(HTTP 400: {error.reason})" in error.message
+    # the Hub's own words, never the client's first line (its words, or the request's id)
+    assert error.reason == "Injected fault: HTTP 400"
+    assert f"(HTTP 400: {error.reason})" in error.message
+
+
+def test_the_hubs_reason_is_one_line_and_bounded() -> None:
+    """The client joins the Hub's messages (X-Error-Message, the body's) with line breaks."""
+    import httpx2
+    from huggingface_hub.errors import HfHubHTTPError
+
+    request = httpx2.Request("POST", "https://huggingface.co/api/datasets/o/n/commit/main")
+    error = HfHubHTTPError(
+        "(Request ID: Root=1-abc)\n\nBad request for commit endpoint:\nfirst line",
+        response=httpx2.Response(400, request=request),
+        server_message="first line\nsecond\tline " + "x" * 2000,
+    )
+    worded = describe_failure(error, repo="o/n", endpoint="https://huggingface.co", doing="c")
+    assert isinstance(worded, RefusedByHub)
+    assert worded.message.startswith("c: the Hub refused the request (HTTP 400: first line second")
+    assert worded.reason.endswith("xxx...") and len(worded.reason) == 1000
+    assert "\n" not in worded.message and "Request ID" not in worded.message
+    error.server_message = None  # the Hub said nothing: the client's words, past the id
+    worded = describe_failure(error, repo="o/n", endpoint="https://huggingface.co", doing="c")
+    assert isinstance(worded, RefusedByHub)
+    assert worded.reason == "Bad request for commit endpoint:"
 
 
 def test_the_json_error_object_carries_the_kind(

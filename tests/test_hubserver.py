@@ -25,7 +25,8 @@ from pathlib import Path
 
 import httpx2
 import pytest
-from hubserver import Fault, HubServer, RateLimits, Scope, TokenInfo, client_env
+from hubserver import Fault, HubServer, RateLimits, RepoLimits, Scope, TokenInfo, client_env
+from hubserver.store import HubError
 from huggingface_hub import (
     CommitOperationAdd,
     CommitOperationDelete,
@@ -1154,21 +1155,131 @@ def test_armed_rate_limit_fault_is_retried_after_its_reset(hub: HubServer, api: 
     assert [(r.status, r.fault) for r in faulted] == [(429, "status 429")]
 
 
-def test_at_most_10000_entries_a_folder(hub: HubServer, api: HfApi) -> None:
-    hub.create_repo("alice/full", files={f"d/{i}": b"" for i in range(10_000)})
+def refusal(call: Callable[[], object]) -> HfHubHTTPError:
+    """The client's error for a request the server refuses."""
     with pytest.raises(HfHubHTTPError) as err:
-        api.upload_file(
-            path_or_fileobj=b"x",
-            path_in_repo="d/one-more",
-            repo_id="alice/full",
-            repo_type="dataset",
-        )
-    assert err.value.response.status_code == 400 and "too many files per directory" in str(
-        err.value
+        call()
+    return err.value
+
+
+def test_at_most_10000_entries_a_folder_and_the_hub_says_why(hub: HubServer, api: HfApi) -> None:
+    hub.create_repo("alice/full", files={f"d/{i}": b"" for i in range(10_000)})
+    one_more = partial(
+        api.upload_file,
+        path_or_fileobj=b"x",
+        path_in_repo="d/one-more",
+        repo_id="alice/full",
+        repo_type="dataset",
     )
+    error = refusal(one_more)
+    assert error.response.status_code == 400
+    # The Hub's reason, in the body's `error` and X-Error-Message, which the client keeps as
+    # the server's message (its own text begins "Bad request for commit endpoint:").
+    reason = error.response.json()["error"]
+    assert reason == error.response.headers["X-Error-Message"] == error.server_message
+    assert reason == (
+        "Your push was rejected because it contains too many files per directory. Each "
+        "directory in your git repo can only contain up to 10000 files. Offending reference: "
+        "refs/heads/main Offending directories: /d/"
+    )
+    # As from the Hub, the client's first line is the request's id alone: the reason is below
+    request_id = error.response.headers["X-Request-Id"]
+    assert request_id.startswith("Root=1-")
+    assert str(error).splitlines()[0] == f"(Request ID: {request_id})"
     api.upload_file(
         path_or_fileobj=b"x", path_in_repo="e/elsewhere", repo_id="alice/full", repo_type="dataset"
     )
+    # a subfolder is an entry too; replacing a file adds none
+    assert "/d/" in str(refusal(partial(one_more, path_in_repo="d/sub/file")))
+    api.upload_file(
+        path_or_fileobj=b"y", path_in_repo="d/0", repo_id="alice/full", repo_type="dataset"
+    )
+
+
+def test_every_commit_path_is_held_to_the_repositorys_limits(hub: HubServer, api: HfApi) -> None:
+    """The commit endpoint on a branch and on a pull request, a merge, and seeded files alike;
+    each limit is the repository's own (a test makes it small), the Hub's by default."""
+    small = RepoLimits(folder_entries=3, files=6)
+    hub.create_repo("alice/small", files={"d/a": b"a", "d/b": b"b"}, limits=small)
+    bob = HfApi(endpoint=hub.url, token=SUBMITTER_TOKEN)
+    for name in ("c", "x"):  # two pull requests, each within the limit alone
+        bob.create_commit(
+            "alice/small",
+            [add(f"d/{name}", name.encode())],
+            commit_message=f"Add {name}",
+            repo_type="dataset",
+            create_pr=True,
+        )
+    api.merge_pull_request("alice/small", 1, repo_type="dataset")
+    error = refusal(partial(api.merge_pull_request, "alice/small", 2, repo_type="dataset"))
+    assert error.response.status_code == 400
+    assert error.server_message is not None
+    assert "up to 3 files. Offending reference: refs/heads/main" in error.server_message
+    refused_in_pr = partial(
+        bob.create_commit,
+        "alice/small",
+        [add("d/y", b"y")],
+        commit_message="More",
+        repo_type="dataset",
+        revision="refs/pr/2",
+    )
+    assert "Offending reference: refs/pr/2 " in str(refusal(refused_in_pr))
+    opening = partial(
+        bob.create_commit,
+        "alice/small",
+        [add("d/z", b"z")],
+        commit_message="Another",
+        repo_type="dataset",
+        create_pr=True,
+    )
+    assert "Offending reference: refs/pr/3 " in str(refusal(opening))
+    # files: .gitattributes and d/a, d/b, d/c make 4; two more make 6, a seventh is refused
+    api.create_commit(
+        "alice/small",
+        [add("e/1", b"1"), add("e/2", b"2")],
+        commit_message="Two more",
+        repo_type="dataset",
+    )
+    seventh = partial(
+        api.upload_file,
+        path_or_fileobj=b"3",
+        path_in_repo="e/3",
+        repo_id="alice/small",
+        repo_type="dataset",
+    )
+    error = refusal(seventh)
+    assert error.response.status_code == 400 and error.server_message == (
+        "Your push was rejected because it contains too many files: 7, more than the 6 a "
+        "repository may hold (the Hub recommends fewer than 100k files per repository). "
+        "Offending reference: refs/heads/main"
+    )
+    hub.set_limits("alice/small", RepoLimits(folder_entries=3, files=None))
+    seventh()
+    with pytest.raises(HubError, match="too many files per directory"):
+        hub.create_repo("alice/seeded", files={f"s/{i}": b"" for i in range(4)}, limits=small)
+    assert RepoLimits() == RepoLimits(folder_entries=10_000, files=100_000)
+
+
+def test_a_merge_counts_against_the_commits_an_hour(hub: HubServer, api: HfApi) -> None:
+    hub.create_repo("alice/hourly", files={"a.json": b"{}"})
+    bob = HfApi(endpoint=hub.url, token=SUBMITTER_TOKEN)
+    bob.create_commit(
+        "alice/hourly",
+        [add("b.json", b"{}")],
+        commit_message="Add b",
+        repo_type="dataset",
+        create_pr=True,
+    )
+    hub.enable_rate_limits(RateLimits(commits_per_hour=1))
+    try:
+        api.upload_file(
+            path_or_fileobj=b"1", path_in_repo="n", repo_id="alice/hourly", repo_type="dataset"
+        )
+        error = refusal(partial(api.merge_pull_request, "alice/hourly", 1, repo_type="dataset"))
+        assert error.response.status_code == 429
+        assert "1 commits per 3600 seconds" in str(error.server_message)
+    finally:
+        hub.disable_rate_limits()
 
 
 def test_card_metadata_is_validated(hub: HubServer, api: HfApi, repo: str) -> None:

@@ -13,8 +13,6 @@ from bundler.hub.repo.paths import (
     TASK_TABLES_DIR,
     bundle_ids_in,
     repo_paths,
-    repo_row,
-    row_ids_in,
     task_config_name,
     task_table,
 )
@@ -93,24 +91,6 @@ def test_a_task_name_that_is_no_safe_file_name_has_no_table(task: str) -> None:
         task_table(task)
     with pytest.raises(LayoutError):
         task_config_name(task)
-
-
-def test_layout_1_row_files_are_found_only_at_a_bundle_own_row_path() -> None:
-    bundle = BundleId.parse(ID)
-    assert repo_row(bundle) == "rows/gpt-5-2_1054f537/expert-vqa@a1b2c3d4.jsonl"
-    listing = [
-        repo_row(bundle),
-        "rows/x_00000000/maze@unpinned.jsonl",
-        "tasks/expert-vqa/gpt-5-2_1054f537/expert-vqa@a1b2c3d4.jsonl",  # a task row
-        "rows/gpt-5-2_1054f537/expert-vqa@a1b2c3d4.json",
-        "rows/stray.jsonl",
-        "rows/a/b/c@unpinned.jsonl",
-        f"bundles/{ID}.json",
-    ]
-    assert row_ids_in(listing) == [
-        bundle,
-        BundleId.parse("x_00000000/maze@unpinned"),
-    ]
 
 
 def test_task_config_names_are_the_task_names_except_the_all_tasks_one() -> None:

@@ -94,7 +94,7 @@ def repository(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Tab
     files |= {task_table(b.task): task_table_bytes(b) for b in boards}
     files[README] = render_dataset_card(REPO_ID, boards, len(board)).encode("utf-8")
     # exactly what a commit to a branch holding these bundles writes
-    assert BranchTables("main", "0" * 40, board).files(REPO_ID) == files
+    assert BranchTables("main", "0" * 40, board).rendered(REPO_ID) == files
     for path, data in files.items():
         (repo / path).parent.mkdir(parents=True, exist_ok=True)
         (repo / path).write_bytes(data)
@@ -311,9 +311,16 @@ seen["kept"] = [cached_table(*where, listed, 1 << 20) for listed in (as_lfs, as_
 other_repository = HubSession("org/other", token=False)
 seen["other repository"] = cached_table(other_repository, where[1], as_lfs, 1 << 20)
 seen["over the limit"] = cached_table(*where, as_lfs, 4)
-keep_table(*where, other)  # a commit about to write another table
-seen["replaced"] = cached_table(*where, as_lfs, 1 << 20)
+keep_table(*where, other)  # a dry run, or a commit that may fail, about to write another
+seen["beside another"] = cached_table(*where, as_lfs, 1 << 20)
 home = Path(os.environ["HF_HOME"])
+copies = sorted(home.rglob("*.parquet")) if home.is_dir() else []
+for copy in copies:  # the oldest goes first, whatever the clock's grain
+    if copy.read_bytes() == table:
+        os.utime(copy, (0, 0))
+for n in range(2):
+    keep_table(*where, b"PAR1 table %d PAR1" % n)
+seen["pushed out"] = cached_table(*where, as_lfs, 1 << 20)
 copies = sorted(home.rglob("*.parquet")) if home.is_dir() else []
 if copies:
     planted = Path(sys.argv[1])
@@ -330,9 +337,9 @@ print(json.dumps(shown))
 
 @pytest.mark.parametrize("home", ["writable", "unwritable"])
 def test_a_kept_table_stands_in_only_for_the_very_bytes_listed(tmp_path: Path, home: str) -> None:
-    """bundler.hub.leaderboard.tablecache: one copy per repository and table under HF_HOME, used
-    only when it holds the bytes the branch lists (by sha256 or git blob id), never through a link;
-    a home that cannot be written keeps nothing and breaks nothing."""
+    """bundler.hub.leaderboard.tablecache: the newest three copies per repository and file under
+    HF_HOME, each used only when it holds the bytes the branch lists (by sha256 or git blob id),
+    never through a link; a home that cannot be written keeps nothing and breaks nothing."""
     hf_home = tmp_path / "home"
     if home == "unwritable":
         (tmp_path / "a-file").write_bytes(b"")
@@ -341,9 +348,11 @@ def test_a_kept_table_stands_in_only_for_the_very_bytes_listed(tmp_path: Path, h
     assert result.returncode == 0, result.stderr
     seen = json.loads(result.stdout)
     assert seen["before"] is None and seen["other repository"] is None
-    assert seen["over the limit"] is None and seen["replaced"] is None
+    assert seen["over the limit"] is None and seen["pushed out"] is None
     if home == "writable":
         assert seen["kept"] == ["PAR1 the table PAR1"] * 2
-        assert seen["copies"] == 1 and seen["linked"] is None
+        assert seen["beside another"] == "PAR1 the table PAR1"
+        assert seen["copies"] == 3 and seen["linked"] is None
     else:
-        assert seen["kept"] == [None, None] and seen["copies"] == 0
+        assert seen["kept"] == [None, None] and seen["beside another"] is None
+        assert seen["copies"] == 0

@@ -78,6 +78,11 @@ class World:
 
 @pytest.fixture
 def world(hub: HubServer, repo_id: str, tmp_path: Path) -> World:
+    return make_world(hub, repo_id, tmp_path)
+
+
+def make_world(hub: HubServer, repo_id: str, tmp_path: Path) -> World:
+    """A World of its own: the pinned dataset, one bundle on main, its task defined."""
     dataset = f"GPTNT/statics-{uuid.uuid4().hex[:8]}"
     splits = "".join(
         f"  - name: {name}\n    num_examples: {rows}\n" for name, rows in SPLIT_ROWS.items()

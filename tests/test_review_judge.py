@@ -22,12 +22,12 @@ from bundler.hub.repo.paths import (
     repo_paths,
     repo_sidecar,
 )
+from bundler.hub.review.changes import PullRequestChanges
 from bundler.hub.review.judge import (
     BundleReview,
     GatheredBundle,
     GatheredPullRequest,
     PullRequestFacts,
-    changed_paths,
     conflict_check,
     exception_check,
     judge_pull_request,
@@ -57,6 +57,16 @@ def files(
     return {
         path: RemoteFile(path, 1, git_blob_id(f"{path}:{content}".encode()), None)
         for path, content in paths.items()
+    }
+
+
+def changed_paths(before: dict[str, RemoteFile], after: dict[str, RemoteFile]) -> set[str]:
+    """Paths added, removed or modified between two listings: what a PR changes."""
+    return {
+        path
+        for path in before.keys() | after.keys()
+        if (before[path].blob_id if path in before else None)
+        != (after[path].blob_id if path in after else None)
     }
 
 
@@ -91,7 +101,7 @@ def test_a_pr_that_changes_the_readme_fails_layout_but_its_bundle_is_still_revie
     base = files(ADA, extra={"README.md": "card"})
     head = files(ADA, BOB, extra={"README.md": "a card of my own"})
     changed = changed_paths(base, head)
-    check = layout_check(changed, base, head)
+    check = layout_check(changed, head)
     assert (check.status, check.detail) == ("failed", "changes files no bundle owns: README.md")
     assert proposed_bundles(changed, head) == [BOB]
 
@@ -99,7 +109,7 @@ def test_a_pr_that_changes_the_readme_fails_layout_but_its_bundle_is_still_revie
 def test_a_pr_that_removes_a_bundle_fails_layout() -> None:
     base = files(ADA, BOB)
     head = files(ADA)
-    check = layout_check(changed_paths(base, head), base, head)
+    check = layout_check(changed_paths(base, head), head)
     assert check.status == "failed"
     assert check.detail == f"removes bundle(s): {BOB}"
 
@@ -108,7 +118,7 @@ def test_a_pr_that_rewrites_the_sidecar_of_a_bundle_it_leaves_alone_fails_layout
     base = files(ADA)
     head = files(ADA, BOB) | files(ADA, version="2")
     head[repo_archive(ADA)] = base[repo_archive(ADA)]  # the archive as it was, its sidecar not
-    check = layout_check(changed_paths(base, head), base, head)
+    check = layout_check(changed_paths(base, head), head)
     assert check.status == "failed"
     assert "the other file of a bundle it changes" in check.detail
     assert repo_archive(ADA) in check.detail and repo_sidecar(ADA) not in check.detail
@@ -133,7 +143,7 @@ def test_a_pr_touching_anything_but_its_bundles_files_fails_layout(
 ) -> None:
     base = files(ADA)
     head = files(ADA, BOB, extra=extra)
-    check = layout_check(changed_paths(base, head), base, head)
+    check = layout_check(changed_paths(base, head), head)
     assert check.status == "failed" and words in check.detail, check.detail
 
 
@@ -141,21 +151,21 @@ def test_an_archive_without_its_sidecar_fails_layout() -> None:
     base = files(ADA)
     head = files(ADA, BOB)
     del head[repo_sidecar(BOB)]
-    check = layout_check(changed_paths(base, head), base, head)
+    check = layout_check(changed_paths(base, head), head)
     assert check.status == "failed" and repo_sidecar(BOB) in check.detail
 
 
 def test_more_bundles_than_the_cap_fail_layout() -> None:
     many = [BundleId(f"p{i}_0123abcd", "maze", "unpinned") for i in range(5)]
     head = files(*many)
-    assert layout_check(changed_paths({}, head), {}, head, max_bundles=5).status == "passed"
-    check = layout_check(changed_paths({}, head), {}, head, max_bundles=4)
+    assert layout_check(changed_paths({}, head), head, max_bundles=5).status == "passed"
+    check = layout_check(changed_paths({}, head), head, max_bundles=4)
     assert check.status == "failed" and "proposes 5 bundles, more than the 4" in check.detail
 
 
 def test_a_pr_of_thousands_of_odd_paths_is_named_briefly() -> None:
     head = {f"junk/{i}": RemoteFile(f"junk/{i}", 1, "b" * 40, None) for i in range(5000)}
-    check = layout_check(changed_paths({}, head), {}, head)
+    check = layout_check(changed_paths({}, head), head)
     assert check.status == "failed" and "and 4990 more" in check.detail
     assert len(check.detail) < 1000
 
@@ -172,7 +182,7 @@ def test_a_pr_of_bundles_alone_passes_layout(
     head: dict[str, RemoteFile], status: str, detail: str
 ) -> None:
     base = files(ADA)
-    check = layout_check(changed_paths(base, head), base, head)
+    check = layout_check(changed_paths(base, head), head)
     assert (check.status, check.detail) == (status, detail)
 
 
@@ -233,13 +243,15 @@ def adding(bundle: LocalBundle, definitions: TaskDefinitions | None = None) -> G
     gathering gives it."""
     head_files = published(bundle)
     gathered = GatheredBundle(bundle.key, read_bundle(bundle.archive), (5, None))
+    changes = PullRequestChanges(
+        changed=frozenset(head_files), before=dict.fromkeys(head_files), named=len(head_files)
+    )
     return GatheredPullRequest(
         FACTS,
         "h" * 40,
-        "b" * 40,
         head_files,
         {},
-        {},
+        changes,
         (gathered,),
         definitions=definitions or TaskDefinitions(),
     )
@@ -303,12 +315,13 @@ def test_a_bundle_that_does_not_verify_is_judged_on_nothing_else(tmp_path: Path)
     bundle = local_bundle(tmp_path)
     head_files = published(bundle)
     unread = GatheredBundle(bundle.key, BundleReading(path=bundle.archive))
-    gathered = GatheredPullRequest(FACTS, "h" * 40, None, head_files, {}, {}, (unread,))
+    changes = PullRequestChanges(changed=frozenset(head_files), given=False)
+    gathered = GatheredPullRequest(FACTS, "h" * 40, head_files, {}, changes, (unread,))
     pr = judge_pull_request(gathered, max_exception_rate=0.05)
     assert by_name(pr.bundles[0].checks) == {
         "verification": ("failed", "the bundle could not be read")
     }
-    assert by_name(pr.checks)["state"][0] == "warned"  # no base on the target branch
+    assert by_name(pr.checks)["diff"][0] == "warned"  # the Hub gave no diff
     assert not pr.clean
 
 

@@ -112,6 +112,7 @@ def test_upload_publishes_every_bundle_in_one_commit(
     tables = sorted(path for path in files if path.startswith("leaderboard/"))
     assert tables == [
         "leaderboard/bundles.parquet",
+        "leaderboard/derived.json",
         "leaderboard/tasks/expert-vqa.parquet",
         "leaderboard/tasks/maze.parquet",
         "leaderboard/tasks/wires.parquet",

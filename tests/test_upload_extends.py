@@ -17,7 +17,9 @@ from test_upload import make_bundles, publish, upload
 
 from bundler.hub.publish.upload import UploadOptions
 from bundler.hub.publish.upload import upload as upload_library
+from bundler.hub.repo.paths import repo_archive
 from bundler.local.collect import CollectOptions, collect
+from bundler.local.layout import BundleId
 
 LAST_NIGHT = RunSpec(rows=3)
 
@@ -41,6 +43,26 @@ def last_night(repo_id: str, tmp_path: Path) -> Path:
     bundles = partial_bundles(tmp_path / "night1", LAST_NIGHT)
     publish(bundles, repo_id, allow_partial=True)
     return bundles
+
+
+def test_a_resumed_run_in_a_later_batch_still_extends_its_bundle(
+    hub: HubServer, repo_id: str, tmp_path: Path
+) -> None:
+    """The commits after the first are planned on our own commit, which touched only its own
+    bundles: what the Hub held of the others is what planning read, so a resumed run in the
+    second batch extends its bundle (it was once refused as changed "meanwhile")."""
+    last_night = partial_bundles(tmp_path / "night1", RunSpec(model="zz", task="tz", rows=3))
+    publish(last_night, repo_id, allow_partial=True)
+    new = [RunSpec(task=f"task{i:02d}", model="m", rows=1) for i in range(40)]
+    tonight = make_bundles(tmp_path / "night2", [*new, RunSpec(model="zz", task="tz", rows=5)])
+    code, report, stderr = upload(tonight, "--repo", repo_id)
+    assert code == 0, stderr
+    assert len(report["commits"]) == 2
+    (resumed,) = [b for b in report["bundles"] if b["bundle_id"].startswith("zz_")]
+    assert (resumed["action"], resumed["outcome"]) == ("extends", "published")
+    (archive,) = tonight.glob("zz_*/*.tar.zst")
+    path = repo_archive(BundleId.parse(resumed["bundle_id"]))
+    assert hub.file_bytes(repo_id, path) == archive.read_bytes()
 
 
 def test_resumed_run_extends_its_bundle_without_replace(

@@ -284,10 +284,10 @@ def review_command(
 ) -> None:
     """Review pull requests: fetch and verify only the bundles each one adds or changes, classify
     them against the branch it targets (new, replacement, unchanged), and check policy (the
-    task's definition,
-    coverage, the defined dataset's row count, pin, harness tree, exception rate, submitter,
-    files outside the bundles, conflicts). --merge commits exactly the reviewed files with the
-    leaderboard's tables and card, then closes the PR. The Markdown report goes to stdout (the
+    task's definition, coverage, the defined dataset's row count, pin, harness tree, exception
+    rate, submitter, files outside the bundles, conflicts, the Hub's diff of the PR against its
+    trees). --merge commits exactly the reviewed files with the leaderboard's tables and card,
+    then closes the PR. The Markdown report goes to stdout (the
     JSON with --json), a summary to stderr. Exit 0 if every PR is clean, 1 if any is not, 2
     for a problem to fix first, 75 when only temporary Hub failures stood in the way."""
     if accept and not merge:

@@ -355,7 +355,7 @@ def render_upload(report: UploadReport, console: Console) -> None:
         if bundle.outcome == "held-back":
             detail = shown(bundle.detail or "")
             console.print(f"[yellow]warning[/] held back {shown(bundle.bundle_id)}: {detail}")
-    for warning in report.warnings:
+    for warning in [*report.left_off_board, *report.warnings]:
         console.print(f"[yellow]warning[/] {shown(warning)}")
     if report.repo_created:
         console.print(f"created dataset repository {shown(report.repo_id)}")

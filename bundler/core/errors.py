@@ -473,21 +473,21 @@ class HubUnavailableError(HubError, TemporaryError):
 
 class HubDidNotAnswer(HubUnavailableError):
     """A 5xx, a 408 or no answer at all, after the retries: the same request may succeed
-    later. `status`: None when no HTTP answer came (`failure` names the client's exception)."""
+    later. `status`: None when no HTTP answer came; `failure`: what the Hub said, or else
+    the name of the client's exception."""
 
     kind: ClassVar[str] = "hub-did-not-answer"
 
     def __init__(self, *, status: int | None, failure: str, doing: str) -> None:
-        super().__init__(
-            f"{doing}: the Hub did not answer properly ({f'HTTP {status}' if status else failure})",
-            hint="run the same command again; it resumes where it stopped",
-        )
+        detail = f"HTTP {status}: {failure}" if status else failure
+        message = f"{doing}: the Hub did not answer properly ({detail})"
+        super().__init__(message, hint="run the same command again; it resumes where it stopped")
         self.status, self.failure, self.doing = status, failure, doing
 
 
 class RefusedByHub(HubError):
     """Any other refusal (400, 413...): its `status` (None without an HTTP answer) and the
-    `reason` the Hub gave (its first line, else the client's exception's name)."""
+    `reason` the Hub gave (its own words, else the client's exception's name and text)."""
 
     kind: ClassVar[str] = "refused-by-hub"
 

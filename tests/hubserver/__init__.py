@@ -31,7 +31,7 @@ from .faults import LOST_RESPONSE, RACE, Fault, FaultKind
 from .limits import RateLimits
 from .records import CommitRecord, PullRequestRecord, RequestRecord, Scope, TokenInfo
 from .server import HubServer
-from .store import upload_mode
+from .store import RepoLimits, upload_mode
 
 
 def client_env(
@@ -68,6 +68,7 @@ __all__ = [
     "HubServer",
     "PullRequestRecord",
     "RateLimits",
+    "RepoLimits",
     "RequestRecord",
     "Scope",
     "TokenInfo",

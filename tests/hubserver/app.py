@@ -42,6 +42,7 @@ from .store import (
     entry_not_found,
     gated_repo,
     hub_now,
+    pull_request_diff,
     repo_not_found,
     revision_not_found,
     upload_mode,
@@ -622,7 +623,8 @@ class HubApp:
         Any write token may open a PR and add commits to its own PR; a branch, or somebody
         else's PR, takes write access to the repo (hub-protocol.md "Permissions"); a read token
         commits nothing. A README.md's metadata is validated (400 `Invalid metadata in
-        README.md`), and the repo's commit quota applies (429, see `limits.CommitQuota`)."""
+        README.md`), the repo's commit quota applies (429, see `limits.RateLimiter`), and so do
+        its limits on what the tree may hold (400 with the Hub's reason, `store.RepoLimits`)."""
         repo = self._repo(match)
         revision = revision_of(match)
         if request.flag("create_pr"):
@@ -641,7 +643,10 @@ class HubApp:
         if request.flag("create_pr"):
             base = pr_base(repo, revision)
             fork = repo.find_commit(parent).oid if parent else repo.head(base)
-            commit = self.store.make_commit(repo, fork, operations, summary, description, author)
+            new_ref = f"refs/pr/{max(repo.discussions, default=0) + 1}"
+            commit = self.store.make_commit(
+                repo, fork, operations, summary, description, author, new_ref
+            )
             pr = self._open_discussion(repo, summary, description, author, True, "open")
             pr.base_branch, pr.fork_oid, pr.head_oid = base.name, fork, commit.oid
             pr.events.append(self._event("commit", author, {"subject": summary, "oid": commit.oid}))
@@ -653,7 +658,9 @@ class HubApp:
                 raise HubError(412, COMMIT_CONFLICT)
             if isinstance(ref, PullRequestRef) and repo.discussions[ref.num].status == "merged":
                 raise HubError(400, f"Pull request #{ref.num} is already merged")
-            commit = self.store.make_commit(repo, head, operations, summary, description, author)
+            commit = self.store.make_commit(
+                repo, head, operations, summary, description, author, ref_name(ref)
+            )
             repo.move(ref, commit.oid)
             if isinstance(ref, PullRequestRef):
                 pr = repo.discussions[ref.num]
@@ -916,6 +923,8 @@ class HubApp:
             details["filesWithConflicts"] = (
                 conflicting_files(repo, d) if d.status in ("open", "draft") else []
             )
+            if request.flag("diff"):  # what huggingface_hub's get_discussion_details asks
+                details["diff"] = pull_request_diff(repo, d)
         return Response.of_json(details)
 
     def edit_comment(
@@ -1059,6 +1068,11 @@ def entity_type(who: TokenInfo, entity: str) -> str:
     if entity == who.name:
         return "user"
     return "org" if entity in who.orgs else "repo"
+
+
+def ref_name(ref: WritableRef) -> str:
+    """The full name of a ref a commit goes to, as the Hub's refusals name it."""
+    return f"refs/heads/{ref.name}" if isinstance(ref, BranchRef) else f"refs/pr/{ref.num}"
 
 
 def pr_base(repo: Repo, revision: str) -> BranchRef:

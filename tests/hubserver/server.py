@@ -8,6 +8,7 @@ look to the client exactly like a real network failure after the server acted.
 from __future__ import annotations
 
 import contextlib
+import secrets
 import socket
 import sys
 import threading
@@ -28,8 +29,10 @@ from .store import (
     Commit,
     HubError,
     Operation,
+    PullRequestRef,
     Put,
     Repo,
+    RepoLimits,
     RepoType,
     Store,
     upload_mode,
@@ -50,7 +53,9 @@ class HubServer:
     What a test uses beyond seeding and inspection: `requests()` / `request_counts()` /
     `reset_requests()` (the request log split into "api", "file" and "storage" requests),
     `enable_rate_limits()` / `disable_rate_limits()` / `reset_rate_limits()` /
-    `advance_clock()`, and `inject()` with `Fault.rate_limited(...)` for a one-off 429.
+    `advance_clock()`, `inject()` with `Fault.rate_limited(...)` for a one-off 429, and a
+    repo's limits on what a commit may leave in it (`create_repo(limits=...)`, `set_limits()`,
+    see `RepoLimits`: the Hub's by default).
     """
 
     def __init__(
@@ -127,9 +132,12 @@ class HubServer:
         files: dict[str, bytes] | None = None,
         *,
         gated: bool = False,
+        limits: RepoLimits | None = None,
     ) -> None:
         """Create a repo directly (no HTTP); `files` land in one commit after the initial one.
         A `gated` repo serves its files to its owners only (a GatedRepo error to anyone else).
+        `limits`: what its commits may leave in it (default: the Hub's, see `RepoLimits`);
+        the seeded files are held to them too.
 
         Files follow the same regular/LFS rule as uploads, so the client's unchanged-file
         detection works against seeded content too.
@@ -137,6 +145,8 @@ class HubServer:
         with self._lock:
             repo = self._store.create_repo(repo_type, repo_id, private, "system")
             repo.gated = gated
+            if limits is not None:
+                repo.limits = limits
             if files:
                 ops: list[Operation] = []
                 for path, data in sorted(files.items()):
@@ -149,6 +159,47 @@ class HubServer:
                     repo, repo.branches["main"], ops, "Seed files", "", "system"
                 )
                 repo.branches["main"] = commit.oid
+
+    def seed_commits(
+        self,
+        repo_id: str,
+        count: int,
+        repo_type: RepoType = "dataset",
+        *,
+        branch: str = "main",
+        path: str = "history.txt",
+    ) -> None:
+        """Add `count` commits to `branch` directly (no HTTP), each rewriting the small file
+        `path`: a long history, as a busy repository has, in a second rather than an hour of
+        commits through the API (which the Hub's commit rate limit would stop anyway)."""
+        with self._lock:
+            repo = self._store.get(repo_type, repo_id)
+            for number in range(count):
+                blob = Blob.make(f"commit {number}\n".encode(), False)
+                commit = self._store.make_commit(
+                    repo, repo.branches[branch], [Put(path, blob)], f"Commit {number}", "", "system"
+                )
+                repo.branches[branch] = commit.oid
+
+    def move_pull_request_base(
+        self, repo_id: str, num: int, revision: str, repo_type: RepoType = "dataset"
+    ) -> None:
+        """Make the Hub take PR `num`'s changes (its diff, its conflicts, its merge) from
+        `revision` instead of the commit it branched from: a Hub whose account of a pull request
+        is not what the PR's own commits changed, for the tests of what review does then."""
+        with self._lock:
+            repo, commit = self._resolve(repo_id, repo_type, revision)
+            pr = repo.discussions[num]
+            assert pr.is_pull_request, f"#{num} is not a pull request"
+            pr.fork_oid = commit.oid
+
+    def set_limits(self, repo_id: str, limits: RepoLimits, repo_type: RepoType = "dataset") -> None:
+        """Hold the repo's next commits to `limits` (a repo the client created, say)."""
+        with self._lock:
+            repo = self._store.repos.get((repo_type, repo_id))
+            if repo is None:
+                raise LookupError(f"no {repo_type} repo {repo_id}")
+            repo.limits = limits
 
     # --------------------------------------------------------------- state inspection
 
@@ -357,6 +408,9 @@ class HubServer:
                     response = Response.error(err)
                 except Exception as err:  # a server bug must reach the test as a 500, not a hang
                     response = Response.error(HubError(500, f"{type(err).__name__}: {err}"))
+            # Every answer of the Hub names its request, as huggingface_hub then shows in an
+            # error ("(Request ID: Root=1-...)"): a client's words must not stop at that id.
+            response.headers.setdefault("X-Request-Id", f"Root=1-{secrets.token_hex(12)}")
             record = RequestRecord(
                 request.method,
                 request.raw_path,
@@ -411,6 +465,11 @@ class HubServer:
             "someone-else",
         )
         repo.move(ref, commit.oid)
+        if isinstance(ref, PullRequestRef) and self._app is not None:  # as any push to a PR
+            event = {"subject": commit.summary, "oid": commit.oid}
+            repo.discussions[ref.num].events.append(
+                self._app._event("commit", commit.author, event)
+            )
 
 
 class _HTTPServer(ThreadingHTTPServer):

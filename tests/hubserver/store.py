@@ -10,6 +10,7 @@ server serialises every access behind one lock.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import itertools
 from collections.abc import Mapping
@@ -22,11 +23,20 @@ LFS_SUFFIXES = (".tar.zst",)
 LFS_MIN_SIZE = 10 * 1024 * 1024
 GITATTRIBUTES = b"*.tar.zst filter=lfs diff=lfs merge=lfs -text\n"
 MAX_FOLDER_ENTRIES = 10_000
-"""Hub docs repositories-recommendations: "under 10k entries per folder". The Hub refuses a
-commit past it with HTTP 400 "Bad request for commit endpoint: Your push was rejected because it
-contains too many files per directory. Each directory in your git repo can only contain up to
-10000 files. ..." (as reported in huggingface/datasets#7956). Entries are counted as git
-counts tree entries: files and subfolders alike."""
+"""Hub docs repositories-recommendations: "under 10k entries per folder", and "the maximum
+number of files per folder cannot exceed 10k files per folder". The Hub refuses a commit past it
+with HTTP 400, its reason (after the client's own "Bad request for commit endpoint:") being "Your
+push was rejected because it contains too many files per directory. Each directory in your git
+repo can only contain up to 10000 files. Offending reference: refs/heads/main Offending
+directories: /data/expression.lance/_transactions/" (huggingface/datasets#7956). Entries are
+counted as git counts tree entries: files and subfolders alike."""
+MAX_REPO_FILES = 100_000
+"""Hub docs repositories-recommendations: "Files per repo <100k", "we recommend keeping the total
+number of files under 100k". The Hub documents this as a recommendation, not as a refusal, and
+documents no error for it (its maintainers chose to "advertise recommendations instead" of hard
+limits, huggingface/huggingface_hub#1565). This server refuses a commit that would leave more
+than this many files in the repository, with a 400 worded as the folder limit's: never kinder
+than the Hub, so a client that crosses the guidance is caught here first."""
 _LFS_POINTER = "version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {size}\n"
 
 RepoType = Literal["model", "dataset", "space"]
@@ -113,14 +123,46 @@ def folder_tree_oids(files: Mapping[str, Blob]) -> dict[str, str]:
     return oids
 
 
-def overfull_folders(files: Mapping[str, Blob]) -> list[str]:
-    """Folders holding more than MAX_FOLDER_ENTRIES entries (files and subfolders)."""
+@dataclass(frozen=True)
+class RepoLimits:
+    """What a repository may hold after a commit, the Hub's numbers by default; None: no limit.
+    Every commit is checked (the commit endpoint's, a pull request's merge, seeded files, the
+    initial commit), on the tree it would leave. A test makes them small for one repository
+    (`HubServer.create_repo(limits=...)`, `HubServer.set_limits`), or lifts them."""
+
+    folder_entries: int | None = MAX_FOLDER_ENTRIES
+    files: int | None = MAX_REPO_FILES
+
+    def check(self, files: Mapping[str, Blob], ref: str) -> None:
+        """A 400 HubError when the tree `files`, committed to `ref`, is past a limit."""
+        overfull = overfull_folders(files, self.folder_entries)
+        if overfull:
+            raise HubError(
+                400,
+                "Your push was rejected because it contains too many files per directory. Each"
+                f" directory in your git repo can only contain up to {self.folder_entries} files."
+                f" Offending reference: {ref} Offending directories: "
+                + ", ".join(f"/{f}/" if f else "/" for f in overfull),
+            )
+        if self.files is not None and len(files) > self.files:
+            raise HubError(
+                400,
+                f"Your push was rejected because it contains too many files: {len(files)},"
+                f" more than the {self.files} a repository may hold (the Hub recommends fewer"
+                f" than 100k files per repository). Offending reference: {ref}",
+            )
+
+
+def overfull_folders(files: Mapping[str, Blob], limit: int | None) -> list[str]:
+    """Folders holding more than `limit` entries (files and subfolders); none without one."""
+    if limit is None:
+        return []
     entries: dict[str, set[str]] = {}
     for path in files:
         parts = path.split("/")
         for depth in range(len(parts)):
             entries.setdefault("/".join(parts[:depth]), set()).add(parts[depth])
-    return sorted(folder for folder, names in entries.items() if len(names) > MAX_FOLDER_ENTRIES)
+    return sorted(folder for folder, names in entries.items() if len(names) > limit)
 
 
 def hub_now() -> str:
@@ -276,6 +318,7 @@ class Repo:
     tags: dict[str, str] = field(default_factory=dict)
     discussions: dict[int, Discussion] = field(default_factory=dict)
     lfs_objects: dict[str, bytes] = field(default_factory=dict)
+    limits: RepoLimits = field(default_factory=RepoLimits)
 
     def resolve(self, revision: str) -> Commit:
         """A branch, `refs/heads/X`, a tag, `refs/pr/N` or a full commit id, as the Hub accepts."""
@@ -392,8 +435,10 @@ class Store:
         summary: str,
         description: str,
         author: str,
+        ref: str = "refs/heads/main",
     ) -> Commit:
-        """Apply `operations` on top of `parent` and record the commit (no ref is moved)."""
+        """Apply `operations` on top of `parent` and record the commit (no ref is moved); `ref`
+        is where it is going, which a refusal names as the Hub's does."""
         before: Tree = repo.commits[parent].tree if parent else MappingProxyType({})
         files = dict(before)
         for op in operations:
@@ -411,7 +456,7 @@ class Store:
                     404, f"A file with this name doesn't exist: {op.path}", "EntryNotFound"
                 )
         return self._record(
-            repo, (parent,) if parent else (), files, before, summary, description, author
+            repo, (parent,) if parent else (), files, before, summary, description, author, ref
         )
 
     def _record(
@@ -423,15 +468,9 @@ class Store:
         summary: str,
         description: str,
         author: str,
+        ref: str,
     ) -> Commit:
-        overfull = overfull_folders(files)
-        if overfull:
-            raise HubError(
-                400,
-                "Your push was rejected because it contains too many files per directory. Each"
-                f" directory in your git repo can only contain up to {MAX_FOLDER_ENTRIES} files."
-                " Offending directories: " + ", ".join(f"/{f}/" if f else "/" for f in overfull),
-            )
+        repo.limits.check(files, ref)
         digest = hashlib.sha1(f"{next(self._counter)}\0{parents}\0{summary}\0".encode())
         for path in sorted(files):
             digest.update(f"{path}\0{files[path].oid}\0".encode())
@@ -474,7 +513,16 @@ class Store:
                     files.pop(path, None)
         before = repo.commits[base_head].tree
         summary = f"{pr.title} (#{pr.num})"
-        commit = self._record(repo, (base_head,), files, before, summary, pr.description, author)
+        commit = self._record(
+            repo,
+            (base_head,),
+            files,
+            before,
+            summary,
+            pr.description,
+            author,
+            f"refs/heads/{pr.base_branch}",
+        )
         repo.branches[pr.base_branch] = commit.oid
         return commit
 
@@ -494,4 +542,85 @@ def conflicting_files(repo: Repo, pr: Discussion) -> list[str]:
         if not same_file(fork.get(path), tip.get(path))
         and not same_file(fork.get(path), base.get(path))
         and not same_file(tip.get(path), base.get(path))
+    )
+
+
+_NO_BLOB = "0" * 40
+
+
+def pull_request_diff(repo: Repo, pr: Discussion) -> str:
+    """The PR's git diff, as the Hub's details carry it with `?diff=1`: from the commit the PR
+    branched from to its head, one `diff --git` section per changed file, with full blob ids on
+    the `index` line (huggingface_hub docs, guides/community: `get_discussion_details(...)`
+    shows `diff='diff --git a/README.md b/README.md\\nindex a6ae3b92...7e..3a1814f2...e3
+    100644\\n--- a/README.md\\n+++ b/README.md\\n@@ -132,7 +132,7 [...]'`, and "For Pull
+    Requests, you can retrieve the raw git diff with DiscussionWithDetails.diff"). An LFS file
+    shows its pointer, as git sees it; a file that is not text, `Binary files ... differ`."""
+    if pr.fork_oid is None or pr.head_oid is None:
+        return ""
+    fork, head = repo.commits[pr.fork_oid].tree, repo.commits[pr.head_oid].tree
+    sections = []
+    for path in sorted(set(fork) | set(head)):
+        before, after = fork.get(path), head.get(path)
+        if not same_file(before, after):
+            sections.append(_file_diff(path, before, after))
+    return "".join(sections)
+
+
+def _file_diff(path: str, before: Blob | None, after: Blob | None) -> str:
+    old, new = _git_quoted("a/", path), _git_quoted("b/", path)
+    lines = [f"diff --git {old} {new}"]
+    if before is None:
+        lines.append("new file mode 100644")
+    elif after is None:
+        lines.append("deleted file mode 100644")
+    mode = " 100644" if before is not None and after is not None else ""
+    lines.append(
+        f"index {before.oid if before else _NO_BLOB}..{after.oid if after else _NO_BLOB}{mode}"
+    )
+    old_text, new_text = _diff_text(before), _diff_text(after)
+    old_name = old if before is not None else "/dev/null"
+    new_name = new if after is not None else "/dev/null"
+    if old_text is None or new_text is None:
+        lines.append(f"Binary files {old_name} and {new_name} differ")
+    else:
+        lines += [f"--- {old_name}", f"+++ {new_name}"]
+        hunks = difflib.unified_diff(old_text.splitlines(), new_text.splitlines(), lineterm="")
+        lines += list(hunks)[2:]  # difflib's own file header lines, which git's replace
+    return "\n".join(lines) + "\n"
+
+
+def _diff_text(blob: Blob | None) -> str | None:
+    """What git diffs of a file: its text (an LFS pointer for an LFS file), "" for no file,
+    None for content that is not text."""
+    if blob is None:
+        return ""
+    data = (
+        _LFS_POINTER.format(sha256=blob.sha256, size=len(blob.data)).encode()
+        if blob.lfs
+        else blob.data
+    )
+    if b"\0" in data:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _git_quoted(prefix: str, path: str) -> str:
+    """`prefix + path` as git writes a path in a diff header: as it is, or between double quotes
+    with C escapes when it holds a quote, a backslash, a control character or a byte past ASCII
+    (git's `core.quotePath`, on by default)."""
+    raw = (prefix + path).encode("utf-8")
+    if not any(byte < 0x20 or byte >= 0x7F or byte in b'"\\' for byte in raw):
+        return prefix + path
+    named = {ord("\t"): "\\t", ord("\n"): "\\n", ord('"'): '\\"', ord("\\"): "\\\\"}
+    return (
+        '"'
+        + "".join(
+            named.get(byte) or (chr(byte) if 0x20 <= byte < 0x7F else f"\\{byte:03o}")
+            for byte in raw
+        )
+        + '"'
     )

@@ -24,6 +24,7 @@ from bundler.core.errors import (
     TemporaryError,
 )
 from bundler.core.waiting import RETRY_WAITS
+from bundler.hub.client.limits import HUB_LIMITS, HubLimits, check_commit
 from bundler.hub.client.retry import RETRY_MAX_SECONDS
 from bundler.hub.client.session import (
     REPO_TYPE,
@@ -63,6 +64,14 @@ class PlannedCommit:
     other files: the Hub refusing the card (400, 413) then does not refuse the rest."""
     on_card_refused: Callable[[HubError], None] | None = None
     """Told why, when the commit was made again without the card."""
+    files_before: int | None = None
+    """The files the repository holds at `parent`, when the caller knows them (a branch's
+    leaderboard lists every bundle): the commit is checked against the Hub's files limit."""
+
+    @property
+    def added(self) -> list[str]:
+        """The paths the commit writes."""
+        return [op.path_in_repo for op in self.operations if isinstance(op, CommitOperationAdd)]
 
 
 def commit_replanned(
@@ -72,8 +81,11 @@ def commit_replanned(
     attempts: int,
     retry_wait: float,
     on_transient: Callable[[], None] | None = None,
+    limits: HubLimits = HUB_LIMITS,
 ) -> CommitInfo | None:
-    """Plan a commit on the current head and make it, naming that head as its parent.
+    """Plan a commit on the current head and make it, naming that head as its parent; a
+    commit past the Hub's `limits` is never sent (HubLimitReached, see
+    bundler.hub.client.limits).
 
     When another commit got there first (409, 412), or the Hub failed or rate-limited the
     commit, or the connection dropped, nothing is retried blindly: `plan` runs again on the new
@@ -88,6 +100,8 @@ def commit_replanned(
         backoff = min(retry_wait * 2**attempt, RETRY_MAX_SECONDS)
         try:
             planned = plan()
+            if planned is not None:
+                _check_limits(session, planned, limits)
         except TemporaryError as error:
             if attempt == 0 or isinstance(error, HubRateLimitError):
                 raise  # nothing was tried yet: the Hub's state is as it was read before
@@ -122,6 +136,18 @@ def commit_replanned(
     raise HubUnavailableError(
         f"not committed after {attempts} attempts; last: {last_problem}",
         hint="run the same command again later; it resumes where it stopped",
+    )
+
+
+def _check_limits(session: HubSession, planned: PlannedCommit, limits: HubLimits) -> None:
+    """The planned commit within the Hub's limits, read at its parent (HubLimitReached)."""
+    parent = planned.parent
+    check_commit(
+        planned.added,
+        existing=lambda paths: session.existing(paths, parent),
+        entries_in=lambda folder: len(session.list_folder(folder, parent)),
+        files_before=planned.files_before,
+        limits=limits,
     )
 
 

@@ -249,6 +249,10 @@ class HubSession:
         """The files at `paths` (folders and missing paths left out)."""
         return _files(self._paths_info(paths, revision, expand=False))
 
+    def existing(self, paths: list[str], revision: str) -> set[str]:
+        """Which of `paths`, files or folders, `revision` holds (one request per 500 paths)."""
+        return set(self._paths_info(paths, revision, expand=False))
+
     def list_files(self, folder: str, revision: str) -> dict[str, RemoteFile]:
         """Every file below `folder`, in pages of 1,000; none for a folder that is not there."""
         return _files(self._tree(folder, revision, recursive=True, expand=False))
@@ -407,12 +411,30 @@ def describe_failure(
             retry_after=wait,
             doing=doing,
         )
+    said = hub_words(error)
     if is_transient(error):
-        return HubDidNotAnswer(status=status, failure=type(error).__name__, doing=doing)
-    reason = _first_line(error)
-    return RefusedByHub(
-        status=status, reason=reason if status else f"{type(error).__name__}: {reason}", doing=doing
-    )
+        return HubDidNotAnswer(status=status, failure=said or type(error).__name__, doing=doing)
+    reason = said or f"{type(error).__name__}: {_first_line(error)}"
+    return RefusedByHub(status=status, reason=reason, doing=doing)
+
+
+MAX_REASON_CHARS = 1000
+"""The longest reason of the Hub's shown: one line, whatever the Hub sent."""
+
+
+def hub_words(error: BaseException) -> str | None:
+    """What the Hub itself said of a failed request, on one line: its message (the body's
+    `error`, `X-Error-Message`), which the client keeps apart as `server_message`; else the
+    client's first line that is more than the request's id. Never the client's first line
+    when the Hub said something: that is the client's words ("Bad request for commit
+    endpoint:") or the request's id alone, and the Hub's reason follows on the next lines.
+    None without an HTTP answer."""
+    if not isinstance(error, HfHubHTTPError) or error.response is None:
+        return None
+    lines = [line for line in str(error).splitlines() if line.strip()]
+    client = next((line for line in lines if not line.startswith("(Request ID")), "")
+    said = " ".join((error.server_message or client).split()) or type(error).__name__
+    return said if len(said) <= MAX_REASON_CHARS else said[: MAX_REASON_CHARS - 3] + "..."
 
 
 _REVISION_IN_URL = re.compile(r"/(?:revision|tree|paths-info|commits?|preupload|resolve)/([^/?#]+)")

@@ -99,6 +99,7 @@ def refresh_card(
             "the parent commit.",
             doing="committing the leaderboard tables and card",
             write_hint="regenerating the card needs a token with write access to the repository",
+            files_before=state.file_count(),
         )
 
     info = commit_replanned(

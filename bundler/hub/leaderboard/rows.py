@@ -17,11 +17,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from pydantic import ConfigDict, ValidationError, field_validator
+from pydantic import ConfigDict, field_validator
 
-from bundler.core.errors import InputError, RowError
 from bundler.core.model import Model
-from bundler.local.layout import BundleId, LayoutError
+from bundler.local.layout import BundleId
 from bundler.local.manifest import Sidecar
 from bundler.local.metrics import (
     MetricPath,
@@ -32,7 +31,6 @@ from bundler.local.metrics import (
     metric_number,
 )
 from bundler.local.schema import Count
-from bundler.local.validation import check_metrics
 
 
 @dataclass(frozen=True)
@@ -176,40 +174,6 @@ def build_row(sidecar: Sidecar, metrics_json: str, published_at: str) -> BundleR
 
 def _optional_str(value: Any) -> str | None:
     return None if value is None else str(value)
-
-
-def read_row(data: bytes) -> BundleRow:
-    """Parse a layout-1 row file back (to upgrade a repository). The repository was written to
-    by strangers too (pull requests), so the row must be one the bundler could have written:
-    every field of the right type, and an identity that agrees with its bundle id."""
-    try:
-        row = BundleRow.model_validate_json(data, strict=True)
-    except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "row"
-        raise RowError(f"{where}: {first['msg']}") from None
-    try:
-        key = row.key
-    except LayoutError as error:
-        raise RowError(str(error)) from None
-    if (row.task_name, row.target, row.is_pinned) != (key.task, key.target, key.is_pinned):
-        raise RowError(f"task_name, target or is_pinned disagree with bundle id {key}")
-    if BundleId.of(row.player_name, row.capability_fingerprint, row.target) != key:
-        raise RowError(f"player_name or capability_fingerprint disagree with bundle id {key}")
-    revision = row.resolved_revision
-    if row.is_pinned != (revision is not None) or (
-        revision is not None and not revision.startswith(key.revision_label)
-    ):
-        raise RowError(f"resolved_revision disagrees with bundle id {key}")
-    try:
-        metrics = check_metrics(row.metrics_json.encode("utf-8"), "metrics_json")
-    except (InputError, UnicodeEncodeError) as error:
-        raise RowError(f"metrics_json: {getattr(error, 'problem', error)}") from None
-    # This ties the flattened metric names to the rows already published: a bundler that
-    # names metrics otherwise must still read the rows older versions wrote (bundler_version).
-    if flatten_metrics(metrics) != row.metrics:
-        raise RowError("metrics disagree with metrics_json")
-    return row
 
 
 class TaskRow(Model):

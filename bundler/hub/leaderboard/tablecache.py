@@ -1,12 +1,13 @@
-"""A local copy of each repository's all-tasks table, so that reading a branch whose table has
-not changed downloads no table: a nightly run with nothing new then reads a few hundred bytes
+"""A local copy of each repository's all-tasks table and record of what was derived
+(`bundler.hub.leaderboard.record`), so that reading a branch whose table has not changed
+downloads neither: a nightly run with nothing new then reads a few hundred bytes
 of the Hub's answers at any size, where the table holds a row per bundle (about 100 bytes a
 bundle, 10 MB at 100,000 bundles).
 
 The branch's listing gives the table's sha256 (or git blob id) before anything is downloaded,
-and a copy holding exactly those bytes is as good as the Hub's. One file per endpoint,
-repository and table under HF_HOME (`statics-bundler/tables/`), replaced atomically whenever a
-table is read from the Hub or written by a commit (the bytes a commit is about to write are
+and a copy holding exactly those bytes is as good as the Hub's. A few copies per endpoint,
+repository and file under HF_HOME (`statics-bundler/tables/`), one written atomically whenever a
+file is read from the Hub or written by a commit (the bytes a commit is about to write are
 kept before it is made: a commit that then fails leaves a copy that matches no listing, which
 is never used). Any copy that does not hold the listed bytes is ignored, so a stale, corrupt
 or planted copy costs only the download it saves; no link is followed, and a copy that cannot
@@ -27,25 +28,53 @@ from bundler.hub.client.session import HubSession
 from bundler.local.fileio import read_bounded, write_atomically
 
 CACHE_FOLDER = ("statics-bundler", "tables")
+KEPT_COPIES = 3
+"""Copies kept of each file, the newest: a dry run or a failed commit keeps bytes that never
+reach the branch, and must not push out the copy of the bytes that did."""
 
 
-def _copy_of(session: HubSession, path: str) -> Path:
+def _copies_of(session: HubSession, path: str) -> tuple[Path, str]:
+    """The folder of the copies and the start of the name of each copy of this file."""
     where = f"{session.api.endpoint}\0{session.repo_id}\0{path}"
     key = hashlib.sha256(where.encode()).hexdigest()[:32]
-    return Path(constants.HF_HOME, *CACHE_FOLDER, f"{key}{Path(path).suffix}")
+    return Path(constants.HF_HOME, *CACHE_FOLDER), f"{key}-"
+
+
+def _kept(folder: Path, prefix: str) -> list[Path]:
+    """The copies of one file, newest first."""
+    try:
+        copies = [entry for entry in folder.iterdir() if entry.name.startswith(prefix)]
+    except OSError:
+        return []
+    return sorted(copies, key=_modified, reverse=True)
+
+
+def _modified(path: Path) -> float:
+    try:
+        return path.lstat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def cached_table(session: HubSession, path: str, listed: RemoteFile, limit: int) -> bytes | None:
-    """The kept copy of the session's table at `path`, if it holds exactly the bytes `listed`
-    names."""
-    try:
-        data = read_bounded(_copy_of(session, path), limit)
-    except InputError:
-        return None
-    return data if holds_bytes(listed, data) else None
+    """A kept copy of the session's file at `path` holding exactly the bytes `listed` names."""
+    for copy in _kept(*_copies_of(session, path))[:KEPT_COPIES]:
+        try:
+            data = read_bounded(copy, limit)
+        except InputError:
+            continue
+        if holds_bytes(listed, data):
+            return data
+    return None
 
 
 def keep_table(session: HubSession, path: str, data: bytes) -> None:
-    """Keep `data` as the copy of the session's table at `path` (best effort)."""
+    """Keep `data` as a copy of the session's file at `path` (best effort), and drop the
+    oldest copies past KEPT_COPIES."""
+    folder, prefix = _copies_of(session, path)
+    name = f"{prefix}{hashlib.sha256(data).hexdigest()[:16]}{Path(path).suffix}"
     with contextlib.suppress(OSError, WriteError):
-        write_atomically(_copy_of(session, path), data)
+        write_atomically(folder / name, data)
+    for stale in _kept(folder, prefix)[KEPT_COPIES:]:
+        with contextlib.suppress(OSError):
+            stale.unlink()

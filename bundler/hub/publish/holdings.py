@@ -39,13 +39,17 @@ class Holdings:
         """The leaderboard and files the commit being made writes, kept once it lands."""
         self._planned: tuple[str, str, dict[str, RemoteFile]] | None = None
         """(ref, head, remote files) from planning, reused by the first commit's plan."""
+        self._last: tuple[str, str, dict[str, RemoteFile]] | None = None
+        """What the last commit was planned on, when that was what planning read (which holds
+        every bundle's files): the next commit is planned on it, or on our commit made on it
+        (which touched only its own bundles' files). None: the next commit reads again."""
 
     def view(
-        self, local: list[LocalBundle], repo_exists: bool, warnings: list[str]
+        self, local: list[LocalBundle], repo_exists: bool, left_off: list[str]
     ) -> RepositoryView:
         """What the base branch and the pull request hold of these bundles. A branch's holdings
         come from its leaderboard table (brought up to date first: its next commit rewrites
-        it; the bundles it leaves out are named in `warnings`); a pull request's base is asked
+        it; the bundles it leaves off are named in `left_off`); a pull request's base is asked
         about these bundles' files alone."""
         destination = self.destination
         if not repo_exists:
@@ -54,7 +58,7 @@ class Holdings:
         keys = [bundle.key for bundle in local]
         if not destination.create_pr:
             self.tables = read_branch(session, destination.base, self.progress)
-            warnings += self.tables.problems
+            left_off += self.tables.problems
             view = self._branch_view(self.tables, local)
             self._planned = (destination.base, view.base_head, view.base_files)
             return view
@@ -91,8 +95,10 @@ class Holdings:
         bundles' files: as planning read them, for the first commit; else read again (the
         branch's leaderboard too, when the commits go to the branch)."""
         ref = self.destination.ref
-        if self._planned is not None and self._planned[0] == ref:
-            _, head, remote = self._planned
+        planned, self._planned, self._last = self._planned, None, None
+        if planned is not None and planned[0] == ref:
+            _, head, remote = planned
+            self._last = planned
         elif self.tables is not None:  # the branch moved: read its leaderboard again
             self.tables = read_branch(self.session, ref, self.progress)
             head = self.tables.head
@@ -101,8 +107,17 @@ class Holdings:
             head = self.session.head(ref)
             paths = [path for bundle in batch for path in bundle.repo_paths]
             remote = self.session.paths_info(paths, head)
-        self._planned = None
         return head, remote
+
+    def refused(self) -> None:
+        """The last commit planned was refused, so nothing changed: the next one is planned
+        on what it was planned on (a commit made meanwhile makes the Hub answer 412)."""
+        self._planned = self._last
+
+    def file_count(self) -> int | None:
+        """The files the branch holds, as its leaderboard knows them; None for a pull
+        request, whose base's leaderboard is not read."""
+        return self.tables.file_count() if self.tables is not None else None
 
     def table_operations(
         self, todo: list[LocalBundle], *, keep_card: Callable[[bytes], bool]
@@ -119,10 +134,13 @@ class Holdings:
 
     def committed(self, oid: str, *, card_refused: bool) -> None:
         """Our commit `oid` landed: on the branch, its leaderboard is now what the commit wrote
-        (without the card when the Hub refused it), and the next commit is planned on `oid`."""
+        (without the card when the Hub refused it), and the next commit is planned on `oid`,
+        where the other bundles' files are what they were (`_last`): a later batch's resumed
+        run still extends the Hub's copy, never a conflict with itself."""
         if self.tables is not None and self._written is not None:
             leaderboard, written = self._written
             if card_refused:  # the Hub took the commit without it
                 written.pop(README, None)
             self.tables.committed(oid, leaderboard, written)
-            self._planned = (self.destination.ref, oid, {})
+            if self._last is not None:
+                self._planned = (self.destination.ref, oid, self._last[2])

@@ -28,11 +28,12 @@ from pydantic import ConfigDict, Field, SecretStr
 
 from bundler.core.errors import TemporaryError
 from bundler.core.model import Model, RemedyField
+from bundler.hub.client.limits import HUB_LIMITS, HubLimits
 from bundler.hub.client.remote import RemoteFile, git_blob_id
 from bundler.hub.client.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
 from bundler.hub.leaderboard.rows import TableRow, build_row
 from bundler.hub.publish.pr_description import ClaimDifference, ProposedBundle
-from bundler.hub.repo.paths import repo_paths
+from bundler.hub.repo.paths import FILES_PER_BUNDLE, repo_paths
 from bundler.hub.tasks.definitions import TaskDefinitions
 from bundler.local.diff import claim_differences as bundle_claim_differences
 from bundler.local.fileio import CHUNK_SIZE
@@ -42,7 +43,6 @@ from bundler.local.verifycache import VerifiedBundle
 
 MAX_FILES_PER_COMMIT = 100
 """The Hub recommends about 100 files per commit at most."""
-FILES_PER_BUNDLE = len(repo_paths(BundleId("bundle_00000000", "task", "unpinned")))
 SHARED_FILES = 2
 """What every commit to a branch writes beside the bundles: the all-tasks table and the card
 (plus one table per task it touches)."""
@@ -92,6 +92,11 @@ class UploadOptions(Model):
         description="longest wait for a Hub rate-limit window to reset (None: "
         "BUNDLER_MAX_WAIT, else 300 s); a longer one ends the upload with exit 75",
     )
+    limits: HubLimits = Field(
+        default=HUB_LIMITS,
+        description="what a commit may leave in the repository (the Hub's numbers); a batch "
+        "past them is refused before it is sent, and the later batches go on",
+    )
 
 
 class BundlePlan(Model):
@@ -127,7 +132,9 @@ class UploadReport(Model):
     bundles: list[BundlePlan] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
     error: str | None = None
-    """The Hub error that ended the upload early, if one did."""
+    """The Hub error that ended the upload early, if one did; else the first that refused a
+    batch of it (the Hub's limits, or the Hub refusing its content), the later batches
+    going on."""
     hint: str | None = None
     """What to do about `error`."""
     error_kind: str | None = None
@@ -136,14 +143,19 @@ class UploadReport(Model):
     card_refused: str | None = None
     """Why the dataset card was left out of the commits (the bundles were committed without
     it; regenerating the card commits it once the problem is fixed)."""
+    left_off_board: list[str] = Field(default_factory=list)
+    """Bundles on the branch left off its board, each with why (a file missing, a bundle that
+    failed verification): named by every upload to the branch until they are fixed or
+    removed, and a person must look (exit 1); they never stop this upload's bundles."""
 
     @property
     def exit_code(self) -> int:
-        """1 when a person must look (refused, failed checks, conflicts, a refused card); else
+        """1 when a person must look (refused, failed checks, conflicts, a refused card, bundles
+        on the branch left off its board); else
         75 when something failed only for a temporary reason; else 0. Held-back bundles count
         as neither: they wait for their run to complete."""
-        person = (self.error is not None and not self.error_temporary) or (
-            self.card_refused is not None
+        person = (self.error is not None and not self.error_temporary) or bool(
+            self.card_refused is not None or self.left_off_board
         )
         person = person or any(
             bundle.outcome == "refused" or (bundle.outcome == "failed" and not bundle.temporary)

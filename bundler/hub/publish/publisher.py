@@ -6,8 +6,10 @@
 only what `plan.triage` asks for (`HubEvidence`), and commits the plan's batches. Each commit is
 made against the head it was planned on (`parent_commit`), so a concurrent upload makes the Hub
 answer 412 instead of being clobbered; the batch is then judged again on the new head
-(`plan.replan`, through `commit.commit_replanned`). A commit to a branch also carries the
-leaderboard's tables and the card as they will be with its bundles
+(`plan.replan`, through `commit.commit_replanned`). A batch whose commit is past the Hub's
+limits is not sent (bundler.hub.client.limits), and a batch the Hub refuses for what it holds
+(a 4xx) is reported refused with the Hub's reason: neither stops the batches after it. A commit
+to a branch also carries the leaderboard's tables and the card as they will be with its bundles
 (`bundler.hub.leaderboard.branch`), so the branch is always true. A pull request commit touches
 only the paths its bundles own, never the tables, the card or any other shared file, so two open
 pull requests and the branch never conflict on merge.
@@ -22,10 +24,11 @@ from functools import partial
 
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 
-from bundler.core.errors import BundlerError, HubAccessError, TemporaryError
+from bundler.core.errors import BundlerError, HubAccessError, RefusedByHub, TemporaryError
 from bundler.core.progress import NoProgress, ProgressSink
 from bundler.core.version import bundler_version
 from bundler.hub.client.commit import PlannedCommit, commit_replanned
+from bundler.hub.client.limits import HubLimitReached
 from bundler.hub.client.remote import RemoteFile
 from bundler.hub.client.session import HubSession
 from bundler.hub.leaderboard.card import card_acceptable, card_refused
@@ -48,6 +51,10 @@ from bundler.hub.publish.plan import (
 from bundler.hub.publish.pr_description import ProposedBundle, pr_title, render_pr_description
 from bundler.hub.publish.prepare import prepare_repository
 from bundler.hub.repo.paths import README
+
+COMMITTING, OPENING_PR = "committing", "opening the pull request"
+"""What a batch's commit is doing, as its errors say: a refusal of the commit itself (not of
+a read before it) refuses that batch alone (`refuses_batch`)."""
 
 
 class Publisher:
@@ -79,7 +86,7 @@ class Publisher:
             repo_exists, self.user = prepare_repository(self.session, self.options, self.report)
             if self.options.create_pr and repo_exists and self.user is not None:
                 self.destination.find_open_pr(self.session, self.user)
-            view = self.holdings.view(local, repo_exists, self.report.warnings)
+            view = self.holdings.view(local, repo_exists, self.report.left_off_board)
             plans = self._plan(local, view)
             self.report.opens_pull_request = self.destination.opens_pr and any(
                 plan.to_publish for plan in plans.values()
@@ -121,12 +128,28 @@ class Publisher:
             try:
                 self._publish_batch(batch, plans)
             except BundlerError as error:
+                if refuses_batch(error):
+                    self._refused(batch, plans, error)
+                    continue
                 temporary = self._stopped_by(error)
                 for bundle in pending:
                     plan = plans[bundle.bundle_id]
                     if plan.outcome == "planned":
                         plan.outcome, plan.detail, plan.temporary = "failed", str(error), temporary
                 return
+
+    def _refused(
+        self, batch: list[LocalBundle], plans: dict[str, BundlePlan], error: BundlerError
+    ) -> None:
+        """A batch refused for what it holds: its bundles still to publish are refused, with
+        why, and the first such refusal is the report's error (exit 1); the upload goes on."""
+        for bundle in batch:
+            plan = plans[bundle.bundle_id]
+            if plan.outcome == "planned":
+                plan.outcome, plan.detail = "refused", str(error)
+        if self.report.error is None:
+            self._stopped_by(error)
+        self.holdings.refused()
 
     def _stopped_by(self, error: BundlerError) -> bool:
         """Record in the report the Hub error that ended the upload, so what was refused or
@@ -166,11 +189,14 @@ class Publisher:
             attempts=self.options.commit_attempts,
             retry_wait=self.options.retry_wait_seconds,
             on_transient=self._refind_pr if self.destination.opens_pr else None,
+            limits=self.options.limits,
         )
         if info is None:
             return
         self.report.commits.append(info.oid)
         self.holdings.committed(info.oid, card_refused=self.report.card_refused is not None)
+        if self.holdings.tables is not None:  # what the board leaves off now, after this commit
+            self.report.left_off_board = self.holdings.tables.problems
         if info.pr_num is not None and self.destination.pr_num is None:
             self.destination.opened(
                 info.pr_num,
@@ -221,10 +247,11 @@ class Publisher:
             operations=operations,
             summary=summary,
             description=description,
-            doing="opening the pull request" if opens_pr else "committing",
+            doing=OPENING_PR if opens_pr else COMMITTING,
             create_pr=opens_pr,
             card=README if carries_card else None,
             on_card_refused=partial(card_refused, self.report),
+            files_before=self.holdings.file_count(),
         )
 
     def _proposal(self, bundle_id: str) -> ProposedBundle:
@@ -259,3 +286,17 @@ class Publisher:
             message=self.options.message,
             version=bundler_version(),
         )
+
+
+def refuses_batch(error: BundlerError) -> bool:
+    """Whether `error` refuses one batch for what it holds, rather than the whole upload: the
+    Hub's limits, or the Hub refusing the commit itself for its content (a 4xx that is no
+    question of access, conflict or rate: those have errors of their own)."""
+    if isinstance(error, HubLimitReached):
+        return True
+    return (
+        isinstance(error, RefusedByHub)
+        and error.doing in (COMMITTING, OPENING_PR)
+        and error.status is not None
+        and error.status < 500
+    )

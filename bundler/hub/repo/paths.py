@@ -8,13 +8,14 @@ bundles/<player>_<fp8>/<task>@<rev8>.json      its sidecar
 leaderboard/bundles.parquet                    every bundle's row (the `default` config)
 leaderboard/tasks/<task>.parquet               each task's ranked table (one config per task)
 leaderboard/tasks.json                         the maintainers' task definitions (tasks.definitions)
+leaderboard/derived.json                       what the bundler's last commit derived (record)
 ```
 
 Every bundle path is derived from a `BundleId` (`bundler.local.layout`), never built from
 strings elsewhere. A bundle owns its archive and sidecar and nothing else, so pull requests for
 different bundles never change the same file; the tables and the card are shared, and only the
 bundler's commits to a branch write them. Layout 1 also held a row file per bundle under `rows/`
-and `tasks/`; those are read once, to upgrade a repository, and then removed.
+and `tasks/`; the commit that upgrades a repository removes them, unread.
 """
 
 from __future__ import annotations
@@ -39,14 +40,17 @@ README = "README.md"
 TASKS_FILE = f"{TABLES_DIR}/tasks.json"
 """The maintainers' definitions of the leaderboard's tasks (`bundler.hub.tasks.definitions`); only a
 maintainer's commit changes it, never a pull request."""
+RECORD = f"{TABLES_DIR}/derived.json"
+"""What the bundler's last commit to a branch derived: the bytes of every table and the card,
+and the bundles left off the board (`bundler.hub.leaderboard.record`)."""
 MAX_NAME_BYTES = 255
 """The longest file or folder name a file system takes (ext4, APFS, NTFS): a path component
 past it gives `File name too long` on every machine that downloads it."""
 ROWS_DIR = "rows"
-"""Layout 1: one row file per bundle, `rows/<player>_<fp8>/<task>@<rev8>.jsonl`."""
+"""Layout 1: one row file per bundle, `rows/<player>_<fp8>/<task>@<rev8>.jsonl` (never read: a
+repository in layout 1 has its board derived from its bundles, and these folders removed)."""
 LEGACY_DIRS = (ROWS_DIR, "tasks")
 """Layout 1's folders of row files, removed when a repository is upgraded."""
-ROW_SUFFIX = ".jsonl"
 
 
 def repo_archive(bundle: BundleId) -> str:
@@ -57,15 +61,15 @@ def repo_sidecar(bundle: BundleId) -> str:
     return f"{BUNDLES_DIR}/{bundle.player_dir}/{bundle.sidecar_name}"
 
 
-def repo_row(bundle: BundleId) -> str:
-    """Layout 1's row file of a bundle (read only, to upgrade a repository)."""
-    return f"{ROWS_DIR}/{bundle.player_dir}/{bundle.target}{ROW_SUFFIX}"
-
-
 def repo_paths(bundle: BundleId) -> tuple[str, str]:
     """Every repository path this bundle owns: its archive and its sidecar. A pull request
     for a bundle touches these and nothing else."""
     return (repo_archive(bundle), repo_sidecar(bundle))
+
+
+FILES_PER_BUNDLE = len(repo_paths(BundleId("bundle_00000000", "task", "unpinned")))
+"""The files a bundle owns in the repository, whatever its id: a repository of N bundles holds
+this many files per bundle, beside the tables and the card."""
 
 
 def task_table(task: str) -> str:
@@ -122,20 +126,3 @@ def bundle_of_path(path: str) -> BundleId | None:
                 return None
             return bundle if path in repo_paths(bundle) else None
     return None
-
-
-def row_ids_in(repo_paths: Iterable[str]) -> list[BundleId]:
-    """The bundles whose own row file (`repo_row`) a repository listing holds, in order;
-    every other path, under `rows/` or not, is ignored."""
-    prefix = f"{ROWS_DIR}/"
-    found: set[BundleId] = set()
-    for path in repo_paths:
-        if not (path.startswith(prefix) and path.endswith(ROW_SUFFIX)):
-            continue
-        try:
-            bundle = BundleId.parse(path.removeprefix(prefix).removesuffix(ROW_SUFFIX))
-        except LayoutError:
-            continue
-        if repo_row(bundle) == path:
-            found.add(bundle)
-    return sorted(found)

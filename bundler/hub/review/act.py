@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -130,11 +129,11 @@ def merge(session: HubSession, pr: PullRequestReview, gathered: GatheredPullRequ
             if (held := index.get(row.bundle_id)) is None
             or held.archive_sha256 != row.archive_sha256
         ]
-        after = replace(state, leaderboard=state.leaderboard.updated(fresh))
+        after = state.with_rows(fresh)
         operations: list[CommitOperationAdd | CommitOperationDelete] = [
             CommitOperationAdd(path, data) for path, data in files.items()
         ]
-        operations += table_operations(session, after, tasks)
+        operations += table_operations(session, after, tasks, with_bundles=True)
         return PlannedCommit(
             revision=pr.base_branch,
             parent=state.head,
@@ -145,6 +144,7 @@ def merge(session: HubSession, pr: PullRequestReview, gathered: GatheredPullRequ
             doing=f"merging PR #{pr.num}",
             card=README,
             on_card_refused=card_refused.append,
+            files_before=state.file_count(),
         )
 
     try:

@@ -1,46 +1,52 @@
 """Stage 7, gathered: what a review reads from the Hub about each pull request, as values.
 
 Every pull request to review is looked up first, so a wrong number stops the command before it
-changed anything. For each, the PR's head, the target branch's tip and both histories give the
-PR's base (the newest commit of its history that is also on the target branch); the listings at
-head, base and tip say what the PR changes, and the target branch's task definitions what its
-bundles are held to. A PR failing `layout` (or proposing more bundles than the cap) is judged on
-those listings alone: nothing of it is downloaded. Otherwise only the bundles whose archive it
-changes are fetched, each into a temporary staging folder with download's containment: the
-listed sizes are checked against the format's limits first, then the small sidecar is read and
-the archive's listed size compared with the size it claims, and only then is the archive
-downloaded and verified. Past verification, the row count of the split its task's definition
-names is read (with the maintainer's token only for a defined dataset), and for a replacement
-the target branch's copy (compared with the PR's). The verified copies stay in the staging
-folder: a merge commits exactly those bytes. What to read is asked of
-`bundler.hub.review.judge`, which judges the result.
+changed anything; its details carry the Hub's diff of it and its commits. For each, the PR's
+head and its target branch's tip are compared tree by tree (only folders whose git tree ids
+differ are listed), and every file the diff names or the walk finds differing is asked at the
+head, with the last commit that changed it: `bundler.hub.review.changes` tells from these what
+the PR changes and where the diff and the trees disagree. No commit history is read, so what a
+review costs does not grow with the history of the repository. The target branch is read once
+a round and shared by its pull requests (its head, its listings, its task definitions), until
+the round's own merge moves it. Details read before a push to the PR are read again.
+
+A PR failing `layout` (or proposing more bundles than the cap) is judged on those listings
+alone: nothing of it is downloaded. Otherwise only the bundles whose archive it changes are
+fetched, each into a temporary staging folder with download's containment: the listed sizes are
+checked against the format's limits first, then the small sidecar is read and the archive's
+listed size compared with the size it claims, and only then is the archive downloaded and
+verified. Past verification, the row count of the split its task's definition names is read
+(with the maintainer's token only for a defined dataset), and for a replacement the target
+branch's copy (compared with the PR's). The verified copies stay in the staging folder: a merge
+commits exactly those bytes. What to read is asked of `bundler.hub.review.judge`, which judges
+the result.
 """
 
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from huggingface_hub import GitCommitInfo
-from huggingface_hub.community import DiscussionWithDetails
+from huggingface_hub.community import DiscussionCommit, DiscussionWithDetails
 from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
 from pydantic import ValidationError
 
 from bundler.core.errors import BundlerError, UsageError
 from bundler.core.limits import MAX_SIDECAR_BYTES
 from bundler.core.progress import ProgressSink
-from bundler.hub.client.remote import RemoteFile, RemoteFolder
+from bundler.hub.client.remote import RemoteEntry, RemoteFile, RemoteFolder
 from bundler.hub.client.session import REPO_TYPE, HubSession, status_of
 from bundler.hub.repo.download import FetchedBundle, fetch_verified
 from bundler.hub.repo.paths import repo_archive, repo_sidecar
+from bundler.hub.review.changes import compare_changes, parse_diff
 from bundler.hub.review.judge import (
     MAX_BUNDLES,
     OPEN_STATES,
     GatheredBundle,
     GatheredPullRequest,
     PullRequestFacts,
-    changed_paths,
     claimed_size_problem,
     classify,
     layout_check,
@@ -55,25 +61,30 @@ from bundler.local.layout import TEMP_PREFIX, BundleId
 from bundler.local.manifest import Sidecar
 from bundler.local.verify import BundleReading
 
+Listing = Callable[[str, str], dict[str, RemoteEntry]]
+"""A folder's own entries at a revision (`HubSession.list_folder`)."""
 
-def differing_files(session: HubSession, revisions: list[str]) -> list[dict[str, RemoteFile]]:
+
+def differing_files(list_folder: Listing, revisions: list[str]) -> list[dict[str, RemoteFile]]:
     """Per revision, the files that are not the same in all of them, and nothing else: the
-    folders whose git tree ids agree are never listed, so what a review reads depends on what
-    the pull request touched (and what its target branch changed since), not on the size of
-    the repository."""
+    folders whose git tree ids agree are never listed, nor a folder where a revision has none,
+    so what a review reads depends on what the pull request touched (and what its target
+    branch changed since), not on the size of the repository."""
     found: list[dict[str, RemoteFile]] = [{} for _ in revisions]
-    pending = [""]
+    pending = [("", [True] * len(revisions))]
     while pending:
-        folder = pending.pop()
-        listed = [session.list_folder(folder, revision) for revision in revisions]
+        folder, present = pending.pop()
+        listed = [
+            list_folder(folder, revision) if here else {}
+            for revision, here in zip(revisions, present, strict=True)
+        ]
         for path in sorted(set().union(*listed)):
             entries = [listing.get(path) for listing in listed]
-            if all(isinstance(entry, RemoteFolder) for entry in entries):
-                if len({entry.tree_id for entry in entries if isinstance(entry, RemoteFolder)}) > 1:
-                    pending.append(path)
-                continue
-            if any(isinstance(entry, RemoteFolder) for entry in entries):
-                pending.append(path)  # a folder in one revision, a file in another
+            trees = {
+                entry.tree_id if isinstance(entry, RemoteFolder) else None for entry in entries
+            }
+            if len(trees) > 1:  # a folder somewhere, not the same everywhere
+                pending.append((path, [isinstance(entry, RemoteFolder) for entry in entries]))
             files = [entry if isinstance(entry, RemoteFile) else None for entry in entries]
             if len({(f.identity, f.size) if f else None for f in files}) > 1:
                 for listing, entry in zip(found, files, strict=True):
@@ -83,7 +94,8 @@ def differing_files(session: HubSession, revisions: list[str]) -> list[dict[str,
 
 
 def read_details(session: HubSession, num: int) -> DiscussionWithDetails:
-    """The Hub's details of discussion `num`; UsageError when the repository has none."""
+    """The Hub's details of discussion `num` (with the diff, for a PR); UsageError when the
+    repository has none."""
 
     def fetch() -> DiscussionWithDetails | None:
         try:
@@ -105,6 +117,13 @@ def pull_request_facts(details: DiscussionWithDetails) -> PullRequestFacts:
     return PullRequestFacts(base_branch=base_branch, **{n: getattr(details, n) for n in named})
 
 
+def pull_request_commits(details: DiscussionWithDetails) -> list[str]:
+    """The PR's own commits, oldest first: its details list every one (huggingface_hub docs,
+    guides/community: "All the commits of the Pull Request are listed in
+    DiscussionWithDetails.events")."""
+    return [event.oid for event in details.events if isinstance(event, DiscussionCommit)]
+
+
 class PullRequestGatherer:
     """Reads the pull requests of one repository, and what their review needs about each."""
 
@@ -119,6 +138,11 @@ class PullRequestGatherer:
         self.row_counts = row_counts
         self.progress = progress
         self.max_bundles = max_bundles
+        self._details: dict[int, DiscussionWithDetails] = {}
+        self._tips: dict[str, str] = {}
+        """The head of each target branch, read once a round (`branch_moved` updates it)."""
+        self._listings: dict[tuple[str, str], dict[str, RemoteEntry]] = {}
+        """Folder listings at a tip, by (commit, folder): every PR of the round walks them."""
         self._definitions: dict[str, TaskDefinitions] = {}
 
     def pull_requests(self, nums: list[int]) -> list[PullRequestFacts]:
@@ -142,6 +166,7 @@ class PullRequestGatherer:
         for details in found:
             if not details.is_pull_request:
                 raise UsageError(f"#{details.num} in {session.repo_id} is a discussion, not a PR")
+        self._details = {details.num: details for details in found}
         return [pull_request_facts(details) for details in found]
 
     def gather(self, facts: PullRequestFacts, work: Path) -> GatheredPullRequest:
@@ -149,23 +174,32 @@ class PullRequestGatherer:
         `work`."""
         session = self.session
         head = session.head(f"refs/pr/{facts.num}")
-        tip = session.head(facts.base_branch)
-        pr_history = self._history(head)
-        on_target = {commit.commit_id for commit in self._history(tip)}
-        fork = next((commit for commit in pr_history if commit.commit_id in on_target), None)
-        base = fork.commit_id if fork else None
-        head_files, main_files, base_files = differing_files(
-            session, [head, tip, base if base is not None else tip]
-        )
+        details = self._details_at(facts.num, head)
+        facts = pull_request_facts(details)
+        tip = self.tip(facts.base_branch)
+        head_walk, tip_walk = differing_files(self._listing, [head, tip])
+        walked = head_walk.keys() | tip_walk.keys()
+        diff = parse_diff(details.diff) if details.diff is not None else None
+        named = diff.files.keys() if diff is not None else set()
+        asked = session.entries(sorted(named | head_walk.keys()), head)
+        at_head = {path: e for path, e in asked.items() if isinstance(e, RemoteFile)}
+        head_files = head_walk | at_head
+        same = {path: at_head[path] for path in named - walked if path in at_head}
+        main_files = tip_walk | same  # where the head and the tip agree, the tip holds the same
+        changes = compare_changes(diff, head_files, walked, pull_request_commits(details), head)
         definitions = self.definitions(facts.base_branch, tip)
-        changed = changed_paths(base_files, head_files)
-        listings = (head_files, base_files, main_files)
         gathered = GatheredPullRequest(
-            facts, head, base, *listings, definitions=definitions, max_bundles=self.max_bundles
+            facts,
+            head,
+            head_files,
+            main_files,
+            changes,
+            definitions=definitions,
+            max_bundles=self.max_bundles,
         )
-        if layout_check(changed, base_files, head_files, self.max_bundles).status == "failed":
+        if layout_check(changes.changed, head_files, self.max_bundles).status == "failed":
             return gathered  # judged on its listings: nothing of it is downloaded
-        touched = proposed_bundles(changed, head_files)
+        touched = proposed_bundles(changes.changed, head_files)
         self.progress.begin(f"reviewing PR #{facts.num}", len(touched))
         bundles = []
         for bundle in touched:
@@ -175,21 +209,43 @@ class PullRequestGatherer:
             self.progress.advance()
         return replace(gathered, bundles=tuple(bundles))
 
+    def tip(self, branch: str) -> str:
+        """The head of `branch`, read once a round."""
+        if branch not in self._tips:
+            self._tips[branch] = self.session.head(branch)
+        return self._tips[branch]
+
+    def branch_moved(self, branch: str, commit: str) -> None:
+        """The round's own merge moved `branch` to `commit`: what was read of it is stale."""
+        old = self._tips.get(branch)
+        self._tips[branch] = commit
+        self._listings = {key: found for key, found in self._listings.items() if key[0] != old}
+
     def definitions(self, branch: str, tip: str) -> TaskDefinitions:
-        """The task definitions at the tip of `branch`, read once per branch."""
+        """The task definitions at the tip of `branch`, read once per branch (a merge changes
+        no definition)."""
         if branch not in self._definitions:
             self._definitions[branch] = read_definitions(self.session, tip)
         return self._definitions[branch]
 
-    def _history(self, revision: str) -> list[GitCommitInfo]:
-        """The commits of `revision`, newest (the revision itself) first. The PR's base is the
-        newest commit of its history that the target branch also has."""
-        return self.session.call(
-            "reading the commit history",
-            lambda: self.session.api.list_repo_commits(
-                self.session.repo_id, repo_type=REPO_TYPE, revision=revision
-            ),
-        )
+    def _details_at(self, num: int, head: str) -> DiscussionWithDetails:
+        """PR `num`'s details, read again when the head is newer than the commits they list
+        (a push since they were read): the diff must be of the head reviewed."""
+        details = self._details.get(num) or read_details(self.session, num)
+        commits = pull_request_commits(details)
+        if commits and commits[-1] != head:
+            details = read_details(self.session, num)
+        self._details[num] = details
+        return details
+
+    def _listing(self, folder: str, revision: str) -> dict[str, RemoteEntry]:
+        """A folder's entries; a tip's are kept for the round's other pull requests."""
+        if revision not in self._tips.values():
+            return self.session.list_folder(folder, revision)
+        key = (revision, folder)
+        if key not in self._listings:
+            self._listings[key] = self.session.list_folder(folder, revision)
+        return self._listings[key]
 
     def _bundle(
         self,

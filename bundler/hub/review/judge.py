@@ -1,13 +1,14 @@
 """Stage 7, judged: a pull request's checks as pure functions of what was read about it.
 
-A pull request is judged by what it changes, not by what its branch holds: `changed_paths`
-compares the listing of its base (the newest commit of its history that is also on the target
-branch) with its head's, and only the bundles whose archive differs (`proposed_bundles`) are
-reviewed. Each is classified against the target branch's copy (new, replacement, unchanged) and
-held to the repository's policy and to its task's definition (`bundler.hub.tasks.definitions`),
-and the PR as a whole must touch nothing but both files (archive and sidecar) of each bundle it
-adds or replaces, and must not conflict. A PR that fails `layout`, or proposes more bundles than
-the cap, is judged without downloading anything. A PR is clean when every check passed.
+A pull request is judged by what it changes, not by what its branch holds: what the Hub's diff
+of it names and what its trees show its commits changed (`bundler.hub.review.changes`, whose
+`diff` check fails where the two disagree), and only the bundles whose archive it changes
+(`proposed_bundles`) are reviewed. Each is classified against the target branch's copy (new,
+replacement, unchanged) and held to the repository's policy and to its task's definition
+(`bundler.hub.tasks.definitions`), and the PR as a whole must touch nothing but both files
+(archive and sidecar) of each bundle it adds or replaces, and must not conflict. A PR that
+fails `layout`, or proposes more bundles than the cap, is judged without downloading anything.
+A PR is clean when every check passed.
 
 Nothing here reads the network: `bundler.hub.review.gather` reads the PR into a
 `GatheredPullRequest` (asking `layout_check`, `proposed_bundles`, `listed_size_problem`,
@@ -17,6 +18,7 @@ review, so the checks can be tested on values, without a server.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -39,6 +41,7 @@ from bundler.hub.repo.paths import (
     repo_sidecar,
 )
 from bundler.hub.review.acceptance import AcceptanceNote, acceptance_notes, clean_with
+from bundler.hub.review.changes import PullRequestChanges, changed_on_target, diff_check, few
 from bundler.hub.tasks.definitions import TaskDefinitions
 from bundler.local.diff import BundleDiff
 from bundler.local.layout import BundleId
@@ -106,12 +109,12 @@ class GatheredPullRequest:
 
     facts: PullRequestFacts
     head: str
-    base: str | None
-    """The commit the PR branched from (None when it is not on the target branch any more)."""
     head_files: dict[str, RemoteFile]
-    base_files: dict[str, RemoteFile]
+    """The head's files that the PR changes or that differ from the target branch's."""
     main_files: dict[str, RemoteFile]
-    """The target branch's files at its tip."""
+    """The target branch's files at its tip, at the same paths."""
+    changes: PullRequestChanges
+    """What the PR changes, by the Hub's diff and by its trees."""
     bundles: tuple[GatheredBundle, ...] = ()
     definitions: TaskDefinitions = field(default_factory=TaskDefinitions)
     """The task definitions on the target branch."""
@@ -143,8 +146,6 @@ class BundleReview(Model):
 
 class PullRequestReview(PullRequestFacts):
     head: str
-    base: str | None
-    """The commit the PR branched from (None when it is not on the target branch any more)."""
     checks: list[CheckResult] = Field(default_factory=list)
     bundles: list[BundleReview] = Field(default_factory=list)
     digest: str = ""
@@ -197,15 +198,15 @@ class PullRequestReview(PullRequestFacts):
 
 
 def pull_request_review(
-    facts: PullRequestFacts, *, head: str, base: str | None, reviewed: bool = True
+    facts: PullRequestFacts, *, head: str, reviewed: bool = True
 ) -> PullRequestReview:
     """A PR's review, before any check: what the Hub says about it, and where it stands."""
-    return PullRequestReview(**dict(facts), head=head, base=base, reviewed=reviewed)
+    return PullRequestReview(**dict(facts), head=head, reviewed=reviewed)
 
 
 def unreviewed(facts: PullRequestFacts, reason: str, error_code: int) -> PullRequestReview:
     """The review of a PR the Hub failed to give: its failed `review` check says why."""
-    pr = pull_request_review(facts, head="", base=None, reviewed=False)
+    pr = pull_request_review(facts, head="", reviewed=False)
     pr.checks.append(failed("review", f"could not be reviewed: {reason}"))
     pr.error_code = error_code
     return pr
@@ -215,20 +216,14 @@ def judge_pull_request(
     gathered: GatheredPullRequest, max_exception_rate: float
 ) -> PullRequestReview:
     """The PR's review: its own checks, then each bundle it changes."""
-    facts = gathered.facts
-    head_files, base_files, main_files = (
-        gathered.head_files,
-        gathered.base_files,
-        gathered.main_files,
-    )
-    pr = pull_request_review(facts, head=gathered.head, base=gathered.base)
-    changed = changed_paths(base_files, head_files)
-    on_main = changed_paths(base_files, main_files)
-    pr.checks.append(state_check(facts.status, facts.base_branch, gathered.base is not None))
-    pr.checks.append(layout_check(changed, base_files, head_files, gathered.max_bundles))
-    pr.checks.append(
-        conflict_check(facts.conflicting_files, changed & on_main, head_files, main_files)
-    )
+    facts, changes = gathered.facts, gathered.changes
+    head_files, main_files = gathered.head_files, gathered.main_files
+    pr = pull_request_review(facts, head=gathered.head)
+    pr.checks.append(state_check(facts.status, facts.base_branch))
+    pr.checks.append(diff_check(changes))
+    pr.checks.append(layout_check(changes.changed, head_files, gathered.max_bundles))
+    both = changed_on_target(changes, main_files)
+    pr.checks.append(conflict_check(facts.conflicting_files, both, head_files, main_files))
     pr.bundles = [judge_bundle(bundle, gathered, max_exception_rate) for bundle in gathered.bundles]
     return pr
 
@@ -280,16 +275,7 @@ def same_file(a: RemoteFile | None, b: RemoteFile | None) -> bool:
     return (a.blob_id if a else None) == (b.blob_id if b else None)
 
 
-def changed_paths(before: dict[str, RemoteFile], after: dict[str, RemoteFile]) -> set[str]:
-    """Paths added, removed or modified between two listings."""
-    return {
-        path
-        for path in before.keys() | after.keys()
-        if not same_file(before.get(path), after.get(path))
-    }
-
-
-def proposed_bundles(changed: set[str], head_files: dict[str, RemoteFile]) -> list[BundleId]:
+def proposed_bundles(changed: Collection[str], head_files: dict[str, RemoteFile]) -> list[BundleId]:
     """The bundles whose archive the PR adds or changes: the ones it is reviewed for."""
     in_head, _ = bundle_ids_in(head_files)
     return [bundle for bundle in in_head if repo_archive(bundle) in changed]
@@ -332,23 +318,16 @@ def claimed_size_problem(archive: RemoteFile, claimed: int | None) -> str | None
 # ------------------------------------------------------------------- the PR's checks
 
 
-def state_check(status: str, base_branch: str, base_found: bool) -> CheckResult:
+def state_check(status: str, base_branch: str) -> CheckResult:
     if status not in OPEN_STATES:
         return failed("state", f"the PR is {status}")
-    if not base_found:
-        return warned(
-            "state",
-            f"the PR's history shares no commit with {base_branch}; compared with its head",
-            hint="the branch was rewritten since the PR was opened",
-        )
     if status == "draft":
         return warned("state", "the PR is a draft")
     return passed("state", f"open against {base_branch}")
 
 
 def layout_check(
-    changed: set[str],
-    base_files: dict[str, RemoteFile],
+    changed: Collection[str],
     head_files: dict[str, RemoteFile],
     max_bundles: int = MAX_BUNDLES,
 ) -> CheckResult:
@@ -365,7 +344,7 @@ def layout_check(
     )
     touched: dict[BundleId, set[str]] = {}
     outside: list[str] = []
-    for path in sorted(changed - set(definitions) - set(shared)):
+    for path in sorted(set(changed) - set(definitions) - set(shared)):
         bundle = bundle_of_path(path)
         if bundle is None:
             outside.append(path)
@@ -374,14 +353,14 @@ def layout_check(
     if definitions:
         problems.append(f"changes the maintainers' task definitions: {TASKS_FILE}")
     if shared:
-        problems.append(f"changes the leaderboard's tables: {', '.join(_few(shared))}")
+        problems.append(f"changes the leaderboard's tables: {few(shared)}")
     if outside:
         under = [p for p in outside if p.startswith(f"{BUNDLES_DIR}/")]
         others = [p for p in outside if p not in under]
         if others:
-            problems.append(f"changes files no bundle owns: {', '.join(_few(others))}")
+            problems.append(f"changes files no bundle owns: {few(others)}")
         if under:
-            problems.append(f"changes paths that are no bundle's file: {', '.join(_few(under))}")
+            problems.append(f"changes paths that are no bundle's file: {few(under)}")
     removed = sorted(
         str(b) for b, paths in touched.items() if any(p not in head_files for p in paths)
     )
@@ -393,11 +372,10 @@ def layout_check(
         if path not in paths or path not in head_files
     )
     if removed:
-        problems.append(f"removes bundle(s): {', '.join(_few(removed))}")
+        problems.append(f"removes bundle(s): {few(removed)}")
     if halves:
         problems.append(
-            f"leaves as it is (or without) the other file of a bundle it changes:"
-            f" {', '.join(_few(halves))}"
+            f"leaves as it is (or without) the other file of a bundle it changes: {few(halves)}"
         )
     if len(touched) > max_bundles:
         problems.append(f"proposes {len(touched)} bundles, more than the {max_bundles} allowed")
@@ -411,13 +389,6 @@ def layout_check(
     if not touched:
         return warned("layout", "the PR adds or changes no bundle")
     return passed("layout", f"only the files of its {len(touched)} bundle(s)")
-
-
-def _few(paths: list[str], shown: int = 10) -> list[str]:
-    """At most `shown` of `paths`, and how many more (a hostile PR may list thousands)."""
-    if len(paths) <= shown:
-        return paths
-    return [*paths[:shown], f"and {len(paths) - shown} more"]
 
 
 def conflict_check(

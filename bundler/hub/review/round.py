@@ -1,13 +1,14 @@
 """Stage 7: review the pull requests of a dataset repository, and merge the clean ones.
 
 Each pull request goes through three steps: `bundler.hub.review.gather` reads what its review
-needs from the Hub (what the PR changes against its base, the bundles it changes, staged and
-verified), `bundler.hub.review.judge` runs the checks on those values, and
-`bundler.hub.review.act` posts the report and merges, when asked. A PR is clean when every check
-passed; only a clean PR is merged, by a commit of exactly its reviewed files with the
-leaderboard's tables and card (`act.merge`). Whatever goes wrong with one PR (a Hub failure, a
-refused comment, a file system's refusal, a bug) fails that PR's review only: it is reported as
-not reviewed, with the reason, and the round goes on.
+needs from the Hub (what the PR changes, by its diff and its trees, the bundles it changes,
+staged and verified; what it reads of the target branch serves the whole round),
+`bundler.hub.review.judge` runs the checks on those values, and `bundler.hub.review.act` posts
+the report and merges, when asked. A PR is clean when every check passed; only a clean PR is
+merged, by a commit of exactly its reviewed files with the leaderboard's tables and card
+(`act.merge`), and the round goes on against the branch that merge made. Whatever goes wrong
+with one PR (a Hub failure, a refused comment, a file system's refusal, a bug) fails that PR's
+review only: it is reported as not reviewed, with the reason, and the round goes on.
 """
 
 from __future__ import annotations
@@ -122,6 +123,8 @@ def _review_one(
         post_report(session, pr, reviewer)
     if options.merge:
         merge(session, pr, gathered)
+        if pr.merge_commit is not None:  # the next PR is judged against the branch as it is
+            gatherer.branch_moved(facts.base_branch, pr.merge_commit)
     return pr
 
 

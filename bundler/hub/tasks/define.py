@@ -64,6 +64,7 @@ def define_task(
             description=f"Ranked by {definition.metric}, {definition.direction} is better.",
             doing=f"committing {TASKS_FILE}",
             write_hint="defining tasks needs a token with write access to the repository",
+            files_before=state.file_count(),
         )
 
     info = commit_replanned(

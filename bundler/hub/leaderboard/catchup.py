@@ -1,0 +1,174 @@
+"""Catching up: the board's rows brought to what a branch's bundles are now, from what they
+were at an earlier commit, at the cost of what changed.
+
+`bundles/` is walked from the top, comparing each folder's listing at both commits: a folder
+whose git tree id is the same at both is skipped whole, so the walk costs two listings per
+changed folder on the way down, at any size and at any depth of the layout. In a folder whose
+files changed, each bundle is judged by both its files: one whose archive or sidecar differs
+from what its row was derived from is downloaded, verified and derived again; one missing its
+archive or its sidecar, or failing verification, is left off the board and named; a row whose
+bundle is gone is removed. With no commit to start from, every bundle is derived.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from bundler.core.errors import HubAccessError, HubError, TemporaryError
+from bundler.core.progress import ProgressSink
+from bundler.hub.client.remote import RemoteEntry, RemoteFile, RemoteFolder
+from bundler.hub.client.session import HubSession
+from bundler.hub.leaderboard.rows import TableRow, build_row, utc_timestamp
+from bundler.hub.leaderboard.tables import AllTasksTable
+from bundler.hub.repo.download import fetch_bundle
+from bundler.hub.repo.paths import BUNDLES_DIR, bundle_of_path, repo_archive, repo_sidecar
+from bundler.local.layout import TEMP_PREFIX, BundleId
+from bundler.local.verify import read_bundle
+
+
+class Board(Protocol):
+    """What catching up reads and updates of a branch's leaderboard."""
+
+    head: str
+    leaderboard: AllTasksTable
+    left_off: dict[str, str]
+    changed_tasks: set[str]
+
+
+@dataclass
+class BundleChanges:
+    """What changed under `bundles/` between two commits, as far as the board is concerned."""
+
+    derive: dict[BundleId, tuple[RemoteFile, RemoteFile]] = field(default_factory=dict)
+    """Bundles to derive again, with their archive and sidecar at the head."""
+    removed: set[str] = field(default_factory=set)
+    """Rows to take off the board: their bundle is gone, or is left off."""
+    left_off: dict[str, str] = field(default_factory=dict)
+    examined: list[str] = field(default_factory=list)
+    """Folders judged anew: what was left off in them before is replaced by what is now."""
+
+    def judge(
+        self,
+        folder: str,
+        now: dict[str, RemoteFile],
+        then: dict[str, RemoteFile],
+        board: AllTasksTable,
+    ) -> None:
+        """Judge the bundles of a folder whose files changed (see the module docstring)."""
+        self.examined.append(folder)
+        index = board.index()
+        found: dict[BundleId, dict[str, RemoteFile]] = {}
+        for path, entry in now.items():
+            bundle = bundle_of_path(path)
+            if bundle is not None:  # any other file is no bundle's: review names it in a PR
+                found.setdefault(bundle, {})[path] = entry
+        for bundle, files in found.items():
+            archive, sidecar = files.get(repo_archive(bundle)), files.get(repo_sidecar(bundle))
+            if archive is None or sidecar is None:
+                named, missing = (sidecar, "archive") if archive is None else (archive, "sidecar")
+                assert named is not None
+                self.left_off[named.path] = f"its {missing} is missing"
+                self.removed.add(str(bundle))
+                continue
+            row = index.get(str(bundle))
+            if (
+                row is None
+                or row.sidecar_blob_id != sidecar.blob_id
+                or row.archive_sha256 != archive.lfs_sha256
+            ):
+                self.derive[bundle] = (archive, sidecar)
+        before = {bundle for bundle in map(bundle_of_path, then) if bundle is not None}
+        self.removed |= {str(bundle) for bundle in before - found.keys()}
+
+    def forget(self, folder: str, files: dict[str, RemoteFile]) -> None:
+        """A folder that is gone: the rows of every bundle it held go too."""
+        self.examined.append(folder)
+        self.removed |= {str(b) for b in map(bundle_of_path, files) if b is not None}
+
+
+def find_changes(
+    session: HubSession, head: str, since: str | None, board: AllTasksTable
+) -> BundleChanges:
+    """What changed under `bundles/` from `since` (nothing there when None) to `head`."""
+    changes = BundleChanges()
+    folders = [BUNDLES_DIR]
+    while folders:
+        folder = folders.pop()
+        now = session.list_folder(folder, head)
+        then = session.list_folder(folder, since) if since is not None else {}
+        for path in sorted(set(now) | set(then)):
+            was, is_now = then.get(path), now.get(path)
+            if isinstance(is_now, RemoteFolder):
+                if not (isinstance(was, RemoteFolder) and was.tree_id == is_now.tree_id):
+                    folders.append(path)
+            elif isinstance(was, RemoteFolder) and since is not None:
+                changes.forget(path, session.list_files(path, since))
+        files_now, files_then = _files(now), _files(then)
+        if files_now != files_then:
+            changes.judge(folder, files_now, files_then, board)
+    return changes
+
+
+def _files(listing: dict[str, RemoteEntry]) -> dict[str, RemoteFile]:
+    return {path: entry for path, entry in listing.items() if isinstance(entry, RemoteFile)}
+
+
+def catch_up(session: HubSession, state: Board, since: str | None, progress: ProgressSink) -> None:
+    """Bring `state`'s leaderboard and what it leaves off from what they were at `since` to
+    what the bundles at its head say."""
+    changes = find_changes(session, state.head, since, state.leaderboard)
+    if not changes.examined:
+        return
+    examined = tuple(f"{folder}/" for folder in changes.examined)
+    state.left_off = {
+        path: why for path, why in state.left_off.items() if not path.startswith(examined)
+    }
+    state.left_off |= changes.left_off
+    rows = derive_rows(session, state.head, changes.derive, state.left_off, progress)
+    removed = changes.removed | ({str(b) for b in changes.derive} - {r.bundle_id for r in rows})
+    state.leaderboard = state.leaderboard.updated(rows, removed)
+    state.changed_tasks |= {b.task for b in changes.derive}
+    state.changed_tasks |= {BundleId.parse(bundle).task for bundle in removed}
+
+
+def derive_rows(
+    session: HubSession,
+    head: str,
+    bundles: dict[BundleId, tuple[RemoteFile, RemoteFile]],
+    left_off: dict[str, str],
+    progress: ProgressSink,
+) -> list[TableRow]:
+    """Download, verify and derive the row of each bundle; one that cannot be read or fails
+    verification is named in `left_off` instead. Each row is dated by the commit that last
+    changed its sidecar (its publication)."""
+    if not bundles:
+        return []
+    dated = session.entries([sidecar.path for _, sidecar in bundles.values()], head)
+    rows: list[TableRow] = []
+    staging = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX))
+    try:
+        for bundle, (archive, sidecar) in sorted(bundles.items()):
+            try:
+                local = fetch_bundle(session, bundle, head, {archive.path, sidecar.path}, staging)
+            except (TemporaryError, HubAccessError):
+                raise
+            except HubError as error:
+                left_off[sidecar.path] = f"could not be read ({error})"
+                continue
+            reading = read_bundle(local, progress)
+            verification = reading.verification()
+            if not verification.ok or reading.sidecar is None or reading.metrics_text is None:
+                left_off[sidecar.path] = f"failed verification ({verification.describe_failures()})"
+                continue
+            listed = dated.get(sidecar.path)
+            date = listed.last_commit.date if listed and listed.last_commit else None
+            row = build_row(reading.sidecar, reading.metrics_text, utc_timestamp(date))
+            rows.append(TableRow(**row.model_dump(), sidecar_blob_id=sidecar.blob_id))
+            local.unlink(missing_ok=True)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return rows

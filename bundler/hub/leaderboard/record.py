@@ -1,0 +1,74 @@
+"""The record a bundler commit leaves beside the tables: what it derived, so that a later read
+tells the tables and card it wrote from anything changed outside it.
+
+`leaderboard/derived.json` is written in the same commit as the tables. It names the bytes of
+every table and of the card as derived (sha256 and git blob id), the head the commit was
+planned on, and the bundles left off the board, each with why. Only the bundler's commits
+write it (review refuses a pull request that touches `leaderboard/`), so the commit that last
+changed it is the bundler's own: a read takes the tables as that commit wrote them, checked
+byte for byte against the record, and compares `bundles/` with that commit's tree. Whatever
+changed since (a merge in the Hub's web page, a hand edit or deletion, a table or card edited
+by anyone) no longer matches, and what it affects is derived again. A branch without a record
+has tables nobody vouches for: they are never read, and the board is derived from its bundles.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Literal
+
+from pydantic import Field, ValidationError
+
+from bundler.core.model import Model
+from bundler.hub.client.remote import RemoteFile, git_blob_id
+
+
+class DerivedFile(Model):
+    """The bytes a commit wrote at a path, as the Hub names them: the sha256 for a file it
+    stores in LFS, the git blob id for a regular one."""
+
+    sha256: str
+    blob_id: str
+
+    @classmethod
+    def of(cls, data: bytes) -> DerivedFile:
+        return cls(sha256=hashlib.sha256(data).hexdigest(), blob_id=git_blob_id(data))
+
+    def matches(self, remote: RemoteFile | None) -> bool:
+        """Whether the Hub's file holds exactly these bytes."""
+        if remote is None:
+            return False
+        if remote.lfs_sha256 is not None:
+            return remote.lfs_sha256 == self.sha256
+        return remote.blob_id == self.blob_id
+
+    def listed_as(self, path: str) -> RemoteFile:
+        """These bytes as a listing would name them, to find a local copy of them."""
+        return RemoteFile(path, 0, self.blob_id, self.sha256)
+
+
+class BoardRecord(Model):
+    """What one bundler commit derived (see the module docstring)."""
+
+    format: Literal[1] = 1
+    parent: str
+    """The head the commit was planned on: every record differs from the one before it, so a
+    commit of bundles always rewrites it and marks itself as the bundler's."""
+    files: dict[str, DerivedFile]
+    """Each table and the card, by path, as written or found true by the commit."""
+    left_off: dict[str, str] = Field(default_factory=dict)
+    """Bundles left off the board, by the path of the file that names them, with why: named
+    again by every read until the bundle is fixed or removed."""
+
+    def to_bytes(self) -> bytes:
+        return (json.dumps(self.model_dump(mode="json"), indent=1, sort_keys=True) + "\n").encode()
+
+    @classmethod
+    def parse(cls, data: bytes) -> BoardRecord | None:
+        """The record these bytes hold; None when they hold none (edited, truncated, another
+        format): the branch's tables are then vouched for by nothing."""
+        try:
+            return cls.model_validate_json(data)
+        except ValidationError:
+            return None

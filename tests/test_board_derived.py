@@ -1,0 +1,174 @@
+"""The board says only what verified bundles say, whatever else changed the repository: a table,
+task table or card edited by hand or by a merged pull request, a bundle's file deleted or landed
+alone, a layout-1 repository's row files. Each case is what a stranger or a hurried maintainer
+can do in the Hub's web page (tests/test_card_refresh.py holds the helpers that stand in for it).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import WRITE_TOKEN
+from factory import RunSpec
+from hubserver import HubServer
+from huggingface_hub import CommitOperationDelete, HfApi
+from test_card_refresh import (
+    bundle_files,
+    card,
+    card_text,
+    commit_by_hand,
+    layout_1_files,
+)
+from test_upload import make_bundles, publish, table_rows, upload
+
+from bundler.hub.repo.paths import ALL_TABLE, README, RECORD, task_table
+
+
+@pytest.fixture
+def published(repo_id: str, tmp_path: Path) -> Path:
+    """A board of three tasks, one bundle each, as uploads leave it."""
+    specs = [RunSpec(task=task, model=f"m-{task}", rows=2) for task in ("alpha", "beta", "gamma")]
+    publish(bundles := make_bundles(tmp_path / "published", specs), repo_id)
+    return bundles
+
+
+def delete_by_hand(repo_id: str, *paths: str) -> None:
+    """Files deleted in the Hub's web page."""
+    HfApi(token=WRITE_TOKEN).create_commit(
+        repo_id,
+        [CommitOperationDelete(path) for path in paths],
+        commit_message="delete by hand",
+        repo_type="dataset",
+    )
+
+
+def scores(hub: HubServer, repo_id: str) -> dict[str, str]:
+    """Each bundle's metrics, as the all-tasks table holds them."""
+    return {str(r["bundle_id"]): str(r["metrics_json"]) for r in table_rows(hub, repo_id)}
+
+
+def forged_table(hub: HubServer, repo_id: str) -> bytes:
+    """The all-tasks table as a stranger edits it: one row's metrics lowered, and a row for a
+    bundle that has no file on the Hub."""
+    table = pq.read_table(pa.BufferReader(hub.file_bytes(repo_id, ALL_TABLE) or b""))
+    rows = table.to_pylist()
+    rows[0]["metrics_json"] = json.dumps({"exact_match": {"accuracy": 0.01}})
+    ghost = dict(rows[1], bundle_id="ghost_00000000/alpha@unpinned", player_name="ghost")
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.Table.from_pylist([*rows, ghost], schema=table.schema), sink)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def test_a_merged_edit_of_the_table_is_never_believed(
+    hub: HubServer, repo_id: str, published: Path, tmp_path: Path
+) -> None:
+    true_scores = scores(hub, repo_id)
+    commit_by_hand(repo_id, {ALL_TABLE: forged_table(hub, repo_id)})
+    code, result, stderr = card(repo_id)
+    assert code == 0, stderr
+    assert result["changed"] is True and ALL_TABLE in result["changed_files"]
+    assert scores(hub, repo_id) == true_scores  # the bundles' own metrics, no ghost
+    assert "ghost" not in card_text(hub, repo_id)
+    commit_by_hand(repo_id, {ALL_TABLE: forged_table(hub, repo_id)})  # again, then an upload
+    more = make_bundles(tmp_path / "more", [RunSpec(task="delta", rows=2)])
+    code, _, stderr = upload(more, "--repo", repo_id)
+    assert code == 0, stderr
+    after = scores(hub, repo_id)
+    assert {k: v for k, v in after.items() if "delta" not in k} == true_scores
+    assert len(after) == 4
+
+
+def test_an_edited_task_table_or_card_is_written_again_by_the_next_upload(
+    hub: HubServer, repo_id: str, published: Path, tmp_path: Path
+) -> None:
+    alpha = task_table("alpha")
+    true_alpha = hub.file_bytes(repo_id, alpha)
+    commit_by_hand(repo_id, {alpha: b"not a table", README: b"---\n---\nvandalised\n"})
+    more = make_bundles(tmp_path / "more", [RunSpec(task="beta", model="other", rows=2)])
+    code, _, stderr = upload(more, "--repo", repo_id)  # a bundle of another task
+    assert code == 0, stderr
+    assert hub.file_bytes(repo_id, alpha) == true_alpha
+    assert "vandalised" not in card_text(hub, repo_id)
+    assert card(repo_id)[1]["changed"] is False
+
+
+def test_a_sidecar_landed_without_its_archive_is_named_and_blocks_nothing(
+    hub: HubServer, repo_id: str, published: Path, tmp_path: Path
+) -> None:
+    lone = make_bundles(tmp_path / "lone", [RunSpec(task="delta", model="lone", rows=2)])
+    sidecar = next(path for path in bundle_files(lone) if path.endswith(".json"))
+    commit_by_hand(repo_id, {sidecar: bundle_files(lone)[sidecar]})
+    code, result, stderr = card(repo_id)
+    assert code == 1, stderr
+    assert result["unreadable_rows"] == [
+        f"{sidecar}: its archive is missing; left out of the tables"
+    ]
+    assert result["bundle_count"] == 3 and result["commit"] is not None  # the board is written
+    assert card(repo_id)[0] == 1  # named again by every run until someone fixes it
+    unrelated = make_bundles(tmp_path / "next", [RunSpec(task="gamma", model="next", rows=2)])
+    code, report, stderr = upload(unrelated, "--repo", repo_id)
+    assert code == 1, stderr  # a person must look ...
+    assert [b["outcome"] for b in report["bundles"]] == ["published"]  # ... but nothing waits
+    assert report["left_off_board"] == result["unreadable_rows"]
+    assert sidecar in stderr
+    assert len(table_rows(hub, repo_id)) == 4
+
+
+def test_an_archive_deleted_by_hand_takes_its_row_off_the_board(
+    hub: HubServer, repo_id: str, published: Path
+) -> None:
+    (archive,) = [p for p in bundle_files(published) if "alpha" in p and p.endswith(".tar.zst")]
+    delete_by_hand(repo_id, archive)
+    code, result, stderr = card(repo_id)
+    assert code == 1, stderr
+    sidecar = archive.removesuffix(".tar.zst") + ".json"
+    assert result["unreadable_rows"] == [
+        f"{sidecar}: its archive is missing; left out of the tables"
+    ]
+    assert "alpha" not in {row["task_name"] for row in table_rows(hub, repo_id)}
+    assert "### alpha" not in card_text(hub, repo_id)
+    assert hub.file_bytes(repo_id, task_table("alpha")) is None
+    delete_by_hand(repo_id, sidecar)  # the maintainer finishes the job: nothing to name
+    code, result, stderr = card(repo_id)
+    assert code == 0, stderr
+    assert result["unreadable_rows"] == []
+
+
+def test_a_deleted_or_unreadable_record_has_the_board_derived_from_every_bundle(
+    hub: HubServer, repo_id: str, published: Path
+) -> None:
+    true_scores = scores(hub, repo_id)
+    commit_by_hand(repo_id, {ALL_TABLE: forged_table(hub, repo_id), RECORD: b"{}"})
+    code, result, stderr = card(repo_id)
+    assert code == 0, stderr
+    assert scores(hub, repo_id) == true_scores
+    delete_by_hand(repo_id, RECORD)
+    code, result, stderr = card(repo_id)
+    assert code == 0 and result["changed"] is True, stderr  # the record written again
+    assert hub.file_bytes(repo_id, RECORD) is not None
+    assert card(repo_id)[1]["changed"] is False
+
+
+def test_a_layout_1_upgrade_takes_nothing_from_the_row_files(hub: HubServer, repo_id: str) -> None:
+    pristine, claiming = f"{repo_id}-a", f"{repo_id}-b"
+    hub.create_repo(pristine, files=layout_1_files())
+    files = layout_1_files()
+    for path in [p for p in files if p.startswith("rows/")]:
+        row = json.loads(files[path])
+        row["metrics_json"] = json.dumps({"exact_match": {"accuracy": 0.99}})
+        row["predictions"], row["expected_rows"] = 5, 5
+        files[path] = (json.dumps(row) + "\n").encode()
+    hub.create_repo(claiming, files=files)
+    for repo in (pristine, claiming):
+        code, result, stderr = card(repo)
+        assert code == 0 and result["upgraded"] is True, stderr
+
+    def claims(repo: str) -> list[dict[str, object]]:
+        return [{k: v for k, v in r.items() if k != "published_at"} for r in table_rows(hub, repo)]
+
+    assert claims(claiming) == claims(pristine)
+    assert "0.99" not in json.dumps(claims(claiming))

@@ -40,6 +40,25 @@ def test_bundler_toml_in_the_working_folder_gives_the_defaults(tmp_path: Path) -
     assert claim["inputs"]["level"] == 5  # type: ignore[index]
 
 
+def test_collect_takes_what_it_shares_with_sync_unless_its_own_table_says(
+    tmp_path: Path,
+) -> None:
+    """A nightly job's folder holds `[sync]` alone: `bundler collect` there bundles as the
+    nightly does (its own output folder, expected rows, submitter), and `[collect]` wins."""
+    tree(tmp_path)
+    nightly = CONFIG.replace("[collect]", "[sync]") + 'repo = "org/board"\n'
+    (tmp_path / "bundler.toml").write_text(nightly)
+    result = run_cli("collect", "out", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    claim = sidecar(tmp_path / "nightly-bundles")
+    assert claim["coverage"] == {"status": "complete", "expected_rows": 4, "rows_present": 4}
+    assert claim["submitter"] == {"name": "Ada", "contact": "@ada", "affiliation": "Engines"}
+    (tmp_path / "bundler.toml").write_text(nightly + '[collect]\noutput = "mine"\nlevel = 2\n')
+    result = run_cli("collect", "out", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert sidecar(tmp_path / "mine")["inputs"]["level"] == 2  # type: ignore[index]
+
+
 def test_flags_override_the_config_file(tmp_path: Path) -> None:
     tree(tmp_path)
     config = tmp_path / "elsewhere.toml"

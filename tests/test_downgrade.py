@@ -64,6 +64,9 @@ def test_fewer_rows_present_is_kept(tmp_path: Path) -> None:
     assert again.returncode == 1
     (bundle,) = json.loads(again.stdout)["bundles"]
     assert bundle["status"] == "kept" and "rows present 4 -> 3" in bundle["kept"]
+    # every claim that differs, old -> new, not only what would be lost
+    assert "it differs in predictions.count 4 -> 3" in bundle["kept"], bundle["kept"]
+    assert "coverage.rows_present 4 -> 3" in bundle["kept"]
 
 
 def test_replace_replaces_and_more_is_never_a_downgrade(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import WRITE_TOKEN
+from conftest import SUBMITTER_TOKEN, WRITE_TOKEN
 from factory import RunSpec, write_tree
 from helpers import one_line_error, read_only_folder, run_cli, run_cli_as_any_user
 from hubserver import Fault, HubServer
@@ -207,6 +207,55 @@ def test_collect_resolve_rows_reads_the_dataset_card(hub: HubServer, tmp_path: P
     without = run_cli("collect", output, "-o", tmp_path / "b2", "--resolve-rows", "--json")
     assert without.returncode == 1  # the limited run is refused without --allow-partial
     assert "partial run: 2 of 5 rows" in without.stderr
+
+
+def test_a_hostile_dataset_card_never_reaches_the_clients_card_model(
+    hub: HubServer, tmp_path: Path
+) -> None:
+    """Anyone can write a dataset's card. A key named like one of huggingface_hub's card-model
+    arguments made its parser raise a TypeError (an internal error, exit 2): the card is read
+    by the JSON parser alone, and only `dataset_info` is taken from it."""
+    card = (
+        "---\nignore_metadata_errors: false\ndataset_info:\n  splits:\n"
+        "  - name: test\n    num_examples: 2\n---\n"
+    )
+    hub.create_repo("GPTNT/hostile-card", files={"README.md": card.encode()})
+    sha = hub.commits("GPTNT/hostile-card")[0].oid
+    output = tmp_path / "output"
+    spec = RunSpec(task="hostile", rows=2, resolved_revision=sha, hf_repo_id="GPTNT/hostile-card")
+    write_tree(output, [spec], how_do_you=False)
+    result = run_cli("collect", output, "-o", tmp_path / "bundles", "--resolve-rows", "--json")
+    assert result.returncode == 0, result.stderr
+    (bundle,) = json.loads(result.stdout)["bundles"]
+    assert bundle["coverage"] == "complete" and "Traceback" not in result.stderr
+
+
+def test_download_pr_fetches_only_what_the_pull_request_proposes(
+    hub: HubServer, repo_id: str, published: Path, tmp_path: Path
+) -> None:
+    """A maintainer reviewing PR #N wants its bundles, not the branch's every one:
+    `--revision refs/pr/N` gives the whole branch as the PR holds it, `--pr N` only what it
+    adds or changes."""
+    proposed = make_bundles(tmp_path / "pr", [RunSpec(task="maze", model="newcomer", rows=2)])
+    code, report, stderr = upload(proposed, "--repo", repo_id, "--create-pr", token=SUBMITTER_TOKEN)
+    assert code == 0, stderr
+    number = report["pull_request_num"]
+    env = {"HF_TOKEN": WRITE_TOKEN}
+    only = run_cli(
+        "download", "--repo", repo_id, "--pr", number, "-o", tmp_path / "a", "--json", env=env
+    )
+    assert only.returncode == 0, only.stderr
+    fetched = json.loads(only.stdout)["bundles"]
+    assert [b["bundle_id"].split("_")[0] for b in fetched] == ["newcomer"]
+    assert fetched[0]["outcome"] == "downloaded"
+    assert local_files(tmp_path / "a") == local_files(proposed)
+    whole = run_cli(
+        "download", "--repo", repo_id, "--revision", f"refs/pr/{number}", "-o", tmp_path / "b",
+        "--json", env=env,
+    )  # fmt: skip
+    assert len(json.loads(whole.stdout)["bundles"]) == len(local_files(published)) // 2 + 1
+    both = run_cli("download", "--repo", repo_id, "--pr", number, "--revision", "x", env=env)
+    assert both.returncode == 2 and "--pr or --revision" in both.stderr
 
 
 def test_download_into_a_file_is_a_usage_error_before_any_request(

@@ -779,6 +779,21 @@ def test_a_maintainer_merges_past_the_warnings_they_accept_never_past_a_failure(
     assert "m-anonymous" in " ".join(world.hub.list_files(world.repo_id))
 
 
+def test_a_re_review_finding_the_same_posts_nothing_whatever_the_flags(world: World) -> None:
+    """The digest is of the findings alone: a review that also tried --merge (its report then
+    says how to accept the warnings in the way) and one that did not find the same."""
+    anonymous = world.bundles("anonymous", [world.spec(model="m-anonymous")], submitter=None)
+    num = propose(world, SUBMITTER_TOKEN, anonymous)
+    code, report, _ = review(world, "--pr", num, "--comment", "--merge", token=WRITE_TOKEN)
+    (pr,) = report["pull_requests"]
+    assert code == 1 and (pr["comment"], pr["merge"]) == ("posted", "refused")
+    posted = len(comments(world, num))
+    for flags in (("--comment",), ("--comment", "--merge"), ("--comment",)):
+        code, report, _ = review(world, "--pr", num, *flags, token=WRITE_TOKEN)
+        assert code == 1 and report["pull_requests"][0]["comment"] == "already-posted", flags
+    assert len(comments(world, num)) == posted
+
+
 def test_accept_needs_merge(world: World) -> None:
     code, _, stderr = review(world, "--accept", "submitter", token=WRITE_TOKEN)
     assert code == 2 and "--merge" in stderr

@@ -283,6 +283,20 @@ def test_a_task_without_a_definition_is_warned(tmp_path: Path) -> None:
     assert not pr.clean
 
 
+@pytest.mark.parametrize("defined_as", ["Maze", "MAZE"])
+def test_a_twin_of_a_defined_task_fails_task_naming_it(tmp_path: Path, defined_as: str) -> None:
+    """Equal to a defined task's name under case folding and NFKC: one task to a person, and
+    two tables no case-insensitive file system holds. A failure, never the warning an
+    undefined task gets."""
+    bundle = local_bundle(tmp_path)
+    (definition,) = defined(bundle).tasks.values()
+    twins = TaskDefinitions(tasks={defined_as: definition})
+    pr = judge_pull_request(adding(bundle, twins), 0.05)
+    status, detail = by_name(pr.bundles[0].checks)["task"]
+    assert status == "failed" and f"twin of the defined task {defined_as}" in detail, detail
+    assert twins.twin_of("maze") == defined_as and twins.twin_of(defined_as) is None
+
+
 @pytest.mark.parametrize(
     ("changes", "words"),
     [

@@ -561,6 +561,31 @@ def test_a_bundle_contradicting_its_task_definition_is_refused(
     assert not any(p.startswith("bundles/dev-split_") for p in hub.list_files(repo_id))
 
 
+def test_a_twin_of_a_defined_task_is_refused_naming_the_defined_one(
+    hub: HubServer, repo_id: str, tmp_path: Path
+) -> None:
+    """`Expert-VQA` beside the defined `expert-vqa` is one task to a person, and two tables
+    no case-insensitive file system can hold: the upload refuses it, and so does defining it."""
+    first = make_bundles(tmp_path / "a", [RunSpec(rows=3)])
+    assert upload(first, "--repo", repo_id)[0] == 0
+    define = ("tasks", "define", "--repo", repo_id, "--dataset", "GPTNT/expert-VQA")
+    define += ("--metric", "exact_match.accuracy", "--split")
+    defined = run_cli(*define, "test", "expert-vqa", env={"HF_TOKEN": WRITE_TOKEN})
+    assert defined.returncode == 0, defined.stderr
+    specs = [RunSpec(model="twin", task="Expert-VQA", rows=3), RunSpec(model="fine", rows=3)]
+    code, report, stderr = upload(make_bundles(tmp_path / "b", specs), "--repo", repo_id)
+    assert code == 1, stderr
+    outcomes = {b["bundle_id"].split("_")[0]: b for b in report["bundles"]}
+    assert outcomes["twin"]["outcome"] == "refused"
+    assert (
+        "task Expert-VQA is a twin of the task expert-vqa defined on main"
+        in (outcomes["twin"]["detail"])
+    )
+    assert outcomes["fine"]["outcome"] == "published"
+    twin = run_cli(*define, "test", "EXPERT-vqa", env={"HF_TOKEN": WRITE_TOKEN})
+    assert twin.returncode == 2 and "twin of the defined task 'expert-vqa'" in twin.stderr
+
+
 def test_a_command_that_loaded_pyarrow_ends_with_its_exit_code_and_all_its_output(
     hub: HubServer, repo_id: str, bundles: Path, tmp_path: Path
 ) -> None:

@@ -127,6 +127,25 @@ def test_anything_but_an_extension_is_a_conflict(
         assert "predictions.count" in bundle["detail"], bundle["detail"]
 
 
+def test_a_conflict_names_every_value_that_differs_metrics_included(
+    hub: HubServer, repo_id: str, last_night: Path, tmp_path: Path
+) -> None:
+    """A re-run whose score moved must not read as a change of date alone: the conflict names
+    each claim and each metric that differs, the Hub's value first, so that nobody passes
+    --replace believing only the date moved."""
+    metrics = {"module": {"total": 0.5}}
+    tonight = RunSpec(rows=3, run_date="2026-06-16T01:00:00Z", metrics=metrics)
+    bundles = partial_bundles(tmp_path / "night2", tonight)
+    code, report, stderr = upload(bundles, "--repo", repo_id, "--allow-partial")
+    assert code == 1, stderr
+    (bundle,) = report["bundles"]
+    assert bundle["action"] == "conflict"
+    detail = bundle["detail"]
+    assert f"run_date {LAST_NIGHT.run_date} -> 2026-06-16T01:00:00Z" in detail, detail
+    assert "; its metrics differ: exact_match.accuracy 0.62 -> absent" in detail, detail
+    assert "module.total absent -> 0.5" in detail, detail
+
+
 def test_tampered_hub_copy_is_not_extended(hub: HubServer, repo_id: str, tmp_path: Path) -> None:
     """The Hub's old archive is verified before its predictions are trusted."""
     night1 = partial_bundles(tmp_path / "night1", LAST_NIGHT)

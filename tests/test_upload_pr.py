@@ -209,6 +209,33 @@ def test_dry_run_with_create_pr_plans_against_the_open_pr(
     assert not [r for r in hub.request_log[log:] if r.method in ("PUT",) or "/commit/" in r.path]
 
 
+def test_a_submitters_dry_run_refuses_what_review_would_refuse_against_the_definitions(
+    hub: HubServer, repo_id: str, tmp_path: Path
+) -> None:
+    """A pull request's bundles are judged against the base branch's task definitions as
+    review will judge them: the dry run says which would be refused, and the real upload
+    proposes only the others."""
+    first = make_bundles(tmp_path / "a", [RunSpec(rows=2)])
+    assert upload(first, "--repo", repo_id)[0] == 0
+    defined = run_cli(
+        "tasks", "define", "expert-vqa", "--repo", repo_id, "--dataset", "GPTNT/expert-VQA",
+        "--split", "test", "--metric", "exact_match.accuracy", env={"HF_TOKEN": WRITE_TOKEN},
+    )  # fmt: skip
+    assert defined.returncode == 0, defined.stderr
+    specs = [RunSpec(model="dev", rows=2, dataset_split="dev"), RunSpec(model="fine", rows=2)]
+    bundles = make_bundles(tmp_path / "b", specs)
+    for dry in (["--dry-run"], []):
+        code, report, stderr = upload(bundles, "--repo", repo_id, "--create-pr", *dry, token=BOB)
+        assert code == 1, stderr
+        outcomes = {b["bundle_id"].split("_")[0]: b for b in report["bundles"]}
+        assert outcomes["dev"]["outcome"] == "refused"
+        assert "split dev, not test" in outcomes["dev"]["detail"]
+        assert outcomes["fine"]["action"] == "new"
+    (pr,) = hub.pull_requests(repo_id)
+    files = hub.list_files(repo_id, revision=pr.ref)
+    assert [p for p in files if "/fine_" in p] and not [p for p in files if "/dev_" in p]
+
+
 def _sidecars(bundles: Path) -> dict[str, str]:
     return {
         path.name: json.loads(path.read_text())["archive"]["sha256"]

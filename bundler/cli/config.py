@@ -5,7 +5,8 @@ TOML, read with the standard library, one table per command (`[collect]`, `[uplo
 `[sync]`, `[download]`), each a pydantic model that refuses unknown keys and wrong types with
 one line naming the key (exit 2). Its values become the defaults of the command's options
 (click's `default_map`), so an option given on the command line (or its environment variable)
-always wins, and the commands themselves stay as they are.
+always wins, and the commands themselves stay as they are. `collect` also takes the keys it
+shares with `[sync]` that `[collect]` does not set.
 
     [collect]
     output = "bundles"
@@ -105,9 +106,8 @@ def default_map(config: BundlerConfig) -> dict[str, dict[str, Any]]:
     value it takes when the command line does not give it."""
     result: dict[str, dict[str, Any]] = {}
     for command in BundlerConfig.model_fields:
-        table: BaseModel = getattr(config, command)
         defaults: dict[str, Any] = {}
-        for key, value in table.model_dump(exclude_none=True).items():
+        for key, value in _table_values(config, command).items():
             if key == "expect":
                 defaults["expect"] = [f"{task}={rows}" for task, rows in value.items()]
             elif key == "submitter":
@@ -119,6 +119,17 @@ def default_map(config: BundlerConfig) -> dict[str, dict[str, Any]]:
         if defaults:
             result[command] = defaults
     return result
+
+
+def _table_values(config: BundlerConfig, command: str) -> dict[str, Any]:
+    """The keys a command takes from the config: its table's, and for collect also those it
+    shares with `[sync]` that `[collect]` leaves unset, so that `bundler collect` in a nightly
+    job's folder bundles as the nightly `sync` does."""
+    values: dict[str, Any] = getattr(config, command).model_dump(exclude_none=True)
+    if command == "collect":
+        shared = config.sync.model_dump(include=set(_CollectKeys.model_fields), exclude_none=True)
+        values = shared | values
+    return values
 
 
 def load_config(path: Path) -> BundlerConfig:

@@ -270,7 +270,7 @@ def kept_words(downgrade: Downgrade) -> str:
         else "give the first run's flags "
     )
     return (
-        f"kept the existing bundle: the new one would lose {', '.join(downgrade.lost)}; {how}"
+        f"kept the existing bundle: {downgrade.losing}; {how}"
         "or set them in bundler.toml, or give --replace to replace it anyway"
     )
 

@@ -180,7 +180,7 @@ def download_command(
         str,
         typer.Option(
             metavar="REVISION",
-            help="A branch, tag, commit or refs/pr/N (to review a pull request).",
+            help="A branch, tag, commit or refs/pr/N (every bundle it holds).",
         ),
     ] = "main",
     bundle: Annotated[
@@ -189,6 +189,16 @@ def download_command(
             "--bundle",
             metavar="BUNDLE_ID",
             help="Only this bundle id, <player>_<fp8>/<target> (repeatable).",
+        ),
+    ] = None,
+    pull_request: Annotated[
+        int | None,
+        typer.Option(
+            "--pr",
+            metavar="N",
+            min=1,
+            help="Only the bundles pull request N adds or changes, as it holds them "
+            "(to review it); not with --revision.",
         ),
     ] = None,
     token: TokenOption = None,
@@ -204,6 +214,8 @@ def download_command(
     from bundler.hub.repo.download import download
 
     console = stderr_console()
+    if pull_request is not None and revision != "main":
+        raise typer.BadParameter("give --pr or --revision, not both", param_hint="--pr")
 
     def action() -> int:
         with progress_on(console) as progress:
@@ -212,6 +224,7 @@ def download_command(
                 output_dir,
                 revision=revision,
                 bundle_ids=bundle or None,
+                pull_request=pull_request,
                 token=token_to_send(token),
                 progress=progress,
             )

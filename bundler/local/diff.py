@@ -350,6 +350,29 @@ def _value_differences(
     return differences
 
 
+SHOWN_VALUE_CHARS = 60
+"""A value in a one-line wording of a change is cut past this: the line names every field that
+differs, and `bundler diff` shows each value whole."""
+
+
+def worded_change(name: str, old: str, new: str) -> str:
+    """`name old -> new`, each value cut past SHOWN_VALUE_CHARS: how a conflict, a
+    replacement or a kept bundle names what differs."""
+
+    def cut(value: str) -> str:
+        return value if len(value) <= SHOWN_VALUE_CHARS else value[: SHOWN_VALUE_CHARS - 1] + "…"
+
+    return f"{name} {cut(old)} -> {cut(new)}"
+
+
+def claim_changes(a: BundleClaim, b: BundleClaim) -> list[str]:
+    """Every claim field that differs, worded `field old -> new` (A's value first)."""
+    return [
+        worded_change(d.field, *(v if isinstance(v, str) else _json_text(v) for v in (d.a, d.b)))
+        for d in claim_differences(a, b)
+    ]
+
+
 def _json_text(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 

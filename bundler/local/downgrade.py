@@ -34,6 +34,10 @@ class Downgrade(Model):
     because the words that give these inputs are the command line's."""
 
     lost: list[str]
+    differs: list[str] = Field(default_factory=list)
+    """Every claim that differs between the kept bundle and the new one, `field old -> new`:
+    what was lost is among them, and what else changed (a metric lives in the archive and is
+    shown by `bundler diff`)."""
     task: str
     expected_rows: int | None = None
     row_count_lookup: bool = False
@@ -49,9 +53,15 @@ class Downgrade(Model):
         ]
         given = f" ({', '.join(inputs)})" if inputs else ""
         return (
-            f"kept the existing bundle: the new one would lose {', '.join(self.lost)}; collect "
-            f"it with the first run's inputs{given}, or replace it anyway"
+            f"kept the existing bundle: {self.losing}; "
+            f"collect it with the first run's inputs{given}, or replace it anyway"
         )
+
+    @property
+    def losing(self) -> str:
+        """What the new bundle would lose, and every claim that differs."""
+        differs = f" (it differs in {', '.join(self.differs)})" if self.differs else ""
+        return f"the new one would lose {', '.join(self.lost)}{differs}"
 
 
 def existing_claim(sidecar: Path) -> Sidecar | None:
@@ -93,8 +103,11 @@ def downgrade(old: BundleClaim | None, new: BundleClaim) -> Downgrade | None:
     if not lost:
         return None
     dropped = old.coverage.expected_rows is not None and new.coverage.expected_rows is None
+    from bundler.local.diff import claim_changes
+
     return Downgrade(
         lost=lost,
+        differs=claim_changes(old, new),
         task=old.statics.task_name,
         expected_rows=old.coverage.expected_rows if dropped else None,
         row_count_lookup=old.inputs.row_count_note is not None

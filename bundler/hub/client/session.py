@@ -11,13 +11,14 @@ being made twice.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
 from typing import BinaryIO, Literal, TypeVar
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 import httpx2  # the transport huggingface_hub itself uses; its errors are connection faults
 from huggingface_hub import (
@@ -266,28 +267,62 @@ class HubSession:
     def read_file(self, path: str, revision: str, limit: int) -> bytes:
         """A file's bytes in one GET, refused (HubError) past `limit` bytes."""
         chunks: list[bytes] = []
-        self._get(f"reading {path}", path, revision, limit, chunks.append, chunks.clear)
+        self._get(
+            f"reading {path}",
+            self._file_url(path, revision),
+            path,
+            limit,
+            chunks.append,
+            chunks.clear,
+        )
         return b"".join(chunks)
+
+    def card_data(self, revision: str) -> object:
+        """The dataset card's metadata at `revision` (`cardData`), read by the JSON parser
+        alone: the client's own card model raises on metadata anyone can write (a key named
+        like one of its arguments), so the card of a stranger's dataset never reaches it."""
+        where = f"{self.repo_id}@{revision[:8]}"
+        at = quote(revision, safe="")
+        url = f"{self.api.endpoint}/api/{REPO_TYPE}s/{self.repo_id}/revision/{at}?expand=cardData"
+        chunks: list[bytes] = []
+        self._get(
+            f"reading {where}",
+            url,
+            f"{where}'s card",
+            MAX_SMALL_FILE_BYTES,
+            chunks.append,
+            chunks.clear,
+        )
+        try:
+            info = json.loads(b"".join(chunks))
+        except (ValueError, RecursionError):
+            raise HubError(f"{where}: the Hub's answer is not JSON") from None
+        return info.get("cardData") if isinstance(info, dict) else None
 
     def download_file(self, path: str, revision: str, target: Path, limit: int) -> None:
         """A file saved to `target` in one GET, streamed, refused (HubError) past `limit`
         bytes: one file request where `hf_hub_download` makes two, with no cache entry."""
         with target.open("wb") as handle:
             restart = partial(_rewind, handle)
-            self._get(f"downloading {path}", path, revision, limit, handle.write, restart)
+            url = self._file_url(path, revision)
+            self._get(f"downloading {path}", url, path, limit, handle.write, restart)
+
+    def _file_url(self, path: str, revision: str) -> str:
+        return hf_hub_url(
+            self.repo_id, path, repo_type=REPO_TYPE, revision=revision, endpoint=self.api.endpoint
+        )
 
     def _get(
         self,
         doing: str,
-        path: str,
-        revision: str,
+        url: str,
+        what: str,
         limit: int,
         write: Callable[[bytes], object],
         restart: Callable[[], None],
     ) -> None:
-        url = hf_hub_url(
-            self.repo_id, path, repo_type=REPO_TYPE, revision=revision, endpoint=self.api.endpoint
-        )
+        """GET `url` in one request, streamed to `write`, refused (HubError) once `what` is
+        past `limit` bytes."""
         headers = build_hf_headers(
             token=self.api.token, library_name=LIBRARY_NAME, library_version=VERSION
         )
@@ -302,7 +337,7 @@ class HubSession:
                 for chunk in response.iter_bytes():
                     size += len(chunk)
                     if size > limit:
-                        raise HubError(f"{path}: larger than {limit} bytes")
+                        raise HubError(f"{what}: larger than {limit} bytes")
                     write(chunk)
 
         self.call(doing, fetch)

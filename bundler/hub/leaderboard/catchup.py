@@ -1,13 +1,13 @@
 """Catching up: the board's rows brought to what a branch's bundles are now, from what they
 were at an earlier commit, at the cost of what changed.
 
-`bundles/` is walked from the top, comparing each folder's listing at both commits: a folder
-whose git tree id is the same at both is skipped whole, so the walk costs two listings per
-changed folder on the way down, at any size and at any depth of the layout. In a folder whose
-files changed, each bundle is judged by both its files: one whose archive or sidecar differs
-from what its row was derived from is downloaded, verified and derived again; one missing its
-archive or its sidecar, or failing verification, is left off the board and named; a row whose
-bundle is gone is removed. With no commit to start from, every bundle is derived.
+`bundles/` is walked from the top (`bundler.hub.repo.treediff`): a folder whose git tree id is
+the same at both commits is skipped whole, so the walk costs two listings per changed folder
+on the way down, at any size and at any depth of the layout. In a folder whose files changed,
+each bundle is judged by both its files: one whose archive or sidecar differs from what its row
+was derived from is downloaded, verified and derived again; one missing its archive or its
+sidecar, or failing verification, is left off the board and named; a row whose bundle is gone
+is removed. With no commit to start from, every bundle is derived.
 """
 
 from __future__ import annotations
@@ -20,12 +20,13 @@ from typing import Protocol
 
 from bundler.core.errors import HubAccessError, HubError, TemporaryError
 from bundler.core.progress import ProgressSink
-from bundler.hub.client.remote import RemoteEntry, RemoteFile, RemoteFolder
+from bundler.hub.client.remote import RemoteFile
 from bundler.hub.client.session import HubSession
 from bundler.hub.leaderboard.rows import TableRow, build_row, utc_timestamp
 from bundler.hub.leaderboard.tables import AllTasksTable
 from bundler.hub.repo.download import fetch_bundle
 from bundler.hub.repo.paths import BUNDLES_DIR, bundle_of_path, repo_archive, repo_sidecar
+from bundler.hub.repo.treediff import folder_changes
 from bundler.local.layout import TEMP_PREFIX, BundleId
 from bundler.local.verify import read_bundle
 
@@ -95,26 +96,12 @@ def find_changes(
 ) -> BundleChanges:
     """What changed under `bundles/` from `since` (nothing there when None) to `head`."""
     changes = BundleChanges()
-    folders = [BUNDLES_DIR]
-    while folders:
-        folder = folders.pop()
-        now = session.list_folder(folder, head)
-        then = session.list_folder(folder, since) if since is not None else {}
-        for path in sorted(set(now) | set(then)):
-            was, is_now = then.get(path), now.get(path)
-            if isinstance(is_now, RemoteFolder):
-                if not (isinstance(was, RemoteFolder) and was.tree_id == is_now.tree_id):
-                    folders.append(path)
-            elif isinstance(was, RemoteFolder) and since is not None:
-                changes.forget(path, session.list_files(path, since))
-        files_now, files_then = _files(now), _files(then)
-        if files_now != files_then:
-            changes.judge(folder, files_now, files_then, board)
+    for change in folder_changes(session, BUNDLES_DIR, head, since):
+        if change.gone:
+            changes.forget(change.folder, change.then)
+        else:
+            changes.judge(change.folder, change.now, change.then, board)
     return changes
-
-
-def _files(listing: dict[str, RemoteEntry]) -> dict[str, RemoteFile]:
-    return {path: entry for path, entry in listing.items() if isinstance(entry, RemoteFile)}
 
 
 def catch_up(session: HubSession, state: Board, since: str | None, progress: ProgressSink) -> None:

@@ -1,9 +1,10 @@
 """What an upload reads from the Hub beyond the listing, for the plan to decide on.
 
 `bundler.hub.publish.plan.triage` says what the listing alone cannot settle: for a bundle the
-Hub holds other content under, the Hub's sidecar and, when the claims allow an extension, which
-of the Hub's predictions the local bundle holds (the Hub's copy is downloaded and verified for
-that). Nothing else is read.
+Hub holds other content under, the Hub's sidecar and its copy, downloaded and verified: when
+the claims allow an extension, which of the Hub's predictions the local bundle holds; when they
+do not, which metrics it changes, so that a conflict names every value that differs, old and
+new. Nothing else is read.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from bundler.hub.publish.plan import (
     RepositoryView,
     extension_claims_problem,
     extension_predictions_problem,
+    metric_changes,
     triage,
 )
 from bundler.hub.repo.download import fetch_bundle
@@ -46,8 +48,14 @@ class EvidenceReader:
             return HubEvidence()
         sidecar, data = old
         problem = extension_claims_problem(sidecar, bundle.sidecar)
+        copy = self._verified_copy(bundle.key, data, view.base_head)
+        if isinstance(copy, str):  # the Hub's copy fails verification
+            return HubEvidence(old_sidecar=sidecar, extension_problem=problem or copy)
+        old_files, old_metrics = copy
         if problem is None:
-            problem = self._predictions_problem(bundle, data, view.base_head)
+            problem = extension_predictions_problem(old_files, manifest_digests(bundle.archive))
+        elif (changed := metric_changes(old_metrics, bundle.metrics_text)) is not None:
+            problem += f"; its metrics differ: {changed}"
         return HubEvidence(old_sidecar=sidecar, extension_problem=problem)
 
     def _old_sidecar(self, key: BundleId, commit: str) -> tuple[Sidecar, bytes] | None:
@@ -60,17 +68,18 @@ class EvidenceReader:
         except (HubError, ValueError):
             return None
 
-    def _predictions_problem(self, bundle: LocalBundle, old_data: bytes, commit: str) -> str | None:
-        """Download and verify the Hub's copy (its sidecar as read, `old_data`), and say which
-        of its predictions `bundle` does not hold (None: every one, with the same sha256)."""
-        key = bundle.key
+    def _verified_copy(
+        self, key: BundleId, old_data: bytes, commit: str
+    ) -> tuple[dict[str, str], str] | str:
+        """Download and verify the Hub's copy (its sidecar as read, `old_data`): the sha256 of
+        each file its manifest lists, and its metrics; or why it fails verification."""
         with tempfile.TemporaryDirectory(prefix=TEMP_PREFIX) as staging:
             sidecar = Path(staging) / repo_sidecar(key)  # the bytes read already, not again
             sidecar.parent.mkdir(parents=True)
             sidecar.write_bytes(old_data)
             archive = fetch_bundle(self.session, key, commit, {repo_archive(key)}, Path(staging))
-            verification = read_bundle(archive, self.progress).verification()
-            if not verification.ok:
+            reading = read_bundle(archive, self.progress)
+            verification = reading.verification()
+            if not verification.ok or reading.metrics_text is None:
                 return f"the Hub's copy fails verification ({verification.describe_failures()})"
-            old_files = manifest_digests(archive)
-        return extension_predictions_problem(old_files, manifest_digests(bundle.archive))
+            return manifest_digests(archive), reading.metrics_text

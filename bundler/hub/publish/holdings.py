@@ -20,7 +20,8 @@ from bundler.hub.leaderboard.branch import BranchTables, read_branch
 from bundler.hub.leaderboard.tables import AllTasksTable
 from bundler.hub.publish.destination import Destination
 from bundler.hub.publish.plan import LocalBundle, RepositoryView
-from bundler.hub.repo.paths import README, repo_archive, repo_paths
+from bundler.hub.repo.paths import README, TASKS_FILE, repo_archive, repo_paths
+from bundler.hub.tasks.definitions import MAX_TASKS_FILE_BYTES, TaskDefinitions
 
 
 class Holdings:
@@ -50,7 +51,8 @@ class Holdings:
         """What the base branch and the pull request hold of these bundles. A branch's holdings
         come from its leaderboard table (brought up to date first: its next commit rewrites
         it; the bundles it leaves off are named in `left_off`); a pull request's base is asked
-        about these bundles' files alone."""
+        about these bundles' files and its task definitions alone (review judges the bundles
+        against them: a bundle contradicting them is refused here already)."""
         destination = self.destination
         if not repo_exists:
             return RepositoryView(base=destination.base)
@@ -64,15 +66,27 @@ class Holdings:
             return view
         base_head = session.head(destination.base)
         base_files = session.paths_info(
-            [path for key in keys for path in repo_paths(key)], base_head
+            [TASKS_FILE, *(path for key in keys for path in repo_paths(key))], base_head
         )
+        defined = TaskDefinitions()  # what review will judge the bundles against
+        if base_files.pop(TASKS_FILE, None) is not None:
+            defined = TaskDefinitions.parse(
+                session.read_file(TASKS_FILE, base_head, MAX_TASKS_FILE_BYTES)
+            )
         self._planned = (destination.base, base_head, base_files)
         if destination.pr_num is None:
-            return RepositoryView(destination.base, base_head, base_files)
+            return RepositoryView(destination.base, base_head, base_files, definitions=defined)
         pr_head = session.head(destination.ref)
         pr_files = session.paths_info([repo_archive(key) for key in keys], pr_head)
         self._planned = (destination.ref, pr_head, pr_files)
-        return RepositoryView(destination.base, base_head, base_files, destination.pr_num, pr_files)
+        return RepositoryView(
+            destination.base,
+            base_head,
+            base_files,
+            destination.pr_num,
+            pr_files,
+            definitions=defined,
+        )
 
     def _branch_view(self, tables: BranchTables, local: list[LocalBundle]) -> RepositoryView:
         """What the branch holds of these local bundles, for the plan: their files (from the

@@ -36,6 +36,7 @@ from bundler.hub.publish.pr_description import ClaimDifference, ProposedBundle
 from bundler.hub.repo.paths import FILES_PER_BUNDLE, repo_paths
 from bundler.hub.tasks.definitions import TaskDefinitions
 from bundler.local.diff import claim_differences as bundle_claim_differences
+from bundler.local.diff import metric_differences, worded_change
 from bundler.local.fileio import CHUNK_SIZE
 from bundler.local.layout import BundleId
 from bundler.local.manifest import PREDICTIONS_DIR, Sidecar
@@ -253,8 +254,8 @@ class RepositoryView:
     published: dict[str, str] = field(default_factory=dict)
     """When the branch's table says each bundle's very archive was first published."""
     definitions: TaskDefinitions | None = None
-    """The maintainers' task definitions on the branch, when the commits go to it: a bundle
-    contradicting its task's definition is refused."""
+    """The maintainers' task definitions on the base branch: a bundle contradicting its task's
+    definition is refused (review would refuse it)."""
 
     @property
     def target_files(self) -> dict[str, RemoteFile]:
@@ -334,21 +335,42 @@ def extension_claims_problem(old: Sidecar, new: Sidecar) -> str | None:
     claims but for counts and coverage, and more rows. Only then are the Hub's predictions
     read (`extension_predictions_problem`). A conflict names every claim that differs, the
     counts and coverage a resumed run may change included."""
-    fields = [difference.field for difference in claim_differences(old, new)]
-    differing = [field for field in fields if field.split(".")[0] not in EXTENSIBLE_CLAIMS]
-    also = [field for field in fields if field not in differing]
+    found = claim_differences(old, new)
+    differing = [d for d in found if d.field.split(".")[0] not in EXTENSIBLE_CLAIMS]
+    also = [d for d in found if d not in differing]
     if differing:
-        return (
-            "it differs in "
-            + ", ".join(differing)
-            + (f" (and in {', '.join(also)})" if also else "")
+        return f"it differs in {_worded(differing)}" + (
+            f" (and in {_worded(also)})" if also else ""
         )
     before, after = old.coverage.rows_present, new.coverage.rows_present
     if after <= before:
         return f"it has {after} rows, the Hub's copy {before}" + (
-            f"; it differs in {', '.join(also)}" if also else ""
+            f"; it differs in {_worded(also)}" if also else ""
         )
     return None
+
+
+def _worded(differences: list[ClaimDifference]) -> str:
+    """Each difference as `field old -> new` (the Hub's copy first)."""
+    return ", ".join(worded_change(d.field, d.old, d.new) for d in differences)
+
+
+def metric_changes(old_metrics: str, new_metrics: str) -> str | None:
+    """Every metric of the Hub's copy that this bundle changes, adds or drops, worded as
+    `name old -> new`; None when the metrics are the same (or one side is no JSON)."""
+    try:
+        changed = metric_differences(json.loads(old_metrics), json.loads(new_metrics))
+    except (ValueError, RecursionError):
+        return None
+    shown = [
+        (
+            d.name,
+            "absent" if d.change == "added" else json.dumps(d.a),
+            "absent" if d.change == "removed" else json.dumps(d.b),
+        )
+        for d in changed
+    ]
+    return ", ".join(worded_change(name, a, b) for name, a, b in shown) or None
 
 
 def extension_predictions_problem(
@@ -388,14 +410,18 @@ def decide(
     )
     on_target = view.target_files.get(bundle.repo_archive)
     expected = on_target.identity if on_target else None
-    definition = view.definitions.get(key.task) if view.definitions is not None else None
+    defined = view.definitions
+    definition = defined.get(key.task) if defined is not None else None
     contradiction = definition.mismatch(bundle.verified.statics) if definition else None
-    if contradiction is not None:
+    twin = defined.twin_of(key.task) if defined is not None and definition is None else None
+    if contradiction is not None or twin is not None:
         plan.action, plan.outcome = "refused", "refused"
         plan.detail = (
             f"contradicts the definition of task {key.task} on {base}: {contradiction}"
-            " (leaderboard/tasks.json, kept by the maintainers)"
-        )
+            if twin is None
+            else f"task {key.task} is a twin of the task {twin} defined on {base} (the same "
+            f"name but for letter case or Unicode forms): collect the run as task {twin}"
+        ) + " (leaderboard/tasks.json, kept by the maintainers)"
         return Decision(plan, expected=expected)
     seen = triage(bundle, view, create_pr=options.create_pr)
     if seen == "on-base":

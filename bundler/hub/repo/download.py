@@ -28,10 +28,12 @@ from bundler.hub.client.session import HubSession
 from bundler.hub.repo.paths import (
     BUNDLES_DIR,
     bundle_ids_in,
+    bundle_of_path,
     repo_archive,
     repo_paths,
     repo_sidecar,
 )
+from bundler.hub.repo.treediff import folder_changes
 from bundler.local.fileio import sha256_file, unusable_output_folder, write_error
 from bundler.local.layout import REJECTED_DIR, TEMP_PREFIX, BundleId, LayoutError
 from bundler.local.verify import BundleReading, read_bundle
@@ -71,19 +73,25 @@ def download(
     *,
     revision: str = "main",
     bundle_ids: list[str] | None = None,
+    pull_request: int | None = None,
     token: str | None = None,
     progress: ProgressSink | None = None,
 ) -> DownloadReport:
-    """Fetch the bundles of `revision` (or just `bundle_ids`) into `output_dir`, verified, with
-    DOWNLOAD_WORKERS requests at a time as `hf download` makes them. A bundle already there
-    with the same archive and sidecar is not fetched again."""
+    """Fetch the bundles of `revision` (or just `bundle_ids`; or those `pull_request` adds or
+    changes) into `output_dir`, verified, with DOWNLOAD_WORKERS requests at a time as `hf
+    download` makes them. A bundle already there with the same archive and sidecar is not
+    fetched again."""
     progress = progress or NoProgress()
     if output_dir.exists() and not output_dir.is_dir():
         raise UsageError(f"{output_dir}: exists and is not a directory")
     asked = sorted({_parse_requested(text) for text in bundle_ids or []})
     session = HubSession(repo_id, token=token)
+    if pull_request is not None:
+        revision = f"refs/pr/{pull_request}"
     commit = session.head(revision)
-    if asked:  # only these bundles' files: the same requests however large the repository
+    if pull_request is not None:
+        asked = sorted(set(asked) | proposed_bundles(session, pull_request, commit))
+    if asked or pull_request is not None:  # only these bundles' files, however large the repo
         listed = session.paths_info(
             [path for bundle in asked for path in repo_paths(bundle)], commit
         )
@@ -207,6 +215,24 @@ def fetch_verified(
             detail="failed verification, kept apart: " + verification.describe_failures(),
         )
     return fetched, reading
+
+
+def proposed_bundles(session: HubSession, number: int, head: str) -> set[BundleId]:
+    """The bundles whose files pull request `number` (at `head`) adds or changes against the
+    head of the branch it targets: what a maintainer reviewing it wants, never the branch's
+    every bundle. Found by comparing trees (`treediff`), at the cost of what differs."""
+    details = session.call(
+        f"reading pull request #{number}",
+        lambda: session.api.get_discussion_details(session.repo_id, number, repo_type="dataset"),
+    )
+    if not details.is_pull_request:
+        raise UsageError(f"#{number} is a discussion, not a pull request")
+    base = session.head(details.target_branch or "main")
+    proposed: set[BundleId] = set()
+    for change in folder_changes(session, BUNDLES_DIR, head, base):
+        changed = [path for path, file in change.now.items() if change.then.get(path) != file]
+        proposed |= {bundle for bundle in map(bundle_of_path, changed) if bundle is not None}
+    return proposed
 
 
 def fetch_bundle(

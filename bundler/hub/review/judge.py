@@ -419,6 +419,14 @@ def task_check(bundle: BundleId, claim: BundleClaim, definitions: TaskDefinition
     """The bundle against its task's definition: the dataset, split and revisions the
     maintainers accept. A task without one is warned: it would be ranked by its first bundle."""
     definition = definitions.get(bundle.task)
+    twin = definitions.twin_of(bundle.task)
+    if definition is None and twin is not None:
+        return failed(
+            "task",
+            f"task {bundle.task} is a twin of the defined task {twin} (the same name but for "
+            "letter case or Unicode forms)",
+            hint=f"collect the run again as task {twin}",
+        )
     if definition is None:
         return warned(
             "task",

@@ -115,10 +115,12 @@ def _review_one(
     session = gatherer.session
     gathered = gatherer.gather(facts, work)
     pr = judge_pull_request(gathered, options.max_exception_rate)
+    # The digest is of the findings alone, before any warning is accepted for a merge: a
+    # re-review that finds the same posts nothing again, whatever flags either run had.
+    pr.digest = hashlib.sha256(render_markdown(report, pr).encode("utf-8")).hexdigest()
     if options.merge:
         pr.accept(options.accept, reviewer or "the maintainer")
     pr.markdown = render_markdown(report, pr)
-    pr.digest = hashlib.sha256(pr.markdown.encode("utf-8")).hexdigest()
     if reviewer is not None and options.comment:
         post_report(session, pr, reviewer)
     if options.merge:

@@ -53,6 +53,12 @@ def define_task(
         current = state.definitions
         if current.get(task) == definition:
             return None
+        if (twin := current.twin_of(task)) is not None:
+            raise UsageError(
+                f"{task!r} is a twin of the defined task {twin!r} (the same name but for letter "
+                "case or Unicode forms): one task, one name",
+                hint=f"define {twin!r} again to change its definition",
+            )
         state.definitions = TaskDefinitions(tasks={**current.tasks, task: definition})
         report.changed = True
         operations = [CommitOperationAdd(TASKS_FILE, state.definitions.to_bytes())]

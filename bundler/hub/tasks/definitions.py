@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import ConfigDict, Field, ValidationError, field_validator
@@ -92,6 +93,16 @@ class TaskDefinitions(Model):
     def get(self, task: str) -> TaskDefinition | None:
         return self.tasks.get(task)
 
+    def twin_of(self, task: str) -> str | None:
+        """The defined task `task` is a twin of: another name, equal to it under Unicode
+        compatibility normalisation (NFKC) and case folding. Twins cannot both have a table
+        (`leaderboard/tasks/<task>.parquet`) on a case-insensitive file system, and a reader
+        takes them for one task."""
+        folded = task_fold(task)
+        return next(
+            (name for name in self.tasks if name != task and task_fold(name) == folded), None
+        )
+
     def to_bytes(self) -> bytes:
         text = json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=True)
         return (text + "\n").encode("ascii")
@@ -112,6 +123,11 @@ def read_definitions(session: HubSession, revision: str) -> TaskDefinitions:
     if TASKS_FILE not in listed:
         return TaskDefinitions()
     return TaskDefinitions.parse(session.read_file(TASKS_FILE, revision, MAX_TASKS_FILE_BYTES))
+
+
+def task_fold(task: str) -> str:
+    """What two task names that are one task to a person share (see `twin_of`)."""
+    return unicodedata.normalize("NFKC", task).casefold()
 
 
 class TaskListing(Model):

@@ -3,7 +3,8 @@
 Best effort by design: the row count comes from the dataset card's `dataset_info` splits at the
 resolved revision. When the Hub is unreachable, the run is unpinned, or the card does not say,
 the count stays unknown and the run's coverage is `unknown`, with a warning saying why; a run is
-never called complete on a guess.
+never called complete on a guess. Anyone can write a dataset's card: it is read by the JSON
+parser alone (`HubSession.card_data`), and only `dataset_info`'s count is taken from it.
 """
 
 from __future__ import annotations
@@ -49,18 +50,11 @@ class RowCountResolver:
         token: str | bool | None = self._token if authenticated else False
         try:
             session = HubSession(identity.hf_repo_id, token=token, owned=False)
-            info = session.call(
-                f"reading {where}",
-                lambda: session.api.dataset_info(  # the card alone, not every file's name
-                    identity.hf_repo_id, revision=revision, expand=["cardData"]
-                ),
-            )
+            card = session.card_data(revision)  # the card alone, not every file's name
         except BundlerError as error:
             return None, f"row count not resolved: {error.message}"
-        card: dict[str, Any] = (
-            info.card_data.to_dict() if info.card_data is not None else {}  # type: ignore[no-untyped-call]
-        )
-        count = split_rows(card.get("dataset_info"), identity.dataset_split)
+        info = card.get("dataset_info") if isinstance(card, dict) else None
+        count = split_rows(info, identity.dataset_split)
         if count is None:
             split = identity.dataset_split or "(no split named)"
             return None, f"row count not resolved: {where}'s card gives no row count for {split}"

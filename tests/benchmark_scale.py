@@ -35,6 +35,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -354,6 +355,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json-out", type=Path, default=None)
     args = parser.parse_args(argv)
     sizes = sorted({*args.sizes, *([LARGE] if args.large else [])})
+    # A stop (a CI timeout, `kill`) still removes the gigabytes of runs and bundles below.
+    signal.signal(signal.SIGTERM, lambda number, frame: sys.exit(128 + number))
     workdir = Path(tempfile.mkdtemp(prefix="bundler-bench-scale-"))
     workdirs = [workdir]
     hub = HubServer(tokens=TOKENS).start()

@@ -138,6 +138,7 @@ def test_scale_benchmark_measures_every_command_at_each_size(tmp_path: Path) -> 
             "received_kib",
             "peak_rss_mib",
             "seconds",
+            "own_seconds",
         }
     for name in ("upload 1 new", "upload 3 new (bulk)", "card after a web-page merge of 1"):
         for figures in commands[name]["by_size"].values():

@@ -14,18 +14,18 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import WRITE_TOKEN
 from factory import RunSpec
+from helpers import run_cli
 from hubserver import HubServer
 from huggingface_hub import CommitOperationDelete, HfApi
 from test_card_refresh import (
-    bundle_files,
     card,
     card_text,
     commit_by_hand,
     layout_1_files,
 )
-from test_upload import make_bundles, publish, table_rows, upload
+from test_upload import SECOND_SHA, make_bundles, publish, repo_files, table_rows, upload
 
-from bundler.hub.repo.paths import ALL_TABLE, README, RECORD, task_table
+from bundler.hub.repo.paths import ALL_TABLE, README, RECORD, TASKS_FILE, task_table
 
 
 @pytest.fixture
@@ -100,8 +100,8 @@ def test_a_sidecar_landed_without_its_archive_is_named_and_blocks_nothing(
     hub: HubServer, repo_id: str, published: Path, tmp_path: Path
 ) -> None:
     lone = make_bundles(tmp_path / "lone", [RunSpec(task="delta", model="lone", rows=2)])
-    sidecar = next(path for path in bundle_files(lone) if path.endswith(".json"))
-    commit_by_hand(repo_id, {sidecar: bundle_files(lone)[sidecar]})
+    sidecar = next(path for path in repo_files(lone) if path.endswith(".json"))
+    commit_by_hand(repo_id, {sidecar: repo_files(lone)[sidecar]})
     code, result, stderr = card(repo_id)
     assert code == 1, stderr
     assert result["unreadable_rows"] == [
@@ -121,7 +121,7 @@ def test_a_sidecar_landed_without_its_archive_is_named_and_blocks_nothing(
 def test_an_archive_deleted_by_hand_takes_its_row_off_the_board(
     hub: HubServer, repo_id: str, published: Path
 ) -> None:
-    (archive,) = [p for p in bundle_files(published) if "alpha" in p and p.endswith(".tar.zst")]
+    (archive,) = [p for p in repo_files(published) if "alpha" in p and p.endswith(".tar.zst")]
     delete_by_hand(repo_id, archive)
     code, result, stderr = card(repo_id)
     assert code == 1, stderr
@@ -172,3 +172,48 @@ def test_a_layout_1_upgrade_takes_nothing_from_the_row_files(hub: HubServer, rep
 
     assert claims(claiming) == claims(pristine)
     assert "0.99" not in json.dumps(claims(claiming))
+
+
+def test_a_result_on_a_revision_the_task_no_longer_accepts_is_stale_and_ranked_after(
+    hub: HubServer, repo_id: str, tmp_path: Path
+) -> None:
+    """Changing a task's accepted revisions updates the board in the same commit: entries on
+    another revision are `stale`, ranked after every current one whatever their score, and
+    marked on the card."""
+    old = RunSpec(task="alpha", model="old", rows=2, metrics={"exact_match": {"accuracy": 0.9}})
+    new = RunSpec(task="alpha", model="new", rows=2, metrics={"exact_match": {"accuracy": 0.1}})
+    old.resolved_revision = SECOND_SHA
+    publish(make_bundles(tmp_path, [old, new]), repo_id)
+    define = run_cli(
+        "tasks", "define", "alpha", "--repo", repo_id, "--dataset", new.hf_repo_id, "--split",
+        "test", "--metric", "exact_match.accuracy", "--revision", new.resolved_revision or "",
+        env={"HF_TOKEN": WRITE_TOKEN},
+    )  # fmt: skip
+    assert define.returncode == 0, define.stderr
+    (latest,) = hub.commits(repo_id)[:1]
+    assert {TASKS_FILE, task_table("alpha"), README} <= set(latest.files_changed)
+    rows = table_rows(hub, repo_id, task_table("alpha"))
+    assert [(r["player_name"], r["rank"], r["stale"]) for r in rows] == [
+        ("new", 1, False),
+        ("old", 2, True),
+    ]
+    assert "⚠ stale 2/2" in card_text(hub, repo_id)
+
+
+def test_the_tables_carry_each_runs_cost_and_the_card_its_tokens_per_row(
+    hub: HubServer, repo_id: str, tmp_path: Path
+) -> None:
+    """Tokens and requests summed over the bundle's predictions, computed here from what the
+    tree writer put in each prediction file."""
+    publish(make_bundles(tmp_path, [RunSpec(task="alpha", model="m", rows=4)]), repo_id)
+    expected_in = sum(1200 + index for index in range(4))
+    expected_out = sum(300 + index for index in range(4))
+    for table in (ALL_TABLE, task_table("alpha")):
+        (row,) = table_rows(hub, repo_id, table)
+        assert (row["input_tokens"], row["output_tokens"], row["requests"]) == (
+            expected_in,
+            expected_out,
+            0,
+        )
+    per_row = (expected_in + expected_out) / 4
+    assert f"|{per_row / 1000:.2g}k|" in card_text(hub, repo_id)

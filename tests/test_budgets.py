@@ -211,7 +211,11 @@ def test_a_bulk_upload_costs_what_its_new_bundles_do_not_what_is_there(
         counts, report = counted(hub, board.repo_id, "upload", new, "--repo", board.repo_id)
         assert {b["outcome"] for b in report["bundles"]} == {"published"}  # type: ignore[index]
         costs[size] = total(counts)
-    assert abs(costs[SIZES[0]] - costs[SIZES[1]]) <= 3, costs
+        players = {archive.parent.name for archive in new.rglob("*.tar.zst")}
+    # Each new player's folder goes into its shard, which the limits check lists once when it
+    # is there already (bundler.hub.client.limits): at 3,000 bundles most shards are, at 30
+    # few. What the new bundles cost, whatever the repository holds.
+    assert abs(costs[SIZES[0]] - costs[SIZES[1]]) <= 3 + len(players), costs
 
 
 def test_a_review_of_a_pull_request_adding_one_bundle_costs_the_same_at_any_size(

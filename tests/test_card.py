@@ -117,7 +117,7 @@ def test_the_board_shows_the_first_metric_columns_of_the_earliest_published_bund
     (board,) = [b for b in boards_of(three_tasks()) if b.task == "expert-vqa"]
     assert board.columns == ["em.acc", "em.n", "em.f1"]
     assert cells(header)[FIRST : FIRST + BOARD_METRICS] == ["`em.acc` ↓"]
-    assert cells(header) == ["#", "setup", "`em.acc` ↓", "rows"]
+    assert cells(header) == ["#", "setup", "`em.acc` ↓", "tok/row", "rows"]
     # past BOARD_METRICS: only in the task's table
     assert "em.f1" not in card and "em.n" not in card
 
@@ -329,7 +329,7 @@ def test_the_ranking_metric_is_the_first_of_the_earliest_published_bundle() -> N
     (no_scores,) = boards_of([make_row(metrics={"s": "x"})])
     assert no_scores.sort_column is None and no_scores.ranks() == [None]
     (line,) = section(card_of([make_row(metrics={"s": "x"})]), "expert-vqa")[2:]
-    assert cells(line) == ["-", "`gpt_1054f537`", "5/5"]  # no rank, no metric columns
+    assert cells(line) == ["-", "`gpt_1054f537`", "1.5k", "5/5"]  # no rank, no metric columns
 
 
 def test_a_long_leaderboard_shows_the_best_and_says_how_many_more() -> None:

@@ -16,11 +16,11 @@ from factory import RunSpec
 from helpers import run_cli
 from hubserver import RACE, HubServer
 from huggingface_hub import CommitOperationAdd, HfApi
-from test_upload import make_bundles, publish, table_rows, upload
+from test_upload import make_bundles, publish, repo_files, table_rows, upload
 
 from bundler.hub.client.session import HubSession
 from bundler.hub.leaderboard.card_refresh import refresh_card
-from bundler.hub.repo.paths import ALL_TABLE, README, RECORD, task_table
+from bundler.hub.repo.paths import ALL_TABLE, README, RECORD, bundle_of_path, task_table
 
 LAYOUT_1 = Path(__file__).parent / "fixtures" / "layout-v1"
 """A repository exactly as the previous release wrote it: rows/, tasks/, features in the card."""
@@ -53,15 +53,6 @@ def commit_by_hand(repo_id: str, files: dict[str, bytes]) -> None:
     )
 
 
-def bundle_files(folder: Path) -> dict[str, bytes]:
-    """A local bundles folder's files, at their repository paths."""
-    return {
-        f"bundles/{path.relative_to(folder).as_posix()}": path.read_bytes()
-        for path in sorted(folder.rglob("*"))
-        if path.is_file() and not path.name.startswith(".")
-    }
-
-
 @pytest.fixture
 def published(hub: HubServer, repo_id: str, tmp_path: Path) -> Path:
     bundles = make_bundles(
@@ -77,13 +68,13 @@ def test_upload_commits_the_tables_and_card_with_the_bundles(
     (commit,) = [c for c in hub.commits(repo_id) if README in c.files_changed]
     assert "**3** submission bundle(s)" in card_text(hub, repo_id)
     tables = [ALL_TABLE, *(task_table(task) for task in ("alpha", "beta", "gamma"))]
-    assert set(commit.files_changed) == {*bundle_files(published), *tables, README, RECORD}
+    assert set(commit.files_changed) == {*repo_files(published), *tables, README, RECORD}
     more = make_bundles(tmp_path / "more", [RunSpec(task="delta", rows=2)])
     assert upload(more, "--repo", repo_id)[0] == 0
     latest = hub.commits(repo_id)[0]
     # the new bundle, the all-tasks table, its task's new table and the card: nothing else
     assert set(latest.files_changed) == {
-        *bundle_files(more),
+        *repo_files(more),
         ALL_TABLE,
         task_table("delta"),
         README,
@@ -143,7 +134,7 @@ def test_a_merge_in_the_web_interface_is_caught_up_reading_only_what_changed(
     hub: HubServer, repo_id: str, published: Path, tmp_path: Path
 ) -> None:
     merged = make_bundles(tmp_path / "merged", [RunSpec(task="delta", model="claude", rows=2)])
-    commit_by_hand(repo_id, bundle_files(merged))
+    commit_by_hand(repo_id, repo_files(merged))
     log = len(hub.request_log)
     code, result, stderr = card(repo_id)
     assert code == 0, stderr
@@ -153,7 +144,7 @@ def test_a_merge_in_the_web_interface_is_caught_up_reading_only_what_changed(
     }
     # the one bundle that came in, no other; nor the table, which the merge left as it was (the
     # upload that wrote it kept a copy, bundler.hub.leaderboard.tablecache)
-    assert downloads == {Path(p).name for p in bundle_files(merged)}
+    assert downloads == {Path(p).name for p in repo_files(merged)}
     latest = hub.commits(repo_id)[0]
     assert set(latest.files_changed) == {ALL_TABLE, task_table("delta"), README, RECORD}
     assert "delta" in {row["task_name"] for row in table_rows(hub, repo_id)}
@@ -164,7 +155,7 @@ def test_a_merged_bundle_that_fails_verification_is_named_and_left_out(
     hub: HubServer, repo_id: str, published: Path, tmp_path: Path
 ) -> None:
     merged = make_bundles(tmp_path / "merged", [RunSpec(task="delta", rows=2)])
-    files = bundle_files(merged)
+    files = repo_files(merged)
     archive = next(path for path in files if path.endswith(".tar.zst"))
     forged = bytearray(files[archive])
     forged[len(forged) // 2] ^= 0xFF
@@ -245,6 +236,8 @@ def test_a_layout_1_repository_is_upgraded_in_one_commit(hub: HubServer, repo_id
     files = hub.list_files(repo_id)
     assert not [path for path in files if path.startswith(("rows/", "tasks/"))]
     assert {ALL_TABLE, task_table("expert-vqa"), task_table("maze")} <= set(files)
+    bundles = [path for path in files if path.startswith("bundles/")]
+    assert len(bundles) == 6 and all(bundle_of_path(path) for path in bundles)  # in shards
     assert {path for path in upgrade.deleted if path.startswith("rows/")} == {
         path for path in layout_1_files() if path.startswith("rows/")
     }

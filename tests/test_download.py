@@ -15,6 +15,9 @@ from helpers import one_line_error, read_only_folder, run_cli, run_cli_as_any_us
 from hubserver import Fault, HubServer
 from test_upload import SECOND_SHA, local_files, make_bundles, publish, upload
 
+from bundler.hub.repo.paths import repo_archive
+from bundler.local.layout import id_of_local_archive
+
 
 @pytest.fixture
 def published(hub: HubServer, repo_id: str, tmp_path: Path) -> Path:
@@ -86,7 +89,7 @@ def test_download_keeps_a_bad_bundle_apart(
     from huggingface_hub import CommitOperationAdd, HfApi
 
     victim = next(published.rglob("wires@*.tar.zst"))
-    path = f"bundles/{victim.relative_to(published).as_posix()}"
+    path = repo_archive(id_of_local_archive(victim))
     data = bytearray(victim.read_bytes())
     data[-20] ^= 0x55
     HfApi(token=WRITE_TOKEN).create_commit(

@@ -29,6 +29,7 @@ from hubserver import Fault, HubServer, RateLimits, RepoLimits, Scope, TokenInfo
 from hubserver.store import HubError
 from huggingface_hub import (
     CommitOperationAdd,
+    CommitOperationCopy,
     CommitOperationDelete,
     HfApi,
     HfFileSystem,
@@ -351,23 +352,57 @@ def test_deletes_and_tree_pagination(hub: HubServer, tmp_path: Path) -> None:
 
 
 def test_lfs_file_must_reference_an_uploaded_object(hub: HubServer, repo: str) -> None:
-    lines = [
-        {"key": "header", "value": {"summary": "Sneaky", "description": ""}},
-        {
-            "key": "lfsFile",
-            "value": {"path": "x.tar.zst", "algo": "sha256", "oid": "0" * 64, "size": 3},
-        },
-    ]
-    request = urllib.request.Request(
-        f"{hub.url}/api/datasets/{repo}/commit/main",
-        data=b"".join(json.dumps(line).encode() + b"\n" for line in lines),
-        headers={"Authorization": f"Bearer {WRITE_TOKEN}", "Content-Type": "application/x-ndjson"},
-        method="POST",
-    )
-    with pytest.raises(urllib.error.HTTPError) as err:
-        urllib.request.urlopen(request)
-    assert err.value.code == 400
+    for size in ({"size": 3}, {}):  # as an upload names it, and as a copy does (no size)
+        lines = [
+            {"key": "header", "value": {"summary": "Sneaky", "description": ""}},
+            {
+                "key": "lfsFile",
+                "value": {"path": "x.tar.zst", "algo": "sha256", "oid": "0" * 64, **size},
+            },
+        ]
+        request = urllib.request.Request(
+            f"{hub.url}/api/datasets/{repo}/commit/main",
+            data=b"".join(json.dumps(line).encode() + b"\n" for line in lines),
+            headers={
+                "Authorization": f"Bearer {WRITE_TOKEN}",
+                "Content-Type": "application/x-ndjson",
+            },
+            method="POST",
+        )
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(request)
+        assert err.value.code == 400
     assert len(hub.commits(repo)) == 1
+
+
+def test_a_copy_on_the_hub_uploads_nothing_and_moves_byte_for_byte(
+    hub: HubServer, api: HfApi, repo: str
+) -> None:
+    api.create_commit(
+        repo,
+        [add("old/a.tar.zst", BUNDLE), add("old/a.json", b'{"a": 1}')],
+        commit_message="Add a",
+        repo_type="dataset",
+    )
+    log = len(hub.request_log)
+    api.create_commit(
+        repo,
+        [
+            CommitOperationCopy("old/a.tar.zst", "new/a.tar.zst"),
+            CommitOperationCopy("old/a.json", "new/a.json"),
+            CommitOperationDelete("old/", is_folder=True),
+        ],
+        commit_message="Move a",
+        repo_type="dataset",
+    )
+    sent = hub.request_log[log:]
+    assert not [r for r in sent if r.method == "PUT" or "/info/lfs/" in r.path]
+    assert not [r for r in sent if "/preupload/" in r.path]
+    assert hub.list_files(repo) == [".gitattributes", "new/a.json", "new/a.tar.zst"]
+    assert hub.file_bytes(repo, "new/a.tar.zst") == BUNDLE
+    assert hub.file_bytes(repo, "new/a.json") == b'{"a": 1}'
+    (info,) = api.get_paths_info(repo, ["new/a.tar.zst"], repo_type="dataset")
+    assert info.lfs is not None and info.lfs.sha256 == hashlib.sha256(BUNDLE).hexdigest()
 
 
 # ------------------------------------------------------------------ revisions, conflicts

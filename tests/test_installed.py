@@ -30,6 +30,8 @@ from conftest import SUBMITTER_TOKEN, WRITE_TOKEN
 from factory import RunSpec, gptnt_capabilities, make_row, write_tree
 from hubserver import HubServer, client_env
 
+from bundler.hub.repo.paths import bundle_of_path
+
 ROOT = Path(__file__).parent.parent
 FIXTURES = Path(__file__).parent / "fixtures" / "gptnt"
 DIRECT_DEPENDENCIES = (
@@ -324,7 +326,9 @@ def test_every_role_s_journey_through_the_console_script(
     downloaded = maintainer.bundler("download", "--repo", repo_id, "-o", "board")
     assert downloaded["exit_code"] == 0
     local = sorted((submitter.home / "bundles").rglob("*.tar.zst"))
-    fetched = maintainer.home / "board" / mine.removeprefix("bundles/")
+    mine_id = bundle_of_path(mine)  # what the test expects, from the source's own layout
+    assert mine_id is not None
+    fetched = mine_id.local_archive(maintainer.home / "board")
     assert fetched.read_bytes() == local[0].read_bytes()
     assert hub.file_bytes(repo_id, mine) == local[0].read_bytes()
     nightly_archive = next(

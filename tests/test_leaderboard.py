@@ -111,7 +111,7 @@ def float_columns(table: datasets.Dataset) -> list[str]:
     return [
         name
         for name, feature in table.features.items()
-        if getattr(feature, "dtype", None) == "float64"
+        if getattr(feature, "dtype", None) == "float64" and name not in TaskRow.model_fields
     ]
 
 

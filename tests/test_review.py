@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
 from conftest import OTHER_SUBMITTER_TOKEN, READ_TOKEN, SUBMITTER_TOKEN, WRITE_TOKEN
@@ -28,12 +29,21 @@ from bundler.hub.leaderboard.tables import AllTasksTable
 from bundler.hub.publish.plan import LocalBundle
 from bundler.hub.publish.upload import gather_local
 from bundler.hub.repo.markdown import markdown_code, markdown_text
-from bundler.hub.repo.paths import ALL_TABLE, TASKS_FILE, repo_archive, repo_sidecar
+from bundler.hub.repo.paths import (
+    ALL_TABLE,
+    TASKS_FILE,
+    bundle_of_path,
+    repo_archive,
+    repo_folder,
+    repo_paths,
+    repo_sidecar,
+)
 from bundler.hub.review import act as review_act
 from bundler.hub.review.act import report_digest
 from bundler.hub.review.round import ReviewOptions
 from bundler.hub.review.round import review as review_in_process
 from bundler.local.collect import CollectOptions, collect
+from bundler.local.layout import BundleId
 from bundler.local.submitter import Submitter
 
 SPLIT_ROWS = {"test": 4, "validation": 6, "dev": 3}
@@ -162,6 +172,12 @@ def comments(world: World, num: int) -> list[str]:
     return [event.content for event in details.events if event.type == "comment"]  # type: ignore[attr-defined]
 
 
+def player_of(path: str) -> str | None:
+    """The player slug of the bundle whose file `path` is; None for any other path."""
+    bundle = bundle_of_path(path)
+    return None if bundle is None else bundle.player_dir.rpartition("_")[0]
+
+
 def downloaded_paths(world: World) -> set[str]:
     """The bundle files downloaded from the leaderboard repository."""
     return {path for path in _downloaded(world) if path.startswith("bundles/")}
@@ -169,7 +185,7 @@ def downloaded_paths(world: World) -> set[str]:
 
 def _downloaded(world: World) -> set[str]:
     return {
-        r.path.split("/resolve/", 1)[1].split("/", 1)[1]
+        unquote(r.path.split("/resolve/", 1)[1].split("/", 1)[1])
         for r in world.hub.request_log
         if r.method == "GET" and f"{world.repo_id}/resolve/" in r.path
     }
@@ -206,7 +222,7 @@ def test_two_submitters_reviewed_commented_once_and_the_clean_one_merged(world: 
     assert "uncommitted changes" in checks(dirty)["harness"]["detail"]
     # Only the two proposed bundles were fetched; the one on main was not.
     fetched = downloaded_paths(world)
-    assert {path.split("/")[1].split("_")[0] for path in fetched} == {"claude-opus", "qwen-3"}
+    assert {player_of(path) for path in fetched} == {"claude-opus", "qwen-3"}
     assert "PR #1 'Add claude-opus' by submitter: clean (1 new)" in stderr
     shown = hostile.replace("\x1b", "\\x1b")  # an escape sequence is shown, not obeyed
     assert f"PR #2 '{shown}' by second-submitter: needs a maintainer" in stderr
@@ -242,7 +258,7 @@ def test_two_submitters_reviewed_commented_once_and_the_clean_one_merged(world: 
     changed = set(merge_commit.files_changed)
     assert {path.split("/")[0] for path in changed} == {"bundles", "leaderboard", "README.md"}
     assert {path for path in changed if path.startswith("bundles/")} == {
-        path for path in hub.list_files(repo_id) if path.startswith("bundles/claude-opus_")
+        path for path in hub.list_files(repo_id) if player_of(path) == "claude-opus"
     }
     assert merge_commit.oid[:12] in comments(world, 1)[-1]  # the closing comment links it
     table = AllTasksTable.read(hub.file_bytes(repo_id, ALL_TABLE) or b"")
@@ -251,8 +267,8 @@ def test_two_submitters_reviewed_commented_once_and_the_clean_one_merged(world: 
     assert merged_row.published_at  # stamped at the merge
     card = hub.file_bytes(repo_id, "README.md") or b""
     assert b"**2** submission bundle(s)" in card
-    assert any(path.startswith("bundles/claude-opus_") for path in hub.list_files(repo_id))
-    assert not any(path.startswith("bundles/qwen-3_") for path in hub.list_files(repo_id))
+    assert any(player_of(path) == "claude-opus" for path in hub.list_files(repo_id))
+    assert not any(player_of(path) == "qwen-3" for path in hub.list_files(repo_id))
 
 
 def test_policy_checks_flag_each_problem(world: World) -> None:
@@ -388,7 +404,7 @@ def test_conflicting_pr_is_refused_and_a_replacement_shows_its_diff(world: World
     # Reviewed after #1 was merged: the same bundle, other content, changed on both sides.
     conflicts = checks(prs[2])["conflicts"]
     assert conflicts["status"] == "failed"
-    assert "bundles/twin_" in conflicts["detail"]
+    assert all(path in conflicts["detail"] for path in repo_paths(local(mine)[0].key))
     (replaced,) = prs[2]["bundles"]
     assert replaced["classification"] == "replacement"
     replacement = checks(replaced)["replacement"]
@@ -571,8 +587,9 @@ def test_names_no_file_system_holds_fail_layout_before_any_download(
     world: World, tmp_path: Path
 ) -> None:
     bundles = world.bundles("long", [world.spec(model="long-names")])
-    long_name = f"bundles/evil_0123abcd/{'x' * 250}@unpinned.tar.zst"
-    odd = "bundles/evil_0123abcd/ma\u202eze@unpinned.json"
+    folder = repo_folder(BundleId("evil_0123abcd", TASK, "unpinned"))
+    long_name = f"{folder}/{'x' * 250}@unpinned.tar.zst"
+    odd = f"{folder}/ma\u202eze@unpinned.json"
     propose(world, SUBMITTER_TOKEN, bundles, extra={long_name: b"x" * 10, odd: b"{}"})
     world.hub.request_log.clear()
     code, report, stderr = review(world, "--merge", token=WRITE_TOKEN)

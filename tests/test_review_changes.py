@@ -16,10 +16,11 @@ from conftest import OTHER_SUBMITTER_TOKEN, SUBMITTER_TOKEN, WRITE_TOKEN
 from helpers import run_cli
 from hubserver import Fault, HubServer
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
-from test_review import World, checks, make_world, propose, review
+from test_review import World, checks, local, make_world, propose, review
 
 from bundler.core.checks import passed
 from bundler.hub.client.remote import LastCommit, RemoteFile
+from bundler.hub.repo.paths import bundle_ids_in, repo_archive, repo_paths, repo_sidecar
 from bundler.hub.review.changes import DiffedFile, compare_changes, diff_check, parse_diff
 
 HISTORIES = (50, 5_000)
@@ -96,7 +97,8 @@ def test_a_diff_that_names_nothing_is_a_finding_and_the_bundle_is_still_reviewed
     world: World,
 ) -> None:
     hub, repo_id = world.hub, world.repo_id
-    num = propose(world, SUBMITTER_TOKEN, world.bundles("mine", [world.spec(model="mine")]))
+    mine = world.bundles("mine", [world.spec(model="mine")])
+    num = propose(world, SUBMITTER_TOKEN, mine)
     hub.move_pull_request_base(repo_id, num, f"refs/pr/{num}")  # the Hub's diff: empty
     main_before = hub.commits(repo_id)[0].oid
     code, report, stderr = review(world, "--merge", token=WRITE_TOKEN)
@@ -104,7 +106,9 @@ def test_a_diff_that_names_nothing_is_a_finding_and_the_bundle_is_still_reviewed
     (pr,) = report["pull_requests"]
     diff = checks(pr)["diff"]
     assert diff["status"] == "failed"
-    assert "commits of the PR changed, the diff does not name: bundles/mine_" in diff["detail"]
+    (key,) = [bundle.key for bundle in local(mine)]
+    not_named = "commits of the PR changed, the diff does not name: "
+    assert f"{not_named}{repo_sidecar(key)}, {repo_archive(key)}" in diff["detail"]
     layout = checks(pr)["layout"]
     assert (layout["status"], layout["detail"]) == ("passed", "only the files of its 1 bundle(s)")
     (bundle,) = pr["bundles"]
@@ -114,7 +118,9 @@ def test_a_diff_that_names_nothing_is_a_finding_and_the_bundle_is_still_reviewed
 
 def test_a_diff_naming_files_the_pr_never_changed_is_a_finding(world: World) -> None:
     hub, repo_id = world.hub, world.repo_id
-    num = propose(world, SUBMITTER_TOKEN, world.bundles("mine", [world.spec(model="mine")]))
+    (on_main,) = bundle_ids_in(hub.list_files(repo_id))[0]
+    mine = world.bundles("mine", [world.spec(model="mine")])
+    num = propose(world, SUBMITTER_TOKEN, mine)
     first = hub.commits(repo_id)[-1].oid  # the initial commit: .gitattributes alone
     hub.move_pull_request_base(repo_id, num, first)
     code, report, stderr = review(world)
@@ -123,8 +129,9 @@ def test_a_diff_naming_files_the_pr_never_changed_is_a_finding(world: World) -> 
     diff = checks(pr)["diff"]
     assert diff["status"] == "failed"
     assert "the diff names, as no commit of the PR changed: README.md" in diff["detail"]
-    assert "bundles/gpt-5-2_" in diff["detail"]  # main's own bundle
-    assert "bundles/mine_" not in diff["detail"]
+    assert all(path in diff["detail"] for path in repo_paths(on_main))  # main's own bundle
+    (key,) = [bundle.key for bundle in local(mine)]
+    assert not any(path in diff["detail"] for path in repo_paths(key))
 
 
 def test_details_read_before_a_push_are_read_again(world: World) -> None:

@@ -19,8 +19,10 @@ from bundler.hub.repo.paths import (
     TASKS_FILE,
     bundle_of_path,
     repo_archive,
+    repo_folder,
     repo_paths,
     repo_sidecar,
+    unsharded_paths,
 )
 from bundler.hub.review.changes import PullRequestChanges
 from bundler.hub.review.judge import (
@@ -42,6 +44,7 @@ from bundler.local.submitter import Submitter
 from bundler.local.verify import BundleReading, read_bundle
 
 ADA = BundleId("ada_0123abcd", "maze", "unpinned")
+ADA_FOLDER = repo_folder(ADA)
 BOB = BundleId("bob_4567cdef", "maze", "unpinned")
 FACTS = PullRequestFacts(
     num=3, title="Add a result", author="ada", status="open", url="u", base_branch="main"
@@ -132,10 +135,11 @@ def test_a_pr_that_rewrites_the_sidecar_of_a_bundle_it_leaves_alone_fails_layout
         ({"leaderboard/tasks/maze.parquet": "x"}, "changes the leaderboard's tables"),
         ({"rows/ada_0123abcd/maze@unpinned.jsonl": "x"}, "changes files no bundle owns"),
         ({".gitattributes": "*"}, "changes files no bundle owns"),
-        ({"bundles/ada_0123abcd/notes.txt": "x"}, "no bundle's file"),
-        ({f"bundles/ada_0123abcd/{'m' * 250}@unpinned.tar.zst": "x"}, "no bundle's file"),
-        ({"bundles/ada_0123abcd/maze@unpinned.tar.zst.json": "x"}, "no bundle's file"),
-        ({"bundles/ada_0123abcd/ma\u202eze@unpinned.json": "x"}, "no bundle's file"),
+        ({f"{ADA_FOLDER}/notes.txt": "x"}, "no bundle's file"),
+        ({f"{ADA_FOLDER}/{'m' * 250}@unpinned.tar.zst": "x"}, "no bundle's file"),
+        ({f"{ADA_FOLDER}/maze@unpinned.tar.zst.json": "x"}, "no bundle's file"),
+        ({f"{ADA_FOLDER}/ma\u202eze@unpinned.json": "x"}, "no bundle's file"),
+        ({unsharded_paths(ADA)[1]: "x"}, "no bundle's file"),  # where layout 2 kept it
     ],
 )
 def test_a_pr_touching_anything_but_its_bundles_files_fails_layout(
@@ -365,9 +369,9 @@ def test_task_definitions_read_back_and_refuse_what_they_do_not_define() -> None
 def test_a_bundle_id_no_file_system_can_hold_is_no_bundle_id() -> None:
     with pytest.raises(LayoutError, match="a file system takes 255"):
         BundleId.parse(f"ada_0123abcd/{'m' * 250}@unpinned")
-    assert bundle_of_path(f"bundles/ada_0123abcd/{'m' * 238}@unpinned.tar.zst") is not None
-    assert bundle_of_path(f"bundles/ada_0123abcd/{'m' * 250}@unpinned.tar.zst") is None
-    assert bundle_of_path("bundles/ada_0123abcd/maze@unpinned.tar.zst") == BundleId(
+    assert bundle_of_path(f"{ADA_FOLDER}/{'m' * 238}@unpinned.tar.zst") is not None
+    assert bundle_of_path(f"{ADA_FOLDER}/{'m' * 250}@unpinned.tar.zst") is None
+    assert bundle_of_path(f"{ADA_FOLDER}/maze@unpinned.tar.zst") == BundleId(
         "ada_0123abcd", "maze", "unpinned"
     )
-    assert bundle_of_path("bundles/ada_0123abcd/sub/maze@unpinned.json") is None
+    assert bundle_of_path(f"{ADA_FOLDER}/sub/maze@unpinned.json") is None

@@ -14,7 +14,7 @@ from conftest import WRITE_TOKEN
 from factory import RunSpec, write_run, write_tree
 from helpers import one_line_error, probe_console_script, run_cli
 from hubserver import Fault, HubServer
-from test_upload import commit_posts, local_files, table_rows
+from test_upload import commit_posts, hub_bundle_files, repo_files, table_rows
 
 from bundler.core import exitcodes
 from bundler.core.errors import Terminated
@@ -56,14 +56,6 @@ def sync(root: Path, bundles: Path, repo_id: str, *args: object) -> tuple[int, d
     return result.returncode, json.loads(result.stdout), result.stderr
 
 
-def remote_bundles(hub: HubServer, repo_id: str) -> dict[str, bytes]:
-    return {
-        path.removeprefix("bundles/"): hub.file_bytes(repo_id, path) or b""
-        for path in hub.list_files(repo_id)
-        if path.startswith("bundles/")
-    }
-
-
 def test_sync_collects_and_publishes_then_rerun_changes_nothing(
     hub: HubServer, repo_id: str, tree: Path, tmp_path: Path
 ) -> None:
@@ -89,7 +81,7 @@ def test_sync_collects_and_publishes_then_rerun_changes_nothing(
         ("written", "new", "published")
     ] * 2
     assert report["commits"] == [hub.commits(repo_id)[0].oid]
-    assert remote_bundles(hub, repo_id) == local_files(bundles)
+    assert hub_bundle_files(hub, repo_id) == repo_files(bundles)
     assert "sync: 2 run(s) bundled, 0 refused; 2 bundle(s) published" in stderr
 
     # --report: the same JSON as --json, with times, counts, outcomes and commits.
@@ -124,7 +116,7 @@ def test_a_refused_run_still_lets_the_good_bundles_through_and_exits_1(
     assert report["counts"]["runs_refused"] == 1 and report["counts"]["published"] == 2
     assert report["collect"]["refused"][0]["path"] == str(broken)
     assert f"refused {broken / 'run_meta.json'}: not valid JSON" in stderr
-    assert remote_bundles(hub, repo_id) == local_files(bundles)
+    assert hub_bundle_files(hub, repo_id) == repo_files(bundles)
 
 
 def test_every_run_refused_skips_the_upload_and_exits_1(
@@ -157,7 +149,7 @@ def test_hub_unavailable_exits_75_with_nothing_published_and_the_report_written(
     # Retried later, the same command publishes everything.
     code, report, stderr = sync(tree, bundles, repo_id)
     assert code == 0, stderr
-    assert remote_bundles(hub, repo_id) == local_files(bundles)
+    assert hub_bundle_files(hub, repo_id) == repo_files(bundles)
 
 
 def test_sync_dry_run_collects_and_only_plans(

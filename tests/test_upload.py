@@ -21,9 +21,15 @@ from bundler.core.progress import NoProgress
 from bundler.hub.client.session import HubSession
 from bundler.hub.publish.upload import UploadOptions, UploadReport, gather_local
 from bundler.hub.publish.upload import upload as upload_library
-from bundler.hub.repo.paths import ALL_TABLE, repo_sidecar
+from bundler.hub.repo.paths import ALL_TABLE, BUNDLES_DIR, repo_archive, repo_paths, repo_sidecar
 from bundler.local.collect import CollectOptions, collect
-from bundler.local.layout import CACHE_NAMES, LOCK_NAME, BundleId
+from bundler.local.layout import (
+    CACHE_NAMES,
+    LOCK_NAME,
+    BundleId,
+    id_of_local_archive,
+    is_archive_path,
+)
 
 SECOND_SHA = "ffeeddccbbaa99887766554433221100ffeeddcc"
 
@@ -98,6 +104,30 @@ def local_files(bundles: Path) -> dict[str, bytes]:
     }
 
 
+def repo_files(bundles: Path) -> dict[str, bytes]:
+    """A local bundles folder's files at the repository paths its bundles are published at
+    (bundler.hub.repo.paths): what the Hub holds for them, byte for byte. Every file of the
+    folder must be a bundle's archive or sidecar."""
+    local = local_files(bundles)
+    files: dict[str, bytes] = {}
+    for relative in filter(is_archive_path, local):
+        bundle = id_of_local_archive(bundles / relative)
+        places = (bundle.local_archive(bundles), bundle.local_sidecar(bundles))
+        for path, place in zip(repo_paths(bundle), places, strict=True):
+            files[path] = local[place.relative_to(bundles).as_posix()]
+    assert len(files) == len(local), f"not only bundles in {bundles}: {sorted(local)}"
+    return files
+
+
+def hub_bundle_files(hub: HubServer, repo_id: str, revision: str = "main") -> dict[str, bytes]:
+    """Every file under the repository's `bundles/` at `revision`, by its path."""
+    return {
+        path: hub.file_bytes(repo_id, path, revision=revision) or b""
+        for path in hub.list_files(repo_id, revision=revision)
+        if path.startswith(f"{BUNDLES_DIR}/")
+    }
+
+
 def test_upload_publishes_every_bundle_in_one_commit(
     hub: HubServer, repo_id: str, bundles: Path
 ) -> None:
@@ -107,8 +137,7 @@ def test_upload_publishes_every_bundle_in_one_commit(
     assert sorted(b["outcome"] for b in report["bundles"]) == ["published"] * 3
     assert len(report["commits"]) == 1
     files = hub.list_files(repo_id)
-    for relative, data in local_files(bundles).items():
-        assert hub.file_bytes(repo_id, f"bundles/{relative}") == data
+    assert hub_bundle_files(hub, repo_id) == repo_files(bundles)
     tables = sorted(path for path in files if path.startswith("leaderboard/"))
     assert tables == [
         "leaderboard/bundles.parquet",
@@ -154,7 +183,7 @@ def test_changed_bundle_is_a_conflict_until_replace(
     assert bundle["action"] == "conflict" and bundle["outcome"] == "refused"
     assert "--replace" in stderr
     archive = next(second.rglob("*.tar.zst"))
-    remote_path = f"bundles/{archive.relative_to(second).as_posix()}"
+    remote_path = repo_archive(id_of_local_archive(archive))
     assert hub.file_bytes(repo_id, remote_path) != archive.read_bytes()
 
     code, report, _ = upload(second, "--repo", repo_id, "--replace")

@@ -13,13 +13,13 @@ import pytest
 from conftest import WRITE_TOKEN
 from factory import RunSpec, write_tree
 from hubserver import Fault, HubServer
-from test_upload import make_bundles, publish, upload
+from test_upload import make_bundles, publish, repo_files, upload
 
 from bundler.hub.publish.upload import UploadOptions
 from bundler.hub.publish.upload import upload as upload_library
 from bundler.hub.repo.paths import repo_archive
 from bundler.local.collect import CollectOptions, collect
-from bundler.local.layout import BundleId
+from bundler.local.layout import BundleId, id_of_local_archive
 
 LAST_NIGHT = RunSpec(rows=3)
 
@@ -34,8 +34,7 @@ def partial_bundles(root: Path, spec: RunSpec, expected: int = 5) -> Path:
 
 def remote_archive(hub: HubServer, repo_id: str, bundles: Path) -> tuple[bytes | None, bytes]:
     archive = next(bundles.rglob("*.tar.zst"))
-    path = f"bundles/{archive.relative_to(bundles).as_posix()}"
-    return hub.file_bytes(repo_id, path), archive.read_bytes()
+    return hub.file_bytes(repo_id, repo_archive(id_of_local_archive(archive))), archive.read_bytes()
 
 
 @pytest.fixture
@@ -149,18 +148,11 @@ def test_a_conflict_names_every_value_that_differs_metrics_included(
 def test_tampered_hub_copy_is_not_extended(hub: HubServer, repo_id: str, tmp_path: Path) -> None:
     """The Hub's old archive is verified before its predictions are trusted."""
     night1 = partial_bundles(tmp_path / "night1", LAST_NIGHT)
-    archive = next(night1.rglob("*.tar.zst"))
-    sidecar = archive.with_name(archive.name.replace(".tar.zst", ".json"))
-    relative = archive.relative_to(night1).as_posix()
-    forged = bytearray(archive.read_bytes())
+    files = repo_files(night1)
+    archive = next(path for path in files if path.endswith(".tar.zst"))
+    forged = bytearray(files[archive])
     forged[len(forged) // 2] ^= 0xFF
-    hub.create_repo(
-        repo_id,
-        files={
-            f"bundles/{relative}": bytes(forged),
-            f"bundles/{sidecar.relative_to(night1).as_posix()}": sidecar.read_bytes(),
-        },
-    )
+    hub.create_repo(repo_id, files={**files, archive: bytes(forged)})
     tonight = make_bundles(tmp_path / "night2", [RunSpec(rows=5)])
     code, report, _ = upload(tonight, "--repo", repo_id)
     assert code == 1

@@ -12,18 +12,10 @@ from conftest import OTHER_WRITE_TOKEN, WRITE_TOKEN
 from factory import RunSpec
 from helpers import BUNDLER, cli_env, run_cli
 from hubserver import LOST_RESPONSE, RACE, Fault, HubServer
-from test_upload import commit_posts, local_files, make_bundles, upload
+from test_upload import commit_posts, hub_bundle_files, make_bundles, repo_files, upload
 
 from bundler.hub.publish.upload import UploadOptions
 from bundler.hub.publish.upload import upload as upload_library
-
-
-def remote_bundle_files(hub: HubServer, repo_id: str, revision: str = "main") -> dict[str, bytes]:
-    return {
-        path.removeprefix("bundles/"): hub.file_bytes(repo_id, path, revision=revision) or b""
-        for path in hub.list_files(repo_id, revision=revision)
-        if path.startswith("bundles/")
-    }
 
 
 @pytest.fixture
@@ -46,8 +38,8 @@ def test_create_pr_opens_one_pull_request_and_rerun_reuses_it(
     (pr,) = hub.pull_requests(repo_id)
     assert pr.status == "open" and pr.title.endswith("from leaderboard-bot [bundler]")
     assert "expert-vqa" in pr.description and "bundler download" in pr.description
-    assert remote_bundle_files(hub, repo_id, "refs/pr/1") == local_files(three)
-    assert remote_bundle_files(hub, repo_id) == {}  # main untouched until a maintainer merges
+    assert hub_bundle_files(hub, repo_id, "refs/pr/1") == repo_files(three)
+    assert hub_bundle_files(hub, repo_id) == {}  # main untouched until a maintainer merges
 
     # Re-run with nothing new: same PR, no commit.
     posts = commit_posts(hub, repo_id)
@@ -70,7 +62,7 @@ def test_create_pr_opens_one_pull_request_and_rerun_reuses_it(
     assert code == 0
     assert report["pull_request_url"] == url
     assert len(hub.pull_requests(repo_id)) == 1
-    assert remote_bundle_files(hub, repo_id, "refs/pr/1") == local_files(three)
+    assert hub_bundle_files(hub, repo_id, "refs/pr/1") == repo_files(three)
 
 
 def test_two_uploads_racing_lose_nothing(hub: HubServer, repo_id: str, tmp_path: Path) -> None:
@@ -95,8 +87,8 @@ def test_two_uploads_racing_lose_nothing(hub: HubServer, repo_id: str, tmp_path:
     for process, (stdout, stderr) in zip(processes, results, strict=True):
         assert process.returncode == 0, stderr
         assert all(b["outcome"] == "published" for b in json.loads(stdout)["bundles"])
-    expected = local_files(first) | local_files(second)
-    assert remote_bundle_files(hub, repo_id) == expected
+    expected = repo_files(first) | repo_files(second)
+    assert hub_bundle_files(hub, repo_id) == expected
     card = (hub.file_bytes(repo_id, "README.md") or b"").decode()
     assert "**8** submission bundle(s)" in card  # the last writer saw the other's bundles
 
@@ -107,7 +99,7 @@ def test_race_on_commit_is_replanned(hub: HubServer, repo_id: str, three: Path) 
     code, report, stderr = upload(three, "--repo", repo_id)
     assert code == 0, stderr
     assert len(report["commits"]) == 1
-    assert remote_bundle_files(hub, repo_id) == local_files(three)
+    assert hub_bundle_files(hub, repo_id) == repo_files(three)
     # the other commit survived too (the server numbers races across the whole session)
     assert any(path.startswith(".race/") for path in hub.list_files(repo_id))
 
@@ -122,7 +114,7 @@ def test_server_error_on_commit_is_retried_once_it_is_known_not_landed(
     assert code == 0, stderr
     assert commit_posts(hub, repo_id) == 2
     assert len(hub.commits(repo_id)) == 2  # the initial commit and ours, once
-    assert remote_bundle_files(hub, repo_id) == local_files(three)
+    assert hub_bundle_files(hub, repo_id) == repo_files(three)
 
 
 def test_rate_limit_on_commit_waits_and_retries(hub: HubServer, repo_id: str, three: Path) -> None:
@@ -130,7 +122,7 @@ def test_rate_limit_on_commit_waits_and_retries(hub: HubServer, repo_id: str, th
     hub.inject("POST", rf"{repo_id}/commit/main$", Fault.status(429, retry_after=1), times=1)
     code, _, stderr = upload(three, "--repo", repo_id)
     assert code == 0, stderr
-    assert remote_bundle_files(hub, repo_id) == local_files(three)
+    assert hub_bundle_files(hub, repo_id) == repo_files(three)
 
 
 def test_lost_commit_response_is_not_committed_twice(
@@ -150,7 +142,7 @@ def test_lost_commit_response_is_not_committed_twice(
     }
     assert commit_posts(hub, repo_id) == 1
     assert len(hub.commits(repo_id)) == 2  # initial + exactly one bundle commit
-    assert remote_bundle_files(hub, repo_id) == local_files(three)
+    assert hub_bundle_files(hub, repo_id) == repo_files(three)
 
 
 def test_lost_response_when_opening_a_pull_request_opens_only_one(
@@ -162,7 +154,7 @@ def test_lost_response_when_opening_a_pull_request_opens_only_one(
     assert code == 0, stderr
     assert len(hub.pull_requests(repo_id)) == 1
     assert report["pull_request_url"].endswith("/discussions/1")
-    assert remote_bundle_files(hub, repo_id, "refs/pr/1") == local_files(three)
+    assert hub_bundle_files(hub, repo_id, "refs/pr/1") == repo_files(three)
 
 
 def test_persistent_outage_reports_what_was_not_published(
@@ -179,11 +171,11 @@ def test_persistent_outage_reports_what_was_not_published(
     assert all(b.temporary for b in report.bundles)
     assert all("after 3 attempts" in (b.detail or "") for b in report.bundles)
     assert all("503" in (b.detail or "") for b in report.bundles)
-    assert remote_bundle_files(hub, repo_id) == {}
+    assert hub_bundle_files(hub, repo_id) == {}
     hub.clear_faults()
     # The next run (e.g. tomorrow's nightly) resumes and publishes everything.
     assert upload(three, "--repo", repo_id)[0] == 0
-    assert remote_bundle_files(hub, repo_id) == local_files(three)
+    assert hub_bundle_files(hub, repo_id) == repo_files(three)
 
 
 def test_rate_limited_on_everything_says_when_to_retry(
@@ -233,7 +225,7 @@ def test_a_hub_outage_while_planning_keeps_the_refused_bundles_in_the_report(
     assert "reading file information" in report["error"] and "503" in report["error"]
     assert report["error_temporary"] is True and report["hint"]
     assert "refused" in stderr and "503" in stderr and "hint:" in stderr
-    assert remote_bundle_files(hub, repo_id) == {}
+    assert hub_bundle_files(hub, repo_id) == {}
 
 
 def test_a_lost_response_then_an_unreadable_hub_costs_attempts_not_the_upload(
@@ -253,4 +245,4 @@ def test_a_lost_response_then_an_unreadable_hub_costs_attempts_not_the_upload(
     assert report.exit_code == 0, report
     assert [b.outcome for b in report.bundles] == ["published"] * 3
     assert commit_posts(hub, repo_id) == 1
-    assert remote_bundle_files(hub, repo_id) == local_files(three)
+    assert hub_bundle_files(hub, repo_id) == repo_files(three)

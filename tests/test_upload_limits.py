@@ -21,10 +21,11 @@ from hubserver import HubServer, RepoLimits
 from test_upload import commit_posts, make_bundles, publish, table_rows, upload
 
 from bundler.hub.client.limits import HubLimitReached, HubLimits, check_commit
+from bundler.hub.leaderboard.record import BoardRecord, DerivedFile
 from bundler.hub.leaderboard.tables import AllTasksTable
 from bundler.hub.publish.upload import UploadOptions, UploadReport
 from bundler.hub.publish.upload import upload as upload_library
-from bundler.hub.repo.paths import ALL_TABLE, repo_archive
+from bundler.hub.repo.paths import ALL_TABLE, RECORD, repo_folder
 from bundler.local.layout import id_of_local_archive
 
 FORTY = [RunSpec(task=f"task{i:02d}", model="m", rows=1) for i in range(40)]
@@ -50,17 +51,19 @@ def outcomes(report: UploadReport | dict) -> dict[str, list[str]]:
 def folder_of(bundles: Path) -> str:
     """The one repository folder the archives of `bundles` go to (their player's)."""
     (folder,) = {
-        posixpath.dirname(repo_archive(id_of_local_archive(archive)))
-        for archive in bundles.rglob("*.tar.zst")
+        repo_folder(id_of_local_archive(archive)) for archive in bundles.rglob("*.tar.zst")
     }
     return folder
 
 
 def with_strays(hub: HubServer, repo_id: str, folder: str, count: int) -> None:
-    """A repository whose `folder` holds `count` stray folders, and an (empty) table written
-    in the same commit, so that the table is current: nothing is read to catch up."""
+    """A repository whose `folder` holds `count` stray folders, and an (empty) table and its
+    record written in the same commit, so that the table is vouched for and current: nothing
+    is read to catch up."""
     files = {f"{folder}/stray{number:05d}/x": b"" for number in range(count)}
     files[ALL_TABLE] = AllTasksTable.empty().bytes()
+    derived = {ALL_TABLE: DerivedFile.of(files[ALL_TABLE])}
+    files[RECORD] = BoardRecord(parent="0" * 40, files=derived).to_bytes()
     hub.create_repo(repo_id, files=files)
 
 
@@ -94,7 +97,7 @@ def test_a_batch_the_hub_refuses_never_fails_the_batches_after_it(
     found = outcomes(report)
     assert (len(found["refused"]), len(found["published"])) == (32, 8)
     refused = {b["detail"] for b in report["bundles"] if b["outcome"] == "refused"}
-    assert len(refused) == 1 and "Offending directories: /bundles/m_" in refused.pop()
+    assert len(refused) == 1 and f"Offending directories: /{folder_of(forty)}/" in refused.pop()
     assert "up to 20 files" in one_line_error(stderr)
     assert len(report["commits"]) == 1
     assert sorted(row["bundle_id"] for row in table_rows(hub, repo_id)) == found["published"]
@@ -148,35 +151,39 @@ def test_a_pull_requests_commit_past_a_folders_limit_is_not_sent_and_the_next_op
     found = outcomes(report)
     assert (len(found["refused"]), len(found["proposed"])) == (50, 5)
     assert all(bundle.startswith("b_") for bundle in found["proposed"])
-    assert report.error is not None and report.error.startswith("bundles/a_")
+    folders = {
+        archive.parent.name.partition("_")[0]: repo_folder(id_of_local_archive(archive))
+        for archive in bundles.rglob("*.tar.zst")
+    }
+    assert report.error is not None and report.error.startswith(f"{folders['a']}/:")
     assert "100 entries in the folder, more than the 60" in report.error
     assert report.pull_request_num == 1 and commit_posts(hub, repo_id) == 1
     proposed = [
         p for p in hub.list_files(repo_id, revision="refs/pr/1") if p.startswith("bundles/")
     ]
-    assert len(proposed) == 10 and all(p.startswith("bundles/b_") for p in proposed)
+    assert len(proposed) == 10 and all(p.startswith(f"{folders['b']}/") for p in proposed)
 
 
 def test_the_file_count_comes_from_the_leaderboard_and_stops_a_commit_past_it(
     hub: HubServer, repo_id: str, tmp_path: Path
 ) -> None:
     publish(make_bundles(tmp_path / "a", [RunSpec(task=t, rows=1) for t in "abc"]), repo_id)
-    assert len(hub.list_files(repo_id)) == 12  # 3 x 2, .gitattributes, card, 4 tables
+    assert len(hub.list_files(repo_id)) == 13  # 3 x 2, .gitattributes, card, 4 tables, record
     more = make_bundles(tmp_path / "b", [RunSpec(task=t, rows=1) for t in "de"])
     refused = upload_library(
-        more, UploadOptions(repo_id=repo_id, token=WRITE_TOKEN, limits=HubLimits(10_000, 17))
+        more, UploadOptions(repo_id=repo_id, token=WRITE_TOKEN, limits=HubLimits(10_000, 18))
     )
     assert refused.exit_code == 1 and len(outcomes(refused)["refused"]) == 2
-    assert refused.error == (
-        "this commit would bring the repository to 18 files, more than the 17 the Hub "
+    assert refused.error == (  # 2 x 2 files and 2 task tables more
+        "this commit would bring the repository to 19 files, more than the 18 the Hub "
         "recommends a repository hold"
     )
     assert refused.hint == "publish further bundles to another repository"
     published = upload_library(
-        more, UploadOptions(repo_id=repo_id, token=WRITE_TOKEN, limits=HubLimits(10_000, 18))
+        more, UploadOptions(repo_id=repo_id, token=WRITE_TOKEN, limits=HubLimits(10_000, 19))
     )
     assert published.exit_code == 0, published
-    assert len(hub.list_files(repo_id)) == 18  # what the leaderboard said, exactly
+    assert len(hub.list_files(repo_id)) == 19  # what the leaderboard said, exactly
 
 
 def test_the_bundler_stops_at_the_hubs_own_folder_limit(

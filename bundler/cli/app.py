@@ -36,7 +36,14 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("HF_HUB_VERBOSITY", "error")
 
-from bundler.cli import hub_commands, local_commands, sync_command, template_command
+from bundler.cli import (
+    hub_commands,
+    init_command,
+    local_commands,
+    signers_command,
+    sync_command,
+    template_command,
+)
 from bundler.cli.console import emit_json, shown, stderr_console
 from bundler.cli.errors import USAGE_KIND
 from bundler.cli.options import CONFIG_EXAMPLE_HELP, ConfigOption, config_path
@@ -297,6 +304,7 @@ def _bundler_options(
 # Each command imports the stages it runs when it runs: `bundler --help`, and a command that
 # has nothing to do, pay only for typer (measured in tests/benchmark_collect.py).
 COMMANDS: tuple[tuple[str, Callable[..., None]], ...] = (
+    ("init", init_command.init_command),
     ("collect", local_commands.collect_command),
     ("verify", local_commands.verify_command),
     ("sign", local_commands.sign_command),
@@ -327,3 +335,18 @@ tasks_app = typer.Typer(
 tasks_app.command("define")(hub_commands.tasks_define_command)
 tasks_app.command("list")(hub_commands.tasks_list_command)
 app.add_typer(tasks_app)
+
+signers_app = typer.Typer(
+    name="signers",
+    help="Who may sign the leaderboard's bundles (leaderboard/allowed_signers), kept by its "
+    "maintainers.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+    cls=BundlerGroup,
+)
+signers_app.command("add")(signers_command.signers_add_command)
+signers_app.command("remove")(signers_command.signers_remove_command)
+signers_app.command("list")(signers_command.signers_list_command)
+app.add_typer(signers_app)

@@ -77,6 +77,7 @@ REMEDIES: dict[Remedy, str] = {
     "name-output-root": "pass the folder the harness wrote, e.g. `bundler collect ./output`",
     "verify-folder": "name one archive; `bundler verify FOLDER` checks every bundle below a folder",
     "derive-tables": "run `bundler card --full` with a write token to derive the tables again",
+    "upgrade-layout": "run `bundler card` with a write token to upgrade it, then review again",
 }
 """What the person can do next (bundler.core.errors.Remedy), in the command line's words."""
 LOCKED_HINT = "run again later, or pass --wait SECONDS to wait for it"

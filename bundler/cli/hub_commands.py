@@ -361,6 +361,14 @@ def tasks_define_command(
             help="A dataset commit (40 hex) accepted (repeatable; none: any revision).",
         ),
     ] = None,
+    metric_kind: Annotated[
+        str,
+        typer.Option(
+            metavar="score|proportion",
+            help="proportion: the metric is a share of rows (each entry then gets a 95% Wilson "
+            "interval, and ranks go by the intervals); score: any other number.",
+        ),
+    ] = "score",
     branch: Annotated[
         str, typer.Option(metavar="BRANCH", help="The branch whose definitions to change.")
     ] = "main",
@@ -390,6 +398,7 @@ def tasks_define_command(
                 metric=metric,
                 direction=direction,
                 revisions=list(dataset_revision or []),
+                metric_kind=metric_kind,
             )
         except ValidationError as error:
             first = error.errors()[0]

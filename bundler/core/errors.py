@@ -33,14 +33,14 @@ Remedy = Literal[
     "name-output-root",
     "verify-folder",
     "derive-tables",
+    "upgrade-layout",
 ]
 """What the person can do next when the command line offers it (a flag, a command): named,
 not worded, since the library does not know the command line's words (bundler.cli.error_words
 does). Bundle, publish or export a partial run anyway; check the task's expected row count;
-replace what the Hub holds; propose a pull request; ask the owners for write access; accept
-the warnings in a merge's way; name the submitter when collecting; define the task; name the
-folder the harness wrote; verify a whole folder rather than one archive; derive the
-leaderboard's tables again from every bundle."""
+replace what the Hub holds; propose a pull request; ask the owners for write access; accept a
+merge's warnings; name the submitter when collecting; define the task; name the harness's
+folder; verify a folder, not one archive; derive the tables again; upgrade a branch's layout."""
 
 
 class BundlerError(Exception):

@@ -682,6 +682,13 @@ class HubApp:
         )
 
     def _parse_commit(self, repo: Repo, body: bytes) -> tuple[dict[str, Any], list[Operation]]:
+        """The NDJSON lines of a commit. An `lfsFile` names an LFS object by its sha256: one
+        uploaded through the batch API, or, for a `CommitOperationCopy` of an LFS file, the
+        source's own object, sent with no `size` (huggingface_hub 2.4.0
+        `_commit_api._prepare_commit_payload`; huggingface/huggingface_hub#1495 copies on the
+        Hub what it already stores, nothing uploaded). Either way the object must be one the
+        repository holds, or the push is rejected. A copy of a regular file the client
+        downloads and sends back as a `file` line (huggingface/huggingface_hub#1996)."""
         header: dict[str, Any] | None = None
         operations: list[Operation] = []
         for line in body.splitlines():

@@ -14,7 +14,12 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from huggingface_hub import CommitInfo, CommitOperationAdd, CommitOperationDelete
+from huggingface_hub import (
+    CommitInfo,
+    CommitOperationAdd,
+    CommitOperationCopy,
+    CommitOperationDelete,
+)
 
 from bundler.core.errors import (
     BundlerError,
@@ -46,13 +51,18 @@ def is_card_refusal(error: BaseException) -> bool:
     return status_of(error) in (400, 413) and bool(CARD_REFUSED.search(str(error)))
 
 
+Operation = CommitOperationAdd | CommitOperationCopy | CommitOperationDelete
+"""What a commit does to one path: writes bytes, copies a file of the repository (an LFS
+archive moved, with no upload), or deletes."""
+
+
 @dataclass(frozen=True)
 class PlannedCommit:
     """One commit, planned on `parent` (the head of `revision` when it was planned)."""
 
     revision: str
     parent: str
-    operations: list[CommitOperationAdd | CommitOperationDelete]
+    operations: list[Operation]
     summary: str
     description: str
     doing: str
@@ -71,7 +81,11 @@ class PlannedCommit:
     @property
     def added(self) -> list[str]:
         """The paths the commit writes."""
-        return [op.path_in_repo for op in self.operations if isinstance(op, CommitOperationAdd)]
+        return [
+            op.path_in_repo
+            for op in self.operations
+            if isinstance(op, CommitOperationAdd | CommitOperationCopy)
+        ]
 
 
 def commit_replanned(
@@ -154,7 +168,7 @@ def _check_limits(session: HubSession, planned: PlannedCommit, limits: HubLimits
 def _commit(
     session: HubSession,
     planned: PlannedCommit,
-    operations: list[CommitOperationAdd | CommitOperationDelete],
+    operations: list[Operation],
 ) -> CommitInfo:
     return session.api.create_commit(
         session.repo_id,

@@ -11,14 +11,13 @@ being made twice.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
 from typing import BinaryIO, Literal, TypeVar
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
 import httpx2  # the transport huggingface_hub itself uses; its errors are connection faults
 from huggingface_hub import (
@@ -266,38 +265,14 @@ class HubSession:
 
     def read_file(self, path: str, revision: str, limit: int) -> bytes:
         """A file's bytes in one GET, refused (HubError) past `limit` bytes."""
-        chunks: list[bytes] = []
-        self._get(
-            f"reading {path}",
-            self._file_url(path, revision),
-            path,
-            limit,
-            chunks.append,
-            chunks.clear,
-        )
-        return b"".join(chunks)
+        return self.read_url(f"reading {path}", self._file_url(path, revision), path, limit)
 
-    def card_data(self, revision: str) -> object:
-        """The dataset card's metadata at `revision` (`cardData`), read by the JSON parser
-        alone: the client's own card model raises on metadata anyone can write (a key named
-        like one of its arguments), so the card of a stranger's dataset never reaches it."""
-        where = f"{self.repo_id}@{revision[:8]}"
-        at = quote(revision, safe="")
-        url = f"{self.api.endpoint}/api/{REPO_TYPE}s/{self.repo_id}/revision/{at}?expand=cardData"
+    def read_url(self, doing: str, url: str, what: str, limit: int) -> bytes:
+        """What the Hub answers a GET of `url`, refused (HubError) once `what` is past `limit`
+        bytes."""
         chunks: list[bytes] = []
-        self._get(
-            f"reading {where}",
-            url,
-            f"{where}'s card",
-            MAX_SMALL_FILE_BYTES,
-            chunks.append,
-            chunks.clear,
-        )
-        try:
-            info = json.loads(b"".join(chunks))
-        except (ValueError, RecursionError):
-            raise HubError(f"{where}: the Hub's answer is not JSON") from None
-        return info.get("cardData") if isinstance(info, dict) else None
+        self._get(doing, url, what, limit, chunks.append, chunks.clear)
+        return b"".join(chunks)
 
     def download_file(self, path: str, revision: str, target: Path, limit: int) -> None:
         """A file saved to `target` in one GET, streamed, refused (HubError) past `limit`

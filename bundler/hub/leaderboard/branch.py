@@ -12,7 +12,8 @@ that no longer holds the bytes recorded was edited outside the bundler and is de
 the next commit. A branch whose tables no record vouches for (one written by an older
 version, or by hand), and a repository still in layout 1 (a row file per bundle under `rows/`
 and `tasks/`, removed by the commit that writes its tables), have their board derived from
-every bundle.
+every bundle. So has one in layout 2, whose record is of an older format: its bundles, kept
+with no shard, are verified and moved into their shards by the next commit (`moves`).
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
-from huggingface_hub import CommitOperationAdd, CommitOperationDelete
+from huggingface_hub import CommitOperationAdd, CommitOperationCopy, CommitOperationDelete
 
 from bundler.core.errors import HubAccessError, HubError, RowError, TemporaryError
 from bundler.core.progress import NoProgress, ProgressSink
+from bundler.hub.client.commit import Operation
 from bundler.hub.client.remote import RemoteFile, RemoteFolder
 from bundler.hub.client.session import MAX_SMALL_FILE_BYTES, HubSession
 from bundler.hub.leaderboard.card import render_dataset_card
@@ -47,6 +49,7 @@ from bundler.hub.repo.paths import (
     repo_paths,
     repo_sidecar,
     task_table,
+    unsharded_paths,
 )
 from bundler.hub.tasks.definitions import MAX_TASKS_FILE_BYTES, TaskDefinitions
 from bundler.local.layout import BundleId
@@ -72,6 +75,12 @@ class BranchTables:
     left_off: dict[str, str] = field(default_factory=dict)
     """Bundles left off the board, by the path of the file that names them, with why: a file
     missing, a bundle that could not be read or failed verification."""
+    moves: dict[BundleId, bytes] = field(default_factory=dict)
+    """Verified bundles found where layout 2 kept them, with their sidecar's bytes: the next
+    commit moves them into their shards (bundler.hub.repo.paths)."""
+    retired: set[BundleId] = field(default_factory=set)
+    """Bundles of `moves` that the next commit writes anew in their shards: their files where
+    layout 2 kept them are removed, never copied over the new ones."""
     changed_tasks: set[str] = field(default_factory=set)
     """Tasks whose bundles changed since the record's commit (caught up): their tables are
     written again by the next commit."""
@@ -133,9 +142,17 @@ class BranchTables:
     def with_rows(self, rows: list[TableRow]) -> BranchTables:
         """This branch once a commit adds the bundles of `rows`: their rows in the place of
         any old ones, and whatever was left off of those bundles no longer so."""
-        committed = {path for row in rows for path in repo_paths(BundleId.parse(row.bundle_id))}
+        bundles = {BundleId.parse(row.bundle_id) for row in rows}
+        committed = {path for bundle in bundles for path in repo_paths(bundle)}
         left_off = {path: why for path, why in self.left_off.items() if path not in committed}
-        return replace(self, leaderboard=self.leaderboard.updated(rows), left_off=left_off)
+        moves = {bundle: data for bundle, data in self.moves.items() if bundle not in bundles}
+        return replace(
+            self,
+            leaderboard=self.leaderboard.updated(rows),
+            left_off=left_off,
+            moves=moves,
+            retired=self.retired | (self.moves.keys() & bundles),
+        )
 
     def change(
         self,
@@ -164,6 +181,7 @@ class BranchTables:
     def committed(self, oid: str, leaderboard: AllTasksTable, written: dict[str, bytes]) -> None:
         """This branch after our commit `oid` wrote `leaderboard` and the files `written`."""
         self.head, self.leaderboard, self.legacy = oid, leaderboard, []
+        self.moves, self.retired = {}, set()
         for path, data in written.items():
             derived = DerivedFile.of(data)
             if path == RECORD:
@@ -199,12 +217,12 @@ def _tasks_of(paths: Iterable[str]) -> set[str]:
 class TableChange:
     """The operations that keep a branch's tables and card true, and what they write."""
 
-    operations: list[CommitOperationAdd | CommitOperationDelete]
+    operations: list[Operation]
     leaderboard: AllTasksTable
     written: dict[str, bytes]
 
 
-def _added_bytes(operation: CommitOperationAdd | CommitOperationDelete) -> bytes:
+def _added_bytes(operation: Operation) -> bytes:
     data = getattr(operation, "path_or_fileobj", b"")
     return data if isinstance(data, bytes) else b""
 
@@ -215,7 +233,7 @@ def table_operations(
     tasks: set[str] | None = None,
     *,
     with_bundles: bool = False,
-) -> list[CommitOperationAdd | CommitOperationDelete]:
+) -> list[Operation]:
     """What a commit to the branch writes to keep its tables and card true: the files whose
     bytes changed (the task tables of `tasks`, or of every task, and of any edited outside the
     bundler), the task tables of tasks left without bundles removed, layout 1's folders
@@ -237,17 +255,32 @@ def table_operations(
         state.record.files,
         state.record.left_off,
     )
-    if unchanged and not (written or stale or state.legacy or with_bundles):
+    upgrade = state.legacy or state.moves or state.retired
+    if unchanged and not (written or stale or upgrade or with_bundles):
         return []
     written[RECORD] = record.to_bytes()
     for kept_path in (ALL_TABLE, RECORD):  # the next read of the branch then downloads neither
         if kept_path in written:
             keep_table(session, kept_path, written[kept_path])
-    operations: list[CommitOperationAdd | CommitOperationDelete] = [
-        CommitOperationAdd(path, data) for path, data in written.items()
-    ]
+    operations: list[Operation] = [CommitOperationAdd(path, data) for path, data in written.items()]
+    operations += _moves(state.moves, state.retired)
     operations += [CommitOperationDelete(path) for path in stale]
     operations += [CommitOperationDelete(folder, is_folder=True) for folder in state.legacy]
+    return operations
+
+
+def _moves(moves: dict[BundleId, bytes], retired: set[BundleId]) -> list[Operation]:
+    """Each layout-2 bundle into its shard: the archive copied on the Hub (nothing uploaded),
+    the sidecar written again from its verified bytes, the old files removed; of a `retired`
+    bundle (written anew by the commit), the old files removed only."""
+    operations: list[Operation] = []
+    for bundle, sidecar in sorted(moves.items()):
+        operations += [
+            CommitOperationCopy(unsharded_paths(bundle)[0], repo_archive(bundle)),
+            CommitOperationAdd(repo_sidecar(bundle), sidecar),
+        ]
+    for bundle in sorted(moves.keys() | retired):
+        operations += [CommitOperationDelete(path) for path in unsharded_paths(bundle)]
     return operations
 
 

@@ -182,26 +182,57 @@ def board_table(board: TaskBoard) -> list[str]:
     metric_headers = [
         (_code(column) + (" ↓" if column == board.sort_column else ""), RIGHT) for column in shown
     ]
-    headers = [("#", RIGHT), ("setup", LEFT), *metric_headers, ("rows", LEFT)]
+    headers = [("#", RIGHT), ("setup", LEFT), *metric_headers, ("tok/row", RIGHT)]
+    headers += [("rows", LEFT)]
     lines = [_line([title for title, _ in headers]), _line([align for _, align in headers])]
     for rank, row in list(zip(board.ranks(), board.rows, strict=True))[:BOARD_ROWS]:
         cells = [NO_VALUE if rank is None else str(rank)]
         cells += [_code(row.key.player_dir)]
-        cells += [_number(board.value(row, column)) for column in shown]
-        cells += [_coverage(row)]
+        cells += [_score(board, row, column) for column in shown]
+        cells += [_tokens_per_row(row), _coverage(row, stale=board.stale(row))]
         lines.append(_line(cells))
     return lines
 
 
+def _score(board: TaskBoard, row: BundleRow, column: str) -> str:
+    """A metric's value; the ranking one with its 95% interval where the task has them
+    (`0.824 [0.788, 0.855]`)."""
+    interval = board.interval(row) if column == board.sort_column else None
+    if interval is None:
+        return _number(board.value(row, column))
+    return f"{board.value(row, column):.3f} [{interval[0]:.3f}, {interval[1]:.3f}]"
+
+
+def _tokens_per_row(row: BundleRow) -> str:
+    """The run's cost beside its score: input and output tokens per row present, in three
+    figures (`850`, `1.5k`, `12k`, `1.2M`), which is what a reader compares."""
+    tokens = row.input_tokens + row.output_tokens
+    if not tokens or not row.rows_present:
+        return NO_VALUE
+    per_row = tokens / row.rows_present
+    for scale, unit in ((1e6, "M"), (1e3, "k")):
+        if per_row >= scale:
+            return (
+                f"{per_row / scale:.2g}{unit}"
+                if per_row < 10 * scale
+                else f"{per_row / scale:.0f}{unit}"
+            )
+    return f"{per_row:.0f}"
+
+
 def _line(cells: list[str]) -> str:
-    return "| " + " | ".join(cells) + " |"
+    """A Markdown table line, without the padding spaces a renderer ignores (they were an
+    eighth of a card of fifty boards)."""
+    return "|" + "|".join(cells) + "|"
 
 
-def _coverage(row: BundleRow) -> str:
-    """`present/expected`, marked `⚠ partial`, `⚠ unknown` and `⚠ unpinned` where due."""
+def _coverage(row: BundleRow, *, stale: bool) -> str:
+    """`present/expected`, marked `⚠ partial`, `⚠ unknown`, `⚠ unpinned` and `⚠ stale` (a
+    dataset revision the task no longer accepts) where due."""
     expected = "?" if row.expected_rows is None else str(row.expected_rows)
     marks = [] if row.coverage == "complete" else [md_cell(row.coverage)]
     marks += [] if row.key.is_pinned else ["unpinned"]
+    marks += ["stale"] if stale else []
     present = f"{row.rows_present}/{expected}"
     return f"{WARNING} {' '.join(marks)} {present}" if marks else present
 

@@ -38,7 +38,8 @@ class CardRefresh(Model):
     """The tables or card differed from what the branch holds (and, unless dry_run, were
     committed)."""
     upgraded: bool = False
-    """The repository was in layout 1: its row files are (or, in a dry run, would be) removed."""
+    """The repository was in an older layout: layout 1's row files are (or, in a dry run, would
+    be) removed, layout 2's bundles moved into their shards."""
     commit: str | None = None
     bundle_count: int = 0
     changed_files: list[str] = Field(default_factory=list)
@@ -76,7 +77,7 @@ def refresh_card(
         result.parent_commit = state.head
         result.bundle_count = len(state.leaderboard)
         result.unreadable_rows = state.problems
-        result.upgraded = bool(state.legacy)
+        result.upgraded = bool(state.legacy or state.moves)
         result.changed_files = sorted(operation.path_in_repo for operation in operations)
         result.changed = bool(operations)
         if not result.changed:
@@ -89,7 +90,7 @@ def refresh_card(
                     raise HubError(f"the dataset card was not committed: {problem}")
         if dry_run:
             return None
-        what = "Upgrade the repository to layout 2" if state.legacy else "Regenerate"
+        what = "Upgrade the repository to layout 3" if result.upgraded else "Regenerate"
         return PlannedCommit(
             revision=revision,
             parent=state.head,

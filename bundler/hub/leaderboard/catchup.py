@@ -7,7 +7,9 @@ on the way down, at any size and at any depth of the layout. In a folder whose f
 each bundle is judged by both its files: one whose archive or sidecar differs from what its row
 was derived from is downloaded, verified and derived again; one missing its archive or its
 sidecar, or failing verification, is left off the board and named; a row whose bundle is gone
-is removed. With no commit to start from, every bundle is derived.
+is removed. With no commit to start from, every bundle is derived. A bundle found where layout
+2 kept it (no shard) is derived too, and its move into its shard planned, unless its shard
+holds the bundle already: two copies of one bundle are for a person to sort out.
 """
 
 from __future__ import annotations
@@ -25,7 +27,13 @@ from bundler.hub.client.session import HubSession
 from bundler.hub.leaderboard.rows import TableRow, build_row, utc_timestamp
 from bundler.hub.leaderboard.tables import AllTasksTable
 from bundler.hub.repo.download import fetch_bundle
-from bundler.hub.repo.paths import BUNDLES_DIR, bundle_of_path, repo_archive, repo_sidecar
+from bundler.hub.repo.paths import (
+    BUNDLES_DIR,
+    bundle_of_path,
+    repo_paths,
+    unsharded_bundle_of,
+    unsharded_paths,
+)
 from bundler.hub.repo.treediff import folder_changes
 from bundler.local.layout import TEMP_PREFIX, BundleId
 from bundler.local.verify import read_bundle
@@ -38,6 +46,7 @@ class Board(Protocol):
     leaderboard: AllTasksTable
     left_off: dict[str, str]
     changed_tasks: set[str]
+    moves: dict[BundleId, bytes]
 
 
 @dataclass
@@ -46,6 +55,12 @@ class BundleChanges:
 
     derive: dict[BundleId, tuple[RemoteFile, RemoteFile]] = field(default_factory=dict)
     """Bundles to derive again, with their archive and sidecar at the head."""
+    sharded: set[BundleId] = field(default_factory=set)
+    """Bundles found in their shards, whole or not."""
+    unsharded: dict[BundleId, dict[str, RemoteFile]] = field(default_factory=dict)
+    """The files of each bundle found where layout 2 kept it, until `settle` judges them."""
+    moving: set[BundleId] = field(default_factory=set)
+    """Bundles of `derive` found where layout 2 kept them: to move into their shard."""
     removed: set[str] = field(default_factory=set)
     """Rows to take off the board: their bundle is gone, or is left off."""
     left_off: dict[str, str] = field(default_factory=dict)
@@ -64,16 +79,16 @@ class BundleChanges:
         index = board.index()
         found: dict[BundleId, dict[str, RemoteFile]] = {}
         for path, entry in now.items():
-            bundle = bundle_of_path(path)
-            if bundle is not None:  # any other file is no bundle's: review names it in a PR
+            if (bundle := bundle_of_path(path)) is not None:
                 found.setdefault(bundle, {})[path] = entry
+            elif (bundle := unsharded_bundle_of(path)) is not None:
+                self.unsharded.setdefault(bundle, {})[path] = entry
+            # any other file is no bundle's: review names it in a pull request
+        self.sharded |= found.keys()
         for bundle, files in found.items():
-            archive, sidecar = files.get(repo_archive(bundle)), files.get(repo_sidecar(bundle))
+            archive, sidecar = (files.get(path) for path in repo_paths(bundle))
             if archive is None or sidecar is None:
-                named, missing = (sidecar, "archive") if archive is None else (archive, "sidecar")
-                assert named is not None
-                self.left_off[named.path] = f"its {missing} is missing"
-                self.removed.add(str(bundle))
+                self._incomplete(bundle, archive, sidecar)
                 continue
             row = index.get(str(bundle))
             if (
@@ -84,6 +99,33 @@ class BundleChanges:
                 self.derive[bundle] = (archive, sidecar)
         before = {bundle for bundle in map(bundle_of_path, then) if bundle is not None}
         self.removed |= {str(bundle) for bundle in before - found.keys()}
+
+    def settle(self, board: AllTasksTable) -> None:
+        """Layout 2's bundles, once every changed folder is judged: each is derived, to be
+        moved into its shard, unless the shard holds that bundle already (found there, or on
+        the board and not gone), which a move would overwrite: the copy is then named and left
+        where it is. One missing a file is named."""
+        index = board.index()
+        for bundle, files in sorted(self.unsharded.items()):
+            archive, sidecar = (files.get(path) for path in unsharded_paths(bundle))
+            if bundle in self.sharded or (str(bundle) in index and str(bundle) not in self.removed):
+                named = sidecar or archive
+                assert named is not None
+                self.left_off[named.path] = "a second copy of a bundle its shard holds"
+            elif archive is not None and sidecar is not None:
+                self.derive[bundle] = (archive, sidecar)
+                self.moving.add(bundle)
+            else:
+                self._incomplete(bundle, archive, sidecar)
+
+    def _incomplete(
+        self, bundle: BundleId, archive: RemoteFile | None, sidecar: RemoteFile | None
+    ) -> None:
+        """A bundle with one of its two files: named, and off the board."""
+        named, missing = (sidecar, "archive") if archive is None else (archive, "sidecar")
+        assert named is not None
+        self.left_off[named.path] = f"its {missing} is missing"
+        self.removed.add(str(bundle))
 
     def forget(self, folder: str, files: dict[str, RemoteFile]) -> None:
         """A folder that is gone: the rows of every bundle it held go too."""
@@ -101,6 +143,7 @@ def find_changes(
             changes.forget(change.folder, change.then)
         else:
             changes.judge(change.folder, change.now, change.then, board)
+    changes.settle(board)
     return changes
 
 
@@ -115,7 +158,9 @@ def catch_up(session: HubSession, state: Board, since: str | None, progress: Pro
         path: why for path, why in state.left_off.items() if not path.startswith(examined)
     }
     state.left_off |= changes.left_off
-    rows = derive_rows(session, state.head, changes.derive, state.left_off, progress)
+    sidecars: dict[BundleId, bytes] = {}
+    rows = derive_rows(session, state.head, changes.derive, state.left_off, progress, sidecars)
+    state.moves |= {bundle: sidecars[bundle] for bundle in changes.moving if bundle in sidecars}
     removed = changes.removed | ({str(b) for b in changes.derive} - {r.bundle_id for r in rows})
     state.leaderboard = state.leaderboard.updated(rows, removed)
     state.changed_tasks |= {b.task for b in changes.derive}
@@ -128,10 +173,12 @@ def derive_rows(
     bundles: dict[BundleId, tuple[RemoteFile, RemoteFile]],
     left_off: dict[str, str],
     progress: ProgressSink,
+    sidecars: dict[BundleId, bytes],
 ) -> list[TableRow]:
-    """Download, verify and derive the row of each bundle; one that cannot be read or fails
-    verification is named in `left_off` instead. Each row is dated by the commit that last
-    changed its sidecar (its publication)."""
+    """Download, verify and derive the row of each bundle (its sidecar's bytes kept in
+    `sidecars`); one that cannot be read or fails verification is named in `left_off`
+    instead. Each row is dated by the commit that last changed its sidecar (its
+    publication)."""
     if not bundles:
         return []
     dated = session.entries([sidecar.path for _, sidecar in bundles.values()], head)
@@ -140,7 +187,8 @@ def derive_rows(
     try:
         for bundle, (archive, sidecar) in sorted(bundles.items()):
             try:
-                local = fetch_bundle(session, bundle, head, {archive.path, sidecar.path}, staging)
+                listed = (archive.path, sidecar.path)
+                local = fetch_bundle(session, bundle, head, listed, staging, listed)
             except (TemporaryError, HubAccessError):
                 raise
             except HubError as error:
@@ -151,8 +199,9 @@ def derive_rows(
             if not verification.ok or reading.sidecar is None or reading.metrics_text is None:
                 left_off[sidecar.path] = f"failed verification ({verification.describe_failures()})"
                 continue
-            listed = dated.get(sidecar.path)
-            date = listed.last_commit.date if listed and listed.last_commit else None
+            sidecars[bundle] = reading.sidecar_data or b""
+            entry = dated.get(sidecar.path)
+            date = entry.last_commit.date if entry and entry.last_commit else None
             row = build_row(reading.sidecar, reading.metrics_text, utc_timestamp(date))
             rows.append(TableRow(**row.model_dump(), sidecar_blob_id=sidecar.blob_id))
             local.unlink(missing_ok=True)

@@ -10,6 +10,9 @@ byte for byte against the record, and compares `bundles/` with that commit's tre
 changed since (a merge in the Hub's web page, a hand edit or deletion, a table or card edited
 by anyone) no longer matches, and what it affects is derived again. A branch without a record
 has tables nobody vouches for: they are never read, and the board is derived from its bundles.
+So has a branch whose record is of another format: format 1 was written in layout 2, before
+`bundles/` had shards, and its board is derived again so that its bundles are moved into their
+shards (bundler.hub.repo.paths).
 """
 
 from __future__ import annotations
@@ -51,7 +54,8 @@ class DerivedFile(Model):
 class BoardRecord(Model):
     """What one bundler commit derived (see the module docstring)."""
 
-    format: Literal[1] = 1
+    format: Literal[2] = 2
+    """2 since layout 3 (bundles in shards); a record of format 1 vouches for nothing."""
     parent: str
     """The head the commit was planned on: every record differs from the one before it, so a
     commit of bundles always rewrites it and marks itself as the bundler's."""

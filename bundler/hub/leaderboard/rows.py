@@ -77,6 +77,10 @@ class BundleRow(Model):
     predictions: Count
     errors: Count
     exceptions: Count
+    input_tokens: Count
+    output_tokens: Count
+    requests: Count
+    """The cost of the run: its predictions' usage of these keys, summed (0: none reported)."""
     usage: list[UsageCount]
     submitter_name: str | None
     submitter_affiliation: str | None
@@ -137,6 +141,7 @@ def build_row(sidecar: Sidecar, metrics_json: str, published_at: str) -> BundleR
     """The all-tasks row of a verified bundle published (first) at `published_at`."""
     statics = sidecar.statics
     provenance = sidecar.provenance
+    usage = sidecar.predictions.usage
     return BundleRow(
         bundle_id=sidecar.bundle_id,
         task_name=statics.task_name,
@@ -158,7 +163,10 @@ def build_row(sidecar: Sidecar, metrics_json: str, published_at: str) -> BundleR
         predictions=sidecar.predictions.count,
         errors=sidecar.predictions.errors,
         exceptions=sidecar.predictions.exceptions,
-        usage=[UsageCount(key=k, count=v) for k, v in sidecar.predictions.usage.items()],
+        input_tokens=usage.get("input_tokens", 0),
+        output_tokens=usage.get("output_tokens", 0),
+        requests=usage.get("requests", 0),
+        usage=[UsageCount(key=k, count=v) for k, v in usage.items()],
         submitter_name=sidecar.submitter.name,
         submitter_affiliation=sidecar.submitter.affiliation,
         gptnt_version=_optional_str(provenance.get("gptnt_version")),
@@ -192,6 +200,9 @@ class TaskRow(Model):
     predictions: int
     errors: int
     exceptions: int
+    input_tokens: int
+    output_tokens: int
+    requests: int
     published_at: PublishedAt
     run_date: str
     task_name: str
@@ -206,6 +217,12 @@ class TaskRow(Model):
     metrics_json: str
     rank: int | None = None
     """Its competition rank by the task's ranking metric (1, 1, 3); None: unranked."""
+    stale: bool = False
+    """Its dataset revision is not among those the task's definition accepts (when it names
+    any): ranked after every current entry."""
+    ci_low: float | None = None
+    ci_high: float | None = None
+    """The 95% Wilson interval of its score, where the task's metric is a proportion."""
 
     @classmethod
     def of(cls, row: BundleRow) -> TaskRow:

@@ -239,7 +239,9 @@ def task_table_bytes(board: TaskBoard) -> bytes:
     )
     records = []
     for row, rank in zip(board.rows, board.ranks(), strict=True):
-        cells = _cells(TaskRow.of(row).model_copy(update={"rank": rank}))
+        low, high = board.interval(row) or (None, None)
+        judged = {"rank": rank, "stale": board.stale(row), "ci_low": low, "ci_high": high}
+        cells = _cells(TaskRow.of(row).model_copy(update=judged))
         cells.update((column, board.value(row, column)) for column in kept)
         records.append(cells)
     return parquet_bytes(pa.Table.from_pylist(records, schema=schema))

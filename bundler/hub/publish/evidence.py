@@ -25,7 +25,6 @@ from bundler.hub.publish.plan import (
     triage,
 )
 from bundler.hub.repo.download import fetch_bundle
-from bundler.hub.repo.paths import repo_archive, repo_sidecar
 from bundler.local.layout import TEMP_PREFIX, BundleId
 from bundler.local.manifest import Sidecar
 from bundler.local.verify import manifest_digests, read_bundle
@@ -43,12 +42,13 @@ class EvidenceReader:
         """Read what the plan needs to know beyond the listing, and nothing more."""
         if triage(bundle, view, create_pr=self.create_pr) != "changed":
             return HubEvidence()
-        old = self._old_sidecar(bundle.key, view.base_head)
+        paths = view.base_paths(bundle.key)
+        old = self._old_sidecar(paths[1], view.base_head)
         if old is None:
             return HubEvidence()
         sidecar, data = old
         problem = extension_claims_problem(sidecar, bundle.sidecar)
-        copy = self._verified_copy(bundle.key, data, view.base_head)
+        copy = self._verified_copy(bundle.key, data, view.base_head, paths)
         if isinstance(copy, str):  # the Hub's copy fails verification
             return HubEvidence(old_sidecar=sidecar, extension_problem=problem or copy)
         old_files, old_metrics = copy
@@ -58,10 +58,11 @@ class EvidenceReader:
             problem += f"; its metrics differ: {changed}"
         return HubEvidence(old_sidecar=sidecar, extension_problem=problem)
 
-    def _old_sidecar(self, key: BundleId, commit: str) -> tuple[Sidecar, bytes] | None:
-        """The Hub's sidecar for `key` at `commit`, parsed, with its bytes; None if unreadable."""
+    def _old_sidecar(self, path: str, commit: str) -> tuple[Sidecar, bytes] | None:
+        """The Hub's sidecar at `path` and `commit`, parsed, with its bytes; None if
+        unreadable."""
         try:
-            data = self.session.read_small_file(repo_sidecar(key), commit)
+            data = self.session.read_small_file(path, commit)
             return Sidecar.model_validate_json(data), data
         except (TemporaryError, HubAccessError):
             raise
@@ -69,15 +70,16 @@ class EvidenceReader:
             return None
 
     def _verified_copy(
-        self, key: BundleId, old_data: bytes, commit: str
+        self, key: BundleId, old_data: bytes, commit: str, paths: tuple[str, str]
     ) -> tuple[dict[str, str], str] | str:
-        """Download and verify the Hub's copy (its sidecar as read, `old_data`): the sha256 of
-        each file its manifest lists, and its metrics; or why it fails verification."""
+        """Download and verify the Hub's copy (its archive and sidecar at `paths`, the sidecar
+        as read, `old_data`): the sha256 of each file its manifest lists, and its metrics; or
+        why it fails verification."""
         with tempfile.TemporaryDirectory(prefix=TEMP_PREFIX) as staging:
-            sidecar = Path(staging) / repo_sidecar(key)  # the bytes read already, not again
+            sidecar = Path(staging) / paths[1]  # the bytes read already, not again
             sidecar.parent.mkdir(parents=True)
             sidecar.write_bytes(old_data)
-            archive = fetch_bundle(self.session, key, commit, {repo_archive(key)}, Path(staging))
+            archive = fetch_bundle(self.session, key, commit, {paths[0]}, Path(staging), paths)
             reading = read_bundle(archive, self.progress)
             verification = reading.verification()
             if not verification.ok or reading.metrics_text is None:

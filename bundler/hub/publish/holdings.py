@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from huggingface_hub import CommitOperationAdd, CommitOperationDelete
-
 from bundler.core.progress import ProgressSink
+from bundler.hub.client.commit import Operation
 from bundler.hub.client.remote import RemoteFile
 from bundler.hub.client.session import HubSession
 from bundler.hub.leaderboard.branch import BranchTables, read_branch
@@ -101,7 +100,12 @@ class Holdings:
         }
         files = tables.remote_files(self.session, [bundle.key for bundle in local])
         return RepositoryView(
-            tables.revision, tables.head, files, published=published, definitions=tables.definitions
+            tables.revision,
+            tables.head,
+            files,
+            published=published,
+            definitions=tables.definitions,
+            unsharded=frozenset(tables.moves),
         )
 
     def at_head(self, batch: list[LocalBundle]) -> tuple[str, dict[str, RemoteFile]]:
@@ -135,7 +139,7 @@ class Holdings:
 
     def table_operations(
         self, todo: list[LocalBundle], *, keep_card: Callable[[bytes], bool]
-    ) -> list[CommitOperationAdd | CommitOperationDelete]:
+    ) -> list[Operation]:
         """The tables and card as the branch will be with `todo`, those of them that change
         (none for a pull request, which never touches them); the card only if `keep_card`
         takes it."""

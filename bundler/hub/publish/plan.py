@@ -33,7 +33,7 @@ from bundler.hub.client.remote import RemoteFile, git_blob_id
 from bundler.hub.client.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
 from bundler.hub.leaderboard.rows import TableRow, build_row
 from bundler.hub.publish.pr_description import ClaimDifference, ProposedBundle
-from bundler.hub.repo.paths import FILES_PER_BUNDLE, repo_paths
+from bundler.hub.repo.paths import FILES_PER_BUNDLE, repo_paths, unsharded_paths
 from bundler.hub.tasks.definitions import TaskDefinitions
 from bundler.local.diff import claim_differences as bundle_claim_differences
 from bundler.local.diff import metric_differences, worded_change
@@ -256,6 +256,13 @@ class RepositoryView:
     definitions: TaskDefinitions | None = None
     """The maintainers' task definitions on the base branch: a bundle contradicting its task's
     definition is refused (review would refuse it)."""
+    unsharded: frozenset[BundleId] = frozenset()
+    """Bundles the base branch still keeps where layout 2 did, until its next commit moves
+    them into their shards (bundler.hub.leaderboard.branch)."""
+
+    def base_paths(self, bundle: BundleId) -> tuple[str, str]:
+        """Where the base branch keeps the bundle's archive and sidecar, to read them."""
+        return unsharded_paths(bundle) if bundle in self.unsharded else repo_paths(bundle)
 
     @property
     def target_files(self) -> dict[str, RemoteFile]:

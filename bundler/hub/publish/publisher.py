@@ -22,12 +22,12 @@ from __future__ import annotations
 
 from functools import partial
 
-from huggingface_hub import CommitOperationAdd, CommitOperationDelete
+from huggingface_hub import CommitOperationAdd
 
 from bundler.core.errors import BundlerError, HubAccessError, RefusedByHub, TemporaryError
 from bundler.core.progress import NoProgress, ProgressSink
 from bundler.core.version import bundler_version
-from bundler.hub.client.commit import PlannedCommit, commit_replanned
+from bundler.hub.client.commit import Operation, PlannedCommit, commit_replanned
 from bundler.hub.client.limits import HubLimitReached
 from bundler.hub.client.remote import RemoteFile
 from bundler.hub.client.session import HubSession
@@ -216,7 +216,7 @@ class Publisher:
         plans: dict[str, BundlePlan],
     ) -> PlannedCommit:
         """The commit of `todo` on `head`: their files, and the card on a branch."""
-        operations: list[CommitOperationAdd | CommitOperationDelete] = [
+        operations: list[Operation] = [
             CommitOperationAdd(path, content)
             for bundle in todo
             for path, content in bundle.repo_files().items()

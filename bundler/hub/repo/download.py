@@ -32,6 +32,7 @@ from bundler.hub.repo.paths import (
     repo_archive,
     repo_paths,
     repo_sidecar,
+    unsharded_bundle_of,
 )
 from bundler.hub.repo.treediff import folder_changes
 from bundler.local.fileio import sha256_file, unusable_output_folder, write_error
@@ -103,7 +104,7 @@ def download(
         revision=revision,
         commit=commit,
         output_dir=str(output_dir),
-        warnings=[f"{path}: not a bundle layout, not downloaded" for path in invalid],
+        warnings=[_not_downloaded(path) for path in invalid],
     )
     report.bundles.extend(
         FetchedBundle(bundle_id=str(bundle), outcome="missing", detail="not in the repository")
@@ -147,6 +148,16 @@ def download(
         shutil.rmtree(staging, ignore_errors=True)
     report.bundles.sort(key=lambda fetched: fetched.bundle_id)
     return report
+
+
+def _not_downloaded(path: str) -> str:
+    """Why an archive-like path under `bundles/` is not downloaded."""
+    if unsharded_bundle_of(path) is not None:
+        return (
+            f"{path}: where layout 2 kept a bundle, not downloaded until the bundler's next "
+            "commit to the branch moves it into its shard"
+        )
+    return f"{path}: not a bundle layout, not downloaded"
 
 
 def _present(bundle: BundleId, listed: dict[str, RemoteFile], output_dir: Path) -> bool:
@@ -236,22 +247,26 @@ def proposed_bundles(session: HubSession, number: int, head: str) -> set[BundleI
 
 
 def fetch_bundle(
-    session: HubSession, bundle: BundleId, commit: str, listed: Iterable[str], staging: Path
+    session: HubSession,
+    bundle: BundleId,
+    commit: str,
+    listed: Iterable[str],
+    staging: Path,
+    paths: tuple[str, str] | None = None,
 ) -> Path:
     """Download a bundle's archive and sidecar (those of them `listed`) into `staging`, in the
     repository's layout, one request each, and return where the archive is: unverified, for
-    the caller to read. A file larger than the format allows is refused before it is read
-    past that size."""
-    for path, limit in (
-        (repo_archive(bundle), MAX_ARCHIVE_BYTES),
-        (repo_sidecar(bundle), MAX_SIDECAR_BYTES),
-    ):
+    the caller to read. `paths` are where they are, when not where `repo_paths` puts them (a
+    layout-2 bundle, to move). A file larger than the format allows is refused before it is
+    read past that size."""
+    archive, sidecar = paths or repo_paths(bundle)
+    for path, limit in ((archive, MAX_ARCHIVE_BYTES), (sidecar, MAX_SIDECAR_BYTES)):
         if path not in listed:
             continue  # a missing sidecar is reported by verification, not silently skipped
         target = staging / path
         target.parent.mkdir(parents=True, exist_ok=True)
         session.download_file(path, commit, target, limit)
-    return staging / repo_archive(bundle)
+    return staging / archive
 
 
 def _parse_requested(text: str) -> BundleId:

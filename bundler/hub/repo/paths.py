@@ -1,32 +1,43 @@
-"""The dataset repository's layout (version 2): where each bundle's files go, where the
+"""The dataset repository's layout (version 3): where each bundle's files go, where the
 leaderboard's tables are, and the viewer's configs.
 
 ```
-README.md                                      the dataset card
-bundles/<player>_<fp8>/<task>@<rev8>.tar.zst   a bundle: exactly a local bundles folder's layout
-bundles/<player>_<fp8>/<task>@<rev8>.json      its sidecar
-leaderboard/bundles.parquet                    every bundle's row (the `default` config)
-leaderboard/tasks/<task>.parquet               each task's ranked table (one config per task)
-leaderboard/tasks.json                         the maintainers' task definitions (tasks.definitions)
-leaderboard/derived.json                       what the bundler's last commit derived (record)
+README.md                                          the dataset card
+bundles/<xx>/<player>_<fp8>/<task>@<rev8>.tar.zst  a bundle, in its shard <xx>
+bundles/<xx>/<player>_<fp8>/<task>@<rev8>.json     its sidecar
+leaderboard/bundles.parquet                        every bundle's row (the `default` config)
+leaderboard/tasks/<task>.parquet                   each task's ranked table (one config per task)
+leaderboard/tasks.json                             the maintainers' task definitions
+leaderboard/derived.json                           what the bundler's last commit derived
+leaderboard/allowed_signers                        who may sign bundles (tasks.signers)
 ```
 
 Every bundle path is derived from a `BundleId` (`bundler.local.layout`), never built from
 strings elsewhere. A bundle owns its archive and sidecar and nothing else, so pull requests for
 different bundles never change the same file; the tables and the card are shared, and only the
-bundler's commits to a branch write them. Layout 1 also held a row file per bundle under `rows/`
-and `tasks/`; the commit that upgrades a repository removes them, unread.
+bundler's commits to a branch write them.
+
+The Hub takes at most 10,000 entries in a folder (`bundler.hub.client.limits`). `bundles/`
+holds 256 shards, `<xx>` the first two hex digits of the sha256 of the player folder's name: at
+100,000 bundles, even with a setup per bundle, a shard holds about 400 player folders. A local
+bundles folder has no shards. Layout 2 had the player folders right under `bundles/` (the
+10,001st setup was refused), and layout 1 also a row file per bundle under `rows/` and
+`tasks/`: the commit that upgrades a repository moves layout 2's bundles into their shards and
+removes layout 1's rows, unread.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 
 from bundler.core.naming import SAFE_TASK_NAME
 from bundler.local.layout import ARCHIVE_SUFFIX, SIDECAR_SUFFIX, BundleId, LayoutError
 
 BUNDLES_DIR = "bundles"
-"""The repository folder holding bundles: exactly a local bundles folder's layout."""
+"""The repository folder holding bundles, in shards."""
+SHARD_DIGITS = 2
+"""Hex digits of a shard's name: 256 shards."""
 TABLES_DIR = "leaderboard"
 ALL_TABLE = f"{TABLES_DIR}/bundles.parquet"
 """The all-tasks table: one row per bundle, the same columns for every task."""
@@ -40,6 +51,9 @@ README = "README.md"
 TASKS_FILE = f"{TABLES_DIR}/tasks.json"
 """The maintainers' definitions of the leaderboard's tasks (`bundler.hub.tasks.definitions`); only a
 maintainer's commit changes it, never a pull request."""
+ALLOWED_SIGNERS = f"{TABLES_DIR}/allowed_signers"
+"""Who may sign the leaderboard's bundles, in OpenSSH's allowed-signers format
+(`bundler.hub.tasks.signers`); only a maintainer's commit changes it, never a pull request."""
 RECORD = f"{TABLES_DIR}/derived.json"
 """What the bundler's last commit to a branch derived: the bytes of every table and the card,
 and the bundles left off the board (`bundler.hub.leaderboard.record`)."""
@@ -53,12 +67,25 @@ LEGACY_DIRS = (ROWS_DIR, "tasks")
 """Layout 1's folders of row files, removed when a repository is upgraded."""
 
 
+def repo_folder(bundle: BundleId) -> str:
+    """The folder of a bundle's player setup: `bundles/<shard>/<player>_<fp8>`."""
+    shard = hashlib.sha256(bundle.player_dir.encode("utf-8")).hexdigest()[:SHARD_DIGITS]
+    return f"{BUNDLES_DIR}/{shard}/{bundle.player_dir}"
+
+
 def repo_archive(bundle: BundleId) -> str:
-    return f"{BUNDLES_DIR}/{bundle.player_dir}/{bundle.archive_name}"
+    return f"{repo_folder(bundle)}/{bundle.archive_name}"
 
 
 def repo_sidecar(bundle: BundleId) -> str:
-    return f"{BUNDLES_DIR}/{bundle.player_dir}/{bundle.sidecar_name}"
+    return f"{repo_folder(bundle)}/{bundle.sidecar_name}"
+
+
+def unsharded_paths(bundle: BundleId) -> tuple[str, str]:
+    """Where layout 2 kept the bundle's archive and sidecar: no shard (read only, to move
+    them)."""
+    folder = f"{BUNDLES_DIR}/{bundle.player_dir}"
+    return (f"{folder}/{bundle.archive_name}", f"{folder}/{bundle.sidecar_name}")
 
 
 def repo_paths(bundle: BundleId) -> tuple[str, str]:
@@ -113,16 +140,29 @@ def bundle_of_path(path: str) -> BundleId | None:
     """The bundle whose archive or sidecar `path` is, exactly as `repo_paths` spells them;
     None for any other path, including one a file system could not hold (a name past
     MAX_NAME_BYTES) or one BundleId does not parse."""
+    return _bundle_at(path, shards=True)
+
+
+def unsharded_bundle_of(path: str) -> BundleId | None:
+    """The bundle whose archive or sidecar `path` is in layout 2 (`unsharded_paths`)."""
+    return _bundle_at(path, shards=False)
+
+
+def _bundle_at(path: str, *, shards: bool) -> BundleId | None:
     if any(len(part.encode("utf-8")) > MAX_NAME_BYTES for part in path.split("/")):
         return None
     prefix = f"{BUNDLES_DIR}/"
     if not path.startswith(prefix):
         return None
+    relative = path.removeprefix(prefix)
+    if shards:
+        relative = relative.partition("/")[2]
     for suffix in (ARCHIVE_SUFFIX, SIDECAR_SUFFIX):
-        if path.endswith(suffix):
+        if relative.endswith(suffix):
             try:
-                bundle = BundleId.parse(path.removeprefix(prefix).removesuffix(suffix))
+                bundle = BundleId.parse(relative.removesuffix(suffix))
             except LayoutError:
                 return None
-            return bundle if path in repo_paths(bundle) else None
+            owned = repo_paths(bundle) if shards else unsharded_paths(bundle)
+            return bundle if path in owned else None
     return None

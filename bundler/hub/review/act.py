@@ -21,19 +21,20 @@ import re
 from functools import partial
 from pathlib import Path
 
-from huggingface_hub import CommitOperationAdd, CommitOperationDelete, get_token
+from huggingface_hub import CommitOperationAdd, get_token
 from huggingface_hub.community import DiscussionComment
 
 from bundler.core import exitcodes
 from bundler.core.errors import (
     BundlerError,
     HubError,
+    Remedy,
     ReviewAction,
     TemporaryError,
     WriteTokenRequired,
 )
 from bundler.hub.client.access import require_review
-from bundler.hub.client.commit import PlannedCommit, commit_replanned
+from bundler.hub.client.commit import Operation, PlannedCommit, commit_replanned
 from bundler.hub.client.remote import git_blob_id
 from bundler.hub.client.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
 from bundler.hub.client.session import REPO_TYPE, HubSession
@@ -94,6 +95,10 @@ def post_report(session: HubSession, pr: PullRequestReview, reviewer: str) -> No
 class _Refused(Exception):
     """The merge is refused: what was reviewed is not what would be merged."""
 
+    def __init__(self, message: str, remedy: Remedy | None = None) -> None:
+        super().__init__(message)
+        self.remedy = remedy
+
 
 def merge(session: HubSession, pr: PullRequestReview, gathered: GatheredPullRequest) -> None:
     """Merge a clean PR whose head is still the one reviewed, by committing its reviewed
@@ -122,6 +127,12 @@ def merge(session: HubSession, pr: PullRequestReview, gathered: GatheredPullRequ
         moved = sorted(p for p in paths if not same_file(now.get(p), gathered.main_files.get(p)))
         if moved:
             raise _Refused(f"{pr.base_branch} changed since the review: {', '.join(moved)}")
+        if unsharded := sorted(str(bundle) for bundle in bundles if bundle in state.moves):
+            raise _Refused(  # review compared the PR with the branch's shards
+                f"{pr.base_branch} still keeps {', '.join(unsharded)} where layout 2 kept it, "
+                "which the review did not compare with",
+                "upgrade-layout",
+            )
         index = state.leaderboard.index()
         fresh = [  # a bundle already listed with this archive keeps its publication date
             row
@@ -130,7 +141,7 @@ def merge(session: HubSession, pr: PullRequestReview, gathered: GatheredPullRequ
             or held.archive_sha256 != row.archive_sha256
         ]
         after = state.with_rows(fresh)
-        operations: list[CommitOperationAdd | CommitOperationDelete] = [
+        operations: list[Operation] = [
             CommitOperationAdd(path, data) for path, data in files.items()
         ]
         operations += table_operations(session, after, tasks, with_bundles=True)
@@ -153,6 +164,7 @@ def merge(session: HubSession, pr: PullRequestReview, gathered: GatheredPullRequ
         )
     except _Refused as refusal:
         pr.merge, pr.merge_detail = "refused", str(refusal)
+        pr.merge_remedy = refusal.remedy
         return
     except BundlerError as error:  # this PR's alone: 75 when temporary, else 1
         temporary = isinstance(error, TemporaryError)

@@ -55,6 +55,7 @@ from bundler.hub.review.judge import (
     verified_claim,
 )
 from bundler.hub.tasks.definitions import TaskDefinitions, read_definitions
+from bundler.hub.tasks.signers import AllowedSigners, read_signers
 from bundler.hub.tasks.split_size import RowCountResolver
 from bundler.local.diff import diff_verified
 from bundler.local.layout import TEMP_PREFIX, BundleId
@@ -144,6 +145,7 @@ class PullRequestGatherer:
         self._listings: dict[tuple[str, str], dict[str, RemoteEntry]] = {}
         """Folder listings at a tip, by (commit, folder): every PR of the round walks them."""
         self._definitions: dict[str, TaskDefinitions] = {}
+        self._signers: dict[str, AllowedSigners | None] = {}
 
     def pull_requests(self, nums: list[int]) -> list[PullRequestFacts]:
         """Every PR to review (`nums`, or every open one), all looked up before any is
@@ -195,6 +197,7 @@ class PullRequestGatherer:
             main_files,
             changes,
             definitions=definitions,
+            signers=self.signers(facts.base_branch, tip),
             max_bundles=self.max_bundles,
         )
         if layout_check(changes.changed, head_files, self.max_bundles).status == "failed":
@@ -227,6 +230,12 @@ class PullRequestGatherer:
         if branch not in self._definitions:
             self._definitions[branch] = read_definitions(self.session, tip)
         return self._definitions[branch]
+
+    def signers(self, branch: str, tip: str) -> AllowedSigners | None:
+        """The allowed signers at the tip of `branch`, read once per branch."""
+        if branch not in self._signers:
+            self._signers[branch] = read_signers(self.session, tip)
+        return self._signers[branch]
 
     def _details_at(self, num: int, head: str) -> DiscussionWithDetails:
         """PR `num`'s details, read again when the head is newer than the commits they list

@@ -42,7 +42,9 @@ from bundler.hub.repo.paths import (
 )
 from bundler.hub.review.acceptance import AcceptanceNote, acceptance_notes, clean_with
 from bundler.hub.review.changes import PullRequestChanges, changed_on_target, diff_check, few
+from bundler.hub.review.signing import signature_check
 from bundler.hub.tasks.definitions import TaskDefinitions
+from bundler.hub.tasks.signers import AllowedSigners
 from bundler.local.diff import BundleDiff
 from bundler.local.layout import BundleId
 from bundler.local.manifest import BundleClaim
@@ -118,6 +120,8 @@ class GatheredPullRequest:
     bundles: tuple[GatheredBundle, ...] = ()
     definitions: TaskDefinitions = field(default_factory=TaskDefinitions)
     """The task definitions on the target branch."""
+    signers: AllowedSigners | None = None
+    """The allowed signers on the target branch; None when it names none."""
     max_bundles: int = MAX_BUNDLES
 
 
@@ -262,6 +266,8 @@ def judge_bundle(
     review.predictions = claim.predictions.count
     review.submitter = claim.submitter.name
     review.checks.append(task_check(bundle, claim, pr.definitions))
+    signer, required = reading.verification().signer, pr.definitions.require_signature
+    review.checks.append(signature_check(signer, pr.facts.author, pr.signers, required=required))
     review.checks.extend(policy_checks(claim, gathered.row_count, max_exception_rate))
     if gathered.main is not None:
         review.checks.append(replacement_check(review, gathered))

@@ -46,6 +46,9 @@ _FULL_SHA = re.compile(r"[0-9a-f]{40}")
 Direction = Literal["higher", "lower"]
 
 
+MetricKind = Literal["score", "proportion"]
+
+
 class TaskDefinition(Model):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -54,6 +57,10 @@ class TaskDefinition(Model):
     metric: str = Field(min_length=1, max_length=1024)
     direction: Direction = "higher"
     revisions: list[str] = Field(default_factory=list)
+    metric_kind: MetricKind = "score"
+    """`proportion`: the metric is a per-row proportion (correct rows over rows present), so
+    each entry gets a 95% Wilson interval and the board ranks by them
+    (bundler.hub.leaderboard.ranking); `score`: any other number, ranked by its value."""
 
     @field_validator("revisions")
     @classmethod
@@ -81,6 +88,9 @@ class TaskDefinitions(Model):
 
     version: Literal[1] = 1
     tasks: dict[str, TaskDefinition] = Field(default_factory=dict)
+    require_signature: bool = False
+    """Review fails (rather than warns on) a bundle no allowed signer signed
+    (`bundler.hub.review.signing`)."""
 
     @field_validator("tasks")
     @classmethod

@@ -9,12 +9,17 @@ parser alone (`HubSession.card_data`), and only `dataset_info`'s count is taken 
 
 from __future__ import annotations
 
+import json
 from typing import Any
+from urllib.parse import quote
 
-from bundler.core.errors import BundlerError
+from bundler.core.errors import BundlerError, HubError
 from bundler.core.limits import INT64_MAX
-from bundler.hub.client.session import HubSession
+from bundler.hub.client.session import REPO_TYPE, HubSession
 from bundler.local.schema import StaticsIdentity
+
+MAX_CARD_BYTES = 1 << 20
+"""The Hub's answer with a card's metadata: far more than any dataset card's YAML header."""
 
 
 class RowCountResolver:
@@ -50,7 +55,7 @@ class RowCountResolver:
         token: str | bool | None = self._token if authenticated else False
         try:
             session = HubSession(identity.hf_repo_id, token=token, owned=False)
-            card = session.card_data(revision)  # the card alone, not every file's name
+            card = card_data(session, revision)
         except BundlerError as error:
             return None, f"row count not resolved: {error.message}"
         info = card.get("dataset_info") if isinstance(card, dict) else None
@@ -59,6 +64,21 @@ class RowCountResolver:
             split = identity.dataset_split or "(no split named)"
             return None, f"row count not resolved: {where}'s card gives no row count for {split}"
         return count, None
+
+
+def card_data(session: HubSession, revision: str) -> object:
+    """The dataset card's metadata at `revision` (`cardData`; not every file's name), read by
+    the JSON parser alone: the client's own card model raises on metadata anyone can write (a
+    key named like one of its arguments), so a stranger's card never reaches it."""
+    where = f"{session.repo_id}@{revision[:8]}"
+    at = quote(revision, safe="")
+    url = f"{session.api.endpoint}/api/{REPO_TYPE}s/{session.repo_id}/revision/{at}"
+    data = session.read_url(f"reading {where}", f"{url}?expand=cardData", where, MAX_CARD_BYTES)
+    try:
+        info = json.loads(data)
+    except (ValueError, RecursionError):
+        raise HubError(f"{where}: the Hub's answer is not JSON") from None
+    return info.get("cardData") if isinstance(info, dict) else None
 
 
 def split_rows(dataset_info: Any, split: str | None) -> int | None:

@@ -1,0 +1,74 @@
+"""`bundler init --repo OWNER/NAME`: start a leaderboard (bundler.hub.leaderboard.start), and
+say each role's next command."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from bundler.cli.console import shown, stderr_console
+from bundler.cli.errors import run_command
+from bundler.cli.options import DebugOption, JsonOption, RepoOption, TokenOption
+from bundler.cli.render import finish
+from bundler.cli.tokens import secrets_of, token_to_send
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from bundler.hub.leaderboard.start import StartReport
+
+
+def next_commands(repo_id: str) -> dict[str, str]:
+    """Each role's next command on a new leaderboard, in the order they come."""
+    return {
+        "maintainer": f"bundler tasks define TASK --repo {repo_id} --dataset OWNER/DATASET "
+        "--split test --metric METRIC",
+        "nightly job": f"bundler template nightly-sync -o .github/workflows/nightly-sync.yml "
+        f"# then set repo = {repo_id!r} in bundler.toml",
+        "submitter": f"bundler collect ./output -o bundles && bundler upload bundles --repo "
+        f"{repo_id} --create-pr",
+        "reviewer": f"bundler review --repo {repo_id} --comment --merge",
+    }
+
+
+def render_start(report: StartReport, console: Console) -> None:
+    where = shown(report.repo_id)
+    if report.created:
+        visibility = "private" if report.private else "public"
+        console.print(f"created the {visibility} dataset repository {where}")
+    if report.commit is None:
+        console.print(f"{where} already holds a leaderboard: nothing to start")
+    else:
+        console.print(f"started the leaderboard of {where}: commit {report.commit}")
+    console.print("next:")
+    for role, command in next_commands(report.repo_id).items():
+        console.print(f"  {role}: {shown(command)}", soft_wrap=True)
+
+
+def init_command(
+    repo: RepoOption = ...,  # type: ignore[assignment]
+    private: Annotated[
+        bool, typer.Option("--private", help="Create the repository private (default public).")
+    ] = False,
+    token: TokenOption = None,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Start a leaderboard: create the dataset repository and commit an empty board (the card,
+    the tables and the task definitions), then say each role's next command. Nothing changes
+    on a repository that already holds a leaderboard. Needs a write token of an account that
+    may create repositories in the namespace (exit 2 otherwise)."""
+    from bundler.hub.client.session import HubSession
+    from bundler.hub.leaderboard.start import start_leaderboard
+
+    console = stderr_console()
+
+    def action() -> int:
+        session = HubSession(repo, token=token_to_send(token))
+        report = start_leaderboard(session, private=private)
+        return finish(report, render_start, console, json_output)
+
+    raise typer.Exit(
+        run_command(action, json_output=json_output, debug=debug, secrets=secrets_of(token))
+    )

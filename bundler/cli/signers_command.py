@@ -1,0 +1,125 @@
+"""`bundler signers add|remove|list`: who may sign a leaderboard's bundles
+(bundler.hub.tasks.signers), kept by its maintainers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from bundler.cli.console import shown, stderr_console
+from bundler.cli.errors import run_command
+from bundler.cli.options import DebugOption, JsonOption, RepoOption, TokenOption
+from bundler.cli.render import finish
+from bundler.cli.tokens import secrets_of, token_to_send
+from bundler.core.errors import UsageError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from bundler.hub.tasks.signers import AllowedSigners, SignersReport
+
+NameArgument = Annotated[
+    str, typer.Argument(metavar="NAME", help="A Hub user or organization name (the principal).")
+]
+MAX_PUBLIC_KEY_BYTES = 64 << 10
+
+
+def render_signers(report: SignersReport, console: Console) -> None:
+    from rich.table import Table
+
+    where = f"{shown(report.repo_id)}@{shown(report.revision)}"
+    if report.commit is not None:
+        console.print(f"committed the allowed signers of {where}: {report.commit}")
+    if not report.signers:
+        console.print(f"{where} names no allowed signer: review asks for no signature")
+        return
+    table = Table(title=f"Allowed signers of {where}")
+    for column in ("principals", "key type", "fingerprint", "honoured"):
+        table.add_column(column)
+    for signer in report.signers:
+        honoured = "yes" if signer.honoured else "no (options the bundler does not honour)"
+        cells = (", ".join(signer.principals), signer.key_type, signer.fingerprint, honoured)
+        table.add_row(*(shown(cell) for cell in cells))
+    console.print(table)
+
+
+Change = tuple[Callable[["AllowedSigners"], "AllowedSigners"], str]
+"""A change of the allowed signers, and the summary of its commit."""
+
+
+def _run(
+    repo: str, token: str | None, json_output: bool, debug: bool, change: Change | None
+) -> None:
+    """Run a signers command: `change` to commit, or None to list."""
+    from bundler.hub.client.session import HubSession
+    from bundler.hub.tasks.signers import change_signers, list_signers
+
+    console = stderr_console()
+
+    def action() -> int:
+        session = HubSession(repo, token=token_to_send(token))
+        report = list_signers(session) if change is None else change_signers(session, *change)
+        return finish(report, render_signers, console, json_output)
+
+    raise typer.Exit(
+        run_command(action, json_output=json_output, debug=debug, secrets=secrets_of(token))
+    )
+
+
+def signers_add_command(
+    name: NameArgument,
+    key: Annotated[
+        Path,
+        typer.Option(
+            "--key", metavar="PUBKEY", help="The signer's OpenSSH public key file (`KEY.pub`)."
+        ),
+    ],
+    repo: RepoOption = ...,  # type: ignore[assignment]
+    token: TokenOption = None,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Allow NAME to sign the leaderboard's bundles with the key in PUBKEY: one commit to
+    leaderboard/allowed_signers naming its parent (none when NAME already has that key). Review
+    then passes a bundle this key signed in a pull request NAME opened. Needs a write token."""
+
+    def add(signers: AllowedSigners) -> AllowedSigners:
+        try:
+            with key.open("rb") as handle:
+                text = handle.read(MAX_PUBLIC_KEY_BYTES).decode("utf-8", "replace")
+        except OSError as error:
+            raise UsageError(f"{key}: cannot read the public key ({error.strerror})") from None
+        return signers.with_signer(name, text)
+
+    _run(repo, token, json_output, debug, (add, f"Allow {name} to sign bundles"))
+
+
+def signers_remove_command(
+    name: NameArgument,
+    repo: RepoOption = ...,  # type: ignore[assignment]
+    token: TokenOption = None,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Take NAME off the leaderboard's allowed signers (every key of theirs): one commit naming
+    its parent, none when NAME is not there. Needs a write token."""
+
+    def remove(signers: AllowedSigners) -> AllowedSigners:
+        return signers.without(name)
+
+    _run(repo, token, json_output, debug, (remove, f"Stop allowing {name} to sign bundles"))
+
+
+def signers_list_command(
+    repo: RepoOption = ...,  # type: ignore[assignment]
+    token: TokenOption = None,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """List the leaderboard's allowed signers (leaderboard/allowed_signers): each key's
+    principals, type and SHA256 fingerprint. Any token that can read the repository will do,
+    or none for a public one."""
+    _run(repo, token, json_output, debug, None)

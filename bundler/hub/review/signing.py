@@ -1,0 +1,42 @@
+"""Review's `signature` check: who vouches for a bundle, by the leaderboard's allowed signers.
+
+A bundle's signature was checked against its archive when it was verified (the key's
+fingerprint is `BundleVerification.signer`); here the leaderboard says whose key that is
+(`leaderboard/allowed_signers`, bundler.hub.tasks.signers). A leaderboard that names no signers
+asks for none: unsigned bundles pass there, as before signing existed.
+"""
+
+from __future__ import annotations
+
+from bundler.core.checks import CheckResult, failed, passed, warned
+from bundler.hub.tasks.signers import AllowedSigners
+
+
+def signature_check(
+    signer: str | None, author: str, signers: AllowedSigners | None, *, required: bool
+) -> CheckResult:
+    """Passes a signature by a key the allowed signers give to the pull request's author;
+    warns on an unsigned bundle (fails it where the task definitions require signatures);
+    fails a key they do not list, or one of anyone else."""
+    if signers is None:
+        detail = "signed" if signer else "unsigned"
+        return passed("signature", f"{detail}; this leaderboard names no allowed signers")
+    if signer is None:
+        hint = "sign it with a key the leaderboard's maintainers allow"
+        unsigned = failed if required else warned
+        return unsigned("signature", "unsigned: no key vouches for this bundle", hint=hint)
+    principals = signers.principals_of(signer)
+    if not principals:
+        return failed(
+            "signature",
+            f"signed by key {signer}, which the leaderboard's allowed signers do not list",
+            hint="a maintainer adds the key to the leaderboard's allowed signers",
+        )
+    if author not in principals:
+        return failed(
+            "signature",
+            f"signed by {', '.join(sorted(principals))} (key {signer}), not by the pull "
+            f"request's author {author}",
+            hint="a bundle is signed by whoever proposes it",
+        )
+    return passed("signature", f"signed by {author} (key {signer})")

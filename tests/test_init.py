@@ -1,0 +1,67 @@
+"""`bundler init`: a leaderboard started in one command, ready for every role's next one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import SUBMITTER_TOKEN, WRITE_TOKEN
+from factory import RunSpec
+from helpers import run_cli
+from hubserver import HubServer
+from test_upload import make_bundles, table_rows, upload
+
+from bundler.hub.repo.paths import ALL_TABLE, README, RECORD, TASKS_FILE
+
+
+def init(repo_id: str, *args: str, token: str = WRITE_TOKEN) -> tuple[int, dict, str]:
+    result = run_cli("init", "--repo", repo_id, *args, "--json", env={"HF_TOKEN": token})
+    assert "Traceback" not in result.stderr
+    return result.returncode, json.loads(result.stdout or "{}"), result.stderr
+
+
+def test_init_starts_an_empty_board_that_every_command_takes(
+    hub: HubServer, repo_id: str, tmp_path: Path
+) -> None:
+    code, report, stderr = init(repo_id, "--private")
+    assert code == 0, stderr
+    assert report["created"] is True and report["commit"] == hub.commits(repo_id)[0].oid
+    anonymous = run_cli("tasks", "list", "--repo", repo_id, env={"HF_TOKEN": ""})
+    assert anonymous.returncode == 2  # private: not even listed to a stranger
+    files = set(hub.list_files(repo_id))
+    assert {README, ALL_TABLE, TASKS_FILE, RECORD} <= files
+    assert table_rows(hub, repo_id) == []
+    tasks = json.loads(hub.file_bytes(repo_id, TASKS_FILE) or b"")
+    assert tasks == {"tasks": {}, "version": 1, "require_signature": False}
+    for role in ("maintainer", "nightly job", "submitter", "reviewer"):
+        assert f"  {role}: bundler " in stderr
+    assert f"bundler tasks define TASK --repo {repo_id}" in stderr
+    # the board is one the other commands take as it is
+    card = run_cli("card", "--repo", repo_id, "--check", env={"HF_TOKEN": WRITE_TOKEN})
+    assert card.returncode == 0, card.stderr
+    listed = run_cli("tasks", "list", "--repo", repo_id, "--json", env={"HF_TOKEN": WRITE_TOKEN})
+    assert listed.returncode == 0 and json.loads(listed.stdout)["tasks"] == {}
+    bundles = make_bundles(tmp_path, [RunSpec(rows=2)])
+    assert upload(bundles, "--repo", repo_id)[0] == 0
+    assert len(table_rows(hub, repo_id)) == 1
+
+
+def test_init_again_changes_nothing_and_gives_an_empty_repository_its_board(
+    hub: HubServer, repo_id: str
+) -> None:
+    hub.create_repo(repo_id)  # `hf repos create`: a repository without a board
+    code, report, stderr = init(repo_id)
+    assert code == 0, stderr
+    assert report["created"] is False and report["commit"] is not None
+    commits = len(hub.commits(repo_id))
+    code, report, stderr = init(repo_id)
+    assert code == 0 and report["commit"] is None, stderr
+    assert "already holds a leaderboard" in stderr and len(hub.commits(repo_id)) == commits
+
+
+def test_init_needs_a_token_that_may_write_there(hub: HubServer, repo_id: str) -> None:
+    hub.create_repo(repo_id)
+    code, _, stderr = init(repo_id, token=SUBMITTER_TOKEN)  # no write access to gptnt/
+    assert code == 2, stderr
+    assert len(stderr.strip().splitlines()) <= 2 and repo_id in stderr
+    assert RECORD not in hub.list_files(repo_id)

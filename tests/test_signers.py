@@ -1,0 +1,147 @@
+"""Who vouches for a bundle: the leaderboard's allowed signers (OpenSSH's own format), kept by
+its maintainers with `bundler signers`, and review's `signature` check against the pull
+request's author. Keys are made by ssh-keygen; the file is checked with stock OpenSSH too."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import OTHER_SUBMITTER_TOKEN, SUBMITTER_TOKEN, WRITE_TOKEN
+from helpers import run_cli
+from hubserver import HubServer
+from test_card_refresh import commit_by_hand
+from test_review import World, checks, make_world, propose, review
+from test_sign import make_key
+
+from bundler.hub.repo.paths import ALLOWED_SIGNERS, TASKS_FILE
+from bundler.hub.tasks.signers import AllowedSigners
+
+pytestmark = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="needs OpenSSH")
+
+
+@pytest.fixture
+def world(hub: HubServer, repo_id: str, tmp_path: Path) -> World:
+    return make_world(hub, repo_id, tmp_path)
+
+
+def signers(world: World, *args: object, token: str = WRITE_TOKEN) -> tuple[int, dict, str]:
+    result = run_cli("signers", *args, "--repo", world.repo_id, "--json", env={"HF_TOKEN": token})
+    assert "Traceback" not in result.stderr
+    return result.returncode, json.loads(result.stdout or "{}"), result.stderr
+
+
+def signed(world: World, name: str, key: Path) -> Path:
+    """A bundle of `name`'s, signed with `key`."""
+    bundles = world.bundles(name, [world.spec(model=f"m-{name}")])
+    done = run_cli("sign", bundles, "--key", key)
+    assert done.returncode == 0, done.stderr
+    return bundles
+
+
+def signature_of(world: World, num: int) -> dict[str, object]:
+    _, report, _ = review(world, "--pr", num, token=WRITE_TOKEN)
+    (bundle,) = report["pull_requests"][0]["bundles"]
+    return checks(bundle)["signature"]
+
+
+def test_maintainers_keep_the_allowed_signers_and_stock_openssh_reads_them(
+    world: World, tmp_path: Path
+) -> None:
+    key = make_key(tmp_path, "submitter")
+    code, report, stderr = signers(world, "add", "submitter", "--key", key.with_suffix(".pub"))
+    assert code == 0 and report["commit"] == world.hub.commits(world.repo_id)[0].oid, stderr
+    commits = len(world.hub.commits(world.repo_id))
+    again = signers(world, "add", "submitter", "--key", key.with_suffix(".pub"))[1]
+    assert again["commit"] is None and len(world.hub.commits(world.repo_id)) == commits
+    (listed,) = signers(world, "list", token="")[1]["signers"]
+    assert listed["principals"] == ["submitter"] and listed["fingerprint"].startswith("SHA256:")
+    # the very file the leaderboard keeps verifies a signed archive with ssh-keygen -Y verify
+    allowed = tmp_path / "allowed_signers"
+    allowed.write_bytes(world.hub.file_bytes(world.repo_id, ALLOWED_SIGNERS) or b"")
+    bundles = signed(world, "ada", key)
+    (sidecar,) = bundles.rglob("*.json")
+    sig = tmp_path / "b.sig"
+    sig.write_text(json.loads(sidecar.read_text())["signature"]["sshsig"])
+    with next(bundles.rglob("*.tar.zst")).open("rb") as archive:
+        stock = subprocess.run(
+            ["ssh-keygen", "-Y", "verify", "-f", allowed, "-I", "submitter", "-n",
+             "statics-bundler", "-s", sig],
+            stdin=archive, capture_output=True, text=True, check=False,
+        )  # fmt: skip
+    assert stock.returncode == 0, stock.stderr
+    assert signers(world, "remove", "submitter")[1]["signers"] == []
+    assert signers(world, "add", "submitter", "--key", key, token=SUBMITTER_TOKEN)[0] == 2
+
+
+def test_review_passes_the_authors_own_signature_and_fails_anyone_elses(
+    world: World, tmp_path: Path
+) -> None:
+    mine, theirs = make_key(tmp_path, "mine"), make_key(tmp_path, "theirs")
+    assert signers(world, "add", "submitter", "--key", mine.with_suffix(".pub"))[0] == 0
+    assert signers(world, "add", "second-submitter", "--key", theirs.with_suffix(".pub"))[0] == 0
+    own = propose(world, SUBMITTER_TOKEN, signed(world, "own", mine))
+    assert signature_of(world, own)["status"] == "passed"
+    borrowed = propose(world, OTHER_SUBMITTER_TOKEN, signed(world, "borrowed", mine))
+    check = signature_of(world, borrowed)
+    assert check["status"] == "failed"
+    assert "not by the pull request's author second-submitter" in str(check["detail"])
+    stranger = propose(world, SUBMITTER_TOKEN, signed(world, "stranger", make_key(tmp_path, "x")))
+    check = signature_of(world, stranger)
+    assert check["status"] == "failed" and "do not list" in str(check["detail"])
+    unsigned = propose(world, SUBMITTER_TOKEN, world.bundles("plain", [world.spec(model="p")]))
+    assert signature_of(world, unsigned)["status"] == "warned"
+    tasks = json.loads(world.hub.file_bytes(world.repo_id, TASKS_FILE) or b"")
+    commit_by_hand(
+        world.repo_id, {TASKS_FILE: json.dumps(tasks | {"require_signature": True}).encode()}
+    )
+    assert signature_of(world, unsigned)["status"] == "failed"
+
+
+def test_a_leaderboard_naming_no_signers_asks_for_no_signature(world: World) -> None:
+    unsigned = propose(world, SUBMITTER_TOKEN, world.bundles("plain", [world.spec(model="p")]))
+    check = signature_of(world, unsigned)
+    assert check["status"] == "passed" and "names no allowed signers" in str(check["detail"])
+
+
+def test_a_pull_request_touching_the_allowed_signers_fails_layout(world: World) -> None:
+    extra = {ALLOWED_SIGNERS: b"submitter ssh-ed25519 AAAA\n"}
+    num = propose(world, SUBMITTER_TOKEN, world.bundles("p", [world.spec(model="p")]), extra=extra)
+    _, report, _ = review(world, "--pr", num, token=WRITE_TOKEN)
+    layout = checks(report["pull_requests"][0])["layout"]
+    assert layout["status"] == "failed" and ALLOWED_SIGNERS in layout["detail"]
+
+
+@pytest.mark.parametrize(
+    ("line", "allows"),
+    [
+        ('ada namespaces="statics-bundler" {key}', True),
+        ("ada {key}", True),
+        ('ada namespaces="git" {key}', False),
+        ("ada cert-authority {key}", False),
+        ('ada valid-after="20990101" {key}', False),
+    ],
+)
+def test_a_line_allows_no_more_than_openssh_would(tmp_path: Path, line: str, allows: bool) -> None:
+    key = make_key(tmp_path, "ada").with_suffix(".pub").read_text().split()
+    parsed = AllowedSigners.parse(line.format(key=f"{key[0]} {key[1]}").encode())
+    (signer,) = parsed.signers
+    assert bool(parsed.principals_of(signer.fingerprint)) is allows
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        ("* ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIA", "not a Hub user or organization name"),
+        ("ada ssh-dss AAAA", "a key of type"),
+        ("ada ssh-ed25519 !!!", "not base64"),
+        ("ada", "expected PRINCIPALS"),
+    ],
+)
+def test_a_line_that_is_no_allowed_signer_is_named(line: str, problem: str) -> None:
+    with pytest.raises(Exception, match=problem) as raised:
+        AllowedSigners.parse(f"# comment\n{line}\n".encode())
+    assert "line 2" in str(raised.value)

@@ -87,6 +87,7 @@ def main() -> int:
         }
         for number in range(args.rounds):
             mine, theirs = f"bench/b-{uuid.uuid4().hex[:8]}", f"bench/h-{uuid.uuid4().hex[:8]}"
+            hub.create_repo(mine)  # `bundler upload` never creates one (`bundler init` does)
             upload = [str(BUNDLER), "upload", str(bundles), "--repo", mine]
             hf = [str(HF), "upload", theirs, str(bundles), "--repo-type", "dataset"]
             sides = [("bundler", upload), ("hf", hf)]

@@ -65,8 +65,12 @@ def hub() -> Iterator[HubServer]:
 
 @pytest.fixture
 def repo_id(hub: HubServer) -> Iterator[str]:
-    """A repository name no other test uses; faults injected by the test are cleared after."""
-    yield f"gptnt/leaderboard-{uuid.uuid4().hex[:10]}"
+    """A dataset repository no other test uses, created as `hf repos create` leaves one (only
+    `bundler init` creates one of the bundler's: an upload never does); faults injected by the
+    test are cleared after."""
+    repo_id = f"gptnt/leaderboard-{uuid.uuid4().hex[:10]}"
+    hub.create_repo(repo_id)
+    yield repo_id
     hub.clear_faults()
     hub.disable_rate_limits()
 

@@ -82,7 +82,7 @@ def test_a_read_token_may_do_nothing_that_writes() -> None:
     reader = rights(whoami("read", orgs=MEMBER))
     assert not reader.can_write and not reader.can_contribute
     for create_pr in (False, True):
-        text = refusal(partial(require_upload, reader, repo_exists=True, create_pr=create_pr))
+        text = refusal(partial(require_upload, reader, create_pr=create_pr))
         assert "read-only" in text and "write token of your own account" in text
 
 
@@ -98,24 +98,17 @@ def test_fine_grained_tokens_follow_their_grants() -> None:
     assert submitter.can_contribute and not submitter.can_write
     bare = rights(whoami("fineGrained", orgs=MEMBER, fine={"global": [], "scoped": []}))
     assert not bare.can_write and not bare.can_contribute
-    text = refusal(lambda: require_upload(bare, repo_exists=True, create_pr=True))
+    text = refusal(lambda: require_upload(bare, create_pr=True))
     assert "may not open pull requests" in text
 
 
 def test_upload_decisions() -> None:
     stranger, member = rights(whoami()), rights(whoami(orgs=MEMBER))
-    require_upload(member, repo_exists=True, create_pr=False)
-    require_upload(member, repo_exists=False, create_pr=False)  # it creates the repository
-    require_upload(stranger, repo_exists=True, create_pr=True)
-    assert refusal(lambda: require_upload(stranger, repo_exists=True, create_pr=False)) == (
+    require_upload(member, create_pr=False)
+    require_upload(stranger, create_pr=True)
+    assert refusal(lambda: require_upload(stranger, create_pr=False)) == (
         f"no write access to {REPO}, add --create-pr to propose the bundles"
     )
-    text = refusal(lambda: require_upload(stranger, repo_exists=False, create_pr=True))
-    assert "a submitter cannot create the leaderboard's repository" in text
-    text = refusal(lambda: require_upload(member, repo_exists=False, create_pr=True))
-    assert "cannot create the leaderboard's repository" in text
-    text = refusal(lambda: require_upload(stranger, repo_exists=False, create_pr=False))
-    assert "cannot create repositories in the namespace 'gptnt'" in text
 
 
 def test_review_and_card_decisions() -> None:

@@ -193,8 +193,9 @@ def test_card_needs_write_access(hub: HubServer, repo_id: str, published: Path) 
 
 
 def test_unknown_repository_is_unusable(hub: HubServer, repo_id: str) -> None:
-    code, result, stderr = card(repo_id)
+    code, result, stderr = card(f"{repo_id}-typo")
     assert code == 2 and "not found" in stderr and result["exit_code"] == 2
+    assert "bundler init --repo" in stderr
 
 
 def test_refresh_card_library(hub: HubServer, repo_id: str, published: Path) -> None:

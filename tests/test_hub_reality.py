@@ -54,19 +54,19 @@ def test_no_write_access_without_create_pr_is_one_line_before_any_transfer(
     assert [b["outcome"] for b in report["bundles"]] == ["proposed"]
 
 
-def test_a_submitter_cannot_create_the_leaderboards_repository(
+def test_an_upload_never_creates_the_leaderboards_repository(
     hub: HubServer, repo_id: str, bundles: Path
 ) -> None:
-    for dry_run in ([], ["--dry-run"]):
-        code, _, stderr = upload(
-            bundles, "--repo", repo_id, "--create-pr", *dry_run, token=SUBMITTER_TOKEN
-        )
-        assert code == 2 and "cannot create the leaderboard's repository" in stderr
-    code, _, stderr = upload(bundles, "--repo", repo_id, token=SUBMITTER_TOKEN)
-    assert code == 2 and "cannot create repositories in the namespace 'gptnt'" in stderr
-    assert not [r for r in hub.request_log if r.path == "/api/repos/create" and repo_id in r.query]
+    """Neither a submitter's pull request nor a maintainer's upload creates a repository (only
+    `bundler init` does), dry run or not: one line naming init, exit 2, nothing created."""
+    missing = f"{repo_id}-missing"
+    for token, flags in ((SUBMITTER_TOKEN, ["--create-pr"]), (WRITE_TOKEN, [])):
+        for dry_run in ([], ["--dry-run"]):
+            code, _, stderr = upload(bundles, "--repo", missing, *flags, *dry_run, token=token)
+            assert code == 2 and f"bundler init --repo {missing}" in stderr
+    assert not [r for r in hub.request_log if r.path == "/api/repos/create" and missing in r.query]
     with pytest.raises(LookupError):
-        hub.commits(repo_id)
+        hub.commits(missing)
 
 
 def test_merge_and_card_need_write_access_checked_first(

@@ -77,7 +77,8 @@ def test_a_repository_nobody_can_see_is_repository_not_found(hub: HubServer, rep
         error = raised(lambda: HubSession(missing, token=token).head("main"))  # noqa: B023
         assert isinstance(error, RepositoryNotFound) and error.kind == "repository-not-found"
         assert error.repo == missing and error.exit_code == 2
-        assert words_for(error)[1] == "check --repo, and that the token can see the repository"
+        assert words_for(error)[1].startswith("check --repo (a typo?) and that the token can see")
+        assert f"bundler init --repo {missing}" in str(words_for(error)[1])
 
 
 def test_a_missing_revision_names_the_revision(hub: HubServer, repo_id: str) -> None:
@@ -218,11 +219,15 @@ def test_the_json_error_object_carries_the_kind(
     hub: HubServer, repo_id: str, tmp_path: Path
 ) -> None:
     """What a scheduler acts on, beside the words: the error's kind."""
+    missing = f"{repo_id}-missing"
     result = run_cli(
-        "download", "--repo", repo_id, "-o", tmp_path / "dl", "--json", env={"HF_TOKEN": ""}
+        "download", "--repo", missing, "-o", tmp_path / "dl", "--json", env={"HF_TOKEN": ""}
     )
     assert result.returncode == 2, result.stderr
     payload = json.loads(result.stdout)
     assert payload["kind"] == "repository-not-found" and payload["exit_code"] == 2
-    assert payload["hint"] == "check --repo, and that the token can see the repository"
+    assert payload["hint"] == (
+        "check --repo (a typo?) and that the token can see it; a new leaderboard is started "
+        f"with `bundler init --repo {missing}`"
+    )
     assert payload["error"] in result.stderr

@@ -23,6 +23,7 @@ def init(repo_id: str, *args: str, token: str = WRITE_TOKEN) -> tuple[int, dict,
 def test_init_starts_an_empty_board_that_every_command_takes(
     hub: HubServer, repo_id: str, tmp_path: Path
 ) -> None:
+    repo_id += "-new"  # one nobody created
     code, report, stderr = init(repo_id, "--private")
     assert code == 0, stderr
     assert report["created"] is True and report["commit"] == hub.commits(repo_id)[0].oid
@@ -49,7 +50,7 @@ def test_init_starts_an_empty_board_that_every_command_takes(
 def test_init_again_changes_nothing_and_gives_an_empty_repository_its_board(
     hub: HubServer, repo_id: str
 ) -> None:
-    hub.create_repo(repo_id)  # `hf repos create`: a repository without a board
+    # the fixture's repository, as `hf repos create` leaves one: without a board
     code, report, stderr = init(repo_id)
     assert code == 0, stderr
     assert report["created"] is False and report["commit"] is not None
@@ -60,7 +61,6 @@ def test_init_again_changes_nothing_and_gives_an_empty_repository_its_board(
 
 
 def test_init_needs_a_token_that_may_write_there(hub: HubServer, repo_id: str) -> None:
-    hub.create_repo(repo_id)
     code, _, stderr = init(repo_id, token=SUBMITTER_TOKEN)  # no write access to gptnt/
     assert code == 2, stderr
     assert len(stderr.strip().splitlines()) <= 2 and repo_id in stderr

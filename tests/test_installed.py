@@ -255,9 +255,10 @@ def test_every_role_s_journey_through_the_console_script(
     hub.create_repo(dataset, files={"README.md": card.encode()})
     pin = {"hf_repo_id": dataset, "resolved_revision": hub.commits(dataset)[0].oid, "rows": 3}
 
-    # The maintainer starts a leaderboard and defines its task.
-    created = maintainer.run("hf", "repos", "create", repo_id, "--repo-type", "dataset")
-    assert created.returncode == 0, created.stderr
+    # The maintainer starts a leaderboard (in the repository `hf repos create` made) and
+    # defines its task.
+    started = maintainer.bundler("init", "--repo", repo_id)
+    assert started["commit"] is not None and started["created"] is False
     maintainer.bundler(
         "tasks", "define", "expert-vqa", "--repo", repo_id, "--dataset", dataset,
         "--split", "test", "--metric", "exact_match.accuracy",
@@ -351,11 +352,10 @@ def test_every_role_s_journey_through_the_console_script(
 def test_the_first_upload_into_a_new_leaderboard(
     installed: Installed, hub: HubServer, repo_id: str, tmp_path: Path
 ) -> None:
-    """The very first commit of a leaderboard: no table to read yet, so nothing but the
-    bundler's own imports stands behind its Arrow calls."""
+    """The very first commit of a leaderboard in a repository `hf repos create` made (the
+    fixture's): no table to read yet, so nothing but the bundler's own imports stands behind
+    its Arrow calls."""
     maintainer = User(installed, hub, tmp_path, WRITE_TOKEN)
-    created = maintainer.run("hf", "repos", "create", repo_id, "--repo-type", "dataset")
-    assert created.returncode == 0, created.stderr
     write_tree(tmp_path / "output", [RunSpec(rows=3), RunSpec(model="qwen3", rows=3)])
     maintainer.bundler("collect", "output", "--expect", "expert-vqa=3")
     uploaded = maintainer.bundler("upload", "bundles", "--repo", repo_id)

@@ -100,6 +100,7 @@ def make_world(hub: HubServer, repo_id: str, tmp_path: Path) -> World:
     card = f"---\ndataset_info:\n  splits:\n{splits}---\n# statics\n"
     hub.create_repo(dataset, files={"README.md": card.encode()})
     world = World(hub, repo_id, dataset, hub.commits(dataset)[0].oid, tmp_path)
+    hub.create_repo(repo_id)  # a name of its own, or the fixture's repository made again
     publish(world.bundles("main", [world.spec(model="gpt-5.2", rows=4)]), repo_id)
     define(world, TASK, dataset, "test")
     return world

@@ -35,12 +35,14 @@ def test_the_defined_tasks_are_listed_to_a_reader(hub: HubServer, repo_id: str) 
         "metric": "exact_match.accuracy",
         "direction": "lower",
         "revisions": ["a" * 40],
+        "metric_kind": "score",
     }
     table = run_cli("tasks", "list", "--repo", repo_id, env={"HF_TOKEN": READ_TOKEN}).stderr
     assert "expert-vqa" in table and "lower" in table and "any" in table
 
 
 def test_a_missing_repository_is_one_line_and_exit_2(hub: HubServer, repo_id: str) -> None:
-    result = run_cli("tasks", "list", "--repo", repo_id, env={"HF_TOKEN": READ_TOKEN})
+    missing = f"{repo_id}-missing"
+    result = run_cli("tasks", "list", "--repo", missing, env={"HF_TOKEN": READ_TOKEN})
     assert result.returncode == 2
     assert result.stderr.count("error:") == 1 and "not found" in result.stderr

@@ -133,7 +133,6 @@ def test_upload_publishes_every_bundle_in_one_commit(
 ) -> None:
     code, report, stderr = upload(bundles, "--repo", repo_id)
     assert code == 0, stderr
-    assert report["repo_created"] is True
     assert sorted(b["outcome"] for b in report["bundles"]) == ["published"] * 3
     assert len(report["commits"]) == 1
     files = hub.list_files(repo_id)
@@ -199,10 +198,23 @@ def test_dry_run_touches_nothing(hub: HubServer, repo_id: str, bundles: Path) ->
     assert report["dry_run"] is True
     assert [b["action"] for b in report["bundles"]] == ["new"] * 3
     assert [b["outcome"] for b in report["bundles"]] == ["planned"] * 3
-    writes = [r for r in hub.request_log[log_before:] if r.method in ("POST", "PUT")]
-    assert writes == []
+    writes = [r for r in hub.request_log[log_before:] if "/commit/" in r.path or r.method == "PUT"]
+    assert writes == [] and hub.list_files(repo_id) == [".gitattributes"]
+
+
+def test_a_repository_that_does_not_exist_is_never_created(
+    hub: HubServer, repo_id: str, bundles: Path
+) -> None:
+    """A typo in --repo: one line naming `bundler init`, exit 2, and nothing created, in a dry
+    run as in a real one (only `bundler init` creates a repository)."""
+    typo = f"{repo_id}-typo"
+    for dry in (["--dry-run"], []):
+        code, report, stderr = upload(bundles, "--repo", typo, *dry)
+        assert code == 2, stderr
+        assert f"dataset {typo} was not found" in stderr and "bundler init --repo" in stderr
+        assert report["kind"] == "repository-not-found"
     with pytest.raises(LookupError):
-        hub.list_files(repo_id)
+        hub.list_files(typo)
 
 
 def test_partial_bundle_is_held_back_unless_allowed(
@@ -323,8 +335,9 @@ def test_read_only_token_is_refused_before_anything_is_sent(
 
 
 def test_model_repository_is_not_a_dataset(hub: HubServer, repo_id: str, bundles: Path) -> None:
-    hub.create_repo(repo_id, repo_type="model")
-    code, _, stderr = upload(bundles, "--repo", repo_id)
+    model = f"{repo_id}-model"
+    hub.create_repo(model, repo_type="model")
+    code, _, stderr = upload(bundles, "--repo", model)
     assert code == 2
     assert "is a model repository, not a dataset" in stderr
 
@@ -350,14 +363,6 @@ def test_missing_bundles_dir_is_unusable_input(repo_id: str, tmp_path: Path) -> 
     code, payload, stderr = upload(tmp_path / "nope", "--repo", repo_id)
     assert code == 2
     assert "nope" in stderr and payload["exit_code"] == 2
-
-
-def test_private_repository_created_when_asked(hub: HubServer, repo_id: str, bundles: Path) -> None:
-    assert upload(bundles, "--repo", repo_id, "--private")[0] == 0
-    anonymous = run_cli(
-        "download", "--repo", repo_id, "-o", bundles.parent / "dl", env={"HF_TOKEN": ""}
-    )
-    assert anonymous.returncode == 2
 
 
 def test_upload_copies_nothing_it_was_not_given(

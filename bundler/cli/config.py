@@ -59,7 +59,6 @@ class _UploadKeys(_Table):
     repo: str | None = None
     revision: str | None = None
     create_pr: bool | None = None
-    private: bool | None = None
     allow_partial: bool | None = None
     message: str | None = None
     wait: float | None = Field(default=None, ge=0)

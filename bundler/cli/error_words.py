@@ -22,7 +22,6 @@ from bundler.core.errors import (
     BadCredentials,
     BundlerError,
     BundlesLockedError,
-    CannotCreateRepository,
     InvalidHeader,
     NoRunSelectedError,
     NoWriteAccess,
@@ -78,6 +77,7 @@ REMEDIES: dict[Remedy, str] = {
     "verify-folder": "name one archive; `bundler verify FOLDER` checks every bundle below a folder",
     "derive-tables": "run `bundler card --full` with a write token to derive the tables again",
     "upgrade-layout": "run `bundler card` with a write token to upgrade it, then review again",
+    "start-leaderboard": "a new leaderboard is started with `bundler init --repo OWNER/NAME`",
 }
 """What the person can do next (bundler.core.errors.Remedy), in the command line's words."""
 LOCKED_HINT = "run again later, or pass --wait SECONDS to wait for it"
@@ -106,15 +106,6 @@ def _read_only(error: ReadOnlyToken) -> Words:
         else f"publishing needs {MAINTAINER_TOKEN}, or --create-pr with {SUBMITTER_TOKEN}"
     )
     return f"{error.repo}: this token is read-only; {needed}", None
-
-
-def _cannot_create(error: CannotCreateRepository) -> Words:
-    if error.pull_request:
-        return error.message, "check --repo; its maintainers create it with their first upload"
-    return error.message, (
-        "check --repo; repositories are created only in your own namespace or one of your "
-        "organizations'"
-    )
 
 
 def _pull_request_revision(error: PullRequestRevision) -> Words:
@@ -170,11 +161,11 @@ ERROR_WORDS: dict[type[BundlerError], Callable[[Any], Words]] = {
     ),
     RepositoryNotFound: lambda e: (
         e.message,
-        "check --repo, and that the token can see the repository",
+        "check --repo (a typo?) and that the token can see it; a new leaderboard is started "
+        f"with `bundler init --repo {e.repo}`",
     ),
     NoWriteAccess: _no_write_access,
     ReadOnlyToken: _read_only,
-    CannotCreateRepository: _cannot_create,
     WrongRepoType: lambda e: (
         e.message,
         "bundles are published to a dataset repository; choose another --repo",

@@ -155,9 +155,6 @@ CreatePrOption = Annotated[
         "commits to your open bundler pull request; it never touches the card.",
     ),
 ]
-PrivateOption = Annotated[
-    bool, typer.Option("--private", help="Make the repository private if it is created.")
-]
 ReplaceOption = Annotated[
     bool,
     typer.Option(

@@ -357,8 +357,6 @@ def render_upload(report: UploadReport, console: Console) -> None:
             console.print(f"[yellow]warning[/] held back {shown(bundle.bundle_id)}: {detail}")
     for warning in [*report.left_off_board, *report.warnings]:
         console.print(f"[yellow]warning[/] {shown(warning)}")
-    if report.repo_created:
-        console.print(f"created dataset repository {shown(report.repo_id)}")
     for commit in report.commits:
         console.print(f"commit {commit}")
     proposed = sum(bundle.outcome == "proposed" for bundle in report.bundles)

@@ -24,7 +24,6 @@ from bundler.cli.options import (
     MessageOption,
     ModelOption,
     OutputRootArgument,
-    PrivateOption,
     ReplaceOption,
     RepoOption,
     ResolveRowsOption,
@@ -64,7 +63,6 @@ def sync_command(
     revision: RevisionOption = "main",
     create_pr: CreatePrOption = False,
     token: TokenOption = None,
-    private: PrivateOption = False,
     replace: ReplaceOption = False,
     dry_run: Annotated[
         bool,
@@ -139,7 +137,6 @@ def sync_command(
                 repo=repo,
                 revision=revision,
                 create_pr=create_pr,
-                private=private,
                 replace=replace,
                 allow_partial=allow_partial,
                 dry_run=dry_run,

@@ -34,13 +34,14 @@ Remedy = Literal[
     "verify-folder",
     "derive-tables",
     "upgrade-layout",
+    "start-leaderboard",
 ]
 """What the person can do next when the command line offers it (a flag, a command): named,
 not worded, since the library does not know the command line's words (bundler.cli.error_words
-does). Bundle, publish or export a partial run anyway; check the task's expected row count;
-replace what the Hub holds; propose a pull request; ask the owners for write access; accept a
-merge's warnings; name the submitter when collecting; define the task; name the harness's
-folder; verify a folder, not one archive; derive the tables again; upgrade a branch's layout."""
+does): in this order, bundle, publish or export a partial run anyway; check the expected row
+count; replace; propose a pull request; ask for write access; accept a merge's warnings; name
+the submitter; define the task; name the harness's folder; verify a folder; derive the tables
+again; upgrade a branch's layout; start a leaderboard (create its repository)."""
 
 
 class BundlerError(Exception):
@@ -264,8 +265,7 @@ class GatedRepo(HubAccessError):
 
 
 class RepositoryNotFound(HubAccessError):
-    """No dataset of this id that this token can see: the Hub does not tell a missing
-    repository from a private one."""
+    """No dataset of this id this token can see (the Hub tells no missing one from a private)."""
 
     kind: ClassVar[str] = "repository-not-found"
 
@@ -273,7 +273,8 @@ class RepositoryNotFound(HubAccessError):
         what = f"dataset {repo} was not found or is not visible with this token"
         super().__init__(
             what if doing is None else f"{doing}: {what}",
-            hint="check the repository's id, and that the token can see it",
+            hint="check the repository's id (a typo?), and that the token can see it",
+            remedy="start-leaderboard",
         )
         self.repo, self.doing = repo, doing
 
@@ -328,32 +329,6 @@ class ReadOnlyToken(HubAccessError):
         )
         super().__init__(f"{repo}: this token is read-only; {needed}")
         self.repo, self.user, self.pull_request = repo, user, pull_request
-
-
-class CannotCreateRepository(HubAccessError):
-    """The dataset does not exist and this token may not create it: a submitter (asking for a
-    pull request) never creates the leaderboard's repository; anyone else only in their own
-    namespace or one of their organizations'."""
-
-    kind: ClassVar[str] = "cannot-create-repository"
-
-    def __init__(self, repo: str, *, user: str, pull_request: bool) -> None:
-        namespace = repo.split("/")[0]
-        problem, hint = (
-            (
-                "a submitter cannot create the leaderboard's repository",
-                "its maintainers create it with their first upload",
-            )
-            if pull_request
-            else (
-                f"this token cannot create repositories in the namespace {namespace!r} "
-                f"(the user is {user!r})",
-                "repositories are created only in your own namespace or one of your organizations'",
-            )
-        )
-        super().__init__(f"dataset {repo} does not exist, and {problem}", hint=hint)
-        self.repo, self.user, self.namespace = repo, user, namespace
-        self.pull_request = pull_request
 
 
 class WrongRepoType(HubAccessError):

@@ -140,9 +140,14 @@ class HubServer:
         the seeded files are held to them too.
 
         Files follow the same regular/LFS rule as uploads, so the client's unchanged-file
-        detection works against seeded content too.
+        detection works against seeded content too. A repository nothing has touched since it
+        was created (the `repo_id` fixture's, as `bundler init` or `hf repos create` leaves
+        it, less the board) is made again, so that a test seeds the one it needs.
         """
         with self._lock:
+            held = self._store.repos.get((repo_type, repo_id))
+            if held is not None and len(held.commits) == 1 and not held.discussions:
+                del self._store.repos[(repo_type, repo_id)]
             repo = self._store.create_repo(repo_type, repo_id, private, "system")
             repo.gated = gated
             if limits is not None:

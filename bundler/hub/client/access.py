@@ -24,7 +24,6 @@ from pydantic import ConfigDict
 from bundler.core.errors import (
     MAINTAINER_TOKEN,
     SUBMITTER_TOKEN,
-    CannotCreateRepository,
     HubAccessError,
     NoWriteAccess,
     ReadOnlyToken,
@@ -124,15 +123,11 @@ class AccessRights(Model):
         return self._may(DISCUSSION_WRITE) or self.can_write
 
 
-def require_upload(rights: AccessRights, *, repo_exists: bool, create_pr: bool) -> None:
+def require_upload(rights: AccessRights, *, create_pr: bool) -> None:
     """Raise a HubAccessError (exit 2) when this upload cannot work with these rights."""
     repo = rights.repo_id
     if rights.role == "read":
         raise ReadOnlyToken(repo, user=rights.user, pull_request=create_pr)
-    if not repo_exists:
-        if create_pr or not rights.can_write:
-            raise CannotCreateRepository(repo, user=rights.user, pull_request=create_pr)
-        return
     if create_pr:
         if not rights.can_contribute:
             raise HubAccessError(
@@ -169,7 +164,7 @@ def require_card(rights: AccessRights) -> None:
         )
 
 
-def check_upload(rights: AccessRights | None, *, repo_exists: bool, create_pr: bool) -> None:
+def check_upload(rights: AccessRights | None, *, create_pr: bool) -> None:
     """require_upload, for a token that is known (see HubSession.upload_rights)."""
     if rights is not None:
-        require_upload(rights, repo_exists=repo_exists, create_pr=create_pr)
+        require_upload(rights, create_pr=create_pr)

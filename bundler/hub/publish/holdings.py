@@ -44,17 +44,13 @@ class Holdings:
         every bundle's files): the next commit is planned on it, or on our commit made on it
         (which touched only its own bundles' files). None: the next commit reads again."""
 
-    def view(
-        self, local: list[LocalBundle], repo_exists: bool, left_off: list[str]
-    ) -> RepositoryView:
+    def view(self, local: list[LocalBundle], left_off: list[str]) -> RepositoryView:
         """What the base branch and the pull request hold of these bundles. A branch's holdings
         come from its leaderboard table (brought up to date first: its next commit rewrites
         it; the bundles it leaves off are named in `left_off`); a pull request's base is asked
         about these bundles' files and its task definitions alone (review judges the bundles
         against them: a bundle contradicting them is refused here already)."""
         destination = self.destination
-        if not repo_exists:
-            return RepositoryView(base=destination.base)
         session = self.session
         keys = [bundle.key for bundle in local]
         if not destination.create_pr:

@@ -74,7 +74,6 @@ class UploadOptions(Model):
     repo_id: str
     revision: str = "main"
     create_pr: bool = False
-    private: bool = False
     replace: bool = False
     allow_partial: bool = False
     dry_run: bool = False
@@ -123,7 +122,6 @@ class UploadReport(Model):
     repo_id: str
     revision: str
     dry_run: bool
-    repo_created: bool = False
     pull_request_num: int | None = None
     pull_request_url: str | None = None
     opens_pull_request: bool = False

@@ -1,39 +1,29 @@
-"""The repository an upload goes to: the token's rights checked against it, and the dataset
-repository created when it is missing and the token may create it.
+"""The repository an upload goes to: it must exist, and the token's rights are checked against
+it, before anything is transferred (bundler.hub.client.access says who may do what).
 
-Nothing is transferred before this passes (bundler.hub.client.access says who may do what).
+Only `start_leaderboard` (bundler.hub.leaderboard.start) creates a repository: an upload into
+one that does not exist, a typo in the id most likely, is refused, never published into a new
+repository nobody will read.
 """
 
 from __future__ import annotations
 
-from bundler.core.errors import WrongRepoType
+from bundler.core.errors import RepositoryNotFound, WrongRepoType
 from bundler.hub.client.access import check_upload
-from bundler.hub.client.session import REPO_TYPE, HubSession
-from bundler.hub.publish.plan import UploadOptions, UploadReport
+from bundler.hub.client.session import HubSession
+from bundler.hub.publish.plan import UploadOptions
 
 
-def prepare_repository(
-    session: HubSession, options: UploadOptions, report: UploadReport
-) -> tuple[bool, str | None]:
-    """Whether the dataset repository exists (created unless a dry run), and the token's
-    user (None for an anonymous dry run). Raises HubAccessError for what the token may not do
-    there, or a repository of another type under the id."""
+def prepare_repository(session: HubSession, options: UploadOptions) -> str | None:
+    """The token's user (None for an anonymous dry run), once the dataset repository is known
+    to exist and to take this upload. Raises RepositoryNotFound for a repository that does
+    not exist (or this token cannot see), WrongRepoType for one of another type under the id,
+    and HubAccessError for what the token may not do there."""
     rights = session.upload_rights(dry_run=options.dry_run)  # client.access
-    user = rights.user if rights is not None else None
-    if session.dataset_exists():
-        check_upload(rights, repo_exists=True, create_pr=options.create_pr)
-        return True, user
-    other = session.other_type_exists()
-    if other is not None:
-        raise WrongRepoType(options.repo_id, other)
-    check_upload(rights, repo_exists=False, create_pr=options.create_pr)
-    if options.dry_run:
-        return False, user
-    try:
-        session.api.create_repo(
-            options.repo_id, repo_type=REPO_TYPE, private=options.private, exist_ok=True
-        )
-    except Exception as error:
-        raise session.describe(error, doing="creating the dataset repository") from None
-    report.repo_created = True
-    return True, user
+    if not session.dataset_exists():
+        other = session.other_type_exists()
+        if other is not None:
+            raise WrongRepoType(options.repo_id, other)
+        raise RepositoryNotFound(options.repo_id)
+    check_upload(rights, create_pr=options.create_pr)
+    return rights.user if rights is not None else None

@@ -1,9 +1,10 @@
 """Stage 5, carried out: read what the plan needs from the Hub, then make its commits.
 
 `bundler.hub.publish.plan` decides; this module does. It checks the token and the repository
-(creating the dataset repository if missing), finds the submitter's pull request
-(`Destination`), reads what it holds of the bundles being planned (`Holdings`) and, beyond that,
-only what `plan.triage` asks for (`HubEvidence`), and commits the plan's batches. Each commit is
+(which must exist: only `bundler.hub.leaderboard.start` creates one), finds the submitter's
+pull request (`Destination`), reads what it holds of the bundles being planned (`Holdings`)
+and, beyond that, only what `plan.triage` asks for (`HubEvidence`), and commits the plan's
+batches. Each commit is
 made against the head it was planned on (`parent_commit`), so a concurrent upload makes the Hub
 answer 412 instead of being clobbered; the batch is then judged again on the new head
 (`plan.replan`, through `commit.commit_replanned`). A batch whose commit is past the Hub's
@@ -83,10 +84,10 @@ class Publisher:
         if not local:
             return self.report
         try:
-            repo_exists, self.user = prepare_repository(self.session, self.options, self.report)
-            if self.options.create_pr and repo_exists and self.user is not None:
+            self.user = prepare_repository(self.session, self.options)
+            if self.options.create_pr and self.user is not None:
                 self.destination.find_open_pr(self.session, self.user)
-            view = self.holdings.view(local, repo_exists, self.report.left_off_board)
+            view = self.holdings.view(local, self.report.left_off_board)
             plans = self._plan(local, view)
             self.report.opens_pull_request = self.destination.opens_pr and any(
                 plan.to_publish for plan in plans.values()

@@ -8,8 +8,7 @@ bundler's own library (tests/scalelib.py: real bundles of 3 predictions over 10 
 collected once for the largest N and shared by the smaller ones). Into each it runs, as a user
 would, the installed console script:
 
-- `upload` of 1 new bundle (a new player setup; with --new-revisions a new dataset revision of
-  an existing setup, which the current layout takes past 10,000 setups), as the owner;
+- `upload` of 1 new bundle (a new player setup), as the repository's owner;
 - `upload --create-pr` of 1 new bundle, as a submitter who owns nothing there;
 - `review --pr N` of that 1-bundle pull request, as the owner;
 - `card`, as the owner, after that pull request was merged on the Hub's web page (the page's
@@ -69,7 +68,7 @@ from bundler.local.submitter import Submitter
 OWNER_TOKEN = "hf_BenchmarkWriteToken0123456789abcdef"
 SUBMITTER_TOKEN = "hf_BenchmarkSubmitterToken0123456789ab"
 TOKENS = {
-    OWNER_TOKEN: TokenInfo(name="bench-bot", role="write", orgs=("bench", "GPTNT")),
+    OWNER_TOKEN: TokenInfo(name="bench-bot", role="write", orgs=("bench",)),
     SUBMITTER_TOKEN: TokenInfo(name="submitter", role="write"),
 }
 DATASET = "GPTNT/statics"
@@ -198,34 +197,22 @@ def _cells(figures: Figures) -> str:
     return text
 
 
-def the_dataset(hub: HubServer) -> tuple[str, str]:
-    """The dataset every run ran on, on the server, at two revisions, its card giving the
-    split's row count, so review's checks can pass (a warning would make every review exit 1)."""
+def the_dataset(hub: HubServer) -> dict[str, str]:
+    """The dataset every run ran on, on the server, its card giving the split's row count, so
+    review's checks can pass (a warning would make every review exit 1)."""
     card = f"---\ndataset_info:\n  splits:\n  - name: test\n    num_examples: {PREDICTIONS}\n---\n"
     hub.create_repo(DATASET, files={"README.md": card.encode()})
-    client(hub).upload_file(
-        path_or_fileobj=f"{card}\nThe second revision.\n".encode(),
-        path_in_repo="README.md",
-        repo_id=DATASET,
-        repo_type="dataset",
-    )
-    second, first = (commit.oid for commit in hub.commits(DATASET)[:2])
-    return first, second
-
-
-def client(hub: HubServer) -> HfApi:
-    """A client of the server's own, as a browser on the Hub's web page is: huggingface_hub in
-    this process was imported without the server's environment, so what it reads at call time
-    is set here (no telemetry, whose first request would go to the real Hub; no Xet)."""
-    constants.HF_HUB_DISABLE_TELEMETRY = True
-    constants.HF_HUB_DISABLE_XET = True
-    return HfApi(endpoint=hub.url, token=OWNER_TOKEN, library_name="web-page")
+    return {"hf_repo_id": DATASET, "resolved_revision": hub.commits(DATASET)[0].oid}
 
 
 def web_page_merge(hub: HubServer, repo_id: str, number: int) -> None:
     """The pull request merged as the Hub's web page merges it (its own HTTP call, made by a
-    maintainer's browser): a commit on main the bundler did not make."""
-    client(hub).merge_pull_request(repo_id, number, repo_type="dataset")
+    maintainer's browser): a commit on main the bundler did not make. huggingface_hub in this
+    process was imported without the server's environment: telemetry, read at call time, is
+    turned off here, or its first request would go to the real Hub."""
+    constants.HF_HUB_DISABLE_TELEMETRY = True
+    api = HfApi(endpoint=hub.url, token=OWNER_TOKEN, library_name="web-page")
+    api.merge_pull_request(repo_id, number, repo_type="dataset")
 
 
 def measure_size(bench: Bench, size: int, rounds: int, bulk: int) -> None:
@@ -358,12 +345,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=SCRATCH if SCRATCH.is_dir() and os.access(SCRATCH, os.W_OK) else None,
         help="where the runs are written and collected (default: /dev/shm where there is one)",
     )
-    parser.add_argument(
-        "--new-revisions",
-        action="store_true",
-        help="add bundles of new dataset revisions to the first player setups instead of new "
-        "setups (the current layout's bundles/ folder takes no new setup past 10,000)",
-    )
     parser.add_argument("--json-out", type=Path, default=None)
     args = parser.parse_args(argv)
     sizes = sorted({*args.sizes, *([LARGE] if args.large else [])})
@@ -376,30 +357,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         compile_bytecode()
         print(f"machine: {machine()}", flush=True)
         started = time.perf_counter()
-        first, second = the_dataset(hub)
         added = 3 * args.rounds + args.bulk
-        extra = (
-            run_specs(added, hf_repo_id=DATASET, resolved_revision=second)
-            if args.new_revisions
-            else run_specs(added, start=sizes[-1], hf_repo_id=DATASET, resolved_revision=first)
-        )
         generated = Path(tempfile.mkdtemp(prefix="bundler-bench-scale-", dir=args.scratch))
         workdirs.append(generated)
-        seeds, extras = (
-            generate(generated / name, specs)
-            for name, specs in (
-                ("seeded", run_specs(sizes[-1], hf_repo_id=DATASET, resolved_revision=first)),
-                ("added", extra),
-            )
-        )
-        print(f"{sizes[-1] + added:,} bundles collected in {time.perf_counter() - started:.0f} s")
-        bench = Bench(hub, workdir, seeds, extras)
+        specs = run_specs(sizes[-1] + added, **the_dataset(hub))
+        seeds = generate(generated, specs)
+        print(f"{len(specs):,} bundles collected in {time.perf_counter() - started:.0f} s")
+        bench = Bench(hub, workdir, seeds[: sizes[-1]], seeds[sizes[-1] :])
         for size in sizes:
             measure_size(bench, size, args.rounds, args.bulk)
         summary = summarize(bench.figures)
         if args.json_out is not None:
             payload = {"machine": machine(), "bulk": args.bulk, "rounds": args.rounds}
-            payload |= {"new_revisions": args.new_revisions}
             args.json_out.write_text(json.dumps(payload | {"commands": summary}, indent=2))
         return 0
     finally:

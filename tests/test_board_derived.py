@@ -217,3 +217,6 @@ def test_the_tables_carry_each_runs_cost_and_the_card_its_tokens_per_row(
         )
     per_row = (expected_in + expected_out) / 4
     assert f"|{per_row / 1000:.2g}k|" in card_text(hub, repo_id)
+    # the score flat beside them, under the task's ranking metric: no list of structs to search
+    (row,) = table_rows(hub, repo_id)
+    assert (row["ranking_metric"], row["score"]) == ("exact_match.accuracy", 0.62)

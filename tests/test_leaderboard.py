@@ -90,11 +90,12 @@ def repository(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Tab
         rows.append(TableRow(**row.model_dump(), sidecar_blob_id=blob))
     board = AllTasksTable.of(rows)
     boards = [TaskBoard.of(task, board.rows(task)) for task in board.tasks()]
-    files = {ALL_TABLE: board.bytes()}
-    files |= {task_table(b.task): task_table_bytes(b) for b in boards}
+    files = {task_table(b.task): task_table_bytes(b) for b in boards}
     files[README] = render_dataset_card(REPO_ID, boards, len(board)).encode("utf-8")
-    # exactly what a commit to a branch holding these bundles writes
-    assert BranchTables("main", "0" * 40, board).rendered(REPO_ID) == files
+    # exactly what a commit to a branch holding these bundles writes, and its all-tasks table
+    rendered = BranchTables("main", "0" * 40, board).rendered(REPO_ID)
+    assert {path: data for path, data in rendered.items() if path != ALL_TABLE} == files
+    files[ALL_TABLE] = rendered[ALL_TABLE]
     for path, data in files.items():
         (repo / path).parent.mkdir(parents=True, exist_ok=True)
         (repo / path).write_bytes(data)

@@ -116,7 +116,13 @@ class BranchTables:
         wanted = {b.task for b in boards}
         if tasks is not None and self.record is not None:
             wanted &= tasks | self.changed_tasks | _tasks_of(self.edited())
-        written = {ALL_TABLE: board.bytes()}
+        scores = {
+            row.bundle_id: (b.names[b.sort_column], b.value(row, b.sort_column))
+            for b in boards
+            if b.sort_column is not None
+            for row in b.rows
+        }
+        written = {ALL_TABLE: board.bytes(scores)}
         written |= {task_table(b.task): task_table_bytes(b) for b in boards if b.task in wanted}
         written[README] = render_dataset_card(repo_id, boards, len(board)).encode("utf-8")
         return written

@@ -117,6 +117,11 @@ class TableRow(BundleRow):
     sidecar_blob_id: str
     """The git blob id of the sidecar the row was derived from: a sidecar with another id on
     the branch means the row is stale."""
+    ranking_metric: str | None = None
+    score: float | None = None
+    """The metric its task ranks by and the row's value of it, flat, so that a reader needs no
+    list of structs to get a score; the board's to fill when the table is written
+    (`AllTasksTable.bytes`)."""
 
 
 def published_instant(value: str) -> datetime:

@@ -165,8 +165,19 @@ class AllTasksTable:
         count: int = self.table.num_rows
         return count
 
-    def bytes(self) -> bytes:
-        return parquet_bytes(self.table)
+    def bytes(self, scores: dict[str, tuple[str, float | None]] | None = None) -> bytes:
+        """The table's file, each row's `ranking_metric` and `score` those `scores` give it
+        by bundle id (the boards'; none for a row they do not name)."""
+        table = self.table
+        scores = scores or {}
+        ids = table.column("bundle_id").to_pylist()
+        for name, at in (("ranking_metric", 0), ("score", 1)):
+            cells = [scores[i][at] if i in scores else None for i in ids]
+            where = table.schema.get_field_index(name)
+            table = table.set_column(
+                where, table.schema.field(name), pa.array(cells, table.schema.field(name).type)
+            )
+        return parquet_bytes(table)
 
     def index(self) -> dict[str, Indexed]:
         """Bundle id to what its row says of its archive, sidecar and first publication (made

@@ -15,6 +15,7 @@ import random
 import statistics
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -43,35 +44,54 @@ class Measured:
     seconds: float
     peak_rss_kib: int
     exit_code: int
+    stdout: str = ""
+    """What the command wrote, when run_measured was asked to `capture` it."""
+    stderr: str = ""
 
 
 _LAUNCHER = """
 import os, subprocess, sys, time
 started = time.perf_counter()
-process = subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
+process = subprocess.Popen(sys.argv[2:], stdin=subprocess.DEVNULL)
 _, status, usage = os.wait4(process.pid, 0)
-print(os.waitstatus_to_exitcode(status), time.perf_counter() - started, usage.ru_maxrss)
+elapsed = time.perf_counter() - started
+with open(sys.argv[1], "w") as out:
+    out.write(f"{os.waitstatus_to_exitcode(status)} {elapsed} {usage.ru_maxrss}")
 """
 
 
-def run_measured(command: Sequence[str], *, env: dict[str, str] | None = None) -> Measured:
-    """Wall time, peak RSS and exit code of one command.
+def run_measured(
+    command: Sequence[str], *, env: dict[str, str] | None = None, capture: bool = False
+) -> Measured:
+    """Wall time, peak RSS and exit code of one command (and its output, with `capture`).
 
     It is started by a small launcher of its own: Linux carries a process's peak RSS over to
     the children it forks, even across exec, so a child of the benchmark (which may have just
-    written a 100,000-file tree) would be charged with the benchmark's own size."""
-    launched = subprocess.run(
-        [sys.executable, "-c", _LAUNCHER, *command],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=True,
-    )
-    code, elapsed, rss = launched.stdout.split()
+    written a 100,000-file tree, or hold a test Hub of 100,000 bundles) would be charged with
+    the benchmark's own size. The peak is that of the command's largest process: wait4 reports
+    the highest of the process's own and of the children it waited for, never their sum."""
+    with tempfile.TemporaryDirectory(prefix="bundler-bench-") as folder:
+        figures = Path(folder) / "measured"
+        output = subprocess.PIPE if capture else subprocess.DEVNULL
+        launched = subprocess.run(
+            [sys.executable, "-c", _LAUNCHER, str(figures), *command],
+            stdout=output,
+            stderr=output,
+            text=True,
+            env=env,
+            check=True,
+        )
+        code, elapsed, rss = figures.read_text().split()
     if int(code) not in (0, 1, 2):
-        raise SystemExit(f"{' '.join(command)} failed ({code})")
-    return Measured(float(elapsed), int(rss), int(code))
+        stderr = launched.stderr[-800:] if capture else ""
+        raise SystemExit(f"{' '.join(command)} failed ({code}) {stderr}")
+    return Measured(
+        float(elapsed),
+        int(rss),
+        int(code),
+        launched.stdout if capture else "",
+        launched.stderr if capture else "",
+    )
 
 
 @dataclass

@@ -105,17 +105,13 @@ def test_nightly_benchmark_times_the_noop(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_scale_benchmark_counts_requests_at_each_size(tmp_path: Path) -> None:
+def test_scale_benchmark_measures_every_command_at_each_size(tmp_path: Path) -> None:
     out = tmp_path / "scale.json"
     result = subprocess.run(
         [
             sys.executable,
             str(TESTS / "benchmark_scale.py"),
-            "--sizes",
-            "3",
-            "6",
-            "--json-out",
-            str(out),
+            *("--sizes", "10", "20", "--bulk", "3", "--json-out", str(out)),
         ],
         capture_output=True,
         text=True,
@@ -123,9 +119,32 @@ def test_scale_benchmark_counts_requests_at_each_size(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr[-2000:]
     commands = {row["name"]: row for row in json.loads(out.read_text())["commands"]}
-    assert set(commands) >= {"upload 1 new", "upload nothing new", "card nothing to do"}
-    for row in commands.values():
-        assert set(row["by_size"]) == {"3", "6"} and row["growth"] > 0
+    assert set(commands) == {
+        "upload 1 new",
+        "upload --create-pr 1 new (submitter)",
+        "review a 1-bundle PR",
+        "card after a web-page merge of 1",
+        "upload 3 new (bulk)",
+    }
+    for name, row in commands.items():
+        assert set(row["by_size"]) == {"10", "20"}, name
+        for figures in row["by_size"].values():
+            assert figures["exit_code"] == 0, (name, figures.get("why"))
+            assert figures["requests"] > 0 and figures["received_kib"] > 0, name
+            assert figures["peak_rss_mib"] > 20 and figures["seconds"] > 0, name
+        assert set(row["growth"]["20"]) == {
+            "requests",
+            "sent_kib",
+            "received_kib",
+            "peak_rss_mib",
+            "seconds",
+            "own_seconds",
+        }
+    for name in ("upload 1 new", "upload 3 new (bulk)", "card after a web-page merge of 1"):
+        for figures in commands[name]["by_size"].values():
+            assert figures["sent_kib"] > 1, name  # each commits: what it sent is counted
+    bulk = commands["upload 3 new (bulk)"]["by_size"]["10"]
+    assert bulk["commits"] >= 1 and bulk["storage"] >= 3  # an LFS object per archive
 
 
 def test_the_suite_needs_nothing_beside_the_clone() -> None:

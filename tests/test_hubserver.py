@@ -1077,6 +1077,33 @@ def test_request_counts_split_api_and_file(hub: HubServer, api: HfApi, tmp_path:
     assert hub.request_counts("alice/counted") == {"api": 0, "file": 0, "storage": 0}
 
 
+def test_request_bytes_count_what_the_client_sent(hub: HubServer, api: HfApi) -> None:
+    """A commit's bytes reach the log as its request bodies: the regular file inside the
+    commit's payload (base64), the LFS object in the storage PUT, byte for byte; and the time
+    the server took to answer each."""
+    hub.create_repo("alice/sent")
+    hub.reset_requests()
+    regular, stored = b"r" * 30_000, b"z" * 20_000
+    api.create_commit(
+        "alice/sent",
+        [add("a.json", regular), add("b.tar.zst", stored)],
+        commit_message="two files",
+        repo_type="dataset",
+    )
+    sent = hub.request_bytes("alice/sent")
+    assert sent["storage"] == len(stored) + sum(
+        r.request_size for r in hub.requests("alice/sent", kind="storage") if r.method == "POST"
+    )
+    (commit,) = [r for r in hub.requests("alice/sent") if "/commit/" in r.path]
+    assert len(regular) * 4 // 3 < commit.request_size < len(regular) * 4 // 3 + 1_000
+    assert sent["api"] == sum(r.request_size for r in hub.requests("alice/sent", kind="api"))
+    assert sent["api"] > commit.request_size and sent["file"] == 0
+    assert 0 < commit.seconds < hub.seconds_serving("alice/sent")  # the preupload's too
+    hub.reset_requests()
+    api.dataset_info("alice/sent")
+    assert hub.request_bytes("alice/sent") == {"api": 0, "file": 0, "storage": 0}
+
+
 def test_repo_info_with_expand_answers_only_what_was_asked(hub: HubServer, api: HfApi) -> None:
     files = {f"bundles/p{i}/t@unpinned.json": b"{}" for i in range(40)}
     hub.create_repo("alice/expanded", files=files)

@@ -109,7 +109,10 @@ class RequestRecord:
     request concerns (None for account-level requests such as whoami). `size` is the bytes of
     the response body: what grows with a repository shows there even when the count does not.
     `user_agent` is what the client said it is (huggingface_hub's `library/version; hf_hub/...`
-    line), so a test can check which library a request came from.
+    line), so a test can check which library a request came from. `request_size` is the bytes
+    of the request body (after any chunked transfer coding): what the client sent, which grows
+    with a repository when a commit rewrites a file that does. `seconds` is the time the server
+    took to answer it (the client's wait, less the network).
     """
 
     method: str
@@ -122,3 +125,5 @@ class RequestRecord:
     repo_id: str | None = None
     size: int = 0
     user_agent: str | None = None
+    request_size: int = 0
+    seconds: float = 0.0

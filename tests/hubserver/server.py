@@ -315,9 +315,30 @@ class HubServer:
     ) -> dict[str, int]:
         """The bytes of the response bodies of each kind logged, as `request_counts` counts
         them: a request whose answer grows with the repository costs more at every size."""
+        return self._bytes_by_kind(lambda record: record.size, repo_id, repo_type)
+
+    def request_bytes(
+        self, repo_id: str | None = None, *, repo_type: RepoType | None = None
+    ) -> dict[str, int]:
+        """The bytes of the request bodies of each kind logged (what the client sent: commit
+        payloads, LFS uploads under "storage"), as `response_bytes` counts answers."""
+        return self._bytes_by_kind(lambda record: record.request_size, repo_id, repo_type)
+
+    def seconds_serving(self, repo_id: str | None = None) -> float:
+        """The time the server spent answering the logged requests (about `repo_id`): what a
+        client's wall time owes to this server, whose commits cost more as a repository grows
+        (every commit a full snapshot), rather than to the client itself."""
+        return sum(record.seconds for record in self.requests(repo_id))
+
+    def _bytes_by_kind(
+        self,
+        size: Callable[[RequestRecord], int],
+        repo_id: str | None,
+        repo_type: RepoType | None,
+    ) -> dict[str, int]:
         sizes: Counter[str] = Counter()
         for record in self.requests(repo_id, repo_type=repo_type):
-            sizes[record.kind] += record.size
+            sizes[record.kind] += size(record)
         return {"api": sizes["api"], "file": sizes["file"], "storage": sizes["storage"]}
 
     def reset_requests(self) -> None:
@@ -371,6 +392,7 @@ class HubServer:
         assert self._app is not None
         fault = self._faults.take(request.method, request.raw_path)
         with self._lock:
+            started = time.perf_counter()
             kind, repo_type, repo_id = self._app.classify(request.raw_path)
             if fault is not None and fault.kind is FaultKind.STATUS:
                 assert fault.code is not None
@@ -405,6 +427,8 @@ class HubServer:
                 repo_id,
                 0 if request.method == "HEAD" else len(response.body),
                 request.headers.get("User-Agent"),
+                len(request.body),
+                time.perf_counter() - started,
             )
             self.request_log.append(record)
         return response, fault

@@ -703,3 +703,19 @@ def forge_consistently(archive: Path, transform: Transform) -> None:
     """A forgery with every digest right: the manifest's file list, the frames' checksums, and
     a sidecar that is exactly the manifest's claim plus the archive's own name, size, sha256."""
     forge(archive, lambda members: refresh_manifest(transform(members)), sidecar_from_claim=True)
+
+
+def all_tasks_table(hub: Any, repo_id: str, revision: str = "main") -> Any:
+    """The all-tasks table a branch holds, its parts read as one Arrow table (as the viewer
+    and DuckDB read the folder)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from bundler.hub.repo.paths import part_number
+
+    paths = [p for p in hub.list_files(repo_id, revision=revision) if part_number(p) is not None]
+    parts = [
+        pq.read_table(pa.BufferReader(hub.file_bytes(repo_id, path, revision=revision)))
+        for path in paths
+    ]
+    return pa.concat_tables(parts) if parts else None

@@ -25,7 +25,7 @@ from test_card_refresh import (
 )
 from test_upload import SECOND_SHA, make_bundles, publish, repo_files, table_rows, upload
 
-from bundler.hub.repo.paths import ALL_TABLE, README, RECORD, TASKS_FILE, task_table
+from bundler.hub.repo.paths import README, RECORD, TASKS_FILE, table_part, task_table
 
 
 @pytest.fixture
@@ -54,7 +54,7 @@ def scores(hub: HubServer, repo_id: str) -> dict[str, str]:
 def forged_table(hub: HubServer, repo_id: str) -> bytes:
     """The all-tasks table as a stranger edits it: one row's metrics lowered, and a row for a
     bundle that has no file on the Hub."""
-    table = pq.read_table(pa.BufferReader(hub.file_bytes(repo_id, ALL_TABLE) or b""))
+    table = pq.read_table(pa.BufferReader(hub.file_bytes(repo_id, table_part(0)) or b""))
     rows = table.to_pylist()
     rows[0]["metrics_json"] = json.dumps({"exact_match": {"accuracy": 0.01}})
     ghost = dict(rows[1], bundle_id="ghost_00000000/alpha@unpinned", player_name="ghost")
@@ -67,13 +67,13 @@ def test_a_merged_edit_of_the_table_is_never_believed(
     hub: HubServer, repo_id: str, published: Path, tmp_path: Path
 ) -> None:
     true_scores = scores(hub, repo_id)
-    commit_by_hand(repo_id, {ALL_TABLE: forged_table(hub, repo_id)})
+    commit_by_hand(repo_id, {table_part(0): forged_table(hub, repo_id)})
     code, result, stderr = card(repo_id)
     assert code == 0, stderr
-    assert result["changed"] is True and ALL_TABLE in result["changed_files"]
+    assert result["changed"] is True and table_part(0) in result["changed_files"]
     assert scores(hub, repo_id) == true_scores  # the bundles' own metrics, no ghost
     assert "ghost" not in card_text(hub, repo_id)
-    commit_by_hand(repo_id, {ALL_TABLE: forged_table(hub, repo_id)})  # again, then an upload
+    commit_by_hand(repo_id, {table_part(0): forged_table(hub, repo_id)})  # again, then an upload
     more = make_bundles(tmp_path / "more", [RunSpec(task="delta", rows=2)])
     code, _, stderr = upload(more, "--repo", repo_id)
     assert code == 0, stderr
@@ -142,7 +142,7 @@ def test_a_deleted_or_unreadable_record_has_the_board_derived_from_every_bundle(
     hub: HubServer, repo_id: str, published: Path
 ) -> None:
     true_scores = scores(hub, repo_id)
-    commit_by_hand(repo_id, {ALL_TABLE: forged_table(hub, repo_id), RECORD: b"{}"})
+    commit_by_hand(repo_id, {table_part(0): forged_table(hub, repo_id), RECORD: b"{}"})
     code, result, stderr = card(repo_id)
     assert code == 0, stderr
     assert scores(hub, repo_id) == true_scores
@@ -208,7 +208,7 @@ def test_the_tables_carry_each_runs_cost_and_the_card_its_tokens_per_row(
     publish(make_bundles(tmp_path, [RunSpec(task="alpha", model="m", rows=4)]), repo_id)
     expected_in = sum(1200 + index for index in range(4))
     expected_out = sum(300 + index for index in range(4))
-    for table in (ALL_TABLE, task_table("alpha")):
+    for table in (table_part(0), task_table("alpha")):
         (row,) = table_rows(hub, repo_id, table)
         assert (row["input_tokens"], row["output_tokens"], row["requests"]) == (
             expected_in,

@@ -25,7 +25,7 @@ from bundler.hub.leaderboard.card import (
 )
 from bundler.hub.leaderboard.ranking import TaskBoard
 from bundler.hub.leaderboard.rows import TableRow, metric_column
-from bundler.hub.leaderboard.tables import AllTasksTable
+from bundler.hub.leaderboard.tables import TASK_TABLE_ROWS, AllTasksTable
 from bundler.hub.tasks.definitions import TaskDefinition
 
 REPO = "org/board"
@@ -99,7 +99,7 @@ def test_each_task_gets_a_config_pointing_at_its_table_and_no_features() -> None
     header = header_of(card)
     configs = {c["config_name"]: c["data_files"] for c in header["configs"]}
     assert configs == {
-        "default": [{"split": "train", "path": "leaderboard/bundles.parquet"}],
+        "default": [{"split": "train", "path": "leaderboard/bundles/*.parquet"}],
         "_default": [{"split": "train", "path": "leaderboard/tasks/default.parquet"}],
         "expert-vqa": [{"split": "train", "path": "leaderboard/tasks/expert-vqa.parquet"}],
         "maze": [{"split": "train", "path": "leaderboard/tasks/maze.parquet"}],
@@ -339,8 +339,9 @@ def test_a_long_leaderboard_shows_the_best_and_says_how_many_more() -> None:
     assert len(lines) == BOARD_ROWS
     assert (cells(lines[0])[RANK], player_of(lines[0])) == ("1", f"p{BOARD_ROWS + 1:03d}")
     assert (cells(lines[-1])[RANK], player_of(lines[-1])) == (str(BOARD_ROWS), "p002")
-    assert f"... and 2 more: [all of them]({VIEWER}/expert-vqa)." in card
-    assert "more: [all of them]" not in card_of(rows[:BOARD_ROWS])
+    best = f"[the best {TASK_TABLE_ROWS}]({VIEWER}/expert-vqa)"
+    assert f"... and 2 more: {best}, [all of them]({VIEWER}/default)." in card
+    assert "more: [the best" not in card_of(rows[:BOARD_ROWS])
 
 
 MODELS = [

@@ -20,7 +20,7 @@ from test_upload import make_bundles, publish, repo_files, table_rows, upload
 
 from bundler.hub.client.session import HubSession
 from bundler.hub.leaderboard.card_refresh import refresh_card
-from bundler.hub.repo.paths import ALL_TABLE, README, RECORD, bundle_of_path, task_table
+from bundler.hub.repo.paths import README, RECORD, bundle_of_path, table_part, task_table
 
 LAYOUT_1 = Path(__file__).parent / "fixtures" / "layout-v1"
 """A repository exactly as the previous release wrote it: rows/, tasks/, features in the card."""
@@ -67,7 +67,7 @@ def test_upload_commits_the_tables_and_card_with_the_bundles(
 ) -> None:
     (commit,) = [c for c in hub.commits(repo_id) if README in c.files_changed]
     assert "**3** submission bundle(s)" in card_text(hub, repo_id)
-    tables = [ALL_TABLE, *(task_table(task) for task in ("alpha", "beta", "gamma"))]
+    tables = [table_part(0), *(task_table(task) for task in ("alpha", "beta", "gamma"))]
     assert set(commit.files_changed) == {*repo_files(published), *tables, README, RECORD}
     more = make_bundles(tmp_path / "more", [RunSpec(task="delta", rows=2)])
     assert upload(more, "--repo", repo_id)[0] == 0
@@ -75,7 +75,7 @@ def test_upload_commits_the_tables_and_card_with_the_bundles(
     # the new bundle, the all-tasks table, its task's new table and the card: nothing else
     assert set(latest.files_changed) == {
         *repo_files(more),
-        ALL_TABLE,
+        table_part(0),
         task_table("delta"),
         README,
         RECORD,  # what the commit derived: bundler.hub.leaderboard.record
@@ -146,7 +146,7 @@ def test_a_merge_in_the_web_interface_is_caught_up_reading_only_what_changed(
     # upload that wrote it kept a copy, bundler.hub.leaderboard.tablecache)
     assert downloads == {Path(p).name for p in repo_files(merged)}
     latest = hub.commits(repo_id)[0]
-    assert set(latest.files_changed) == {ALL_TABLE, task_table("delta"), README, RECORD}
+    assert set(latest.files_changed) == {table_part(0), task_table("delta"), README, RECORD}
     assert "delta" in {row["task_name"] for row in table_rows(hub, repo_id)}
     assert card(repo_id)[1]["changed"] is False
 
@@ -236,7 +236,7 @@ def test_a_layout_1_repository_is_upgraded_in_one_commit(hub: HubServer, repo_id
     (upgrade,) = [c for c in hub.commits(repo_id) if c.oid == result["commit"]]
     files = hub.list_files(repo_id)
     assert not [path for path in files if path.startswith(("rows/", "tasks/"))]
-    assert {ALL_TABLE, task_table("expert-vqa"), task_table("maze")} <= set(files)
+    assert {table_part(0), task_table("expert-vqa"), task_table("maze")} <= set(files)
     bundles = [path for path in files if path.startswith("bundles/")]
     assert len(bundles) == 6 and all(bundle_of_path(path) for path in bundles)  # in shards
     assert {path for path in upgrade.deleted if path.startswith("rows/")} == {
@@ -248,7 +248,7 @@ def test_a_layout_1_repository_is_upgraded_in_one_commit(hub: HubServer, repo_id
     before = {c.created_at[:10] for c in hub.commits(repo_id) if c.oid != upgrade.oid}
     assert len(rows) == 3 and {str(row["published_at"])[:10] for row in rows} <= before
     header = card_text(hub, repo_id).split("---\n", 2)[1]
-    assert "dataset_info" not in header and "leaderboard/bundles.parquet" in header
+    assert "dataset_info" not in header and "leaderboard/bundles/*.parquet" in header
     assert card(repo_id)[1]["changed"] is False
 
 

@@ -140,7 +140,7 @@ def test_rows_load_as_one_table_with_datasets(
     card = (local / "README.md").read_text()
     header = yaml.safe_load(card.split("---")[1])
     data_files = header["configs"][0]["data_files"][0]["path"]
-    assert data_files == "leaderboard/bundles.parquet"
+    assert data_files == "leaderboard/bundles/*.parquet"
     table = datasets.load_dataset(str(local), split="train")
     assert table.num_rows == 3
     rows = {row["task_name"]: row for row in table}
@@ -156,7 +156,8 @@ def test_rows_load_as_one_table_with_datasets(
     assert rows["wires"]["metrics"][0]["json_value"] == '"ok"'
     assert rows["expert-vqa"]["coverage"] == "complete"
     assert table.column_names[:3] == ["bundle_id", "task_name", "target"]
-    assert table.column_names[-3:] == ["sidecar_blob_id", "ranking_metric", "score"]
+    assert table.column_names[-6:-3] == ["sidecar_blob_id", "ranking_metric", "score"]
+    assert table.column_names[-3:] == ["stale", "ci_low", "ci_high"]
     assert rows["maze"]["ranking_metric"] == "maze_solver.solved" and rows["maze"]["score"] == 2.0
     # each task's own config, from the task tables the upload committed beside them
     maze_table = datasets.load_dataset(str(local), "maze", split="train")

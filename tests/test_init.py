@@ -11,7 +11,7 @@ from helpers import run_cli
 from hubserver import HubServer
 from test_upload import make_bundles, table_rows, upload
 
-from bundler.hub.repo.paths import ALL_TABLE, README, RECORD, TASKS_FILE
+from bundler.hub.repo.paths import README, RECORD, TASKS_FILE, table_part
 
 
 def init(repo_id: str, *args: str, token: str = WRITE_TOKEN) -> tuple[int, dict, str]:
@@ -30,7 +30,7 @@ def test_init_starts_an_empty_board_that_every_command_takes(
     anonymous = run_cli("tasks", "list", "--repo", repo_id, env={"HF_TOKEN": ""})
     assert anonymous.returncode == 2  # private: not even listed to a stranger
     files = set(hub.list_files(repo_id))
-    assert {README, ALL_TABLE, TASKS_FILE, RECORD} <= files
+    assert {README, table_part(0), TASKS_FILE, RECORD} <= files
     assert table_rows(hub, repo_id) == []
     tasks = json.loads(hub.file_bytes(repo_id, TASKS_FILE) or b"")
     assert tasks == {"tasks": {}, "version": 1, "require_signature": False}

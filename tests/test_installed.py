@@ -173,7 +173,7 @@ rows = [TableRow.model_validate(row) for row in json.loads(sys.argv[1])]
 board = AllTasksTable.empty().updated(rows[:2]).updated(rows[1:], removed=[rows[0].bundle_id])
 task = rows[-1].task_name
 table = task_table_bytes(TaskBoard.of(task, board.rows(task)))
-again = AllTasksTable.read(board.bytes())
+again = AllTasksTable.read(board.files())
 print(json.dumps({"ids": [row.bundle_id for row in again.rows()], "table_bytes": len(table)}))
 # as the console script ends once pyarrow is loaded (bundler.cli.app): Arrow's own teardown can
 # abort the process at exit (apache/arrow#34314), which is not what this script tests
@@ -312,7 +312,9 @@ def test_every_role_s_journey_through_the_console_script(
     (closed,) = hub.pull_requests(repo_id)  # its files are on main, committed by review
     assert closed.status == "closed"
     assert len(archives(hub, repo_id)) == 3
-    table = pq.read_table(io.BytesIO(hub.file_bytes(repo_id, "leaderboard/bundles.parquet") or b""))
+    table = pq.read_table(
+        io.BytesIO(hub.file_bytes(repo_id, "leaderboard/bundles/part-00000.parquet") or b"")
+    )
     assert table.num_rows == 3
     assert sorted(table.column("submitter_name").to_pylist()) == [
         "Ada Lovelace",
@@ -360,5 +362,5 @@ def test_the_first_upload_into_a_new_leaderboard(
     maintainer.bundler("collect", "output", "--expect", "expert-vqa=3")
     uploaded = maintainer.bundler("upload", "bundles", "--repo", repo_id)
     assert [bundle["outcome"] for bundle in uploaded["bundles"]] == ["published"] * 2
-    table = hub.file_bytes(repo_id, "leaderboard/bundles.parquet") or b""
+    table = hub.file_bytes(repo_id, "leaderboard/bundles/part-00000.parquet") or b""
     assert pq.read_table(io.BytesIO(table)).num_rows == 2

@@ -20,7 +20,7 @@ from bundler.hub.leaderboard.card import render_dataset_card
 from bundler.hub.leaderboard.ranking import TaskBoard
 from bundler.hub.leaderboard.rows import METRICS_AFTER, TableRow, TaskRow, build_row, metric_column
 from bundler.hub.leaderboard.tables import AllTasksTable, task_table_bytes
-from bundler.hub.repo.paths import ALL_TABLE, BUNDLES_DIR, README, task_table
+from bundler.hub.repo.paths import BUNDLES_DIR, README, table_part, task_table
 from bundler.local.collect import CollectOptions, collect
 from bundler.local.layout import find_archives
 from bundler.local.verify import read_bundle
@@ -94,8 +94,8 @@ def repository(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Tab
     files[README] = render_dataset_card(REPO_ID, boards, len(board)).encode("utf-8")
     # exactly what a commit to a branch holding these bundles writes, and its all-tasks table
     rendered = BranchTables("main", "0" * 40, board).rendered(REPO_ID)
-    assert {path: data for path, data in rendered.items() if path != ALL_TABLE} == files
-    files[ALL_TABLE] = rendered[ALL_TABLE]
+    assert {path: data for path, data in rendered.items() if path != table_part(0)} == files
+    files[table_part(0)] = rendered[table_part(0)]
     for path, data in files.items():
         (repo / path).parent.mkdir(parents=True, exist_ok=True)
         (repo / path).write_bytes(data)
@@ -134,7 +134,7 @@ def test_the_card_declares_a_config_per_table_and_every_config_loads(
     header = yaml.safe_load((repo / README).read_text().split("---\n")[1])
     configs = {c["config_name"]: c["data_files"][0]["path"] for c in header["configs"]}
     assert configs == {
-        "default": ALL_TABLE,
+        "default": "leaderboard/bundles/*.parquet",
         "_default": "leaderboard/tasks/default.parquet",
         "expert-vqa": "leaderboard/tasks/expert-vqa.parquet",
         "maze": "leaderboard/tasks/maze.parquet",
@@ -247,7 +247,7 @@ def test_duckdb_queries_the_tables_where_they_are(
     """What a user's analysis runs against `hf://datasets/.../leaderboard/...parquet`."""
     duckdb = pytest.importorskip("duckdb")
     repo, rows = repository
-    bundles = repo / ALL_TABLE
+    bundles = repo / table_part(0)
     tasks = repo / "leaderboard" / "tasks"
     with duckdb.connect() as con:
         per_task = con.sql(
@@ -302,7 +302,7 @@ from bundler.hub.client.remote import RemoteFile, git_blob_id
 from bundler.hub.client.session import HubSession
 from bundler.hub.leaderboard.tablecache import cached_table, keep_table
 
-where = (HubSession("org/board", token=False), "leaderboard/bundles.parquet")
+where = (HubSession("org/board", token=False), "leaderboard/bundles/part-00000.parquet")
 table, other = b"PAR1 the table PAR1", b"PAR1 another table PAR1"
 as_lfs = RemoteFile(where[1], len(table), "", hashlib.sha256(table).hexdigest())
 as_regular = RemoteFile(where[1], len(table), git_blob_id(table), None)

@@ -30,13 +30,13 @@ from bundler.hub.publish.plan import LocalBundle
 from bundler.hub.publish.upload import gather_local
 from bundler.hub.repo.markdown import markdown_code, markdown_text
 from bundler.hub.repo.paths import (
-    ALL_TABLE,
     TASKS_FILE,
     bundle_of_path,
     repo_archive,
     repo_folder,
     repo_paths,
     repo_sidecar,
+    table_part,
 )
 from bundler.hub.review import act as review_act
 from bundler.hub.review.act import report_digest
@@ -262,7 +262,7 @@ def test_two_submitters_reviewed_commented_once_and_the_clean_one_merged(world: 
         path for path in hub.list_files(repo_id) if player_of(path) == "claude-opus"
     }
     assert merge_commit.oid[:12] in comments(world, 1)[-1]  # the closing comment links it
-    table = AllTasksTable.read(hub.file_bytes(repo_id, ALL_TABLE) or b"")
+    table = AllTasksTable.read({table_part(0): hub.file_bytes(repo_id, table_part(0)) or b""})
     assert len(table) == 2
     (merged_row,) = [row for row in table.rows() if row.bundle_id.startswith("claude-opus_")]
     assert merged_row.published_at  # stamped at the merge
@@ -751,7 +751,7 @@ def test_a_concurrent_commit_to_main_makes_the_merge_plan_again(world: World) ->
     (pr,) = report["pull_requests"]
     assert code == 0 and pr["merge"] == "merged", stderr
     assert ".race/1" in hub.list_files(repo_id)  # someone else's commit, kept
-    table = AllTasksTable.read(hub.file_bytes(repo_id, ALL_TABLE) or b"")
+    table = AllTasksTable.read({table_part(0): hub.file_bytes(repo_id, table_part(0)) or b""})
     assert any(row.bundle_id.startswith("raced_") for row in table.rows())
     assert hub.commits(repo_id)[0].oid == pr["merge_commit"]
 

@@ -8,6 +8,7 @@ import io
 import json
 import random
 from collections.abc import Callable
+from dataclasses import asdict
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -15,17 +16,19 @@ import pytest
 from factory import make_row
 
 from bundler.core.errors import RowError
-from bundler.hub.leaderboard.ranking import TaskBoard
+from bundler.hub.leaderboard.ranking import TaskBoard, TaskScoring
 from bundler.hub.leaderboard.rows import METRICS_AFTER, TableRow, TaskRow
 from bundler.hub.leaderboard.tables import (
     ALL_SCHEMA,
     LAYOUT_KEY,
     MAX_METRIC_COLUMNS,
+    PART_ROWS,
     AllTasksTable,
     arrow_schema,
     parquet_bytes,
     task_table_bytes,
 )
+from bundler.hub.repo.paths import table_part
 
 
 def some_rows() -> list[TableRow]:
@@ -54,6 +57,16 @@ def some_rows() -> list[TableRow]:
     ]
 
 
+def single(table: AllTasksTable) -> bytes:
+    """The bytes of a table of one part (every table here is)."""
+    (data,) = table.files().values()
+    return data
+
+
+def back(data: bytes) -> AllTasksTable:
+    return AllTasksTable.read({table_part(0): data})
+
+
 def read(data: bytes) -> pa.Table:
     return pq.read_table(pa.BufferReader(data))
 
@@ -64,33 +77,30 @@ def vqa_board(rows: list[TableRow]) -> TaskBoard:
 
 def test_the_same_rows_give_byte_identical_tables_whatever_their_order() -> None:
     rows = some_rows()
-    table = AllTasksTable.of(rows).bytes()
+    table = single(AllTasksTable.of(rows))
     task = task_table_bytes(vqa_board(rows))
     for seed in range(5):
         shuffled = rows[:]
         random.Random(seed).shuffle(shuffled)
-        assert AllTasksTable.of(shuffled).bytes() == table
-        assert AllTasksTable.of(shuffled + shuffled[:2]).bytes() == table  # a row twice: once
+        assert single(AllTasksTable.of(shuffled)) == table
+        assert single(AllTasksTable.of(shuffled + shuffled[:2])) == table  # a row twice: once
         assert task_table_bytes(vqa_board(shuffled)) == task
     # rebuilt from scratch, not the same objects: equal values, equal bytes
-    assert AllTasksTable.of(some_rows()).bytes() == table
+    assert single(AllTasksTable.of(some_rows())) == table
 
 
 def test_a_table_reads_back_as_the_rows_written() -> None:
     rows = some_rows()
-    board = AllTasksTable.read(AllTasksTable.of(rows).bytes())
+    board = back(single(AllTasksTable.of(rows)))
     assert len(board) == 5
     assert board.rows() == sorted(rows, key=lambda row: row.bundle_id)
     assert board.tasks() == ["expert-vqa", "maze"]
     assert board.rows("maze") == [rows[-1]]
-    index = board.index()
+    index = board.indexed(row.bundle_id for row in rows)
     assert index["gpt_1054f537/maze@a1b2c3d4"].sidecar_blob_id == "a" * 40
     assert index["llama_1054f537/expert-vqa@a1b2c3d4"].published_at == "0999-01-01T00:00:00Z"
     assert {entry.archive_sha256 for entry in index.values()} == {"0" * 64}
-    assert (
-        AllTasksTable.empty().rows() == []
-        and AllTasksTable.read(AllTasksTable.empty().bytes()).rows() == []
-    )
+    assert AllTasksTable.empty().rows() == [] and back(single(AllTasksTable.empty())).rows() == []
 
 
 def test_a_table_read_back_is_written_with_the_same_bytes() -> None:
@@ -99,23 +109,23 @@ def test_a_table_read_back_is_written_with_the_same_bytes() -> None:
     and the table was written again with those names, so every branch's first refresh after
     an upload committed an all-tasks table that had not changed."""
     rows = some_rows()
-    data = AllTasksTable.of(rows).bytes()
-    board = AllTasksTable.read(data)
-    assert board.bytes() == data
-    assert board.table.schema == ALL_SCHEMA
+    data = single(AllTasksTable.of(rows))
+    board = back(data)
+    assert single(board) == data
+    assert board.parts[0].full().schema == ALL_SCHEMA
     extra = make_row("mistral")
-    assert board.updated([extra]).bytes() == AllTasksTable.of([*rows, extra]).bytes()
-    assert board.updated([], removed=[extra.bundle_id]).bytes() == data
+    assert single(board.updated([extra])) == single(AllTasksTable.of([*rows, extra]))
+    assert single(board.updated([], removed=[extra.bundle_id])) == data
 
 
 def test_the_all_tasks_table_has_the_table_row_columns_and_utc_timestamps() -> None:
-    table = read(AllTasksTable.of(some_rows()).bytes())
+    table = read(single(AllTasksTable.of(some_rows())))
     assert table.column_names == list(TableRow.model_fields)
     assert table.schema.field("published_at").type == pa.timestamp("ms", tz="UTC")
     assert table.schema.field("metrics").type == pa.list_(
         pa.struct([("name", pa.string()), ("number", pa.float64()), ("json_value", pa.string())])
     )
-    assert table.schema.metadata[LAYOUT_KEY] == b"2"
+    assert table.schema.metadata[LAYOUT_KEY] == b"3"
     assert table.column("bundle_id").to_pylist() == sorted(r.bundle_id for r in some_rows())
 
 
@@ -131,7 +141,7 @@ def other_layout(data: bytes, metadata: dict[bytes, bytes] | None) -> bytes:
         (lambda data: data[: len(data) // 2], "not a Parquet table"),
         (lambda data: other_layout(data, None), "a table of layout None"),
         (lambda data: other_layout(data, {LAYOUT_KEY: b"1"}), "layout b'1'"),
-        (lambda data: other_layout(data, {LAYOUT_KEY: b"3"}), "layout b'3'"),
+        (lambda data: other_layout(data, {LAYOUT_KEY: b"4"}), "layout b'4'"),
         # a task table is of layout 2, but its columns are not the all-tasks table's
         (lambda data: task_table_bytes(vqa_board(some_rows())), "columns"),
         (lambda data: parquet_bytes(read(data).drop_columns(["sidecar_blob_id"])), "columns"),
@@ -163,7 +173,7 @@ def other_layout(data: bytes, metadata: dict[bytes, bytes] | None) -> bytes:
         "truncated",
         "no layout",
         "layout 1",
-        "layout 3",
+        "layout 4",
         "task table",
         "a column less",
         "a column more",
@@ -174,16 +184,16 @@ def other_layout(data: bytes, metadata: dict[bytes, bytes] | None) -> bytes:
 def test_a_file_of_another_layout_or_other_columns_is_refused(
     make: Callable[[bytes], bytes], problem: str
 ) -> None:
-    data = make(AllTasksTable.of(some_rows()).bytes())
+    data = make(single(AllTasksTable.of(some_rows())))
     with pytest.raises(RowError, match=problem.replace("(", r"\(")):
-        AllTasksTable.read(data)
+        back(data)
 
 
 def test_the_layout_mark_alone_does_not_make_a_table() -> None:
     """Rows of the right columns that this bundler would not write are refused when read."""
-    table = read(AllTasksTable.of(some_rows()).bytes())
+    table = read(single(AllTasksTable.of(some_rows())))
     bad = table.set_column(0, ALL_SCHEMA.field("bundle_id"), pa.array(["../x"] * 5))
-    board = AllTasksTable.read(parquet_bytes(bad.replace_schema_metadata(ALL_SCHEMA.metadata)))
+    board = back(parquet_bytes(bad.replace_schema_metadata(ALL_SCHEMA.metadata)))
     with pytest.raises(RowError, match="not one this bundler writes"):
         board.rows()
 
@@ -197,15 +207,15 @@ def test_updated_replaces_and_removes_rows_as_if_written_anew() -> None:
     updated = board.updated([new, changed], removed=[gone])
     expected = [changed, new, *(row for row in rows[1:] if row.bundle_id != gone)]
     assert updated.rows() == sorted(expected, key=lambda row: row.bundle_id)
-    assert updated.bytes() == AllTasksTable.of(expected).bytes()
-    assert updated.index()[changed.bundle_id].sidecar_blob_id == "b" * 40
-    assert gone not in updated.index() and len(board) == 5  # the original is unchanged
+    assert single(updated) == single(AllTasksTable.of(expected))
+    assert updated.indexed([changed.bundle_id])[changed.bundle_id].sidecar_blob_id == "b" * 40
+    assert updated.indexed([gone]) == {} and len(board) == 5  # the original is unchanged
     # a row both updated and removed is updated; removing an unknown id is nothing
-    assert board.updated([], removed=["nobody_00000000/x@unpinned"]).bytes() == board.bytes()
+    assert single(board.updated([], removed=["nobody_00000000/x@unpinned"])) == single(board)
     assert board.updated([rows[1]], removed=[rows[1].bundle_id]).rows() == board.rows()
     emptied = board.updated([], removed=[row.bundle_id for row in rows])
-    assert len(emptied) == 0 and emptied.bytes() == AllTasksTable.empty().bytes()
-    assert AllTasksTable.empty().updated(rows).bytes() == board.bytes()
+    assert len(emptied) == 0 and single(emptied) == single(AllTasksTable.empty())
+    assert single(AllTasksTable.empty().updated(rows)) == single(board)
 
 
 def test_a_task_table_is_ranked_with_its_metric_columns_after_the_player() -> None:
@@ -221,7 +231,7 @@ def test_a_task_table_is_ranked_with_its_metric_columns_after_the_player() -> No
     assert [table.schema.field(name) for name in fixed.names] == list(fixed)
     assert table.schema.field("published_at").type == pa.timestamp("ms", tz="UTC")
     assert table.schema.field("rank").type == pa.int64()
-    assert table.schema.metadata[LAYOUT_KEY] == b"2"
+    assert table.schema.metadata[LAYOUT_KEY] == b"3"
     cells = table.to_pydict()
     assert cells["player_name"] == ["claude", "qwen", "gpt", "llama"]
     assert cells["rank"] == [1, 1, 3, None] == board.ranks()
@@ -272,10 +282,52 @@ def test_a_task_table_is_capped_when_the_earliest_bundle_floods_it_too() -> None
 
 
 def test_an_empty_leaderboard_is_a_table_of_the_same_columns() -> None:
-    data = AllTasksTable.empty().bytes()
+    data = single(AllTasksTable.empty())
     table = read(data)
     assert table.num_rows == 0 and table.schema.equals(ALL_SCHEMA)
     assert table.schema.metadata == ALL_SCHEMA.metadata
-    assert len(AllTasksTable.read(data)) == 0
+    assert len(back(data)) == 0
     with io.BytesIO(data) as stream:
         assert pq.ParquetFile(stream).metadata.num_row_groups <= 1
+
+
+def many_rows(count: int, task: str = "expert-vqa") -> list[TableRow]:
+    return [
+        make_row(f"model-{number:05d}", task=task, metrics={"em": {"acc": (number % 97) / 97}})
+        for number in range(count)
+    ]
+
+
+def test_a_table_grows_in_parts_and_a_change_rewrites_only_the_parts_it_touches() -> None:
+    rows = many_rows(PART_ROWS * 2 + 10)
+    board = AllTasksTable.of(rows)
+    files = board.files()
+    assert list(files) == [table_part(0), table_part(1), table_part(2)]
+    assert [part.rows for part in board.parts.values()] == [PART_ROWS, PART_ROWS, 10]
+    again = AllTasksTable.read(files)
+    assert len(again) == len(rows) and again.rows() == sorted(rows, key=lambda r: r.bundle_id)
+    # a new row goes into the last part; a changed row stays in its own part
+    changed = board.rows_of([rows[5].bundle_id])[rows[5].bundle_id]
+    changed = changed.model_copy(update={"rows_present": 2})
+    after = again.updated([changed, make_row("newcomer")]).files()
+    differ = sorted(path for path in after if after[path] != files.get(path))
+    (first_part,) = [
+        n for n, p in board.parts.items() if rows[5].bundle_id in p.keys()["bundle_id"].to_pylist()
+    ]
+    assert differ == sorted({table_part(first_part), table_part(2)})
+    # a part left empty goes; the numbers of the others stay
+    emptied = again.updated([], removed=[row.bundle_id for row in rows[-10:]])
+    assert list(emptied.files()) == [table_part(0), table_part(1)]
+
+
+def test_a_board_read_from_the_table_ranks_as_a_board_of_every_row() -> None:
+    """The table keeps each row's score; the best rows are found from those columns alone,
+    and rank as TaskBoard.of ranks every row."""
+    rows = many_rows(300)
+    scoring = TaskScoring(None, "em.acc")
+    scored = [row.model_copy(update=asdict(scoring.score(row))) for row in rows]
+    table = AllTasksTable.of(scored)
+    best = table.board("expert-vqa", scoring, limit=20)
+    whole = TaskBoard.of("expert-vqa", rows)
+    assert [row.bundle_id for row in best.rows] == [row.bundle_id for row in whole.rows[:20]]
+    assert best.ranks() == whole.ranks()[:20] and best.total == 300 == whole.total

@@ -12,7 +12,14 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import READ_TOKEN, WRITE_TOKEN
 from factory import RunSpec, write_tree
-from helpers import FORK_COUNTER, probe_console_script, run_cli, run_cli_process, run_python
+from helpers import (
+    FORK_COUNTER,
+    all_tasks_table,
+    probe_console_script,
+    run_cli,
+    run_cli_process,
+    run_python,
+)
 from hubserver import HubServer
 from huggingface_hub import CommitOperationDelete, HfApi
 
@@ -21,7 +28,7 @@ from bundler.core.progress import NoProgress
 from bundler.hub.client.session import HubSession
 from bundler.hub.publish.upload import UploadOptions, UploadReport, gather_local
 from bundler.hub.publish.upload import upload as upload_library
-from bundler.hub.repo.paths import ALL_TABLE, BUNDLES_DIR, repo_archive, repo_paths, repo_sidecar
+from bundler.hub.repo.paths import BUNDLES_DIR, repo_archive, repo_paths, repo_sidecar
 from bundler.local.collect import CollectOptions, collect
 from bundler.local.layout import (
     CACHE_NAMES,
@@ -88,11 +95,17 @@ def lfs_puts(hub: HubServer) -> int:
     return sum(1 for r in hub.request_log if r.method == "PUT")
 
 
-def table_rows(hub: HubServer, repo_id: str, path: str = ALL_TABLE) -> list[dict[str, object]]:
-    """The rows of one of the repository's tables, read as any Parquet reader reads them."""
-    data = hub.file_bytes(repo_id, path)
-    assert data is not None, f"{path} is missing"
-    rows: list[dict[str, object]] = pq.read_table(pa.BufferReader(data)).to_pylist()
+def table_rows(hub: HubServer, repo_id: str, path: str | None = None) -> list[dict[str, object]]:
+    """The rows of one of the repository's tables (the all-tasks table's parts when no path
+    is given), read as any Parquet reader reads them."""
+    if path is None:
+        table = all_tasks_table(hub, repo_id)
+        assert table is not None, "the all-tasks table is missing"
+    else:
+        data = hub.file_bytes(repo_id, path)
+        assert data is not None, f"{path} is missing"
+        table = pq.read_table(pa.BufferReader(data))
+    rows: list[dict[str, object]] = table.to_pylist()
     return rows
 
 
@@ -139,7 +152,7 @@ def test_upload_publishes_every_bundle_in_one_commit(
     assert hub_bundle_files(hub, repo_id) == repo_files(bundles)
     tables = sorted(path for path in files if path.startswith("leaderboard/"))
     assert tables == [
-        "leaderboard/bundles.parquet",
+        "leaderboard/bundles/part-00000.parquet",
         "leaderboard/derived.json",
         "leaderboard/tasks/expert-vqa.parquet",
         "leaderboard/tasks/maze.parquet",

@@ -25,7 +25,7 @@ from bundler.hub.leaderboard.record import BoardRecord, DerivedFile
 from bundler.hub.leaderboard.tables import AllTasksTable
 from bundler.hub.publish.upload import UploadOptions, UploadReport
 from bundler.hub.publish.upload import upload as upload_library
-from bundler.hub.repo.paths import ALL_TABLE, RECORD, repo_folder
+from bundler.hub.repo.paths import RECORD, repo_folder, table_part
 from bundler.local.layout import id_of_local_archive
 
 FORTY = [RunSpec(task=f"task{i:02d}", model="m", rows=1) for i in range(40)]
@@ -61,8 +61,8 @@ def with_strays(hub: HubServer, repo_id: str, folder: str, count: int) -> None:
     record written in the same commit, so that the table is vouched for and current: nothing
     is read to catch up."""
     files = {f"{folder}/stray{number:05d}/x": b"" for number in range(count)}
-    files[ALL_TABLE] = AllTasksTable.empty().bytes()
-    derived = {ALL_TABLE: DerivedFile.of(files[ALL_TABLE])}
+    files |= AllTasksTable.empty().files()
+    derived = {table_part(0): DerivedFile.of(files[table_part(0)])}
     files[RECORD] = BoardRecord(parent="0" * 40, files=derived).to_bytes()
     hub.create_repo(repo_id, files=files)
 
@@ -220,7 +220,7 @@ def test_the_bundler_stops_at_the_hubs_own_folder_limit(
 
 def test_the_check_lists_only_the_folders_a_commit_adds_entries_to() -> None:
     held = {"README.md", "bundles", "bundles/p", "bundles/p/old.json", "leaderboard"}
-    held |= {"leaderboard/bundles.parquet"}
+    held |= {"leaderboard/bundles", "leaderboard/bundles/part-00000.parquet"}
     listed: list[str] = []
 
     def entries_in(folder: str) -> int:
@@ -236,7 +236,7 @@ def test_the_check_lists_only_the_folders_a_commit_adds_entries_to() -> None:
             limits=HubLimits(**limits),
         )
 
-    rewrite = ["README.md", "leaderboard/bundles.parquet", "bundles/p/old.json"]
+    rewrite = ["README.md", "leaderboard/bundles/part-00000.parquet", "bundles/p/old.json"]
     check(rewrite, files_before=100_000)  # nothing new: nothing listed, no file added
     assert listed == []
     check([*rewrite, "bundles/p/new.tar.zst", "bundles/p/new.json"], folder_entries=9)

@@ -28,13 +28,17 @@ from bundler.core.progress import NoProgress, ProgressSink
 from bundler.hub.client.commit import Operation
 from bundler.hub.client.remote import RemoteFile, RemoteFolder
 from bundler.hub.client.session import MAX_SMALL_FILE_BYTES, HubSession
-from bundler.hub.leaderboard.card import render_dataset_card
+from bundler.hub.leaderboard.card import BOARD_ROWS, render_dataset_card
 from bundler.hub.leaderboard.catchup import catch_up
-from bundler.hub.leaderboard.ranking import TaskBoard
-from bundler.hub.leaderboard.record import BoardRecord, DerivedFile
+from bundler.hub.leaderboard.ranking import TaskScoring
+from bundler.hub.leaderboard.record import LAST_ONE_FILE_FORMAT, BoardRecord, DerivedFile
 from bundler.hub.leaderboard.rows import TableRow
 from bundler.hub.leaderboard.tablecache import cached_table, keep_table
-from bundler.hub.leaderboard.tables import AllTasksTable, task_table_bytes
+from bundler.hub.leaderboard.tables import (
+    TASK_TABLE_ROWS,
+    AllTasksTable,
+    task_table_bytes,
+)
 from bundler.hub.repo.paths import (
     ALL_TABLE,
     BUNDLES_DIR,
@@ -42,9 +46,11 @@ from bundler.hub.repo.paths import (
     LEGACY_DIRS,
     README,
     RECORD,
+    TABLE_PARTS_DIR,
     TABLE_SUFFIX,
     TASK_TABLES_DIR,
     TASKS_FILE,
+    part_number,
     repo_archive,
     repo_paths,
     repo_sidecar,
@@ -84,6 +90,9 @@ class BranchTables:
     changed_tasks: set[str] = field(default_factory=set)
     """Tasks whose bundles changed since the record's commit (caught up): their tables are
     written again by the next commit."""
+    scores: dict[str, str] = field(default_factory=dict)
+    """What each task's rows are scored by (`TaskScoring.digest`), as the record says: a task
+    whose definition has changed since is scored again."""
     definitions: TaskDefinitions = field(default_factory=TaskDefinitions)
     """The maintainers' task definitions on the branch: the card ranks by them."""
 
@@ -106,31 +115,51 @@ class BranchTables:
         return found | {path for path in files if path not in self.held}
 
     def rendered(self, repo_id: str, tasks: set[str] | None = None) -> dict[str, bytes]:
-        """The tables and card for the leaderboard as it now is: the all-tasks table, the card,
-        and the task tables of `tasks` (every task when None or when no record vouches for
-        the tables) and of every task whose bundles changed since the record's commit or whose
-        table was edited outside the bundler."""
-        board = self.leaderboard
-        defined = self.definitions
-        boards = [TaskBoard.of(task, board.rows(task), defined.get(task)) for task in board.tasks()]
-        wanted = {b.task for b in boards}
+        """The tables and card for the leaderboard as it now is: the all-tasks table's parts,
+        the card, and the task tables of `tasks` (every task when None or when no record
+        vouches for the tables) and of every task whose bundles changed since the record's
+        commit or whose table was edited outside the bundler. The rows are scored first
+        (`settle`)."""
+        touched = None
         if tasks is not None and self.record is not None:
-            wanted &= tasks | self.changed_tasks | _tasks_of(self.edited())
-        scores = {
-            row.bundle_id: (b.names[b.sort_column], b.value(row, b.sort_column))
+            touched = tasks | self.changed_tasks | _tasks_of(self.edited())
+        boards = [
+            self.leaderboard.board(
+                task, scoring, TASK_TABLE_ROWS if touched is None or task in touched else BOARD_ROWS
+            )
+            for task, scoring in self.settle(touched).items()
+        ]
+        written = self.leaderboard.files()
+        written |= {
+            task_table(b.task): task_table_bytes(b)
             for b in boards
-            if b.sort_column is not None
-            for row in b.rows
+            if touched is None or b.task in touched
         }
-        written = {ALL_TABLE: board.bytes(scores)}
-        written |= {task_table(b.task): task_table_bytes(b) for b in boards if b.task in wanted}
-        written[README] = render_dataset_card(repo_id, boards, len(board)).encode("utf-8")
+        card = render_dataset_card(repo_id, boards, len(self.leaderboard))
+        written[README] = card.encode("utf-8")
         return written
+
+    def settle(self, touched: set[str] | None) -> dict[str, TaskScoring]:
+        """Each task's scoring, its rows scored by it: every row of a task whose scoring is
+        not the one its rows were scored by (a definition changed, or nothing says), the new
+        rows of the others. A task not `touched` (every task is, when None) keeps the metric
+        its rows are scored by, unless its definition says another."""
+        scorings: dict[str, TaskScoring] = {}
+        for task in self.leaderboard.tasks():
+            settled = touched is not None and task not in touched and task in self.scores
+            scoring = self.leaderboard.scoring(task, self.definitions.get(task), settled=settled)
+            every = self.scores.get(task) != scoring.digest
+            if every or not settled:
+                self.leaderboard = self.leaderboard.rescored(task, scoring, every=every)
+            self.scores[task] = scoring.digest
+            scorings[task] = scoring
+        self.scores = {task: self.scores[task] for task in scorings}
+        return scorings
 
     def remote_files(self, session: HubSession, bundles: list[BundleId]) -> dict[str, RemoteFile]:
         """What the branch holds of these bundles' files: read from the table for the bundles
         it lists (no request), from the Hub for the others (one request per 250 bundles)."""
-        index = self.leaderboard.index()
+        index = self.leaderboard.indexed(str(bundle) for bundle in bundles)
         found: dict[str, RemoteFile] = {}
         unlisted: list[str] = []
         for bundle in bundles:
@@ -185,8 +214,10 @@ class BranchTables:
         return TableChange(operations, after.leaderboard, written)
 
     def committed(self, oid: str, leaderboard: AllTasksTable, written: dict[str, bytes]) -> None:
-        """This branch after our commit `oid` wrote `leaderboard` and the files `written`."""
+        """This branch after our commit `oid` wrote `leaderboard` and the files `written`
+        (and removed what `gone` names)."""
         self.head, self.leaderboard, self.legacy = oid, leaderboard, []
+        self.held = {path: file for path, file in self.held.items() if path not in self.gone()}
         self.moves, self.retired = {}, set()
         for path, data in written.items():
             derived = DerivedFile.of(data)
@@ -203,10 +234,19 @@ class BranchTables:
         kept = int(bool(self.definitions.tasks)) + int(self.record is not None)
         return FILES_PER_BUNDLE * len(self.leaderboard) + len(self.held) + kept + 1
 
-    def stale_task_tables(self) -> list[str]:
-        """Task tables on the branch whose task has no bundle any more."""
+    def gone(self) -> list[str]:
+        """Files on the branch that the leaderboard no longer has: task tables whose task has
+        no bundle any more, parts of the all-tasks table left empty, and the all-tasks table
+        in one file (layout 2)."""
         tasks = set(self.leaderboard.tasks())
-        return sorted(path for path in _task_tables(self.held) if _tasks_of({path}) - tasks)
+        parts = self.leaderboard.files()
+        return sorted(
+            path
+            for path in self.held
+            if (path in _task_tables([path]) and _tasks_of({path}) - tasks)
+            or (part_number(path) is not None and path not in parts)
+            or path == ALL_TABLE
+        )
 
 
 def _task_tables(paths: Iterable[str]) -> list[str]:
@@ -241,13 +281,14 @@ def table_operations(
     with_bundles: bool = False,
 ) -> list[Operation]:
     """What a commit to the branch writes to keep its tables and card true: the files whose
-    bytes changed (the task tables of `tasks`, or of every task, and of any edited outside the
-    bundler), the task tables of tasks left without bundles removed, layout 1's folders
-    removed, and the record of it all. Nothing when all is already true, unless the commit
+    bytes changed (the parts of the all-tasks table whose rows changed, the task tables of
+    `tasks`, or of every task, and of any edited outside the bundler), what the leaderboard no
+    longer has removed (`BranchTables.gone`), layout 1's folders removed, and the record of
+    it all. Nothing when all is already true, unless the commit
     changes bundles (`with_bundles`): its record then marks `bundles/` as the bundler left it,
     and the next read compares no tree."""
     rendered = state.rendered(session.repo_id, tasks)
-    stale = state.stale_task_tables()
+    stale = state.gone()
     written = {
         p: data
         for p, data in rendered.items()
@@ -256,18 +297,21 @@ def table_operations(
     kept = {} if state.record is None else state.record.files
     files = {p: kept[p] for p in state.held if p in kept and p not in rendered and p not in stale}
     files |= {path: DerivedFile.of(data) for path, data in rendered.items()}
-    record = BoardRecord(parent=state.head, files=files, left_off=state.left_off)
-    unchanged = state.record is not None and (files, state.left_off) == (
+    record = BoardRecord(
+        parent=state.head, files=files, left_off=state.left_off, scoring=state.scores
+    )
+    unchanged = state.record is not None and (files, state.left_off, state.scores) == (
         state.record.files,
         state.record.left_off,
+        state.record.scoring,
     )
     upgrade = state.legacy or state.moves or state.retired
     if unchanged and not (written or stale or upgrade or with_bundles):
         return []
     written[RECORD] = record.to_bytes()
-    for kept_path in (ALL_TABLE, RECORD):  # the next read of the branch then downloads neither
-        if kept_path in written:
-            keep_table(session, kept_path, written[kept_path])
+    for kept_path, data in written.items():  # the next read of the branch downloads none
+        if kept_path == RECORD or part_number(kept_path) is not None:
+            keep_table(session, kept_path, data)
     operations: list[Operation] = [CommitOperationAdd(path, data) for path, data in written.items()]
     operations += _moves(state.moves, state.retired)
     operations += [CommitOperationDelete(path) for path in stale]
@@ -296,16 +340,17 @@ def read_branch(
     """The branch's leaderboard as its bundles make it (see the module docstring)."""
     progress = progress or NoProgress()
     head = session.head(revision)
-    wanted = [ALL_TABLE, BUNDLES_DIR, README, RECORD, *LEGACY_DIRS, TASK_TABLES_DIR, TASKS_FILE]
-    top = session.entries(wanted, head)
+    wanted = [ALL_TABLE, TABLE_PARTS_DIR, BUNDLES_DIR, README, RECORD, *LEGACY_DIRS]
+    top = session.entries([*wanted, TASK_TABLES_DIR, TASKS_FILE], head)
     held = {
         path: entry
         for path, entry in top.items()
         if isinstance(entry, RemoteFile) and path in (ALL_TABLE, README)
     }
-    if TASK_TABLES_DIR in top:
-        listed = session.list_folder(TASK_TABLES_DIR, head)
-        held.update((p, e) for p, e in listed.items() if isinstance(e, RemoteFile))
+    for folder in (TABLE_PARTS_DIR, TASK_TABLES_DIR):
+        if folder in top:
+            listed = session.list_folder(folder, head)
+            held.update((p, e) for p, e in listed.items() if isinstance(e, RemoteFile))
     state = BranchTables(revision, head, AllTasksTable.empty(), held)
     if isinstance(top.get(TASKS_FILE), RemoteFile):
         data = session.read_file(TASKS_FILE, head, MAX_TASKS_FILE_BYTES)
@@ -322,6 +367,7 @@ def read_branch(
             catch_up(session, state, None, progress)
         return state
     state.leaderboard, state.left_off = vouched, dict(state.record.left_off)
+    state.scores = dict(state.record.scoring)
     if bundles is None:
         state.leaderboard = AllTasksTable.empty()
     elif isinstance(bundles, RemoteFolder) and not _unchanged_since(session, bundles, since.oid):
@@ -339,27 +385,45 @@ def _read_kept(session: HubSession, path: str, listed: RemoteFile, head: str) ->
 
 
 def _vouched_table(session: HubSession, record: BoardRecord, commit: str) -> AllTasksTable | None:
-    """The all-tasks table as the record's commit wrote it: the local copy of those bytes
-    (bundler.hub.leaderboard.tablecache), else the table at that commit, if it holds them.
-    None when no such table is there (the record was edited, or names none)."""
-    derived = record.files.get(ALL_TABLE)
+    """The all-tasks table as the record's commit wrote it: each part from the local copy of
+    its bytes (bundler.hub.leaderboard.tablecache), else as it was at that commit, if it holds
+    them; a record of format 2 names the table in one file, split into parts here. None when
+    no such table is there (the record was edited, or names none)."""
+    if record.format == LAST_ONE_FILE_FORMAT:
+        data = _vouched_file(session, record, ALL_TABLE, commit)
+        try:
+            return AllTasksTable.split(data) if data is not None else None
+        except RowError:
+            return None
+    files: dict[str, bytes] = {}
+    for path in [path for path in record.files if part_number(path) is not None]:
+        if (data := _vouched_file(session, record, path, commit)) is None:
+            return None
+        files[path] = data
+    try:
+        return AllTasksTable.read(files)
+    except RowError:
+        return None
+
+
+def _vouched_file(session: HubSession, record: BoardRecord, path: str, commit: str) -> bytes | None:
+    """The bytes the record names at `path`: the local copy of them, else the file at
+    `commit`, if it holds them (and kept); None when neither does."""
+    derived = record.files.get(path)
     if derived is None:
         return None
-    data = cached_table(session, ALL_TABLE, derived.listed_as(ALL_TABLE), MAX_TABLE_BYTES)
+    data = cached_table(session, path, derived.listed_as(path), MAX_TABLE_BYTES)
     if data is None:
         try:
-            data = session.read_file(ALL_TABLE, commit, MAX_TABLE_BYTES)
+            data = session.read_file(path, commit, MAX_TABLE_BYTES)
         except (TemporaryError, HubAccessError):
             raise
         except HubError:  # not there, or too large: no table of ours
             return None
         if DerivedFile.of(data) != derived:
             return None
-        keep_table(session, ALL_TABLE, data)
-    try:
-        return AllTasksTable.read(data)
-    except RowError:
-        return None
+        keep_table(session, path, data)
+    return data
 
 
 def _unchanged_since(session: HubSession, bundles: RemoteFolder, since: str) -> bool:

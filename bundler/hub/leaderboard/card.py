@@ -29,9 +29,9 @@ from bundler.hub.leaderboard.rows import (
     METRIC_COLUMN_MAX_LENGTH,
     BundleRow,
 )
-from bundler.hub.leaderboard.tables import MAX_METRIC_COLUMNS
+from bundler.hub.leaderboard.tables import MAX_METRIC_COLUMNS, PART_ROWS, TASK_TABLE_ROWS
 from bundler.hub.repo.markdown import template_text
-from bundler.hub.repo.paths import ALL_TABLE, ALL_TASKS_CONFIG, README, task_table
+from bundler.hub.repo.paths import ALL_TABLE_FILES, ALL_TASKS_CONFIG, README, task_table
 
 if TYPE_CHECKING:
     import jinja2
@@ -53,7 +53,7 @@ BOARD_METRICS = 1
 """Metric columns a board in the card shows: the ranking one; the task's table in the viewer
 has up to MAX_METRIC_COLUMNS."""
 BOARD_ROWS = 20
-"""Bundles a board in the card shows, best first; the task's table has all of them."""
+"""Bundles a board in the card shows, best first; the task's table has TASK_TABLE_ROWS."""
 CELL_MAX_LENGTH = 40
 """Text from a bundle is cut to this in a table cell, so one long name cannot swamp a table
 (nor the card's size)."""
@@ -239,7 +239,7 @@ def _coverage(row: BundleRow, *, stale: bool) -> str:
 
 def card_data(boards: Sequence[TaskBoard]) -> DatasetCardData:
     configs = [
-        {"config_name": ALL_TASKS_CONFIG, "data_files": [{"split": SPLIT, "path": ALL_TABLE}]}
+        {"config_name": ALL_TASKS_CONFIG, "data_files": [{"split": SPLIT, "path": ALL_TABLE_FILES}]}
     ]
     configs += [
         {
@@ -265,7 +265,9 @@ def render_dataset_card(repo_id: str, boards: Sequence[TaskBoard], bundle_count:
         boards=boards,
         board_table=board_table,
         all_tasks_config=ALL_TASKS_CONFIG,
-        all_table=ALL_TABLE,
+        all_table=ALL_TABLE_FILES,
+        task_rows=TASK_TABLE_ROWS,
+        part_rows=f"{PART_ROWS:,}",
         task_table=task_table,
         warning=WARNING,
         board_metrics=BOARD_METRICS,

@@ -76,7 +76,6 @@ class BundleChanges:
     ) -> None:
         """Judge the bundles of a folder whose files changed (see the module docstring)."""
         self.examined.append(folder)
-        index = board.index()
         found: dict[BundleId, dict[str, RemoteFile]] = {}
         for path, entry in now.items():
             if (bundle := bundle_of_path(path)) is not None:
@@ -85,6 +84,7 @@ class BundleChanges:
                 self.unsharded.setdefault(bundle, {})[path] = entry
             # any other file is no bundle's: review names it in a pull request
         self.sharded |= found.keys()
+        index = board.indexed(str(bundle) for bundle in found)
         for bundle, files in found.items():
             archive, sidecar = (files.get(path) for path in repo_paths(bundle))
             if archive is None or sidecar is None:
@@ -105,7 +105,7 @@ class BundleChanges:
         moved into its shard, unless the shard holds that bundle already (found there, or on
         the board and not gone), which a move would overwrite: the copy is then named and left
         where it is. One missing a file is named."""
-        index = board.index()
+        index = board.indexed(str(bundle) for bundle in self.unsharded)
         for bundle, files in sorted(self.unsharded.items()):
             archive, sidecar = (files.get(path) for path in unsharded_paths(bundle))
             if bundle in self.sharded or (str(bundle) in index and str(bundle) not in self.removed):

@@ -26,6 +26,9 @@ from pydantic import Field, ValidationError
 from bundler.core.model import Model
 from bundler.hub.client.remote import RemoteFile, git_blob_id
 
+LAST_ONE_FILE_FORMAT = 2
+"""The last format of the record whose all-tasks table is one file."""
+
 
 class DerivedFile(Model):
     """The bytes a commit wrote at a path, as the Hub names them: the sha256 for a file it
@@ -54,13 +57,18 @@ class DerivedFile(Model):
 class BoardRecord(Model):
     """What one bundler commit derived (see the module docstring)."""
 
-    format: Literal[2] = 2
-    """2 since layout 3 (bundles in shards); a record of format 1 vouches for nothing."""
+    format: Literal[2, 3] = 3
+    """3 since the all-tasks table is in parts, each row scored; 2 had it in one file (read
+    once more, to be split: LAST_ONE_FILE_FORMAT); a record of format 1, before bundles had
+    shards, vouches for nothing."""
     parent: str
     """The head the commit was planned on: every record differs from the one before it, so a
     commit of bundles always rewrites it and marks itself as the bundler's."""
     files: dict[str, DerivedFile]
     """Each table and the card, by path, as written or found true by the commit."""
+    scoring: dict[str, str] = Field(default_factory=dict)
+    """What each task's rows are scored by (`TaskScoring.digest`): a task whose scoring is
+    another by the next commit has its rows scored again."""
     left_off: dict[str, str] = Field(default_factory=dict)
     """Bundles left off the board, by the path of the file that names them, with why: named
     again by every read until the bundle is fixed or removed."""

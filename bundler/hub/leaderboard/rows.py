@@ -120,8 +120,12 @@ class TableRow(BundleRow):
     ranking_metric: str | None = None
     score: float | None = None
     """The metric its task ranks by and the row's value of it, flat, so that a reader needs no
-    list of structs to get a score; the board's to fill when the table is written
-    (`AllTasksTable.bytes`)."""
+    list of structs to get a score (`bundler.hub.leaderboard.ranking.TaskScoring`)."""
+    stale: bool = False
+    """Its dataset revision is not among those its task's definition accepts."""
+    ci_low: float | None = None
+    ci_high: float | None = None
+    """The 95% Wilson interval of its score, where its task's metric is a proportion."""
 
 
 def published_instant(value: str) -> datetime:

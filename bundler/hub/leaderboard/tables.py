@@ -21,7 +21,7 @@ import io
 import types
 import typing
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any, get_args, get_origin
 
@@ -31,18 +31,35 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel, ValidationError
 
 from bundler.core.errors import RowError
-from bundler.hub.leaderboard.ranking import TaskBoard
-from bundler.hub.leaderboard.rows import METRICS_AFTER, Dtype, TableRow, TaskRow, utc_timestamp
+from bundler.hub.leaderboard.ranking import TaskBoard, TaskScoring, first_metric, rank_order
+from bundler.hub.leaderboard.rows import (
+    METRICS_AFTER,
+    BundleRow,
+    Dtype,
+    TableRow,
+    TaskRow,
+    utc_timestamp,
+)
+from bundler.hub.repo.paths import part_number, table_part
+from bundler.hub.tasks.definitions import TaskDefinition
 from bundler.local.layout import BundleId
 
-LAYOUT_VERSION = 2
+LAYOUT_VERSION = 3
 """The repository layout these tables belong to: 1 had a row file per bundle under `rows/` and
-`tasks/`; 2 has these tables. Recorded in every table's metadata."""
+`tasks/`; 2 had the all-tasks table in one file; 3 has it in parts, each row with its score.
+Recorded in every table's metadata."""
 LAYOUT_KEY = b"statics_bundler.layout"
 MAX_METRIC_COLUMNS = 100
 """A task table's metric columns at most: well under the viewer's 1,000 columns, whatever a
 bundle holds. The ranking metric is always one of them; the rest stay in `metrics_json`."""
 ROW_GROUP_SIZE = 10_000
+PART_ROWS = 1_000
+"""Rows of a part of the all-tasks table at most: a commit of a few bundles rewrites about
+half of this on average (about 40 KB), however many bundles the table holds."""
+FALLBACK_BATCH = 16
+TASK_TABLE_ROWS = 500
+"""Rows of a task's table at most: its best bundles, ranked. Every bundle is in the all-tasks
+table, with its score; a task's table is what a person reads, and stays small at any size."""
 
 
 _ARROW_TYPES: dict[Any, pa.DataType] = {
@@ -128,101 +145,299 @@ class Indexed:
     published_at: str
 
 
-class AllTasksTable:
-    """Every bundle's row on one branch, as one Arrow table sorted by bundle id."""
+KEY_COLUMNS = [
+    "bundle_id",
+    "task_name",
+    "coverage",
+    "archive_sha256",
+    "sidecar_blob_id",
+    "published_at",
+    "ranking_metric",
+    "stale",
+    "score",
+    "ci_low",
+    "ci_high",
+]
+"""What planning, catching up and ranking read of every row: the rest of a row is read only
+for the rows a commit changes or a board shows."""
 
-    def __init__(self, table: pa.Table) -> None:
-        self.table = table
-        self._index: dict[str, Indexed] | None = None
+
+class TablePart:
+    """One file of the all-tasks table: its bytes, and its rows decoded when needed (the
+    columns of KEY_COLUMNS, once; the whole rows, each time, for a part being changed)."""
+
+    def __init__(self, data: bytes, rows: int, keys: pa.Table | None = None) -> None:
+        self.data = data
+        self.rows = rows
+        self._keys = keys
+
+    @classmethod
+    def of(cls, table: pa.Table) -> TablePart:
+        """The part holding `table`'s rows, sorted by bundle id so that equal rows give equal
+        bytes."""
+        ordered = table.take(pc.sort_indices(table, sort_keys=[("bundle_id", "ascending")]))
+        return cls(parquet_bytes(ordered), ordered.num_rows, ordered.select(KEY_COLUMNS))
+
+    @classmethod
+    def read(cls, data: bytes) -> TablePart:
+        """A part as this bundler writes it; RowError for anything else (another layout, a
+        schema that is not this one). Only its footer is read here."""
+        try:
+            footer = pq.ParquetFile(pa.BufferReader(data))
+            schema = footer.schema_arrow
+        except (pa.ArrowException, OSError) as error:
+            raise RowError(f"not a Parquet table: {error}") from None
+        layout = (schema.metadata or {}).get(LAYOUT_KEY)
+        if layout != str(LAYOUT_VERSION).encode():
+            raise RowError(f"a table of layout {layout!r}, not {LAYOUT_VERSION}")
+        if not _same_columns(schema, ALL_SCHEMA):
+            raise RowError("the table's columns are not the ones this bundler writes")
+        return cls(data, footer.metadata.num_rows)
+
+    def keys(self) -> pa.Table:
+        if self._keys is None:
+            self._keys = _decoded(self.data, KEY_COLUMNS).cast(ALL_SCHEMA_KEYS)
+        return self._keys
+
+    def full(self) -> pa.Table:
+        # Parquet names a list's items `element`: cast back, so that writing it again gives
+        # the bytes it was read from.
+        return _decoded(self.data).cast(ALL_SCHEMA)
+
+
+def _decoded(data: bytes, columns: list[str] | None = None) -> pa.Table:
+    try:
+        return pq.read_table(pa.BufferReader(data), columns=columns)
+    except (pa.ArrowException, OSError) as error:
+        raise RowError(f"not a Parquet table: {error}") from None
+
+
+def _same_columns(schema: pa.Schema, expected: pa.Schema) -> bool:
+    """Whether `schema` has `expected`'s columns and types, as Parquet gives them back (a
+    list's items named `element`)."""
+    return schema.names == expected.names and all(
+        _unnamed(found.type) == _unnamed(wanted.type)
+        for found, wanted in zip(schema, expected, strict=True)
+    )
+
+
+def _unnamed(kind: pa.DataType) -> pa.DataType:
+    if isinstance(kind, pa.ListType):
+        return pa.list_(_unnamed(kind.value_type))
+    if isinstance(kind, pa.StructType):
+        return pa.struct([pa.field(f.name, _unnamed(f.type)) for f in kind])
+    return kind
+
+
+ALL_SCHEMA_KEYS = pa.schema([ALL_SCHEMA.field(name) for name in KEY_COLUMNS])
+LAYOUT_2_SCHEMA = pa.schema(
+    [field for field in ALL_SCHEMA if field.name not in ("stale", "ci_low", "ci_high")]
+)
+"""The one-file table of layout 2, read once more to be split into parts."""
+
+
+class AllTasksTable:
+    """Every bundle's row on one branch, as parts of at most PART_ROWS rows by number.
+
+    A new row goes into the last part, or a new one when it is full; a changed row stays in
+    its part; a removed one leaves its part, and a part left empty goes. So a commit rewrites
+    the parts its rows touch, and the table's cost in bytes sent stays flat as it grows. Each
+    part holds its rows sorted by bundle id.
+    """
+
+    def __init__(self, parts: dict[int, TablePart]) -> None:
+        self.parts = dict(sorted(parts.items()))
+        self._keys: pa.Table | None = None
 
     @classmethod
     def empty(cls) -> AllTasksTable:
-        return cls(ALL_SCHEMA.empty_table())
+        return cls({})
 
     @classmethod
     def of(cls, rows: Iterable[TableRow]) -> AllTasksTable:
-        ordered = sorted({row.bundle_id: row for row in rows}.values(), key=lambda r: r.bundle_id)
-        return cls(pa.Table.from_pylist([_cells(row) for row in ordered], schema=ALL_SCHEMA))
+        return cls.empty().updated(list(rows))
 
     @classmethod
-    def read(cls, data: bytes) -> AllTasksTable:
-        """A table as this bundler writes it; RowError for anything else (another layout, a
-        schema that is not this one)."""
-        try:
-            table = pq.read_table(pa.BufferReader(data))
-        except (pa.ArrowException, OSError) as error:
-            raise RowError(f"not a Parquet table: {error}") from None
-        layout = (table.schema.metadata or {}).get(LAYOUT_KEY)
-        if layout != str(LAYOUT_VERSION).encode():
-            raise RowError(f"a table of layout {layout!r}, not {LAYOUT_VERSION}")
-        if not table.schema.equals(ALL_SCHEMA, check_metadata=False):
-            raise RowError("the table's columns are not the ones this bundler writes")
-        # Parquet names a list's items `element`: cast back, so that writing it again gives
-        # the bytes it was read from.
-        return cls(table.cast(ALL_SCHEMA))
+    def read(cls, files: dict[str, bytes]) -> AllTasksTable:
+        """The table whose parts are these files, by path (other paths left out); RowError
+        for a part this bundler did not write."""
+        return cls(
+            {
+                number: TablePart.read(data)
+                for path, data in files.items()
+                if (number := part_number(path)) is not None
+            }
+        )
+
+    @classmethod
+    def split(cls, data: bytes) -> AllTasksTable:
+        """The one-file table of layout 2 as parts, its rows to be scored again (RowError for
+        anything but such a table)."""
+        table = _decoded(data)
+        if (table.schema.metadata or {}).get(LAYOUT_KEY) != b"2" or not _same_columns(
+            table.schema, LAYOUT_2_SCHEMA
+        ):
+            raise RowError("not a one-file table of layout 2")
+        table = table.cast(LAYOUT_2_SCHEMA)
+        for name in ("stale", "ci_low", "ci_high"):
+            field = ALL_SCHEMA.field(name)
+            filler = pa.array([False] * table.num_rows) if name == "stale" else None
+            column = filler if filler is not None else pa.nulls(table.num_rows, field.type)
+            table = table.add_column(ALL_SCHEMA.get_field_index(name), field, column)
+        table = table.cast(ALL_SCHEMA).sort_by("bundle_id")
+        return cls(
+            {
+                number: TablePart.of(table.slice(start, PART_ROWS))
+                for number, start in enumerate(range(0, table.num_rows, PART_ROWS))
+            }
+        )
 
     def __len__(self) -> int:
-        count: int = self.table.num_rows
-        return count
+        return sum(part.rows for part in self.parts.values())
 
-    def bytes(self, scores: dict[str, tuple[str, float | None]] | None = None) -> bytes:
-        """The table's file, each row's `ranking_metric` and `score` those `scores` give it
-        by bundle id (the boards'; none for a row they do not name)."""
-        table = self.table
-        scores = scores or {}
-        ids = table.column("bundle_id").to_pylist()
-        for name, at in (("ranking_metric", 0), ("score", 1)):
-            cells = [scores[i][at] if i in scores else None for i in ids]
-            where = table.schema.get_field_index(name)
-            table = table.set_column(
-                where, table.schema.field(name), pa.array(cells, table.schema.field(name).type)
+    def files(self) -> dict[str, bytes]:
+        """Each part's path and bytes; a table of no rows is one empty part, so that the
+        viewer's config has a file to show."""
+        parts = self.parts or {0: TablePart.of(ALL_SCHEMA.empty_table())}
+        return {table_part(number): part.data for number, part in parts.items()}
+
+    def keys(self) -> pa.Table:
+        """KEY_COLUMNS of every row."""
+        if self._keys is None:
+            self._keys = pa.concat_tables(
+                [part.keys() for part in self.parts.values()] or [ALL_SCHEMA_KEYS.empty_table()]
             )
-        return parquet_bytes(table)
+        return self._keys
 
-    def index(self) -> dict[str, Indexed]:
-        """Bundle id to what its row says of its archive, sidecar and first publication (made
-        once: a table is never changed in place, `updated` makes a new one)."""
-        if self._index is None:
-            self._index = self._indexed()
-        return self._index
-
-    def _indexed(self) -> dict[str, Indexed]:
-        columns = self.table.select(
-            ["bundle_id", "archive_sha256", "sidecar_blob_id", "published_at"]
-        ).to_pydict()
+    def indexed(self, bundle_ids: Iterable[str]) -> dict[str, Indexed]:
+        """What the rows of these bundles say of their archive, sidecar and first publication
+        (bundles without a row left out)."""
+        wanted = sorted(set(bundle_ids))
+        if not wanted:
+            return {}
+        keys = self.keys()
+        found = keys.filter(pc.is_in(keys.column("bundle_id"), value_set=pa.array(wanted)))
         return {
-            bundle_id: Indexed(sha, blob, utc_timestamp(published))
-            for bundle_id, sha, blob, published in zip(
-                columns["bundle_id"],
-                columns["archive_sha256"],
-                columns["sidecar_blob_id"],
-                columns["published_at"],
-                strict=True,
+            cells["bundle_id"]: Indexed(
+                cells["archive_sha256"],
+                cells["sidecar_blob_id"],
+                utc_timestamp(cells["published_at"].astimezone(UTC)),
             )
+            for cells in found.to_pylist()
         }
 
     def tasks(self) -> list[str]:
-        return sorted(set(self.table.column("task_name").to_pylist()))
+        return sorted(pc.unique(self.keys().column("task_name")).to_pylist())
+
+    def task_keys(self, task: str) -> pa.Table:
+        """KEY_COLUMNS of the task's rows."""
+        keys = self.keys()
+        return keys.filter(pc.equal(keys.column("task_name"), task))
+
+    def rows_of(self, bundle_ids: Iterable[str]) -> dict[str, TableRow]:
+        """The whole rows of these bundles, validated as rows this bundler writes, read from
+        the parts that hold them only."""
+        wanted = pa.array(sorted(set(bundle_ids)), pa.string())
+        found: dict[str, TableRow] = {}
+        if not len(wanted):
+            return found
+        for part in self.parts.values():
+            if not pc.any(pc.is_in(part.keys().column("bundle_id"), value_set=wanted)).as_py():
+                continue
+            full = part.full()
+            held = full.filter(pc.is_in(full.column("bundle_id"), value_set=wanted))
+            found |= {row.bundle_id: row for row in map(_table_row, held.to_pylist())}
+        return found
 
     def rows(self, task: str | None = None) -> list[TableRow]:
-        """The rows (of one task), validated as rows this bundler writes."""
-        table = self.table
-        if task is not None:
-            table = table.filter(pc.equal(table.column("task_name"), task))
-        return [_table_row(cells) for cells in table.to_pylist()]
+        """The rows (of one task) by bundle id, validated as rows this bundler writes."""
+        keys = self.keys() if task is None else self.task_keys(task)
+        found = self.rows_of(keys.column("bundle_id").to_pylist())
+        return [found[bundle_id] for bundle_id in sorted(found)]
+
+    def scoring(
+        self, task: str, definition: TaskDefinition | None, *, settled: bool
+    ) -> TaskScoring:
+        """How the task's rows are scored: by its definition; else by the metric its rows
+        are scored by, when they are `settled` (none added, changed or removed since); else
+        by the first numeric metric of its earliest-published row that has one (read in
+        that order, a few rows at a time: it is almost always the first)."""
+        if definition is not None:
+            return TaskScoring(definition)
+        keys = self.task_keys(task)
+        if settled:
+            metrics = pc.unique(keys.column("ranking_metric").drop_null()).to_pylist()
+            if len(metrics) == 1:
+                return TaskScoring(None, metrics[0])
+        by_date = keys.sort_by([("published_at", "ascending"), ("bundle_id", "ascending")])
+        order = by_date.column("bundle_id").to_pylist()
+        for start in range(0, len(order), FALLBACK_BATCH):
+            batch = order[start : start + FALLBACK_BATCH]
+            found = self.rows_of(batch)
+            if (metric := first_metric(found[i] for i in batch)) is not None:
+                return TaskScoring(None, metric)
+        return TaskScoring()
+
+    def rescored(self, task: str, scoring: TaskScoring, *, every: bool) -> AllTasksTable:
+        """This table with the task's rows scored by `scoring`: `every` row, or those not
+        yet scored by its metric (new rows)."""
+        keys = self.task_keys(task)
+        if not every:
+            metric = keys.column("ranking_metric")
+            unscored = pc.invert(pc.fill_null(pc.equal(metric, scoring.metric), False))
+            if scoring.metric is None:
+                unscored = pc.invert(pc.is_null(metric))
+            keys = keys.filter(unscored)
+        if not keys.num_rows:
+            return self
+        found = self.rows_of(keys.column("bundle_id").to_pylist())
+        scored = [row.model_copy(update=asdict(scoring.score(row))) for row in found.values()]
+        return self.updated(scored)
+
+    def board(self, task: str, scoring: TaskScoring, limit: int) -> TaskBoard:
+        """The task's best `limit` rows, ranked: only their columns of KEY_COLUMNS are read
+        for the others."""
+        keys = self.task_keys(task)
+        ids, ranks = rank_order(keys, scoring, limit)
+        found = self.rows_of(ids)
+        complete = pc.sum(pc.equal(keys.column("coverage"), "complete")).as_py() or 0
+        rows: list[BundleRow] = [found[bundle_id] for bundle_id in ids]
+        return TaskBoard.shown(task, rows, ranks, keys.num_rows, complete, scoring)
 
     def updated(self, rows: Sequence[TableRow], removed: Iterable[str] = ()) -> AllTasksTable:
-        """This table with `rows` in the place of those of the same bundle id, and the rows
-        of `removed` bundle ids gone."""
-        dropped = {row.bundle_id for row in rows} | set(removed)
-        kept = self.table
-        if dropped:
-            mask = pc.is_in(kept.column("bundle_id"), value_set=pa.array(sorted(dropped)))
-            kept = kept.filter(pc.invert(mask))
-        added = AllTasksTable.of(rows).table
-        merged = pa.concat_tables([kept, added])
-        order = pc.sort_indices(merged, sort_keys=[("bundle_id", "ascending")])
-        return AllTasksTable(merged.take(order))
+        """This table with `rows` in the place of those of the same bundle id (in their
+        part), the other `rows` added to the last parts, and the rows of `removed` bundle ids
+        gone."""
+        replacing = {row.bundle_id: row for row in rows}
+        dropped = pa.array(sorted(replacing.keys() | set(removed)), pa.string())
+        parts = dict(self.parts)
+        placed: set[str] = set()
+        for number, part in self.parts.items() if len(dropped) else ():
+            ids = part.keys().column("bundle_id")
+            hit = pc.is_in(ids, value_set=dropped)
+            if not pc.any(hit).as_py():
+                continue
+            kept = part.full().filter(pc.invert(hit))
+            here = [replacing[i] for i in ids.filter(hit).to_pylist() if i in replacing]
+            placed |= {row.bundle_id for row in here}
+            merged = pa.concat_tables([kept, _table_of(here)])
+            if merged.num_rows:
+                parts[number] = TablePart.of(merged)
+            else:
+                del parts[number]
+        added = [row for bundle_id, row in sorted(replacing.items()) if bundle_id not in placed]
+        last = max(parts, default=-1)
+        if added and last >= 0 and parts[last].rows < PART_ROWS:
+            room = PART_ROWS - parts[last].rows
+            merged = pa.concat_tables([parts[last].full(), _table_of(added[:room])])
+            parts[last], added = TablePart.of(merged), added[room:]
+        for number, start in enumerate(range(0, len(added), PART_ROWS), start=last + 1):
+            parts[number] = TablePart.of(_table_of(added[start : start + PART_ROWS]))
+        return AllTasksTable(parts)
+
+
+def _table_of(rows: Sequence[TableRow]) -> pa.Table:
+    return pa.Table.from_pylist([_cells(row) for row in rows], schema=ALL_SCHEMA)
 
 
 def _table_row(cells: dict[str, Any]) -> TableRow:

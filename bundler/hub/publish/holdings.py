@@ -87,7 +87,7 @@ class Holdings:
         """What the branch holds of these local bundles, for the plan: their files (from the
         table where it lists them) and, where the table's row is of the very same archive,
         when it was first published."""
-        index = tables.leaderboard.index()
+        index = tables.leaderboard.indexed(bundle.bundle_id for bundle in local)
         published = {
             bundle.bundle_id: row.published_at
             for bundle in local

@@ -29,6 +29,7 @@ removes layout 1's rows, unread.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable
 
 from bundler.core.naming import SAFE_TASK_NAME
@@ -40,7 +41,12 @@ SHARD_DIGITS = 2
 """Hex digits of a shard's name: 256 shards."""
 TABLES_DIR = "leaderboard"
 ALL_TABLE = f"{TABLES_DIR}/bundles.parquet"
-"""The all-tasks table: one row per bundle, the same columns for every task."""
+"""The all-tasks table as one file, until format 3 of the record: read once more, to be split
+into parts, and removed."""
+TABLE_PARTS_DIR = f"{TABLES_DIR}/bundles"
+"""The all-tasks table, one row per bundle with the same columns for every task, as parts of
+at most PART_ROWS rows each (`bundler.hub.leaderboard.tables`): the viewer, `datasets`, DuckDB
+and Polars read the folder as one table."""
 TASK_TABLES_DIR = f"{TABLES_DIR}/tasks"
 """One table per task, so `leaderboard/tasks/` holds one entry per task (the Hub allows 10,000
 a folder)."""
@@ -104,6 +110,24 @@ def task_table(task: str) -> str:
     if not SAFE_TASK_NAME.fullmatch(task):
         raise LayoutError(f"{task!r} is not a safe task name")
     return f"{TASK_TABLES_DIR}/{task}{TABLE_SUFFIX}"
+
+
+ALL_TABLE_FILES = f"{TABLE_PARTS_DIR}/*{TABLE_SUFFIX}"
+"""The all-tasks table's parts, as the dataset viewer and DuckDB take a table in files."""
+
+
+def table_part(number: int) -> str:
+    """The path of the all-tasks table's part `number` (parts sort by name as by number)."""
+    return f"{TABLE_PARTS_DIR}/part-{number:05d}{TABLE_SUFFIX}"
+
+
+def part_number(path: str) -> int | None:
+    """The number of the part at `path`; None for any other path."""
+    found = _PART.fullmatch(path)
+    return int(found.group(1)) if found else None
+
+
+_PART = re.compile(re.escape(f"{TABLE_PARTS_DIR}/part-") + r"(\d{5})" + re.escape(TABLE_SUFFIX))
 
 
 def task_config_name(task: str) -> str:

@@ -133,7 +133,7 @@ def merge(session: HubSession, pr: PullRequestReview, gathered: GatheredPullRequ
                 "which the review did not compare with",
                 "upgrade-layout",
             )
-        index = state.leaderboard.index()
+        index = state.leaderboard.indexed(row.bundle_id for row in rows)
         fresh = [  # a bundle already listed with this archive keeps its publication date
             row
             for row in rows

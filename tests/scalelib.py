@@ -131,7 +131,8 @@ def repository_files(
         files[TASKS_FILE] = definitions.to_bytes()
         tables.definitions = definitions
     derived = tables.rendered(repo_id)
-    record = BoardRecord(parent="0" * 40, files={p: DerivedFile.of(d) for p, d in derived.items()})
+    vouched = {p: DerivedFile.of(d) for p, d in derived.items()}
+    record = BoardRecord(parent="0" * 40, files=vouched, scoring=tables.scores)
     return files | derived | {RECORD: record.to_bytes()}
 
 

@@ -327,7 +327,7 @@ def test_a_board_read_from_the_table_ranks_as_a_board_of_every_row() -> None:
     scoring = TaskScoring(None, "em.acc")
     scored = [row.model_copy(update=asdict(scoring.score(row))) for row in rows]
     table = AllTasksTable.of(scored)
-    best = table.board("expert-vqa", scoring, limit=20)
+    (best,) = table.boards({"expert-vqa": (scoring, 20)})
     whole = TaskBoard.of("expert-vqa", rows)
     assert [row.bundle_id for row in best.rows] == [row.bundle_id for row in whole.rows[:20]]
     assert best.ranks() == whole.ranks()[:20] and best.total == 300 == whole.total

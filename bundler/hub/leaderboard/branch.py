@@ -123,12 +123,11 @@ class BranchTables:
         touched = None
         if tasks is not None and self.record is not None:
             touched = tasks | self.changed_tasks | _tasks_of(self.edited())
-        boards = [
-            self.leaderboard.board(
-                task, scoring, TASK_TABLE_ROWS if touched is None or task in touched else BOARD_ROWS
-            )
+        limits = {
+            task: (scoring, TASK_TABLE_ROWS if touched is None or task in touched else BOARD_ROWS)
             for task, scoring in self.settle(touched).items()
-        ]
+        }
+        boards = self.leaderboard.boards(limits)
         written = self.leaderboard.files()
         written |= {
             task_table(b.task): task_table_bytes(b)

@@ -149,8 +149,6 @@ KEY_COLUMNS = [
     "bundle_id",
     "task_name",
     "coverage",
-    "archive_sha256",
-    "sidecar_blob_id",
     "published_at",
     "ranking_metric",
     "stale",
@@ -158,8 +156,9 @@ KEY_COLUMNS = [
     "ci_low",
     "ci_high",
 ]
-"""What planning, catching up and ranking read of every row: the rest of a row is read only
-for the rows a commit changes or a board shows."""
+"""What ranking reads of every row: the rest of a row is read only for the rows a commit
+changes, a board shows or planning asks about (INDEX_COLUMNS)."""
+INDEX_COLUMNS = ["bundle_id", "archive_sha256", "sidecar_blob_id", "published_at"]
 
 
 class TablePart:
@@ -230,6 +229,7 @@ def _unnamed(kind: pa.DataType) -> pa.DataType:
 
 
 ALL_SCHEMA_KEYS = pa.schema([ALL_SCHEMA.field(name) for name in KEY_COLUMNS])
+ALL_SCHEMA_INDEX = pa.schema([ALL_SCHEMA.field(name) for name in INDEX_COLUMNS])
 LAYOUT_2_SCHEMA = pa.schema(
     [field for field in ALL_SCHEMA if field.name not in ("stale", "ci_low", "ci_high")]
 )
@@ -312,11 +312,15 @@ class AllTasksTable:
     def indexed(self, bundle_ids: Iterable[str]) -> dict[str, Indexed]:
         """What the rows of these bundles say of their archive, sidecar and first publication
         (bundles without a row left out)."""
-        wanted = sorted(set(bundle_ids))
-        if not wanted:
-            return {}
-        keys = self.keys()
-        found = keys.filter(pc.is_in(keys.column("bundle_id"), value_set=pa.array(wanted)))
+        wanted = pa.array(sorted(set(bundle_ids)), pa.string())
+        held = [
+            part
+            for part in self.parts.values()
+            if len(wanted) and pc.any(pc.is_in(part.keys()["bundle_id"], value_set=wanted)).as_py()
+        ]
+        columns = [_decoded(part.data, INDEX_COLUMNS) for part in held]
+        found = pa.concat_tables([ALL_SCHEMA_INDEX.empty_table(), *columns])
+        found = found.filter(pc.is_in(found.column("bundle_id"), value_set=wanted))
         return {
             cells["bundle_id"]: Indexed(
                 cells["archive_sha256"],
@@ -394,15 +398,21 @@ class AllTasksTable:
         scored = [row.model_copy(update=asdict(scoring.score(row))) for row in found.values()]
         return self.updated(scored)
 
-    def board(self, task: str, scoring: TaskScoring, limit: int) -> TaskBoard:
-        """The task's best `limit` rows, ranked: only their columns of KEY_COLUMNS are read
-        for the others."""
-        keys = self.task_keys(task)
-        ids, ranks = rank_order(keys, scoring, limit)
-        found = self.rows_of(ids)
-        complete = pc.sum(pc.equal(keys.column("coverage"), "complete")).as_py() or 0
-        rows: list[BundleRow] = [found[bundle_id] for bundle_id in ids]
-        return TaskBoard.shown(task, rows, ranks, keys.num_rows, complete, scoring)
+    def boards(self, wanted: dict[str, tuple[TaskScoring, int]]) -> list[TaskBoard]:
+        """Each task's board of its best rows, as many as `wanted` says, ranked by its
+        scoring: only KEY_COLUMNS are read of the other rows, and each part holding a best
+        row is read once for every board."""
+        ranked = {}
+        for task, (scoring, limit) in wanted.items():
+            keys = self.task_keys(task)
+            complete = pc.sum(pc.equal(keys.column("coverage"), "complete")).as_py() or 0
+            ranked[task] = (*rank_order(keys, scoring, limit), keys.num_rows, complete)
+        found = self.rows_of(bundle_id for ids, *_ in ranked.values() for bundle_id in ids)
+        boards = []
+        for task, (ids, ranks, total, complete) in ranked.items():
+            rows: list[BundleRow] = [found[bundle_id] for bundle_id in ids]
+            boards.append(TaskBoard.shown(task, rows, ranks, total, complete, wanted[task][0]))
+        return boards
 
     def updated(self, rows: Sequence[TableRow], removed: Iterable[str] = ()) -> AllTasksTable:
         """This table with `rows` in the place of those of the same bundle id (in their

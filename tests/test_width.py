@@ -1,11 +1,16 @@
 """Readable at 80 columns: every command's human output, rendered as a CI log renders it
-(COLUMNS=80), shows each bundle id whole on one line: never wrapped, folded or cut."""
+(COLUMNS=80), shows each bundle id whole on one line: never wrapped, folded or cut. Every
+command's --help at 80 columns shows every word whole, no sentence broken where its source
+line ended; the reports at 100 columns wrap and never cut what matters."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import pytest
 from conftest import WRITE_TOKEN
 from factory import RunSpec, write_tree
 from helpers import run_cli
@@ -144,3 +149,66 @@ def test_an_upload_of_a_few_bundles_tables_every_one() -> None:
     shown = rendered_upload({"already-there": 30, "published": 2})
     assert all(f"model-already-there-{number}_" in shown for number in range(30))
     assert "not tabled" not in shown
+
+
+# ------------------------------------------------------------------------- --help at 80
+
+
+def commands() -> Iterator[tuple[list[str], Any]]:
+    """Every command and group of the `bundler` app, as click builds it: its words, itself."""
+    from typer.main import get_command
+
+    from bundler.cli.app import app
+
+    def walk(command: Any, words: list[str]) -> Iterator[tuple[list[str], Any]]:
+        yield words, command
+        for name, sub in getattr(command, "commands", {}).items():
+            yield from walk(sub, [*words, name])
+
+    yield from walk(get_command(app), [])
+
+
+COMMAND_WORDS = [words for words, _ in commands()]
+
+
+def source_words(command: Any) -> set[str]:
+    """The words --help must show whole: the command's help, each parameter's names,
+    metavar, help and environment variable."""
+    from typer.core import TyperOption
+
+    texts = [command.help or ""]
+    for param in command.params:
+        texts += [*param.opts] if isinstance(param, TyperOption) else []
+        texts += [param.metavar or "", param.help or ""]
+        if isinstance(param.envvar, str) and param.show_envvar:
+            texts.append(f"{param.envvar}]")  # as in `[env var: HF_TOKEN]`
+    return {word.replace("\\[", "[") for text in texts for word in text.split()}
+
+
+def help_at_80(words: list[str]) -> str:
+    result = run_cli(*words, "--help", env={"COLUMNS": "80", "TERM": "dumb"})
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+@pytest.mark.parametrize("words", COMMAND_WORDS, ids=lambda words: " ".join(words) or "bundler")
+def test_help_at_80_columns_shows_every_word_whole(words: list[str]) -> None:
+    command = dict((tuple(w), c) for w, c in commands())[tuple(words)]
+    shown = help_at_80(words)
+    assert "…" not in shown, shown
+    assert all(len(line) <= 80 for line in shown.splitlines()), shown
+    seen = set(shown.replace("│", " ").split())
+    cut = sorted(word for word in source_words(command) if word not in seen)
+    assert not cut, f"cut or missing at 80 columns: {cut}\n{shown}"
+
+
+def test_help_never_breaks_a_sentence_where_its_source_line_ended() -> None:
+    """Typer keeps a help text's line breaks: each paragraph must be one line (an indented
+    one, an example, excepted), or --help breaks the sentence there at any width."""
+    broken = []
+    for words, command in commands():
+        paragraphs = (command.help or "").split("\n\n")
+        texts = [part for part in paragraphs if not part.startswith(" ")]
+        texts += [param.help or "" for param in command.params]
+        broken += [(" ".join(words), text) for text in texts if "\n" in text]
+    assert not broken, broken

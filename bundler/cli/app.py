@@ -45,7 +45,7 @@ from bundler.cli import (
     sync_command,
     template_command,
 )
-from bundler.cli.console import emit_json, shown, stderr_console
+from bundler.cli.console import emit_error, shown, stderr_console
 from bundler.cli.errors import USAGE_KIND
 from bundler.cli.options import CONFIG_EXAMPLE_HELP, ConfigOption, config_path
 from bundler.core import exitcodes
@@ -237,7 +237,7 @@ def report_usage_error(error: click_exceptions.ClickException, *, json_output: b
     hint = f"see `{command} --help`"
     code = error.exit_code if error.exit_code != 1 else exitcodes.UNUSABLE
     if json_output:
-        emit_json({"error": message, "hint": hint, "exit_code": code, "kind": USAGE_KIND})
+        emit_error(message, hint, code, USAGE_KIND)
     stderr_console().print(f"[bold red]error[/]: {shown(message)} ({hint})", highlight=False)
     return code
 

@@ -6,6 +6,7 @@ line ended; the reports at 100 columns wrap and never cut what matters."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -212,3 +213,55 @@ def test_help_never_breaks_a_sentence_where_its_source_line_ended() -> None:
         texts += [param.help or "" for param in command.params]
         broken += [(" ".join(words), text) for text in texts if "\n" in text]
     assert not broken, broken
+
+
+# ------------------------------------------------------------------------- reports at 100
+
+CONFLICT = (
+    "conflict: the Hub holds other content under this id (it differs in run_date 2025-01-01 -> "
+    "2025-02-02, metrics.module.total 0.475 -> 0.5, predictions.count 10 -> 12, "
+    "coverage.rows_present 10 -> 12, submitter.name 'Ada' -> 'Grace')"
+)
+FIELDS = ["run_date", "metrics.module.total", "predictions.count", "coverage.rows_present"]
+
+
+def whole_at_100(shown: str, words: list[str]) -> None:
+    """Wrapped, never cut: no ellipsis (but a short sha256's, `04a303155512…`, which is
+    meant), no table line past 100, each word whole on a line."""
+    assert "…" not in re.sub(r"\b[0-9a-f]{12}…", "", shown), shown
+    lines = shown.splitlines()
+    assert all(len(line) <= 100 for line in lines if line[:1] in "┏┃┡│└"), shown
+    for word in words:
+        assert any(word in line for line in lines), f"{word} broken in:\n{shown}"
+
+
+def test_an_upload_plan_at_100_columns_wraps_its_details_and_cuts_no_field_name() -> None:
+    from io import StringIO
+
+    from rich.console import Console
+
+    from bundler.cli.render import render_upload
+    from bundler.hub.publish.plan import BundlePlan, UploadReport
+
+    ids = [f"{LONG.replace('/', '-').replace('.', '-').lower()}_1054f537/expert-vqa@a1b2c3d4"]
+    ids += [f"gpt-5-2_0c086a6{number}/maze-solve@unpinned" for number in range(3)]
+    bundles = [
+        BundlePlan(bundle_id=i, action="conflict", outcome="refused", detail=CONFLICT) for i in ids
+    ]
+    console = Console(file=StringIO(), width=100, force_terminal=False)
+    render_upload(
+        UploadReport(repo_id="gptnt/lb", revision="main", dry_run=False, bundles=bundles), console
+    )
+    shown = console.file.getvalue()  # type: ignore[attr-defined]
+    whole_at_100(shown, [*ids, *FIELDS])
+    assert len(shown.splitlines()) < 8 * len(ids), shown  # a few lines a bundle, not a tall cell
+
+
+def test_local_reports_at_100_columns_wrap_and_cut_nothing(tmp_path: Path) -> None:
+    bundles, ids, archives = collected(tmp_path)
+    at_100 = {"COLUMNS": "100"}
+    whole_at_100(run_cli("verify", bundles, env=at_100).stderr, [])
+    for archive, bundle_id in zip(archives, ids, strict=True):
+        whole_at_100(run_cli("inspect", archive, env=at_100).stderr, [bundle_id])
+    diff = run_cli("diff", archives[0], archives[1], env=at_100).stderr
+    whole_at_100(diff, [*ids, "model_name"])

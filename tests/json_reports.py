@@ -198,6 +198,12 @@ def type_words(annotation: Any, found: list[type[BaseModel]]) -> str:
     return "any"
 
 
+def returned(computed: Any) -> Any:
+    """A computed field's type: its property's return annotation, evaluated (pydantic leaves
+    it a string until the model is built)."""
+    return typing.get_type_hints(computed.wrapped_property.fget)["return"]
+
+
 def fields_table(
     model: type[BaseModel], found: list[type[BaseModel]], skip: tuple[str, ...]
 ) -> str:
@@ -209,7 +215,7 @@ def fields_table(
         if not field.exclude and name not in skip
     ]
     rows += [
-        (name, computed.return_type, computed.description or GLOSSARY.get(name, ""))
+        (name, returned(computed), computed.description or GLOSSARY.get(name, ""))
         for name, computed in model.model_computed_fields.items()
     ]
     for name, annotation, meaning in rows:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import ConfigDict, Field, PrivateAttr
 
@@ -27,7 +27,7 @@ from bundler.hub.publish.upload import (
     UploadReport,
     upload,
 )
-from bundler.local.collect import BundleStatus, CollectOptions, CollectReport, collect
+from bundler.local.collect import CollectOptions, CollectOutcome, CollectReport, collect
 from bundler.local.fileio import write_atomically
 from bundler.local.layout import find_archives
 from bundler.local.lock import bundles_lock
@@ -59,7 +59,7 @@ class SyncBundle(Model):
     """One bundle's way through the sync: what collect did with it, what upload did."""
 
     bundle_id: str
-    collected: BundleStatus | None = None
+    collected: CollectOutcome | None = None
     """written, unchanged or replaced by this run's collect; None: it was already there."""
     action: Action | None = None
     """upload's plan for it (new, extends, replace, repair, unchanged, conflict, refused,
@@ -90,6 +90,8 @@ class SyncCounts(Model):
 
 
 class SyncReport(Model):
+    kind: Literal["sync"] = "sync"
+    """What made the report, as every --json report says: the report file says it too."""
     output_root: str
     bundles_dir: str
     repo_id: str
@@ -268,9 +270,9 @@ def _summarise(report: SyncReport) -> None:
         counts.runs_skipped = len(report.collect.skipped)
         for collected in report.collect.bundles:
             bundles[collected.bundle_id] = SyncBundle(
-                bundle_id=collected.bundle_id, collected=collected.status
+                bundle_id=collected.bundle_id, collected=collected.outcome
             )
-            counts.bundles_written += collected.status != "unchanged"
+            counts.bundles_written += collected.outcome != "unchanged"
     if report.upload is not None:
         for plan in report.upload.bundles:
             entry = bundles.setdefault(plan.bundle_id, SyncBundle(bundle_id=plan.bundle_id))

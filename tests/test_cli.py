@@ -384,8 +384,8 @@ def test_level_changes_bytes_not_content(root: Path, tmp_path: Path) -> None:
 def test_rerun_reports_unchanged(root: Path, tmp_path: Path) -> None:
     first = run_cli("collect", root, "-o", tmp_path / "b", "--json")
     second = run_cli("collect", root, "-o", tmp_path / "b", "--json")
-    assert {b["status"] for b in json.loads(first.stdout)["bundles"]} == {"written"}
-    assert {b["status"] for b in json.loads(second.stdout)["bundles"]} == {"unchanged"}
+    assert {b["outcome"] for b in json.loads(first.stdout)["bundles"]} == {"written"}
+    assert {b["outcome"] for b in json.loads(second.stdout)["bundles"]} == {"unchanged"}
 
 
 def test_verify_exit_codes_and_json(root: Path, tmp_path: Path) -> None:

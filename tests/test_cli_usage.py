@@ -46,7 +46,7 @@ def test_help_placeholders_read_as_words(command: str) -> None:
         ("collect", ["OUTPUT_ROOT", "BUNDLES_DIR", "TASK=ROWS", "N", "SECONDS", "TOKEN"]),
         ("upload", ["BUNDLES_DIR", "OWNER/NAME", "BRANCH", "SECONDS", "TEXT"]),
         ("sync", ["OUTPUT_ROOT", "OWNER/NAME", "TASK=ROWS", "FILE", "SECONDS"]),
-        ("download", ["OWNER/NAME", "DIR", "REVISION", "BUNDLE_ID"]),
+        ("download", ["OWNER/NAME", "BUNDLES_DIR", "REVISION", "BUNDLE_ID"]),
         ("verify", ["PATH"]),
         ("inspect", ["ARCHIVE"]),
         ("review", ["OWNER/NAME", "N", "RATE", "TOKEN"]),
@@ -85,9 +85,9 @@ def test_usage_errors_are_one_line_and_exit_2(
     assert with_json.returncode == 2
     assert len(with_json.stderr.splitlines()) == 1, with_json.stderr
     payload = json.loads(with_json.stdout)
-    assert set(payload) == {"error", "hint", "exit_code", "kind"}
+    assert set(payload) == {"kind", "error", "hint", "error_kind", "exit_code"}
     assert payload["exit_code"] == 2 and message in payload["error"]
-    assert payload["kind"] == "usage"
+    assert (payload["kind"], payload["error_kind"]) == ("error", "usage")
     assert "--help" in payload["hint"]
 
 

@@ -504,14 +504,14 @@ def test_rerun_is_unchanged_and_a_changed_run_is_replaced(tmp_path: Path) -> Non
     root = tmp_path / "out"
     run_dir = write_run(root, GOOD)
     first = only_bundle(run_collect(root, tmp_path / "b"))
-    assert first.status == "written"
+    assert first.outcome == "written"
     second = only_bundle(run_collect(root, tmp_path / "b"))
-    assert (second.status, second.sha256) == ("unchanged", first.sha256)
+    assert (second.outcome, second.sha256) == ("unchanged", first.sha256)
     metrics = json.loads((run_dir / "metrics.json").read_text())
     metrics["exact_match"]["accuracy"] = 0.99
     (run_dir / "metrics.json").write_text(json.dumps(metrics))
     third = only_bundle(run_collect(root, tmp_path / "b"))
-    assert third.status == "replaced" and third.sha256 != first.sha256
+    assert third.outcome == "replaced" and third.sha256 != first.sha256
     assert len(all_files(tmp_path / "b")) == 2
 
 
@@ -664,7 +664,7 @@ def test_an_unchanged_rerun_does_not_replace_the_pair(tmp_path: Path) -> None:
     first = only_bundle(run_collect(root, tmp_path / "b"))
     inodes = {path: path.stat().st_ino for path in all_files(tmp_path / "b")}
     again = only_bundle(run_collect(root, tmp_path / "b"))
-    assert again.status == "unchanged" and again.sha256 == first.sha256
+    assert again.outcome == "unchanged" and again.sha256 == first.sha256
     assert {path: path.stat().st_ino for path in all_files(tmp_path / "b")} == inodes
 
 
@@ -674,7 +674,7 @@ def test_a_damaged_sidecar_is_rewritten_even_when_the_archive_is_unchanged(tmp_p
     first = only_bundle(run_collect(root, tmp_path / "b"))
     original = Path(first.sidecar).read_bytes()
     Path(first.sidecar).write_text("{}")
-    assert only_bundle(run_collect(root, tmp_path / "b")).status == "unchanged"
+    assert only_bundle(run_collect(root, tmp_path / "b")).outcome == "unchanged"
     assert Path(first.sidecar).read_bytes() == original
 
 

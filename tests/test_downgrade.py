@@ -45,7 +45,7 @@ def test_a_bundle_claiming_less_is_kept_without_replace(
     again = run_cli("collect", root, "-o", bundles, *second, "--json")
     assert again.returncode == 1, again.stderr
     (bundle,) = json.loads(again.stdout)["bundles"]
-    assert bundle["status"] == "kept" and lost in bundle["kept"]
+    assert bundle["outcome"] == "kept" and lost in bundle["kept"]
     assert "--replace" in bundle["kept"] and "bundler.toml" in bundle["kept"]
     if lost == "expected row count 4":
         assert "give the first run's flags (--expect expert-vqa=4)" in bundle["kept"]
@@ -63,7 +63,7 @@ def test_fewer_rows_present_is_kept(tmp_path: Path) -> None:
     again = run_cli("collect", root, "-o", bundles, "--allow-partial", "--json")
     assert again.returncode == 1
     (bundle,) = json.loads(again.stdout)["bundles"]
-    assert bundle["status"] == "kept" and "rows present 4 -> 3" in bundle["kept"]
+    assert bundle["outcome"] == "kept" and "rows present 4 -> 3" in bundle["kept"]
     # every claim that differs, old -> new, not only what would be lost
     assert "it differs in predictions.count 4 -> 3" in bundle["kept"], bundle["kept"]
     assert "coverage.rows_present 4 -> 3" in bundle["kept"]
@@ -76,7 +76,7 @@ def test_replace_replaces_and_more_is_never_a_downgrade(tmp_path: Path) -> None:
     less = run_cli("collect", root, "-o", bundles, "--allow-partial", "--replace", "--json")
     assert less.returncode == 0, less.stderr
     (bundle,) = json.loads(less.stdout)["bundles"]
-    assert bundle["status"] == "replaced"
+    assert bundle["outcome"] == "replaced"
     assert sidecar_of(bundles)["coverage"]["status"] == "unknown"  # type: ignore[index]
 
 

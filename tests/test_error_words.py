@@ -122,7 +122,7 @@ def test_the_posted_review_words_remedies_as_the_command_line_does() -> None:
         failed("coverage", "partial"),
     ]
     bundle = BundleReview(
-        bundle_id="p_1/t@r", classification="new", sha256="s", main_sha256=None, checks=remedied
+        bundle_id="p_1/t@r", classification="new", sha256="s", branch_sha256=None, checks=remedied
     )
     pr = PullRequestReview(
         num=3, title="T", author="a", status="open", url="u", base_branch="main",

@@ -225,7 +225,7 @@ def test_the_json_error_object_carries_the_kind(
     )
     assert result.returncode == 2, result.stderr
     payload = json.loads(result.stdout)
-    assert payload["kind"] == "repository-not-found" and payload["exit_code"] == 2
+    assert payload["error_kind"] == "repository-not-found" and payload["exit_code"] == 2
     assert payload["hint"] == (
         "check --repo (a typo?) and that the token can see it; a new leaderboard is started "
         f"with `bundler init --repo {missing}`"

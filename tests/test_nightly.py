@@ -88,7 +88,7 @@ def run_collect(root: Path, bundles: Path, **options: object) -> CollectReport:
 
 
 def statuses(report: CollectReport) -> dict[str, str]:
-    return {Path(bundle.run_directory).name: bundle.status for bundle in report.bundles}
+    return {Path(bundle.run_directory).name: bundle.outcome for bundle in report.bundles}
 
 
 def test_unchanged_runs_are_skipped_without_opening_a_file_and_reported_the_same(
@@ -97,7 +97,7 @@ def test_unchanged_runs_are_skipped_without_opening_a_file_and_reported_the_same
     out, bundles = tmp_path / "out", tmp_path / "b"
     make_tree(out)
     first = run_collect(out, bundles, expected_rows={"expert-vqa": 3})
-    assert {bundle.status for bundle in first.bundles} == {"written"}
+    assert {bundle.outcome for bundle in first.bundles} == {"written"}
     assert (bundles / COLLECT_CACHE_NAME).is_file()
     with opens() as opened:
         second = run_collect(out, bundles, expected_rows={"expert-vqa": 3})
@@ -106,9 +106,9 @@ def test_unchanged_runs_are_skipped_without_opening_a_file_and_reported_the_same
     full = run_collect(out, bundles, expected_rows={"expert-vqa": 3}, full=True)
     # The skipped runs are reported exactly as reading them reports them.
     assert second.model_dump() == full.model_dump()
-    assert {bundle.status for bundle in second.bundles} == {"unchanged"}
-    assert [b.model_dump(exclude={"status"}) for b in second.bundles] == [
-        b.model_dump(exclude={"status"}) for b in first.bundles
+    assert {bundle.outcome for bundle in second.bundles} == {"unchanged"}
+    assert [b.model_dump(exclude={"outcome"}) for b in second.bundles] == [
+        b.model_dump(exclude={"outcome"}) for b in first.bundles
     ]
 
 
@@ -292,7 +292,7 @@ def test_many_new_runs_are_committed_in_batches_each_pair_whole(tmp_path: Path) 
     out, bundles = tmp_path / "out", tmp_path / "b"
     write_tree(out, [RunSpec(model=f"m-{n}", rows=2) for n in range(70)], how_do_you=False)
     report = run_collect(out, bundles, expected_rows={"expert-vqa": 2})
-    assert len(report.bundles) == 70 and {b.status for b in report.bundles} == {"written"}
+    assert len(report.bundles) == 70 and {b.outcome for b in report.bundles} == {"written"}
     assert [Path(b.run_directory).name for b in report.bundles] == sorted(
         (f"m-{n}" for n in range(70)), key=lambda name: name
     )
@@ -474,6 +474,6 @@ def test_many_runs_bundled_half_in_a_forked_child_give_what_one_process_gives(
         again = run_collect(out, tmp_path / "fork", expected_rows={"expert-vqa": rows})
     read = {Path(path).parent.name for path in opened_below(opened, out)}
     assert read == {"m-001", f"m-{count - 2:03d}"}  # only the refused runs: never cached
-    assert {bundle.status for bundle in again.bundles} == {"unchanged"}
+    assert {bundle.outcome for bundle in again.bundles} == {"unchanged"}
     again_forked = collected("fork")  # only the two refused runs to read: in line
     assert again_forked["forks"] == 0

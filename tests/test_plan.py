@@ -119,7 +119,7 @@ def test_other_content_under_the_id_extends_replaces_or_conflicts(tmp_path: Path
     extends = decide(new, view, HubEvidence(old_sidecar=old.sidecar), OPTIONS, NOW)
     assert extends.plan.action == "extends"
     assert extends.plan.detail == "extends the bundle on main (3 -> 5 rows)"
-    assert extends.plan.replaces_sha256 == old.sidecar.archive.sha256
+    assert extends.plan.branch_sha256 == old.sidecar.archive.sha256
     assert extends.proposal is not None and extends.proposal.verb == "extends"
 
     problem = "it differs in run_date"

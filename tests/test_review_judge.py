@@ -226,7 +226,7 @@ def test_a_replacement_is_always_left_to_a_maintainer(failure: str | None, compa
         bundle_id=str(ADA),
         classification="replacement",
         sha256="a" * 64,
-        main_sha256="b" * 64,
+        branch_sha256="b" * 64,
         submitter="Ada",
     )
     main = BundleReading(path=Path("main.tar.zst"))  # read, but no claim could be

@@ -208,7 +208,7 @@ def test_collecting_an_unchanged_run_again_keeps_its_signature(tmp_path: Path) -
     again = collect(
         tmp_path / "out", bundles, CollectOptions(expected_rows={"expert-vqa": 3}, full=True)
     )
-    assert only_bundle(again).status == "unchanged"
+    assert only_bundle(again).outcome == "unchanged"
     assert sidecar_path(archive).read_bytes() == signed
     assert verify([bundles]).bundles[0].signer is not None
 

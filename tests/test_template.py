@@ -23,7 +23,13 @@ def test_output_makes_the_workflow_folder_a_redirection_would_need(tmp_path: Pat
 
 def test_json_carries_the_text_and_where_it_went(tmp_path: Path) -> None:
     printed = json.loads(run_cli("template", "nightly-sync", "--json").stdout)
-    assert printed == {"name": "nightly-sync", "output": None, "text": SHIPPED, "exit_code": 0}
+    assert printed == {
+        "kind": "template",
+        "name": "nightly-sync",
+        "output": None,
+        "text": SHIPPED,
+        "exit_code": 0,
+    }
     target = tmp_path / "w.yml"
     written = json.loads(run_cli("template", "nightly-sync", "-o", target, "--json").stdout)
     assert written["output"] == str(target) and target.read_text() == SHIPPED

@@ -225,7 +225,7 @@ def test_a_repository_that_does_not_exist_is_never_created(
         code, report, stderr = upload(bundles, "--repo", typo, *dry)
         assert code == 2, stderr
         assert f"dataset {typo} was not found" in stderr and "bundler init --repo" in stderr
-        assert report["kind"] == "repository-not-found"
+        assert report["error_kind"] == "repository-not-found"
     with pytest.raises(LookupError):
         hub.list_files(typo)
 

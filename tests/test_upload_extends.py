@@ -74,7 +74,7 @@ def test_resumed_run_extends_its_bundle_without_replace(
     assert bundle["action"] == "extends" and bundle["outcome"] == "published"
     assert "3 -> 5 rows" in bundle["detail"]
     old_sha = json.loads(next(last_night.rglob("*.json")).read_text())["archive"]["sha256"]
-    assert bundle["replaces_sha256"] == old_sha
+    assert bundle["branch_sha256"] == old_sha
     held, local = remote_archive(hub, repo_id, tonight)
     assert held == local
     latest = hub.commits(repo_id)[0]

@@ -148,7 +148,7 @@ def test_replacement_is_flagged_in_title_and_description(
     assert code == 0, stderr
     (bundle,) = report["bundles"]
     assert bundle["action"] == "replace" and bundle["outcome"] == "proposed"
-    assert bundle["replaces_sha256"] == old_sha
+    assert bundle["branch_sha256"] == old_sha
     (pr,) = hub.pull_requests(repo_id)
     assert pr.title.startswith("Re-scored run")
     assert "REPLACES 1 bundle(s)" in pr.title and pr.title.endswith("[bundler]")

@@ -1,11 +1,17 @@
 """Readable at 80 columns: every command's human output, rendered as a CI log renders it
-(COLUMNS=80), shows each bundle id whole on one line: never wrapped, folded or cut."""
+(COLUMNS=80), shows each bundle id whole on one line: never wrapped, folded or cut. Every
+command's --help at 80 columns shows every word whole, no sentence broken where its source
+line ended; the reports at 100 columns wrap and never cut what matters."""
 
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import pytest
 from conftest import WRITE_TOKEN
 from factory import RunSpec, write_tree
 from helpers import run_cli
@@ -144,3 +150,118 @@ def test_an_upload_of_a_few_bundles_tables_every_one() -> None:
     shown = rendered_upload({"already-there": 30, "published": 2})
     assert all(f"model-already-there-{number}_" in shown for number in range(30))
     assert "not tabled" not in shown
+
+
+# ------------------------------------------------------------------------- --help at 80
+
+
+def commands() -> Iterator[tuple[list[str], Any]]:
+    """Every command and group of the `bundler` app, as click builds it: its words, itself."""
+    from typer.main import get_command
+
+    from bundler.cli.app import app
+
+    def walk(command: Any, words: list[str]) -> Iterator[tuple[list[str], Any]]:
+        yield words, command
+        for name, sub in getattr(command, "commands", {}).items():
+            yield from walk(sub, [*words, name])
+
+    yield from walk(get_command(app), [])
+
+
+COMMAND_WORDS = [words for words, _ in commands()]
+
+
+def source_words(command: Any) -> set[str]:
+    """The words --help must show whole: the command's help, each parameter's names,
+    metavar, help and environment variable."""
+    from typer.core import TyperOption
+
+    texts = [command.help or ""]
+    for param in command.params:
+        texts += [*param.opts] if isinstance(param, TyperOption) else []
+        texts += [param.metavar or "", param.help or ""]
+        if isinstance(param.envvar, str) and param.show_envvar:
+            texts.append(f"{param.envvar}]")  # as in `[env var: HF_TOKEN]`
+    return {word.replace("\\[", "[") for text in texts for word in text.split()}
+
+
+def help_at_80(words: list[str]) -> str:
+    result = run_cli(*words, "--help", env={"COLUMNS": "80", "TERM": "dumb"})
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+@pytest.mark.parametrize("words", COMMAND_WORDS, ids=lambda words: " ".join(words) or "bundler")
+def test_help_at_80_columns_shows_every_word_whole(words: list[str]) -> None:
+    command = dict((tuple(w), c) for w, c in commands())[tuple(words)]
+    shown = help_at_80(words)
+    assert "…" not in shown, shown
+    assert all(len(line) <= 80 for line in shown.splitlines()), shown
+    seen = set(shown.replace("│", " ").split())
+    cut = sorted(word for word in source_words(command) if word not in seen)
+    assert not cut, f"cut or missing at 80 columns: {cut}\n{shown}"
+
+
+def test_help_never_breaks_a_sentence_where_its_source_line_ended() -> None:
+    """Typer keeps a help text's line breaks: each paragraph must be one line (an indented
+    one, an example, excepted), or --help breaks the sentence there at any width."""
+    broken = []
+    for words, command in commands():
+        paragraphs = (command.help or "").split("\n\n")
+        texts = [part for part in paragraphs if not part.startswith(" ")]
+        texts += [param.help or "" for param in command.params]
+        broken += [(" ".join(words), text) for text in texts if "\n" in text]
+    assert not broken, broken
+
+
+# ------------------------------------------------------------------------- reports at 100
+
+CONFLICT = (
+    "conflict: the Hub holds other content under this id (it differs in run_date 2025-01-01 -> "
+    "2025-02-02, metrics.module.total 0.475 -> 0.5, predictions.count 10 -> 12, "
+    "coverage.rows_present 10 -> 12, submitter.name 'Ada' -> 'Grace')"
+)
+FIELDS = ["run_date", "metrics.module.total", "predictions.count", "coverage.rows_present"]
+
+
+def whole_at_100(shown: str, words: list[str]) -> None:
+    """Wrapped, never cut: no ellipsis (but a short sha256's, `04a303155512…`, which is
+    meant), no table line past 100, each word whole on a line."""
+    assert "…" not in re.sub(r"\b[0-9a-f]{12}…", "", shown), shown
+    lines = shown.splitlines()
+    assert all(len(line) <= 100 for line in lines if line[:1] in "┏┃┡│└"), shown
+    for word in words:
+        assert any(word in line for line in lines), f"{word} broken in:\n{shown}"
+
+
+def test_an_upload_plan_at_100_columns_wraps_its_details_and_cuts_no_field_name() -> None:
+    from io import StringIO
+
+    from rich.console import Console
+
+    from bundler.cli.render import render_upload
+    from bundler.hub.publish.plan import BundlePlan, UploadReport
+
+    ids = [f"{LONG.replace('/', '-').replace('.', '-').lower()}_1054f537/expert-vqa@a1b2c3d4"]
+    ids += [f"gpt-5-2_0c086a6{number}/maze-solve@unpinned" for number in range(3)]
+    bundles = [
+        BundlePlan(bundle_id=i, action="conflict", outcome="refused", detail=CONFLICT) for i in ids
+    ]
+    console = Console(file=StringIO(), width=100, force_terminal=False)
+    render_upload(
+        UploadReport(repo_id="gptnt/lb", revision="main", dry_run=False, bundles=bundles), console
+    )
+    shown = console.file.getvalue()  # type: ignore[attr-defined]
+    whole_at_100(shown, [*ids, *FIELDS])
+    assert len(shown.splitlines()) < 8 * len(ids), shown  # a few lines a bundle, not a tall cell
+
+
+def test_local_reports_at_100_columns_wrap_and_cut_nothing(tmp_path: Path) -> None:
+    bundles, ids, archives = collected(tmp_path)
+    at_100 = {"COLUMNS": "100"}
+    whole_at_100(run_cli("verify", bundles, env=at_100).stderr, [])
+    for archive, bundle_id in zip(archives, ids, strict=True):
+        whole_at_100(run_cli("inspect", archive, env=at_100).stderr, [bundle_id])
+    diff = run_cli("diff", archives[0], archives[1], env=at_100).stderr
+    whole_at_100(diff, [*ids, "model_name"])

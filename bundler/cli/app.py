@@ -15,6 +15,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import gc
+import inspect
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -24,7 +25,7 @@ import typer
 
 # typer vendors click: its usage errors are these classes, not the `click` package's.
 from typer._click import exceptions as click_exceptions
-from typer.core import TyperArgument, TyperGroup, TyperOption
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 # pydantic looks through every installed distribution for plugins when it first builds a model,
 # tens of milliseconds at each start; the command uses no pydantic plugin. An explicit setting,
@@ -44,7 +45,7 @@ from bundler.cli import (
     sync_command,
     template_command,
 )
-from bundler.cli.console import emit_json, shown, stderr_console
+from bundler.cli.console import emit_error, shown, stderr_console
 from bundler.cli.errors import USAGE_KIND
 from bundler.cli.options import CONFIG_EXAMPLE_HELP, ConfigOption, config_path
 from bundler.core import exitcodes
@@ -81,6 +82,10 @@ class BundlerGroup(TyperGroup):
         _plain_placeholders([*self.params, option])
         return option
 
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        _compact_help_columns()
+        super().format_help(ctx, formatter)
+
     def main(
         self,
         args: Sequence[str] | None = None,
@@ -115,6 +120,45 @@ class BundlerGroup(TyperGroup):
         if not standalone_mode:
             return result
         sys.exit(result if isinstance(result, int) else exitcodes.OK)
+
+
+class BundlerCommand(TyperCommand):
+    """A command whose --help fits 80 columns whole (`_compact_help_columns`)."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        _compact_help_columns()
+        super().format_help(ctx, formatter)
+
+
+def _compact_help_columns() -> None:
+    """One space between the columns of --help's option tables, not two. Typer lays them out
+    in seven columns (required mark, option, short option, their negative forms, metavar, help),
+    the negative ones always empty here, and at 80 columns the gaps left the help column too
+    narrow for a whole word: `[env var: BUNDLER_SUBMITTER_AFFILIATION]` was cut to
+    `BUNDLER_SUBMITTER_AFFILIAT…` (tests/test_width.py). Set when help is shown, not at import:
+    typer's rich_utils takes 40 ms to import, which no other run of a command pays."""
+    from typer import rich_utils
+
+    rich_utils.STYLE_OPTIONS_TABLE_PADDING = (0, 1, 0, 0)  # type: ignore[assignment]  # rich's 4-tuple
+
+
+def flowing(text: str | None) -> str | None:
+    """`text` (a docstring) with each paragraph on one line, for typer to wrap to the terminal.
+    Typer's rich markup keeps a docstring's line breaks, so --help broke sentences where the
+    source did, and the commands panel kept them all; an indented paragraph (an example) is
+    kept as written."""
+    if text is None:
+        return None
+    paragraphs = inspect.cleandoc(text).split("\n\n")
+    return "\n\n".join(
+        part if part.startswith(" ") else " ".join(line.strip() for line in part.splitlines())
+        for part in paragraphs
+    )
+
+
+def add_command(group: typer.Typer, name: str, command: Callable[..., None]) -> None:
+    """Register `command` under `name`: its help the flowing docstring, its class ours."""
+    group.command(name, cls=BundlerCommand, help=flowing(command.__doc__))(command)
 
 
 class ConfigError(click_exceptions.UsageError):
@@ -193,7 +237,7 @@ def report_usage_error(error: click_exceptions.ClickException, *, json_output: b
     hint = f"see `{command} --help`"
     code = error.exit_code if error.exit_code != 1 else exitcodes.UNUSABLE
     if json_output:
-        emit_json({"error": message, "hint": hint, "exit_code": code, "kind": USAGE_KIND})
+        emit_error(message, hint, code, USAGE_KIND)
     stderr_console().print(f"[bold red]error[/]: {shown(message)} ({hint})", highlight=False)
     return code
 
@@ -321,7 +365,7 @@ COMMANDS: tuple[tuple[str, Callable[..., None]], ...] = (
 """Every command, in the order --help lists them."""
 
 for _name, _command in COMMANDS:
-    app.command(_name)(_command)
+    add_command(app, _name, _command)
 
 tasks_app = typer.Typer(
     name="tasks",
@@ -332,8 +376,8 @@ tasks_app = typer.Typer(
     rich_markup_mode="rich",
     cls=BundlerGroup,  # its --help shows words for placeholders, as the top level's does
 )
-tasks_app.command("define")(hub_commands.tasks_define_command)
-tasks_app.command("list")(hub_commands.tasks_list_command)
+add_command(tasks_app, "define", hub_commands.tasks_define_command)
+add_command(tasks_app, "list", hub_commands.tasks_list_command)
 app.add_typer(tasks_app)
 
 signers_app = typer.Typer(
@@ -346,7 +390,7 @@ signers_app = typer.Typer(
     rich_markup_mode="rich",
     cls=BundlerGroup,
 )
-signers_app.command("add")(signers_command.signers_add_command)
-signers_app.command("remove")(signers_command.signers_remove_command)
-signers_app.command("list")(signers_command.signers_list_command)
+add_command(signers_app, "add", signers_command.signers_add_command)
+add_command(signers_app, "remove", signers_command.signers_remove_command)
+add_command(signers_app, "list", signers_command.signers_list_command)
 app.add_typer(signers_app)

@@ -94,10 +94,8 @@ class BundlerConfig(_Table):
     download: DownloadConfig = Field(default_factory=DownloadConfig)
 
 
-def _parameter(command: str, key: str) -> str:
-    if key == "output":
-        return "output_dir" if command == "download" else "bundles_dir"
-    return key
+def _parameter(key: str) -> str:
+    return "bundles_dir" if key == "output" else key
 
 
 def default_map(config: BundlerConfig) -> dict[str, dict[str, Any]]:
@@ -114,7 +112,7 @@ def default_map(config: BundlerConfig) -> dict[str, dict[str, Any]]:
                     if text is not None:
                         defaults[f"submitter_{field}"] = text
             else:
-                defaults[_parameter(command, key)] = value
+                defaults[_parameter(key)] = value
         if defaults:
             result[command] = defaults
     return result

@@ -58,6 +58,42 @@ def emit_text(text: str) -> None:
     sys.stdout.flush()
 
 
+ERROR_DOCUMENT = "error"
+"""The `kind` of the JSON error object, which a command writes instead of its report."""
+
+
+def command_name() -> str:
+    """The command being run, as typed after `bundler` ("upload", "tasks list"): the `kind`
+    of its JSON report, so that a reader of a saved report knows what made it."""
+    from typer._click.globals import get_current_context
+
+    words = []
+    context = get_current_context(silent=True)
+    while context is not None and context.parent is not None:
+        words.append(context.info_name or "")
+        context = context.parent
+    return " ".join(reversed(words))
+
+
+def emit_report(fields: dict[str, Any], exit_code: int) -> None:
+    """A command's --json report: `kind` (the command), the report's fields, `exit_code`."""
+    emit_json({"kind": command_name()} | fields | {"exit_code": exit_code})
+
+
+def emit_error(message: str | None, hint: str | None, exit_code: int, error_kind: str) -> None:
+    """The JSON error object of a command that ended on an error, in the names the reports
+    that carry an error use (`error`, `hint`, `error_kind`)."""
+    emit_json(
+        {
+            "kind": ERROR_DOCUMENT,
+            "error": message,
+            "hint": hint,
+            "error_kind": error_kind,
+            "exit_code": exit_code,
+        }
+    )
+
+
 def emit_json(value: BaseModel | dict[str, Any]) -> None:
     """One JSON document on stdout, nothing else there, so it can be piped into jq. It is
     ASCII: every other character is a JSON escape, so no control character reaches a terminal

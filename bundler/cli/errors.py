@@ -1,6 +1,6 @@
 """How an error that ended a command reads: one line (and a hint), or the JSON error object
-under --json (`error`, `hint`, `exit_code` and the error's `kind`), and its exit code; secrets
-scrubbed, a stop signal read as interrupted. The words are bundler.cli.error_words's."""
+under --json (`kind` "error", `error`, `hint`, `error_kind`, `exit_code`), and its exit code;
+secrets scrubbed, a stop signal read as interrupted. The words are bundler.cli.error_words's."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import NamedTuple, TypeVar
 
 import typer
 
-from bundler.cli.console import emit_json, plain, shown, stderr_console
+from bundler.cli.console import emit_error, plain, shown, stderr_console
 from bundler.cli.error_words import validation_words, words_for
 from bundler.cli.signals import exit_if_stopped, stop_signals_caught
 from bundler.cli.tokens import scrubbed
@@ -20,9 +20,10 @@ from bundler.core.errors import BundlerError
 T = TypeVar("T")
 
 USAGE_KIND = "usage"
-"""The `kind` of a command line (or an option's value) that cannot be used: as UsageError's."""
+"""The `error_kind` of a command line (or an option's value) that cannot be used: as
+UsageError's."""
 INTERNAL_KIND = "internal"
-"""The `kind` of an error the bundler did not raise on purpose: a bug."""
+"""The `error_kind` of an error the bundler did not raise on purpose: a bug."""
 
 
 class Described(NamedTuple):
@@ -74,7 +75,7 @@ def run_command(
         lines = (scrubbed(trace, secrets) or "").splitlines()
         console.print("\n".join(plain(line) for line in lines), markup=False)
     if json_output:
-        emit_json({"error": message, "hint": hint, "exit_code": code, "kind": kind})
+        emit_error(message, hint, code, kind)
     console.print(f"[bold red]error[/]: {shown(message or '')}", highlight=False)
     if hint:
         console.print(f"  hint: {plain(hint)}", markup=False)

@@ -167,9 +167,11 @@ def card_command(
 
 def download_command(
     repo: RepoOption = ...,  # type: ignore[assignment]
-    output_dir: Annotated[
+    bundles_dir: Annotated[
         Path,
-        typer.Option("--output", "-o", metavar="DIR", help="The local bundles directory to fill."),
+        typer.Option(
+            "--output", "-o", metavar="BUNDLES_DIR", help="The local bundles directory to fill."
+        ),
     ] = Path("bundles"),
     revision: Annotated[
         str,
@@ -202,7 +204,7 @@ def download_command(
     debug: DebugOption = False,
 ) -> None:
     """Download bundles with their sidecars into the local layout and verify each one. A bundle
-    that fails verification is kept apart in OUTPUT/.rejected/, never mixed with the good ones.
+    that fails verification is kept apart in BUNDLES_DIR/.rejected/, never mixed with the good ones.
     Exit 1 if any bundle was rejected, not found or could not be saved, 75 if the Hub stayed
     unavailable."""
     from bundler.cli.render import render_download
@@ -216,7 +218,7 @@ def download_command(
         with progress_on(console) as progress:
             report = download(
                 repo,
-                output_dir,
+                bundles_dir,
                 revision=revision,
                 bundle_ids=bundle or None,
                 pull_request=pull_request,

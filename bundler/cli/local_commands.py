@@ -281,7 +281,7 @@ def export_gptnt_command(
         list[Path],
         typer.Argument(metavar="PATH", help="Bundle archives, or directories searched for them."),
     ],
-    out_dir: Annotated[
+    output_dir: Annotated[
         Path,
         typer.Option(
             "--output",
@@ -347,7 +347,7 @@ def export_gptnt_command(
         )
         with progress_on(console) as progress:
             report = export_gptnt(
-                paths, out_dir, player_config, overrides, progress, allow_partial=allow_partial
+                paths, output_dir, player_config, overrides, progress, allow_partial=allow_partial
             )
         return finish(export_in_words(report), render_export, console, json_output)
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from rich.console import Console
 
-from bundler.cli.console import emit_json, plain, shown
+from bundler.cli.console import emit_report, plain, shown
 from bundler.core.errors import TemporaryError
 from bundler.core.progress import NoProgress, ProgressSink
 
@@ -52,7 +52,7 @@ def finish(report: R, render: Callable[[R, Console], None], console: Console, as
     """Show a library report to the person (stderr) and, with --json, to the machine (stdout)."""
     render(report, console)
     if as_json:
-        emit_json(report.model_dump(mode="json") | {"exit_code": report.exit_code})
+        emit_report(report.model_dump(mode="json"), report.exit_code)
     return report.exit_code
 
 
@@ -125,7 +125,7 @@ def render_collect(report: CollectReport, console: Console) -> None:
             rows.append(
                 (
                     shown(bundle.bundle_id),
-                    bundle.status,
+                    bundle.outcome,
                     f"[{coverage_style}]{bundle.coverage}[/]",
                     str(bundle.predictions),
                     human_size(bundle.size),
@@ -166,7 +166,7 @@ def render_collect(report: CollectReport, console: Console) -> None:
 def _summarise_bundles(report: CollectReport, console: Console) -> None:
     """Counts by status and coverage, and each distinct warning once with how many bundles
     it concerns and the first of them."""
-    statuses = Counter(bundle.status for bundle in report.bundles)
+    statuses = Counter(bundle.outcome for bundle in report.bundles)
     coverages = Counter(bundle.coverage for bundle in report.bundles)
     size = sum(bundle.size for bundle in report.bundles)
     console.print(
@@ -348,7 +348,7 @@ def render_upload(report: UploadReport, console: Console) -> None:
     if untabled:
         title += f" ({untabled} bundle(s) not tabled, counted below; --json lists every bundle)"
     if rows or not untabled:
-        print_id_table(console, title, ("bundle", "plan", "outcome", "detail"), rows)
+        print_id_table(console, title, ("bundle", "action", "outcome", "detail"), rows)
     else:
         console.print(title)
     for bundle in report.bundles:
@@ -432,7 +432,7 @@ def render_download(report: DownloadReport, console: Console) -> None:
     good = sum(bundle.outcome == "downloaded" for bundle in report.bundles)
     console.print(
         f"{good} of {len(report.bundles)} bundle(s) downloaded and verified into "
-        f"{shown(report.output_dir)} (commit {shown(report.commit[:12])})"
+        f"{shown(report.bundles_dir)} (commit {shown(report.commit[:12])})"
     )
 
 
@@ -529,7 +529,7 @@ def render_export(report: ExportReport, console: Console) -> None:
     skipped = f", {counts['skipped']} skipped" if counts["skipped"] else ""
     console.print(
         f"{counts['exported']} exported, {counts['unchanged']} unchanged, "
-        f"{counts['refused']} refused{skipped}, into {shown(report.out_dir)} "
+        f"{counts['refused']} refused{skipped}, into {shown(report.output_dir)} "
         f"(player {shown(report.player_name)})"
     )
 

@@ -10,14 +10,24 @@ from typing import Annotated
 
 import typer
 
-from bundler.cli.console import emit_json, stderr_console
+from bundler.cli.console import emit_report, stderr_console
 from bundler.cli.errors import run_command
 from bundler.cli.options import DebugOption, JsonOption
 from bundler.core import exitcodes
 from bundler.core.errors import UsageError
+from bundler.core.model import Model
 
 TEMPLATES = {"nightly-sync": "nightly-sync.yml"}
 """The templates a user copies, by the name this command takes."""
+
+
+class TemplateReport(Model):
+    """What `template --json` says: the template and where it was written."""
+
+    name: str
+    output: str | None
+    """The file written (--output), or None when the text went to stdout only as `text`."""
+    text: str
 
 
 def template_command(
@@ -59,7 +69,8 @@ def template_command(
             stderr_console().print(f"wrote {output}", highlight=False, markup=False)
         if json_output:
             written = None if output is None else str(output)
-            emit_json({"name": name, "output": written, "text": text, "exit_code": 0})
+            report = TemplateReport(name=name, output=written, text=text)
+            emit_report(report.model_dump(mode="json"), exitcodes.OK)
         elif output is None:
             typer.echo(text, nl=False)
         return exitcodes.OK

@@ -88,7 +88,7 @@ class CollectOptions(Model):
         return self.submitter.model_dump(mode="json")
 
 
-BundleStatus = Literal["written", "unchanged", "replaced", "kept"]
+CollectOutcome = Literal["written", "unchanged", "replaced", "kept"]
 
 
 class CollectedBundle(Model):
@@ -96,14 +96,14 @@ class CollectedBundle(Model):
     run_directory: str
     archive: str
     sidecar: str
-    status: BundleStatus
+    outcome: CollectOutcome
     sha256: str
     size: int
     coverage: str
     predictions: int
     warnings: list[str]
     kept: str | None = Field(
-        default=None, description="status kept: what the new bundle would have lost, and how"
+        default=None, description="outcome kept: what the new bundle would have lost, and how"
     )
     downgrade: Downgrade | None = Field(default=None, exclude_if=lambda value: value is None)
 
@@ -142,7 +142,7 @@ class CollectReport(Model):
         """1 when an input was refused (or a bundle could not be signed), else 75 when the
         bundles folder was in use, else 0: a refusal asks more of a person than a retry does
         (bundler.core.exitcodes)."""
-        kept = any(bundle.status == "kept" for bundle in self.bundles)
+        kept = any(bundle.outcome == "kept" for bundle in self.bundles)
         return exitcodes.combine(
             exitcodes.LOOK if self.refused or kept else exitcodes.OK,
             exitcodes.TEMPORARY if self.error is not None else exitcodes.OK,
@@ -359,7 +359,7 @@ def _reported(cached: CachedRun, bundle: CachedBundle) -> CollectedBundle:
         run_directory=str(cached.run.path),
         archive=bundle.archive,
         sidecar=bundle.sidecar,
-        status="unchanged",
+        outcome="unchanged",
         sha256=bundle.sha256,
         size=bundle.size,
         coverage=bundle.coverage,
@@ -499,7 +499,7 @@ def _bundle_one(
             refuse(error)
             return
         bundled.slots[number] = bundle
-        if bundle.status == "kept":
+        if bundle.outcome == "kept":
             return  # not what the run would give: the cache must not skip it next time
         kept = CachedBundle(
             archive=bundle.archive,
@@ -626,7 +626,7 @@ def _write_bundle(
         # the same archive bytes keep the signature they had: a re-run loses no one's word
         signature = signature_beside(sidecar_path) if previous == sha256 else None
         data = sidecar_bytes(sidecar_for(claim, archive_path.name, sha256, size, signature))
-        status: BundleStatus = (
+        outcome: CollectOutcome = (
             "written" if previous is None else "unchanged" if previous == sha256 else "replaced"
         )
         bundle = CollectedBundle(
@@ -634,14 +634,14 @@ def _write_bundle(
             run_directory=str(run.header.run.path),
             archive=str(archive_path),
             sidecar=str(sidecar_path),
-            status=status,
+            outcome=outcome,
             sha256=sha256,
             size=size,
             coverage=run.coverage.status,
             predictions=run.summary.count,
             warnings=run.warnings,
         )
-        if status == "unchanged" and _holds(sidecar_path, data):
+        if outcome == "unchanged" and _holds(sidecar_path, data):
             archive.close()  # the same bytes: no fsync, no rename
             done(bundle, sha256_bytes(data), None)
             return
@@ -682,7 +682,7 @@ def _kept(
         run_directory=str(run.header.run.path),
         archive=str(archive_path),
         sidecar=str(sidecar_path),
-        status="kept",
+        outcome="kept",
         sha256=old.archive.sha256,
         size=old.archive.size,
         coverage=old.coverage.status,

@@ -413,7 +413,7 @@ class ExportedBundle(Model):
 
 
 class ExportReport(Model):
-    out_dir: str
+    output_dir: str
     player_config: str
     player_name: str
     bundles: list[ExportedBundle]
@@ -445,14 +445,14 @@ class SubmitterOverrides(Model):
 
 def export_gptnt(
     paths: list[Path],
-    out_dir: Path,
+    output_dir: Path,
     player_config: Path,
     submitter: SubmitterOverrides | None = None,
     progress: ProgressSink | None = None,
     *,
     allow_partial: bool = False,
 ) -> ExportReport:
-    """Export every bundle at or below `paths` into `out_dir`, one GPTNT folder per bundle.
+    """Export every bundle at or below `paths` into `output_dir`, one GPTNT folder per bundle.
 
     Each bundle is verified first; a refused bundle never stops the others. A bundle found in
     a folder whose player is not the config's is skipped (a folder holds every player's
@@ -464,15 +464,15 @@ def export_gptnt(
     config = load_player_config(player_config)
     archives = find_archives(paths)
     try:  # write_folder's first step, so a folder no bundle could be written to stops here
-        out_dir.mkdir(parents=True, exist_ok=True)
-        os.rmdir(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=out_dir))
+        output_dir.mkdir(parents=True, exist_ok=True)
+        os.rmdir(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=output_dir))
     except OSError as error:
-        raise unusable_output_folder(out_dir, error) from None
+        raise unusable_output_folder(output_dir, error) from None
     named = {path for path in paths if not path.is_dir()}
     bundles = [
         _export_one(
             read_bundle(archive, progress),
-            out_dir,
+            output_dir,
             config,
             overrides,
             allow_partial=allow_partial,
@@ -481,7 +481,7 @@ def export_gptnt(
         for archive in archives
     ]
     return ExportReport(
-        out_dir=str(out_dir),
+        output_dir=str(output_dir),
         player_config=config.path,
         player_name=config.player_name,
         bundles=bundles,
@@ -490,7 +490,7 @@ def export_gptnt(
 
 def _export_one(
     reading: BundleReading,
-    out_dir: Path,
+    output_dir: Path,
     config: PlayerConfig,
     overrides: SubmitterOverrides,
     *,
@@ -531,7 +531,7 @@ def _export_one(
     )
     if plan.submission is None or plan.name is None:
         return exported
-    folder = plan.name.folder(out_dir)
+    folder = plan.name.folder(output_dir)
     exported.folder, exported.submission_id = str(folder), plan.name.submission_id
     files = {
         GPTNT_SUBMISSION_FILE: plan.submission.yaml_bytes(),

@@ -212,8 +212,8 @@ class GptntSubmissionName:
         )
         return "_".join(parts)
 
-    def folder(self, out_dir: Path) -> Path:
-        return out_dir / self.folder_name
+    def folder(self, output_dir: Path) -> Path:
+        return output_dir / self.folder_name
 
 
 def find_archives(paths: list[Path]) -> list[Path]:

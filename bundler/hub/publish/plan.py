@@ -108,7 +108,7 @@ class BundlePlan(Model):
     """What the person can do about it (publish a partial bundle, replace the Hub's copy)."""
     sha256: str | None = None
     size: int | None = None
-    replaces_sha256: str | None = None
+    branch_sha256: str | None = None
     """The archive on the Hub that this bundle extends or replaces."""
     temporary: bool = False
     """Failed only for a reason that may pass (the Hub unavailable or rate limiting)."""
@@ -470,7 +470,7 @@ def _judge_change(
 ) -> None:
     """The Hub holds other content under this id: does this bundle extend it (a resumed run),
     or is it a conflict (a replacement with --replace)?"""
-    plan.replaces_sha256 = on_base.lfs_sha256 or (old.archive.sha256 if old else None)
+    plan.branch_sha256 = on_base.lfs_sha256 or (old.archive.sha256 if old else None)
     problem = "its sidecar on the Hub is unreadable"
     if old is not None:
         if extension_problem is None:
@@ -503,7 +503,7 @@ def _proposal(bundle: LocalBundle, plan: BundlePlan, old: Sidecar | None) -> Pro
         is_pinned=sidecar.statics.is_pinned,
         sha256=sidecar.archive.sha256,
         submitter=sidecar.submitter.name,
-        old_sha256=plan.replaces_sha256 if changed else None,
+        old_sha256=plan.branch_sha256 if changed else None,
         old_submitter=old.submitter.name if changed and old else None,
         old_predictions=old.predictions.count if changed and old else None,
         differences=claim_differences(old, sidecar) if changed and old else [],
@@ -548,8 +548,8 @@ def commit_message(
     for bundle in todo:
         plan = plans[bundle.bundle_id]
         line = f"- {VERB[plan.action]} {bundle.bundle_id} ({bundle.sidecar.coverage.status})"
-        if plan.replaces_sha256:
-            line += f": archive {plan.replaces_sha256} -> {plan.sha256}"
+        if plan.branch_sha256:
+            line += f": archive {plan.branch_sha256} -> {plan.sha256}"
         lines.append(line)
     return summary, "Bundles in this commit:\n\n" + "\n".join(lines) + "\n"
 

@@ -57,7 +57,7 @@ class DownloadReport(Model):
     repo_id: str
     revision: str
     commit: str
-    output_dir: str
+    bundles_dir: str
     bundles: list[FetchedBundle] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
     """Repository paths under bundles/ that are not a bundle layout: named, never fetched."""
@@ -70,7 +70,7 @@ class DownloadReport(Model):
 
 def download(
     repo_id: str,
-    output_dir: Path,
+    bundles_dir: Path,
     *,
     revision: str = "main",
     bundle_ids: list[str] | None = None,
@@ -79,12 +79,12 @@ def download(
     progress: ProgressSink | None = None,
 ) -> DownloadReport:
     """Fetch the bundles of `revision` (or just `bundle_ids`; or those `pull_request` adds or
-    changes) into `output_dir`, verified, with DOWNLOAD_WORKERS requests at a time as `hf
+    changes) into `bundles_dir`, verified, with DOWNLOAD_WORKERS requests at a time as `hf
     download` makes them. A bundle already there with the same archive and sidecar is not
     fetched again."""
     progress = progress or NoProgress()
-    if output_dir.exists() and not output_dir.is_dir():
-        raise UsageError(f"{output_dir}: exists and is not a directory")
+    if bundles_dir.exists() and not bundles_dir.is_dir():
+        raise UsageError(f"{bundles_dir}: exists and is not a directory")
     asked = sorted({_parse_requested(text) for text in bundle_ids or []})
     session = HubSession(repo_id, token=token)
     if pull_request is not None:
@@ -103,7 +103,7 @@ def download(
         repo_id=repo_id,
         revision=revision,
         commit=commit,
-        output_dir=str(output_dir),
+        bundles_dir=str(bundles_dir),
         warnings=[_not_downloaded(path) for path in invalid],
     )
     report.bundles.extend(
@@ -111,30 +111,30 @@ def download(
         for bundle in asked
         if bundle not in set(available)
     )
-    wanted = [bundle for bundle in available if not _present(bundle, listed, output_dir)]
+    wanted = [bundle for bundle in available if not _present(bundle, listed, bundles_dir)]
     report.bundles.extend(
         FetchedBundle(
             bundle_id=str(bundle),
             outcome="already-there",
-            archive=str(bundle.local_archive(output_dir)),
+            archive=str(bundle.local_archive(bundles_dir)),
             detail="the same archive and sidecar are already in the folder",
         )
         for bundle in available
         if bundle not in set(wanted)
     )
     try:  # a folder that cannot take the staging folder can take no bundle either
-        output_dir.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(dir=output_dir, prefix=f"{TEMP_PREFIX}download-"))
+        bundles_dir.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(dir=bundles_dir, prefix=f"{TEMP_PREFIX}download-"))
     except OSError as error:
-        raise unusable_output_folder(output_dir, error) from None
+        raise unusable_output_folder(bundles_dir, error) from None
 
     def one(bundle: BundleId) -> FetchedBundle:
         place = staging / f"{len(bundle.player_dir)}-{bundle.player_dir}-{bundle.target}"
         try:
             place.mkdir()
-            return fetch_verified(session, bundle, commit, listed, place, output_dir, NoProgress())[
-                0
-            ]
+            return fetch_verified(
+                session, bundle, commit, listed, place, bundles_dir, NoProgress()
+            )[0]
         except WriteError as error:  # this bundle's place alone: the others still go
             return FetchedBundle(bundle_id=str(bundle), outcome="failed", detail=str(error))
 
@@ -160,12 +160,12 @@ def _not_downloaded(path: str) -> str:
     return f"{path}: not a bundle layout, not downloaded"
 
 
-def _present(bundle: BundleId, listed: dict[str, RemoteFile], output_dir: Path) -> bool:
+def _present(bundle: BundleId, listed: dict[str, RemoteFile], bundles_dir: Path) -> bool:
     """Whether the folder already holds this bundle's archive and sidecar as the Hub does."""
     archive, sidecar = listed.get(repo_archive(bundle)), listed.get(repo_sidecar(bundle))
     local_archive, local_sidecar = (
-        bundle.local_archive(output_dir),
-        bundle.local_sidecar(output_dir),
+        bundle.local_archive(bundles_dir),
+        bundle.local_sidecar(bundles_dir),
     )
     if archive is None or sidecar is None or archive.lfs_sha256 is None:
         return False
@@ -184,20 +184,20 @@ def fetch_verified(
     commit: str,
     listed: Iterable[str],
     staging: Path,
-    output_dir: Path,
+    bundles_dir: Path,
     progress: ProgressSink,
 ) -> tuple[FetchedBundle, BundleReading]:
     """Fetch one bundle's archive and sidecar (those of them `listed` at `commit`) into
-    `staging`, verify them there, and move them into `output_dir`, or its `.rejected/` when
+    `staging`, verify them there, and move them into `bundles_dir`, or its `.rejected/` when
     verification fails; also returns what the verifying read found. WriteError, with nothing
-    of the bundle left in `output_dir`, when its files cannot be put there."""
+    of the bundle left in `bundles_dir`, when its files cannot be put there."""
     player_dir = bundle.player_dir
     names = [bundle.archive_name, bundle.sidecar_name]
     staged = fetch_bundle(session, bundle, commit, listed, staging).parent
     reading = read_bundle(staged / names[0], progress)
     verification = reading.verification()
     destination = (
-        output_dir / player_dir if verification.ok else output_dir / REJECTED_DIR / player_dir
+        bundles_dir / player_dir if verification.ok else bundles_dir / REJECTED_DIR / player_dir
     )
     placed: list[Path] = []
     target = destination

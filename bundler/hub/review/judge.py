@@ -133,7 +133,7 @@ class BundleReview(Model):
     classification: Classification
     sha256: str | None
     """The PR's archive sha256 as the Hub lists it."""
-    main_sha256: str | None
+    branch_sha256: str | None
     """The target branch's archive sha256, for a replacement or an unchanged bundle."""
     coverage: str | None = None
     predictions: int | None = None
@@ -244,7 +244,7 @@ def judge_bundle(
         bundle_id=str(bundle),
         classification=classify(proposed, current),
         sha256=proposed.lfs_sha256,
-        main_sha256=current.lfs_sha256 if current else None,
+        branch_sha256=current.lfs_sha256 if current else None,
     )
     if gathered.refused is not None:
         review.checks.append(failed("size", gathered.refused, hint="the bundle was not downloaded"))
@@ -551,7 +551,7 @@ def replacement_check(review: BundleReview, gathered: GatheredBundle) -> CheckRe
     after = review.submitter or "no one named"
     return warned(
         "replacement",
-        f"replaces the copy on the target branch (sha256 {(review.main_sha256 or '?')[:12]}"
+        f"replaces the copy on the target branch (sha256 {(review.branch_sha256 or '?')[:12]}"
         f" → {(review.sha256 or '?')[:12]}, submitter {before} → {after}): {compared}",
         hint="a maintainer decides whether the new result supersedes the old one",
     )

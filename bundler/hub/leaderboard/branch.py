@@ -30,7 +30,7 @@ from bundler.hub.client.remote import RemoteFile, RemoteFolder
 from bundler.hub.client.session import MAX_SMALL_FILE_BYTES, HubSession
 from bundler.hub.leaderboard.card import render_dataset_card
 from bundler.hub.leaderboard.catchup import catch_up
-from bundler.hub.leaderboard.ranking import TaskBoard
+from bundler.hub.leaderboard.ranking import TaskBoard, board_scores
 from bundler.hub.leaderboard.record import BoardRecord, DerivedFile
 from bundler.hub.leaderboard.rows import TableRow
 from bundler.hub.leaderboard.tablecache import cached_table, keep_table
@@ -116,13 +116,7 @@ class BranchTables:
         wanted = {b.task for b in boards}
         if tasks is not None and self.record is not None:
             wanted &= tasks | self.changed_tasks | _tasks_of(self.edited())
-        scores = {
-            row.bundle_id: (b.names[b.sort_column], b.value(row, b.sort_column))
-            for b in boards
-            if b.sort_column is not None
-            for row in b.rows
-        }
-        written = {ALL_TABLE: board.bytes(scores)}
+        written = {ALL_TABLE: board.bytes(board_scores(boards))}
         written |= {task_table(b.task): task_table_bytes(b) for b in boards if b.task in wanted}
         written[README] = render_dataset_card(repo_id, boards, len(board)).encode("utf-8")
         return written

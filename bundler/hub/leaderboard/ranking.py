@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -166,6 +166,17 @@ class TaskBoard:
                 ranks.append(position)
             previous = score
         return ranks
+
+
+def board_scores(boards: Iterable[TaskBoard]) -> dict[str, tuple[str, float | None]]:
+    """Each ranked row's ranking metric and its value of it, by bundle id: the all-tasks
+    table's flat `ranking_metric` and `score` (a board without a ranking column names none)."""
+    return {
+        row.bundle_id: (board.names[board.sort_column], board.value(row, board.sort_column))
+        for board in boards
+        if board.sort_column is not None
+        for row in board.rows
+    }
 
 
 def is_stale(row: BundleRow, definition: TaskDefinition | None) -> bool:

@@ -28,8 +28,8 @@ from bundler.hub.audit.findings import sampled
 from bundler.hub.audit.pace import Pacer
 from bundler.hub.audit.run import AuditOptions
 from bundler.hub.audit.run import audit as run_audit
-from bundler.hub.client.session import HubSession
 from bundler.hub.client import ratelimit
+from bundler.hub.client.session import HubSession
 from bundler.hub.repo.paths import ALL_TABLE, TASKS_FILE, bundle_of_path
 from bundler.local.layout import BundleId
 

@@ -23,6 +23,7 @@ DOC = Path(__file__).parent.parent / "docs" / "json-reports.md"
 def reports() -> dict[str, type[BaseModel]]:
     """Each command (as typed after `bundler`, its report's `kind`) and its report's model."""
     from bundler.cli.template_command import TemplateReport
+    from bundler.hub.audit.findings import AuditReport
     from bundler.hub.leaderboard.card_refresh import CardRefresh
     from bundler.hub.leaderboard.start import StartReport
     from bundler.hub.publish.plan import UploadReport
@@ -52,6 +53,7 @@ def reports() -> dict[str, type[BaseModel]]:
         "diff": BundleDiff,
         "export-gptnt": ExportReport,
         "review": ReviewReport,
+        "audit": AuditReport,
         "template": TemplateReport,
         "tasks define": DefineReport,
         "tasks list": TaskListing,

@@ -38,6 +38,7 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("HF_HUB_VERBOSITY", "error")
 
 from bundler.cli import (
+    audit_command,
     hub_commands,
     init_command,
     local_commands,
@@ -360,6 +361,7 @@ COMMANDS: tuple[tuple[str, Callable[..., None]], ...] = (
     ("diff", local_commands.diff_command),
     ("export-gptnt", local_commands.export_gptnt_command),
     ("review", hub_commands.review_command),
+    ("audit", audit_command.audit_command),
     ("template", template_command.template_command),
 )
 """Every command, in the order --help lists them."""

@@ -1,0 +1,252 @@
+"""What an audit finds, judged from what it read: pure, so every rule can be read (and tested)
+apart from the requests.
+
+A row of the published table is supported when a bundle on the branch verifies and derives
+exactly that row. Every field is compared except `published_at` (when the bundler first
+published the bundle: the board's stamp, in no file of the bundle); `ranking_metric`,
+`score`, `stale` and the interval, what the task's definition makes of the row, are compared
+with the row's scoring done again. A bundle that verifies and has no row is missing from the board; one
+that fails verification has rightly none. Signatures are judged by the leaderboard's allowed
+signers, as review judges them, but for the author: who committed a bundle the audit does not
+ask (that would cost a request per bundle).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from pydantic import Field
+
+from bundler.core.model import Model
+from bundler.hub.leaderboard.ranking import TaskScoring, first_metric
+from bundler.hub.leaderboard.rows import TableRow
+from bundler.hub.tasks.definitions import TaskDefinitions
+from bundler.hub.tasks.signers import AllowedSigners
+from bundler.local.layout import BundleId
+
+FindingKind = Literal[
+    "unsupported-row", "missing-from-board", "field-differs", "signature", "unreadable-table"
+]
+Verdict = Literal["verified", "failed", "unreadable"]
+"""`failed`: the bundle failed verification; `unreadable`: it could not be downloaded (too
+large, refused by the Hub): no row can rest on it either way."""
+NOT_COMPARED = "published_at"
+SCORE_FIELDS = ("ranking_metric", "score", "stale", "ci_low", "ci_high")
+COMPARED_FIELDS = [name for name in TableRow.model_fields if name != NOT_COMPARED]
+MAX_SHOWN_CHARS = 200
+"""A value shown in a finding is cut to this (metrics_json can be long)."""
+
+
+class AuditFinding(Model):
+    """One thing a person must look at."""
+
+    kind: FindingKind
+    bundle_id: str | None = None
+    field: str | None = None
+    published: str | None = None
+    """The published table's value (JSON), for a field that differs."""
+    derived: str | None = None
+    """What the bundle itself gives (JSON), for a field that differs."""
+    detail: str
+
+
+class AuditedBundle(Model):
+    """What downloading and verifying one bundle found."""
+
+    bundle_id: str
+    verdict: Verdict
+    detail: str | None = None
+    signer: str | None = None
+    """The fingerprint of the key whose signature of the archive verified."""
+    signature_problem: str | None = None
+    """Why the signature the sidecar holds does not verify, when it does not."""
+    principals: list[str] = Field(default_factory=list)
+    """Whom the leaderboard's allowed signers give the signing key to."""
+    cached: bool = False
+    """Judged from a verdict kept by an earlier run (bundler.hub.audit.verdicts)."""
+
+
+class AuditReport(Model):
+    """What `audit` found on one revision of a leaderboard."""
+
+    kind: Literal["audit"] = "audit"
+    repo_id: str
+    revision: str
+    commit: str
+    bundles_on_branch: int
+    rows_published: int
+    sample: int | None
+    seed: int
+    compared_fields: list[str] = Field(default_factory=lambda: list(COMPARED_FIELDS))
+    audited: list[AuditedBundle] = Field(default_factory=list)
+    findings: list[AuditFinding] = Field(default_factory=list)
+    file_requests: int = 0
+    """File downloads (the Hub's "resolvers") this run made."""
+    waits: list[str] = Field(default_factory=list)
+    """Each pause taken to stay within the Hub's rate limits."""
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.findings else 0
+
+
+def sampled(listed: Iterable[BundleId], rows: set[str], size: int | None, seed: int) -> set[str]:
+    """The bundles to download: all of them without a `size`; else `size` of those the board
+    has a row for, the ones with the lowest sha256 of `seed:bundle id` (the same sample for the
+    same seed on any machine, mostly the same as the board grows), and every one it has none
+    for (only a download says whether it belongs on the board)."""
+    ids = sorted(str(bundle) for bundle in listed)
+    if size is None:
+        return set(ids)
+
+    def rank(bundle_id: str) -> str:
+        return hashlib.sha256(f"{seed}:{bundle_id}".encode()).hexdigest()
+
+    on_board = sorted((i for i in ids if i in rows), key=rank)
+    return set(on_board[:size]) | {i for i in ids if i not in rows}
+
+
+@dataclass
+class AuditInputs:
+    """What the audit read: the published rows, the bundles on the branch, and its verdicts."""
+
+    published: dict[str, TableRow]
+    on_branch: set[str]
+    """Bundle ids with both their files on the branch."""
+    incomplete: dict[str, str] = field(default_factory=dict)
+    """Bundle ids with one file alone, and which is missing."""
+    audited: dict[str, AuditedBundle] = field(default_factory=dict)
+    derived: dict[str, TableRow] = field(default_factory=dict)
+    """The row each verified bundle derives."""
+    signers: AllowedSigners | None = None
+    definitions: TaskDefinitions = field(default_factory=TaskDefinitions)
+
+
+def findings_of(inputs: AuditInputs) -> list[AuditFinding]:
+    """Every finding, in a stable order: rows, then bundles, then signatures, then scores."""
+    found = [*_row_findings(inputs), *_bundle_findings(inputs), *_signature_findings(inputs)]
+    return found + _score_findings(inputs, {f.bundle_id for f in found if _unsupported(f)})
+
+
+def _unsupported(finding: AuditFinding) -> bool:
+    return finding.kind == "unsupported-row"
+
+
+def _row_findings(inputs: AuditInputs) -> list[AuditFinding]:
+    found: list[AuditFinding] = []
+    for bundle_id, row in sorted(inputs.published.items()):
+        audited = inputs.audited.get(bundle_id)
+        if bundle_id not in inputs.on_branch:
+            why = inputs.incomplete.get(bundle_id, "no such bundle on the branch")
+            found.append(_unsupported_row(bundle_id, why))
+        elif audited is not None and audited.verdict != "verified":
+            found.append(_unsupported_row(bundle_id, f"{audited.verdict}: {audited.detail}"))
+        elif bundle_id in inputs.derived:
+            found += compare_rows(row, inputs.derived[bundle_id])
+    return found
+
+
+def _unsupported_row(bundle_id: str, why: str) -> AuditFinding:
+    return AuditFinding(
+        kind="unsupported-row",
+        bundle_id=bundle_id,
+        detail=f"no verified bundle supports this row ({why})",
+    )
+
+
+def compare_rows(published: TableRow, derived: TableRow) -> list[AuditFinding]:
+    """The fields (but the board's: `published_at`, `ranking_metric`, `score`) in which the
+    published row differs from the one its bundle derives."""
+    said, made = published.model_dump(mode="json"), derived.model_dump(mode="json")
+    return [
+        _differs(published.bundle_id, name, said[name], made[name])
+        for name in COMPARED_FIELDS
+        if name not in SCORE_FIELDS and _json(said[name]) != _json(made[name])
+    ]
+
+
+def _differs(bundle_id: str, name: str, said: Any, made: Any) -> AuditFinding:
+    return AuditFinding(
+        kind="field-differs",
+        bundle_id=bundle_id,
+        field=name,
+        published=_shown(said),
+        derived=_shown(made),
+        detail=f"the table's {name} is not what the bundle gives",
+    )
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def _shown(value: Any) -> str:
+    text = _json(value)
+    return text if len(text) <= MAX_SHOWN_CHARS else text[: MAX_SHOWN_CHARS - 3] + "..."
+
+
+def _bundle_findings(inputs: AuditInputs) -> list[AuditFinding]:
+    return [
+        AuditFinding(
+            kind="missing-from-board",
+            bundle_id=bundle_id,
+            detail="this bundle verifies but the published table has no row for it",
+        )
+        for bundle_id, audited in sorted(inputs.audited.items())
+        if audited.verdict == "verified" and bundle_id not in inputs.published
+    ]
+
+
+def _signature_findings(inputs: AuditInputs) -> list[AuditFinding]:
+    """A signature that does not verify; one by a key the allowed signers do not list; an
+    unsigned bundle where the leaderboard requires signatures. A leaderboard naming no
+    signers asks for none (as review)."""
+    found: list[AuditFinding] = []
+    signers, required = inputs.signers, inputs.definitions.require_signature
+    for bundle_id, audited in sorted(inputs.audited.items()):
+        detail = None
+        if audited.signature_problem is not None:
+            detail = f"its signature does not verify: {audited.signature_problem}"
+        elif audited.verdict != "verified" or signers is None:
+            continue
+        elif audited.signer is not None and not audited.principals:
+            detail = f"signed by key {audited.signer}, which the allowed signers do not list"
+        elif audited.signer is None and required:
+            detail = "unsigned, where the leaderboard requires a signature"
+        if detail is not None:
+            found.append(AuditFinding(kind="signature", bundle_id=bundle_id, detail=detail))
+    return found
+
+
+def _score_findings(inputs: AuditInputs, unsupported: set[str | None]) -> list[AuditFinding]:
+    """What the task's definition makes of each audited row (`ranking_metric`, `score`,
+    `stale`, `ci_low`, `ci_high`), scored again from the row its bundle derives. A task nobody
+    defined ranks by the first numeric metric of its earliest-published row: taken from the
+    published rows, each audited one replaced by the row its bundle derives and those no
+    bundle supports left out (rows not in a sample are taken as published)."""
+    rows = [
+        inputs.derived.get(bundle_id, row)
+        for bundle_id, row in inputs.published.items()
+        if bundle_id not in unsupported
+    ]
+    scorings: dict[str, TaskScoring] = {}
+    for row in sorted(rows, key=lambda row: (row.published, row.bundle_id)):
+        if row.task_name not in scorings:
+            definition = inputs.definitions.get(row.task_name)
+            fallback = None
+            if definition is None:
+                fallback = first_metric(r for r in rows if r.task_name == row.task_name)
+            scorings[row.task_name] = TaskScoring(definition, fallback)
+    found: list[AuditFinding] = []
+    for bundle_id in sorted(inputs.derived.keys() & inputs.published.keys() - unsupported):
+        published, derived = inputs.published[bundle_id], inputs.derived[bundle_id]
+        want = asdict(scorings[derived.task_name].score(derived))
+        for name in SCORE_FIELDS:
+            said = getattr(published, name)
+            if _json(said) != _json(want[name]):
+                found.append(_differs(bundle_id, name, said, want[name]))
+    return found

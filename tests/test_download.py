@@ -156,7 +156,7 @@ def test_rows_load_as_one_table_with_datasets(
     assert rows["wires"]["metrics"][0]["json_value"] == '"ok"'
     assert rows["expert-vqa"]["coverage"] == "complete"
     assert table.column_names[:3] == ["bundle_id", "task_name", "target"]
-    assert table.column_names[-3:] == ["sidecar_blob_id", "ranking_metric", "score"]
+    assert table.column_names[-4:] == ["sidecar_blob_id", "ranking_metric", "score", "stale"]
     assert rows["maze"]["ranking_metric"] == "maze_solver.solved" and rows["maze"]["score"] == 2.0
     # each task's own config, from the task tables the upload committed beside them
     maze_table = datasets.load_dataset(str(local), "maze", split="train")

@@ -112,6 +112,7 @@ def test_the_all_tasks_table_has_the_table_row_columns_and_utc_timestamps() -> N
     table = read(AllTasksTable.of(some_rows()).bytes())
     assert table.column_names == list(TableRow.model_fields)
     assert table.schema.field("published_at").type == pa.timestamp("ms", tz="UTC")
+    assert table.schema.field("run_date").type == pa.timestamp("ns", tz="UTC")
     assert table.schema.field("metrics").type == pa.list_(
         pa.struct([("name", pa.string()), ("number", pa.float64()), ("json_value", pa.string())])
     )
@@ -279,3 +280,36 @@ def test_an_empty_leaderboard_is_a_table_of_the_same_columns() -> None:
     assert len(AllTasksTable.read(data)) == 0
     with io.BytesIO(data) as stream:
         assert pq.ParquetFile(stream).metadata.num_row_groups <= 1
+
+
+def test_run_dates_read_back_to_the_nanosecond_in_every_table() -> None:
+    """A run date is a UTC timestamp in nanoseconds (datetime keeps only microseconds): the
+    table holds the instant, and the rows read back are the rows written."""
+    dates = {
+        "a": "2026-06-15T10:42:22.045588909Z",
+        "b": "2242-03-16T12:56:31.999999999+00:00",  # the last second a tar header holds
+        "c": "1970-01-01T01:00:00.000000001+01:00",
+    }
+    rows = [make_row(player, run_date=date) for player, date in dates.items()]
+    data = AllTasksTable.of(rows).bytes()
+    nanoseconds = [1781520142045588909, 8589934591999999999, 1]
+    assert read(data).column("run_date").cast(pa.int64()).to_pylist() == nanoseconds
+    assert AllTasksTable.read(data).rows() == rows
+    assert [row.run_date for row in rows][2] == "1970-01-01T00:00:00.000000001Z"
+    task = read(task_table_bytes(vqa_board(rows)))
+    assert task.schema.field("run_date").type == pa.timestamp("ns", tz="UTC")
+    task_dates = task.column("run_date").cast(pa.int64()).to_pylist()
+    by_id = dict(zip(task.column("bundle_id").to_pylist(), task_dates, strict=True))
+    assert [by_id[row.bundle_id] for row in rows] == nanoseconds
+
+
+def test_the_all_tasks_table_says_which_rows_are_stale_when_told() -> None:
+    rows = some_rows()
+    stale = {rows[0].bundle_id, rows[-1].bundle_id}
+    table = read(AllTasksTable.of(rows).bytes(stale=stale))
+    assert table.schema.field("stale").type == pa.bool_()
+    flags = dict(zip(table.column("bundle_id").to_pylist(), table.column("stale").to_pylist(),
+                     strict=True))  # fmt: skip
+    assert flags == {row.bundle_id: row.bundle_id in stale for row in rows}
+    # not judged (no boards told it): null, never a false "current"
+    assert set(read(AllTasksTable.of(rows).bytes()).column("stale").to_pylist()) == {None}

@@ -20,7 +20,7 @@ from __future__ import annotations
 import io
 import types
 import typing
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any, get_args, get_origin
@@ -34,6 +34,7 @@ from bundler.core.errors import RowError
 from bundler.hub.leaderboard.ranking import TaskBoard
 from bundler.hub.leaderboard.rows import METRICS_AFTER, Dtype, TableRow, TaskRow, utc_timestamp
 from bundler.local.layout import BundleId
+from bundler.local.schema import instant_nanoseconds, nanosecond_instant
 
 LAYOUT_VERSION = 2
 """The repository layout these tables belong to: 1 had a row file per bundle under `rows/` and
@@ -51,8 +52,14 @@ _ARROW_TYPES: dict[Any, pa.DataType] = {
     float: pa.float64(),
     bool: pa.bool_(),
 }
-_TIMESTAMP = pa.timestamp("ms", tz="UTC")
-"""Parquet holds no seconds unit; whole seconds in milliseconds read back the same."""
+_TIMESTAMPS = {
+    "timestamp[s, tz=UTC]": pa.timestamp("ms", tz="UTC"),
+    "timestamp[ns, tz=UTC]": pa.timestamp("ns", tz="UTC"),
+}
+"""The Arrow type of each `Dtype`. Parquet holds no seconds unit: whole seconds in milliseconds
+read back the same. Nanoseconds (Parquet's NANOS, format 2.6) reach 2262, past any run date."""
+_NANOSECONDS = "run_date"
+"""The column written from, and read back into, `RunDate` text through nanoseconds."""
 
 
 def arrow_schema(model: type[BaseModel]) -> pa.Schema:
@@ -68,14 +75,13 @@ def _field(name: str, annotation: Any, metadata: list[Any]) -> pa.Field:
 
 
 def _arrow_type(annotation: Any, metadata: Sequence[Any] = ()) -> pa.DataType:
-    if any(isinstance(item, Dtype) for item in metadata):
-        return _TIMESTAMP
     annotation = _strip_optional(annotation)
     if get_origin(annotation) is Annotated:
-        args = get_args(annotation)
-        if any(isinstance(item, Dtype) for item in args[1:]):
-            return _TIMESTAMP
-        annotation = args[0]
+        metadata = [*metadata, *get_args(annotation)[1:]]
+        annotation = get_args(annotation)[0]
+    dtypes = [item for item in metadata if isinstance(item, Dtype)]
+    if dtypes:
+        return _TIMESTAMPS[dtypes[0].name]
     if annotation in _ARROW_TYPES:
         return _ARROW_TYPES[annotation]
     if get_origin(annotation) is list:
@@ -116,7 +122,17 @@ def parquet_bytes(table: pa.Table) -> bytes:
 def _cells(row: BaseModel) -> dict[str, Any]:
     cells = row.model_dump()
     cells["published_at"] = datetime.fromisoformat(cells["published_at"].replace("Z", "+00:00"))
+    cells[_NANOSECONDS] = instant_nanoseconds(cells[_NANOSECONDS])
     return cells
+
+
+def _pylist(table: pa.Table) -> list[dict[str, Any]]:
+    """The table's rows as `_cells` wrote them: nanosecond timestamps as integers, which
+    Python's datetime cannot hold (and pyarrow gives as pandas objects, or refuses)."""
+    where = table.schema.get_field_index(_NANOSECONDS)
+    nanoseconds = pc.cast(table.column(where), pa.int64())
+    rows: list[dict[str, Any]] = table.set_column(where, _NANOSECONDS, nanoseconds).to_pylist()
+    return rows
 
 
 @dataclass(frozen=True)
@@ -165,14 +181,23 @@ class AllTasksTable:
         count: int = self.table.num_rows
         return count
 
-    def bytes(self, scores: dict[str, tuple[str, float | None]] | None = None) -> bytes:
+    def bytes(
+        self,
+        scores: dict[str, tuple[str, float | None]] | None = None,
+        stale: Collection[str] | None = None,
+    ) -> bytes:
         """The table's file, each row's `ranking_metric` and `score` those `scores` give it
-        by bundle id (the boards'; none for a row they do not name)."""
+        by bundle id (the boards'; none for a row they do not name), and `stale` true for the
+        bundle ids in `stale`, false for the others (null for all when not given)."""
         table = self.table
         scores = scores or {}
         ids = table.column("bundle_id").to_pylist()
-        for name, at in (("ranking_metric", 0), ("score", 1)):
-            cells = [scores[i][at] if i in scores else None for i in ids]
+        judged = {
+            "ranking_metric": [scores[i][0] if i in scores else None for i in ids],
+            "score": [scores[i][1] if i in scores else None for i in ids],
+            "stale": [None if stale is None else i in stale for i in ids],
+        }
+        for name, cells in judged.items():
             where = table.schema.get_field_index(name)
             table = table.set_column(
                 where, table.schema.field(name), pa.array(cells, table.schema.field(name).type)
@@ -209,7 +234,7 @@ class AllTasksTable:
         table = self.table
         if task is not None:
             table = table.filter(pc.equal(table.column("task_name"), task))
-        return [_table_row(cells) for cells in table.to_pylist()]
+        return [_table_row(cells) for cells in _pylist(table)]
 
     def updated(self, rows: Sequence[TableRow], removed: Iterable[str] = ()) -> AllTasksTable:
         """This table with `rows` in the place of those of the same bundle id, and the rows
@@ -229,6 +254,8 @@ def _table_row(cells: dict[str, Any]) -> TableRow:
     published = cells.get("published_at")
     if isinstance(published, datetime):
         cells["published_at"] = utc_timestamp(published.astimezone(UTC))
+    if isinstance(cells.get(_NANOSECONDS), int):
+        cells[_NANOSECONDS] = nanosecond_instant(cells[_NANOSECONDS])
     try:
         row = TableRow.model_validate(cells)
         BundleId.parse(row.bundle_id)

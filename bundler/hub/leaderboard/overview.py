@@ -76,7 +76,7 @@ def overview(
         for row, rank in zip(board.rows, board.ranks(), strict=True):
             if rank is None:
                 continue
-            name = row.key.player_dir
+            name = row.bundle_id.split("/", 1)[0]  # its player_dir, without parsing the id
             setup = setups.setdefault(name, Setup(name, row.model_name))
             if board.task not in setup.entries:
                 score = board.value(row, board.sort_column)

@@ -230,6 +230,7 @@ def make_row(
         "usage": [{"key": "input_tokens", "count": 6000}, {"key": "output_tokens", "count": 1500}],
         "submitter_name": "Ada",
         "submitter_affiliation": None,
+        "signer_fingerprint": None,
         "gptnt_version": "1.4.2",
         "harness_git_sha": None,
         "bundler_version": "0.1.0",

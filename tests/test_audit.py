@@ -106,7 +106,8 @@ def test_a_strangers_consistent_forgery_and_a_ghost_row_are_found(
     assert rows[0]["ranking_metric"] == "exact_match.accuracy" and rows[0]["score"] == 0.62
     ghost = dict(rows[1], bundle_id="ghost_00000000/beta@unpinned", player_name="ghost")
     commit_by_hand(
-        repo_id, {table_part(0): with_rows(original, [forged_score(rows[0], 0.99), *rows[1:], ghost])}
+        repo_id,
+        {table_part(0): with_rows(original, [forged_score(rows[0], 0.99), *rows[1:], ghost])},
     )
     code, report, stderr = audit(repo_id)
     assert code == 1, stderr

@@ -4,13 +4,18 @@ size)."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
+import json
 import random
 import re
 from collections.abc import Sequence
 
 import pytest
 import yaml
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from factory import make_row
 from huggingface_hub import DatasetCard
 from markdown_it import MarkdownIt
@@ -18,18 +23,25 @@ from markdown_it import MarkdownIt
 from bundler.hub.leaderboard.card import (
     BOARD_METRICS,
     BOARD_ROWS,
+    CARD_BOARD_ROWS,
     CELL_MAX_LENGTH,
+    MIN_BOARD_ROWS,
     WARNING,
+    board_rows,
     md_cell,
     render_dataset_card,
 )
+from bundler.hub.leaderboard.overview import OVERVIEW_ROWS, OVERVIEW_TASKS, overview
 from bundler.hub.leaderboard.ranking import TaskBoard
 from bundler.hub.leaderboard.rows import TableRow, metric_column
 from bundler.hub.leaderboard.tables import TASK_TABLE_ROWS, AllTasksTable
 from bundler.hub.tasks.definitions import TaskDefinition
+from bundler.hub.tasks.signers import AllowedSigners
+from bundler.local.signature import fingerprint
 
 REPO = "org/board"
 VIEWER = f"https://huggingface.co/datasets/{REPO}/viewer"
+BLOB = f"https://huggingface.co/datasets/{REPO}/blob/main/bundles/"
 
 
 def boards_of(rows: Sequence[TableRow]) -> list[TaskBoard]:
@@ -48,6 +60,22 @@ def header_of(card: str) -> dict:
     return yaml.safe_load(header)
 
 
+def public_key_line() -> str:
+    """A new ed25519 public key as an OpenSSH line (`ssh-ed25519 BASE64`)."""
+    key = Ed25519PrivateKey.generate().public_key()
+    return key.public_bytes(Encoding.OpenSSH, PublicFormat.OpenSSH).decode()
+
+
+def fingerprint_of_a_key() -> str:
+    return fingerprint(base64.b64decode(public_key_line().split()[1]))
+
+
+def overview_lines(card: str) -> list[str]:
+    """The overview's table lines, under `## Across tasks`."""
+    after = card.split("\n## Across tasks\n\n", 1)[1]
+    return after.split("\n\n", 1)[0].splitlines()
+
+
 def section(card: str, task: str) -> list[str]:
     """The board's table lines under `### <task>`."""
     after = card.split(f"\n### {task}\n", 1)[1]
@@ -59,14 +87,22 @@ def cells(line: str) -> list[str]:
     return [cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1]]
 
 
-RANK, SETUP, FIRST = range(3)
-COVERAGE = -1
-"""A board's columns: #, the player's setup, BOARD_METRICS metrics, rows (coverage and pin)."""
+RANK, MODEL, SETUP, FIRST = range(4)
+TOKENS, COVERAGE, SUBMITTER, DATE, SIGNER = range(-5, 0)
+"""A board's columns: #, model, the setup (linking to the bundle), BOARD_METRICS metrics,
+tokens per row, rows (coverage and pin), submitter, run date, signer."""
+HEADERS = ["tok/row", "rows", "submitter", "run date", "signed by"]
+BUNDLE_LINK = re.compile(
+    r"\[`([0-9a-f]{8})`\]\(https://huggingface\.co/datasets/org/board/blob/main/"
+    r"bundles/[0-9a-f]{2}/([^/)]+)_([0-9a-f]{8})/([^/)]+)\.tar\.zst\)"
+)
 
 
 def player_of(line: str) -> str:
-    """The player slug of a board line's setup (`<player>_<fp8>`)."""
-    return cells(line)[SETUP].strip("`").rsplit("_", 1)[0]
+    """The player slug of a board line's setup, from its link to the bundle."""
+    found = BUNDLE_LINK.fullmatch(cells(line)[SETUP])
+    assert found is not None, cells(line)[SETUP]
+    return found.group(2)
 
 
 def three_tasks() -> list[TableRow]:
@@ -117,7 +153,7 @@ def test_the_board_shows_the_first_metric_columns_of_the_earliest_published_bund
     (board,) = [b for b in boards_of(three_tasks()) if b.task == "expert-vqa"]
     assert board.columns == ["em.acc", "em.n", "em.f1"]
     assert cells(header)[FIRST : FIRST + BOARD_METRICS] == ["`em.acc` ↓"]
-    assert cells(header) == ["#", "setup", "`em.acc` ↓", "tok/row", "rows"]
+    assert cells(header) == ["#", "model", "setup", "`em.acc` ↓", *HEADERS]
     # past BOARD_METRICS: only in the task's table
     assert "em.f1" not in card and "em.n" not in card
 
@@ -153,8 +189,10 @@ def test_partial_unknown_and_unpinned_results_are_marked() -> None:
     assert WARNING not in rows[2]
     assert by_player["qwen"][COVERAGE] == f"{WARNING} partial 3/5"
     assert by_player["claude"][COVERAGE] == f"{WARNING} unknown unpinned 5/?"
-    # the setup and the task name the bundle (gpt_1054f537/expert-vqa@...), in few bytes
-    assert by_player["gpt"][SETUP] == "`gpt_1054f537`"
+    # the setup links to the bundle's archive, in its shard (the folder name's SHA-256)
+    shard = hashlib.sha256(b"gpt_1054f537").hexdigest()[:2]
+    url = f"https://huggingface.co/datasets/org/board/blob/main/bundles/{shard}/gpt_1054f537"
+    assert by_player["gpt"][SETUP] == f"[`1054f537`]({url}/expert-vqa@a1b2c3d4.tar.zst)"
 
 
 def test_values_from_bundles_cannot_break_or_inject_into_the_table() -> None:
@@ -173,8 +211,11 @@ def test_values_from_bundles_cannot_break_or_inject_into_the_table() -> None:
     by_player = {player_of(line): cells(line) for line in lines}
     assert set(by_player) == {"evil", "link", "long", "worse"}
     assert "<script>" not in card and "<em>" not in card and "<b>" not in card
-    # model and player names are not shown on a board (the task's table has them)
-    assert "p|q" not in card and "javascript" not in card and "next | row" not in card
+    # the player name is not shown (the task's table has it); the model name is, inert
+    assert "p|q" not in card and "next | row" not in card
+    assert by_player["evil"][MODEL] == "&lt;script&gt;alert(1)&lt;/script&gt;"
+    assert by_player["link"][MODEL] == r"\[link\](javascript:x) \`code\` \*b\* \\\|"
+    assert by_player["long"][MODEL] == md_cell(f"a b | {long}")
     assert by_player["worse"][COVERAGE] == f"{WARNING} partial &lt;b&gt;\\| 5/5"
     mapped = metric_column(("a b|<em>", "c"))
     assert f"`{mapped}` is a b\\|&lt;em&gt;.c." in card  # the renamed metric, documented
@@ -186,7 +227,10 @@ def test_values_from_bundles_cannot_break_or_inject_into_the_table() -> None:
     assert widths == [len(cells(header))] * 5
     assert "<script" not in rendered and "<em>" not in rendered
     assert "<code>code</code>" not in board and "<strong>" not in board
-    assert "<a " not in board and "&lt;b&gt;" in board
+    # the only links are the bundles' own, one a line
+    links = re.findall(r'<a href="([^"]*)"', board)
+    assert len(links) == board.count("<a ") == 4 and "&lt;b&gt;" in board
+    assert all(link.startswith(BLOB) and link.endswith(".tar.zst") for link in links)
 
 
 def test_a_task_name_is_escaped_in_its_heading_and_the_summary() -> None:
@@ -329,7 +373,9 @@ def test_the_ranking_metric_is_the_first_of_the_earliest_published_bundle() -> N
     (no_scores,) = boards_of([make_row(metrics={"s": "x"})])
     assert no_scores.sort_column is None and no_scores.ranks() == [None]
     (line,) = section(card_of([make_row(metrics={"s": "x"})]), "expert-vqa")[2:]
-    assert cells(line) == ["-", "`gpt_1054f537`", "1.5k", "5/5"]  # no rank, no metric columns
+    # no rank, no metric columns
+    assert [cells(line)[i] for i in (RANK, MODEL, TOKENS, COVERAGE)] == ["-", "gpt", "1.5k", "5/5"]
+    assert len(cells(line)) == len(HEADERS) + 3
 
 
 def test_a_long_leaderboard_shows_the_best_and_says_how_many_more() -> None:
@@ -354,38 +400,142 @@ MODELS = [
 ]
 
 
-def test_the_card_stays_under_100_kb_at_10_000_bundles_over_50_tasks() -> None:
-    """Every board is cut to BOARD_ROWS bundles and BOARD_METRICS metric columns, so the card
-    grows with the tasks, not the bundles: names and figures of realistic length."""
+def test_the_card_stays_well_under_100_kb_at_100_000_bundles_over_50_tasks() -> None:
+    """Boards share CARD_BOARD_ROWS lines (each at least MIN_BOARD_ROWS) and BOARD_METRICS
+    metric columns, and the overview shows OVERVIEW_ROWS setups, so the card grows with the
+    tasks, not the bundles: names, submitters and signers of realistic length."""
     rng = random.Random(16)
     tasks = [f"ktane-{kind}-module-{i:02d}" for i, kind in enumerate(["vqa", "maze"] * 25)]
+    signers = AllowedSigners()
+    for name in ("gptnt-maintainers", "ada-lovelace", "some-lab"):
+        signers = signers.with_signer(name, public_key_line())
+    keys = [signer.fingerprint for signer in signers.signers] + [None, fingerprint_of_a_key()]
+    setups = []
+    for i in range(2000):
+        model = MODELS[i % len(MODELS)]
+        label = f"{rng.getrandbits(32):08x}" if i % 5 else "unpinned"
+        setups.append(
+            make_row(
+                re.sub(r"[^a-z0-9]+", "-", model.lower()) + f"-{i}",
+                label=label,
+                resolved_revision=None if label == "unpinned" else label + "0" * 32,
+                model_name=model,
+                player_name=f"{model.split('/')[1].lower()}-{i}",
+                coverage="complete" if i % 7 else "partial",
+                submitter_name=f"Evaluation Team {i % 13} of Some University",
+                signer_fingerprint=keys[i % len(keys)],
+                published_at=f"2026-{1 + i % 12:02d}-{1 + i % 28:02d}T10:00:00Z",
+            )
+        )
     boards = []
     for task in tasks:
         rows = []
-        for i in range(200):
-            model = MODELS[i % len(MODELS)]
-            player = f"{model.split('/')[1].lower()}-{i}"
-            label = f"{rng.getrandbits(32):08x}" if i % 5 else "unpinned"
-            metrics = {
-                "exact_match": {"accuracy": rng.random(), "n": 1234},
-                f"{task}_scorer": {"score": rng.uniform(0, 100), "per_module": {"wires": 0.9}},
-            }
+        for setup in setups:  # copies, not validated again: 100,000 rows in seconds
+            metrics = {"exact_match": {"accuracy": rng.random(), "n": 1234}}
+            bundle_id = setup.bundle_id.replace("expert-vqa@", f"{task}@")
             rows.append(
-                make_row(
-                    re.sub(r"[^a-z0-9]+", "-", model.lower()) + f"-{i}",
-                    task=task,
-                    label=label,
-                    resolved_revision=None if label == "unpinned" else label + "0" * 32,
-                    metrics=metrics,
-                    model_name=model,
-                    player_name=player,
-                    coverage="complete" if i % 7 else "partial",
-                    published_at=f"2026-{1 + i % 12:02d}-{1 + i % 28:02d}T10:00:00Z",
+                setup.model_copy(
+                    update={
+                        "bundle_id": bundle_id,
+                        "task_name": task,
+                        "target": bundle_id.split("/")[1],
+                        "metrics_json": json.dumps(metrics),
+                    }
                 )
             )
         boards.append(TaskBoard.of(task, rows))
-    card = render_dataset_card(REPO, sorted(boards, key=lambda b: b.task), 10_000)
-    assert "**10000** submission bundle(s)" in card
-    assert card.count("\n### ") == 50 and card.count(f"... and {200 - BOARD_ROWS} more") == 50
+    card = render_dataset_card(REPO, sorted(boards, key=lambda b: b.task), 100_000, signers)
+    assert "**100000** submission bundle(s)" in card
+    shown = board_rows(50)
+    assert shown == MIN_BOARD_ROWS and len(section(card, tasks[0])) == 2 + shown
+    assert card.count("\n### ") == 50 and card.count(f"... and {2000 - shown} more") == 50
+    assert len(overview_lines(card)) == 2 + OVERVIEW_ROWS
     size = len(card.encode("utf-8"))
-    assert size < 100_000, size
+    assert size < 90_000, size
+
+
+def test_a_board_names_who_signed_by_the_allowed_signers() -> None:
+    allowed, stranger = public_key_line(), public_key_line()
+    signers = AllowedSigners().with_signer("ada", allowed)
+    key_of = {line: fingerprint(base64.b64decode(line.split()[1])) for line in (allowed, stranger)}
+    rows = [
+        make_row("allowed", signer_fingerprint=key_of[allowed], submitter_name=None),
+        make_row("stranger", signer_fingerprint=key_of[stranger]),
+        make_row("unsigned"),
+    ]
+    short = {line: f"`{key[len('SHA256:') :][:12]}…`" for line, key in key_of.items()}
+    card = render_dataset_card(REPO, boards_of(rows), 3, signers)
+    by_player = {player_of(line): cells(line) for line in section(card, "expert-vqa")[2:]}
+    assert by_player["allowed"][SIGNER] == f"ada {short[allowed]}"
+    assert by_player["stranger"][SIGNER] == f"{WARNING} {short[stranger]}"
+    assert by_player["unsigned"][SIGNER] == "-"
+    assert by_player["allowed"][SUBMITTER] == "-" and by_player["stranger"][SUBMITTER] == "Ada"
+    assert {row[DATE] for row in by_player.values()} == {"2026-06-15"}
+    assert "allowed signers (`leaderboard/allowed_signers`)" in card
+    # a leaderboard that names no signers: the keys alone, nobody named, nothing marked
+    plain = {player_of(line): cells(line) for line in section(card_of(rows), "expert-vqa")[2:]}
+    assert plain["allowed"][SIGNER] == short[allowed]
+    assert plain["stranger"][SIGNER] == short[stranger]
+
+
+def setup_row(player: str, task: str, score: float | None, **fields: object) -> TableRow:
+    metrics = {"em": {"acc": score if score is not None else "n/a"}}
+    return make_row(player, task=task, metrics=metrics, **fields)
+
+
+def test_the_overview_is_setups_by_tasks_best_first() -> None:
+    rows = [
+        setup_row("a", "t1", 0.9),
+        setup_row("a", "t2", 0.1),  # a: ranks 1 and 3, mean 2
+        setup_row("b", "t1", 0.8),
+        setup_row("b", "t2", 0.5, coverage="partial"),  # b: ranks 2 and 1, mean 1.5
+        setup_row("c", "t2", 0.4),  # c: one task, rank 2
+        setup_row("d", "t1", None),  # no score: no rank, not in the overview
+        setup_row("a", "t3", None),  # a task nobody is ranked on: no column
+        setup_row("b", "t1", 0.1, label="00000000", resolved_revision="0" * 40),  # b's second
+    ]
+    card = card_of(rows)
+    header, align, *lines = overview_lines(card)
+    assert cells(header) == ["#", "model", "setup", "tasks", "mean rank", "t1", "t2"]
+    assert len(cells(align)) == 7
+    table = [cells(line) for line in lines]
+    assert [row[2:] for row in table] == [
+        ["`b_1054f537`", "2", "1.5", "0.8", f"{WARNING} 0.5"],  # its best t1 entry
+        ["`a_1054f537`", "2", "2.0", "0.9", "0.1"],
+        ["`c_1054f537`", "1", "2.0", "", "0.4"],
+    ]
+    assert [row[:2] for row in table] == [["1", "b"], ["2", "a"], ["3", "c"]]
+    assert "setups are ranked in all" not in card and "ranked tasks on which" not in card
+    # one ranked task: its board is the overview, so the card has none
+    assert "## Across tasks" not in card_of([r for r in rows if r.task_name == "t1"])
+
+
+def test_the_overview_keeps_its_rows_and_columns_bounded() -> None:
+    tasks = [f"t{n:02d}" for n in range(OVERVIEW_TASKS + 3)]
+    rows = [
+        # setup s<i> is ranked on the first i+1 tasks, always behind every later setup
+        setup_row(f"s{i:02d}", task, i / 100)
+        for i in range(OVERVIEW_ROWS + 5)
+        for task in tasks[: i + 1]
+    ]
+    found = overview(boards_of(rows))
+    assert found.setups_ranked == OVERVIEW_ROWS + 5 and found.tasks_ranked == len(tasks)
+    # the setups on most tasks; the tasks most of them are ranked on (then by name)
+    shown = [f"s{i:02d}" for i in range(OVERVIEW_ROWS + 4, 4, -1)]
+    assert [setup.name.split("_")[0] for setup in found.setups] == shown
+    assert found.tasks == tasks[:OVERVIEW_TASKS]
+    card = card_of(rows)
+    assert len(overview_lines(card)) == 2 + OVERVIEW_ROWS
+    assert len(cells(overview_lines(card)[0])) == 5 + OVERVIEW_TASKS
+    assert f"({OVERVIEW_ROWS + 5} setups are ranked in all)" in card
+    assert f"the {OVERVIEW_TASKS} of the {len(tasks)} ranked tasks on which most" in card
+
+
+def test_boards_share_the_cards_lines_between_min_and_max() -> None:
+    assert board_rows(1) == BOARD_ROWS and board_rows(0) == BOARD_ROWS
+    assert board_rows(10) == min(BOARD_ROWS, CARD_BOARD_ROWS // 10)
+    assert board_rows(1000) == MIN_BOARD_ROWS
+    rows = [setup_row(f"p{i}", f"t{n}", i / 10) for n in range(30) for i in range(9)]
+    card = card_of(rows)
+    assert len(section(card, "t0")) == 2 + board_rows(30) < 2 + 9
+    assert f"the best\n{board_rows(30)} bundles" in card

@@ -139,3 +139,20 @@ def test_a_publication_before_the_year_1000_reads_back() -> None:
     written = as_bundle_row(row).model_dump_json()
     assert BundleRow.model_validate_json(written, strict=True) == as_bundle_row(row)
     assert utc_timestamp(row.published) == "0999-01-01T00:00:00Z"
+
+
+def test_a_run_date_is_kept_to_the_nanosecond_in_one_utc_form() -> None:
+    """Real run dates carry nanoseconds, which datetime cannot hold; the bundle keeps the
+    harness's string, the row the instant in GPTNT's one form."""
+    for text, kept in [
+        ("2026-06-15T10:42:22.045588909Z", "2026-06-15T10:42:22.045588909Z"),
+        ("2026-06-15T12:42:22.045588909+02:00", "2026-06-15T10:42:22.045588909Z"),
+        ("2026-06-15T10:42:22.500Z", "2026-06-15T10:42:22.5Z"),
+        ("2026-06-15T10:42:22.0000000001Z", "2026-06-15T10:42:22Z"),  # past the nanosecond
+        ("1970-01-01T00:00:00-00:30", "1970-01-01T00:30:00Z"),
+    ]:
+        assert make_row(run_date=text).run_date == kept, text
+    with pytest.raises(ValueError, match="no UTC offset"):
+        make_row(run_date="2026-06-15T10:42:22")
+    with pytest.raises(ValueError, match="1970 and 2242"):
+        make_row(run_date="2243-01-01T00:00:00Z")

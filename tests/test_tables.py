@@ -122,6 +122,7 @@ def test_the_all_tasks_table_has_the_table_row_columns_and_utc_timestamps() -> N
     table = read(single(AllTasksTable.of(some_rows())))
     assert table.column_names == list(TableRow.model_fields)
     assert table.schema.field("published_at").type == pa.timestamp("ms", tz="UTC")
+    assert table.schema.field("run_date").type == pa.timestamp("ns", tz="UTC")
     assert table.schema.field("metrics").type == pa.list_(
         pa.struct([("name", pa.string()), ("number", pa.float64()), ("json_value", pa.string())])
     )
@@ -331,3 +332,24 @@ def test_a_board_read_from_the_table_ranks_as_a_board_of_every_row() -> None:
     whole = TaskBoard.of("expert-vqa", rows)
     assert [row.bundle_id for row in best.rows] == [row.bundle_id for row in whole.rows[:20]]
     assert best.ranks() == whole.ranks()[:20] and best.total == 300 == whole.total
+
+
+def test_run_dates_read_back_to_the_nanosecond_in_every_table() -> None:
+    """A run date is a UTC timestamp in nanoseconds (datetime keeps only microseconds): the
+    table holds the instant, and the rows read back are the rows written."""
+    dates = {
+        "a": "2026-06-15T10:42:22.045588909Z",
+        "b": "2242-03-16T12:56:31.999999999+00:00",  # the last second a tar header holds
+        "c": "1970-01-01T01:00:00.000000001+01:00",
+    }
+    rows = [make_row(player, run_date=date) for player, date in dates.items()]
+    data = single(AllTasksTable.of(rows))
+    nanoseconds = [1781520142045588909, 8589934591999999999, 1]
+    assert read(data).column("run_date").cast(pa.int64()).to_pylist() == nanoseconds
+    assert back(data).rows() == sorted(rows, key=lambda row: row.bundle_id)
+    assert [row.run_date for row in rows][2] == "1970-01-01T00:00:00.000000001Z"
+    task = read(task_table_bytes(vqa_board(rows)))
+    assert task.schema.field("run_date").type == pa.timestamp("ns", tz="UTC")
+    task_dates = task.column("run_date").cast(pa.int64()).to_pylist()
+    by_id = dict(zip(task.column("bundle_id").to_pylist(), task_dates, strict=True))
+    assert [by_id[row.bundle_id] for row in rows] == nanoseconds

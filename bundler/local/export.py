@@ -23,10 +23,8 @@ src/gptnt/cli/submission/, at commit 8d77b93) and the pydantic-ai release it loc
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import tempfile
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -45,7 +43,7 @@ from bundler.local.layout import (
     find_archives,
 )
 from bundler.local.manifest import BundleClaim
-from bundler.local.schema import UNKNOWN_HARNESS_VERSION
+from bundler.local.schema import UNKNOWN_HARNESS_VERSION, gptnt_instant
 from bundler.local.submitter import Submitter
 from bundler.local.validation import describe_validation_error
 from bundler.local.verify import BundleReading, read_bundle
@@ -86,8 +84,6 @@ STATICS_ROLE: Literal["defuser"] = "defuser"
 
 MAX_PLAYER_CONFIG_BYTES = 1 << 20
 """A player config is a short YAML file; anything larger is not one."""
-_FRACTION = re.compile(r"[.,](\d+)")
-NANOSECOND_DIGITS = 9
 
 
 # GPTNT's submission.yaml, field for field, in its order ---------------------------------------
@@ -376,18 +372,6 @@ def in_gptnt_order(capabilities: dict[str, Any]) -> dict[str, Any]:
         nested = GPTNT_NESTED_CAPABILITY_FIELDS.get(key)
         ordered[key] = {sub: value[sub] for sub in nested} if nested else value
     return ordered
-
-
-def gptnt_instant(run_date: str) -> str:
-    """The run date as GPTNT writes it: the UTC instant, `YYYY-MM-DDTHH:MM:SS[.fraction]Z`,
-    with the fraction to nanoseconds and without trailing zeros. `run_date` was validated as an
-    instant; its fraction is kept as digits, because Python's datetime keeps only microseconds."""
-    fraction = _FRACTION.search(run_date)
-    digits = fraction.group(1) if fraction else ""
-    whole = run_date if fraction is None else run_date.replace(fraction.group(0), "", 1)
-    instant = datetime.fromisoformat(whole).astimezone(UTC)
-    nanoseconds = digits[:NANOSECOND_DIGITS].ljust(NANOSECOND_DIGITS, "0").rstrip("0")
-    return instant.strftime("%Y-%m-%dT%H:%M:%S") + (f".{nanoseconds}" if nanoseconds else "") + "Z"
 
 
 # Exporting --------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -179,6 +179,39 @@ def parse_instant(value: str) -> datetime:
     if not 0 <= parsed.timestamp() < TAR_NUMBER_LIMIT:
         raise ValueError(f"run_date {value!r} is not between 1970 and 2242")
     return parsed
+
+
+NANOSECOND_DIGITS = 9
+NANOSECONDS_PER_SECOND = 1_000_000_000
+_FRACTION = re.compile(r"\.([0-9]+)")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def instant_nanoseconds(value: str) -> int:
+    """An instant `parse_instant` accepted, as nanoseconds since the epoch: its fraction is
+    read as digits, to the nanosecond (later digits dropped), since datetime keeps only
+    microseconds and real run dates carry nanoseconds."""
+    fraction = _FRACTION.search(value)
+    digits = fraction.group(1) if fraction else ""
+    whole = value if fraction is None else value.replace(fraction.group(0), "", 1)
+    seconds = (datetime.fromisoformat(whole) - _EPOCH) // timedelta(seconds=1)
+    nanoseconds = int(digits[:NANOSECOND_DIGITS].ljust(NANOSECOND_DIGITS, "0"))
+    return seconds * NANOSECONDS_PER_SECOND + nanoseconds
+
+
+def nanosecond_instant(nanoseconds: int) -> str:
+    """The instant `nanoseconds` after the epoch as GPTNT writes a run date: UTC,
+    `YYYY-MM-DDTHH:MM:SS[.fraction]Z`, the fraction without trailing zeros."""
+    seconds, fraction = divmod(nanoseconds, NANOSECONDS_PER_SECOND)
+    moment = (_EPOCH + timedelta(seconds=seconds)).replace(tzinfo=None)
+    digits = f"{fraction:0{NANOSECOND_DIGITS}d}".rstrip("0")
+    return moment.isoformat(timespec="seconds") + (f".{digits}" if digits else "") + "Z"
+
+
+def gptnt_instant(run_date: str) -> str:
+    """A run date `parse_instant` accepted, in the one form GPTNT writes (`nanosecond_instant`):
+    equal instants, equal text, to the nanosecond."""
+    return nanosecond_instant(instant_nanoseconds(run_date))
 
 
 class StaticsRunMetadata(_Strict):

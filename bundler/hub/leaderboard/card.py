@@ -3,9 +3,10 @@ in `templates/`, small at any size.
 
 Its YAML points the dataset viewer at the tables (`bundler.hub.leaderboard.tables`): the
 all-tasks table as the `default` config and one config per task. Parquet carries its own column
-types, so the card declares no features. Its body shows each task's best BOARD_ROWS bundles and
-counts, and points at the task's full table in the viewer, so it stays well under 100 KB at
-10,000 bundles.
+types, so the card declares no features. Its body shows an overview across tasks
+(`bundler.hub.leaderboard.overview`), then each task's best bundles (`board_rows`) and counts,
+and points at the task's full table in the viewer, so it stays well under 100 KB at 50 tasks
+and 100,000 bundles.
 """
 
 from __future__ import annotations
@@ -22,6 +23,13 @@ from huggingface_hub.repocard import REGEX_YAML_BLOCK
 
 from bundler.core.errors import HubError
 from bundler.core.version import VERSION
+from bundler.hub.leaderboard.overview import (
+    OVERVIEW_DEPTH,
+    OVERVIEW_ROWS,
+    OVERVIEW_TASKS,
+    Overview,
+    overview,
+)
 from bundler.hub.leaderboard.ranking import TaskBoard
 from bundler.hub.leaderboard.rows import (
     MAPPED_DIGEST_HEX,
@@ -31,7 +39,14 @@ from bundler.hub.leaderboard.rows import (
 )
 from bundler.hub.leaderboard.tables import MAX_METRIC_COLUMNS, PART_ROWS, TASK_TABLE_ROWS
 from bundler.hub.repo.markdown import template_text
-from bundler.hub.repo.paths import ALL_TABLE_FILES, ALL_TASKS_CONFIG, README, task_table
+from bundler.hub.repo.paths import (
+    ALL_TABLE_FILES,
+    ALL_TASKS_CONFIG,
+    README,
+    repo_archive,
+    task_table,
+)
+from bundler.hub.tasks.signers import AllowedSigners
 
 if TYPE_CHECKING:
     import jinja2
@@ -52,8 +67,17 @@ SPLIT = "train"
 BOARD_METRICS = 1
 """Metric columns a board in the card shows: the ranking one; the task's table in the viewer
 has up to MAX_METRIC_COLUMNS."""
-BOARD_ROWS = 20
-"""Bundles a board in the card shows, best first; the task's table has TASK_TABLE_ROWS."""
+BOARD_ROWS = OVERVIEW_DEPTH
+"""Bundles a board in the card shows at most, best first; the task's table has
+TASK_TABLE_ROWS."""
+CARD_BOARD_ROWS = 150
+MIN_BOARD_ROWS = 3
+"""Board lines the whole card shows: each board its best CARD_BOARD_ROWS / tasks of them,
+between MIN_BOARD_ROWS and BOARD_ROWS (`board_rows`). A line is about 250 bytes (its link to
+the bundle is half of it), so fifty boards stay well under 100 KB."""
+SIGNER_SHOWN = 12
+"""The characters of a signer's key fingerprint (after `SHA256:`) a board shows: 72 of its
+256 bits, too many to make another key that shows the same; the tables have all of it."""
 CELL_MAX_LENGTH = 40
 """Text from a bundle is cut to this in a table cell, so one long name cannot swamp a table
 (nor the card's size)."""
@@ -172,24 +196,80 @@ def _number(value: float | None) -> str:
     return NO_VALUE if value is None else f"{value:.4g}"
 
 
-def board_table(board: TaskBoard) -> list[str]:
-    """A task's best BOARD_ROWS bundles as Markdown table lines, every bundle-supplied value
-    escaped. A row names the player's setup by its folder (`<player>_<fp8>`, the player's
-    slug and its capability fingerprint), the ranking score, and the rows present of the
-    expected, marked when the result is not complete on a pinned dataset: about 60 bytes, so
-    fifty boards stay well under 100 KB. The task's table has everything else."""
+def board_rows(tasks: int) -> int:
+    """How many bundles each board shows on a card of `tasks` boards (see CARD_BOARD_ROWS)."""
+    return max(MIN_BOARD_ROWS, min(BOARD_ROWS, CARD_BOARD_ROWS // max(tasks, 1)))
+
+
+def board_table(
+    board: TaskBoard, repo_id: str, rows: int, signers: AllowedSigners | None = None
+) -> list[str]:
+    """A task's best `rows` bundles as Markdown table lines, every bundle-supplied value
+    escaped: the model as the run names it (GPTNT records no provider, so none is shown), the
+    player's setup (`<player>_<fp8>`, the player's slug and its capability fingerprint) as a
+    link to the bundle's archive, the ranking score, tokens per row, the rows present of the
+    expected (marked when the result is not complete on a pinned, accepted dataset), the
+    submitter, the run's date (UTC) and who signed it. The task's table has everything else."""
     shown = board.columns[:BOARD_METRICS]
     metric_headers = [
         (_code(column) + (" ↓" if column == board.sort_column else ""), RIGHT) for column in shown
     ]
-    headers = [("#", RIGHT), ("setup", LEFT), *metric_headers, ("tok/row", RIGHT)]
-    headers += [("rows", LEFT)]
+    headers = [("#", RIGHT), ("model", LEFT), ("setup", LEFT), *metric_headers]
+    headers += [("tok/row", RIGHT), ("rows", LEFT), ("submitter", LEFT), ("run date", LEFT)]
+    headers += [("signed by", LEFT)]
     lines = [_line([title for title, _ in headers]), _line([align for _, align in headers])]
-    for rank, row in list(zip(board.ranks(), board.rows, strict=True))[:BOARD_ROWS]:
-        cells = [NO_VALUE if rank is None else str(rank)]
-        cells += [_code(row.key.player_dir)]
+    for rank, row in list(zip(board.ranks(), board.rows, strict=True))[:rows]:
+        cells = [NO_VALUE if rank is None else str(rank), md_cell(row.model_name)]
+        cells += [_bundle_link(repo_id, row)]
         cells += [_score(board, row, column) for column in shown]
         cells += [_tokens_per_row(row), _coverage(row, stale=board.stale(row))]
+        cells += [md_cell(row.submitter_name or "") or NO_VALUE, row.run_date[:10]]
+        cells += [_signer(row, signers)]
+        lines.append(_line(cells))
+    return lines
+
+
+def _bundle_link(repo_id: str, row: BundleRow) -> str:
+    """The setup's capability fingerprint (8 characters, as in its folder's name), linking to
+    the bundle's archive on the Hub (a page with its size, digest and download; the URL names
+    the player too)."""
+    url = f"https://huggingface.co/datasets/{repo_id}/blob/main/{repo_archive(row.key)}"
+    return f"[{_code(row.key.player_dir.rsplit('_', 1)[1])}]({url})"
+
+
+def _signer(row: BundleRow, signers: AllowedSigners | None) -> str:
+    """Who signed: the start of the key's fingerprint (the tables have all of it), after the
+    Hub names the leaderboard's allowed signers give that key; marked when they give it to
+    nobody. Unsigned: `-`."""
+    fingerprint = row.signer_fingerprint
+    if fingerprint is None:
+        return NO_VALUE
+    key = _code(fingerprint.removeprefix("SHA256:")[:SIGNER_SHOWN] + "…")
+    if signers is None:
+        return key
+    principals = sorted(signers.principals_of(fingerprint))
+    if not principals:
+        return f"{WARNING} {key}"
+    return f"{md_cell(', '.join(principals))} {key}"
+
+
+def overview_table(found: Overview) -> list[str]:
+    """The overview (bundler.hub.leaderboard.overview) as Markdown table lines: a setup's
+    model, setup, tasks ranked on and mean rank, then its score on each task, marked as its
+    board marks it."""
+    headers = [("#", RIGHT), ("model", LEFT), ("setup", LEFT), ("tasks", RIGHT)]
+    headers += [("mean rank", RIGHT), *((md_cell(task), RIGHT) for task in found.tasks)]
+    lines = [_line([title for title, _ in headers]), _line([align for _, align in headers])]
+    for place, setup in enumerate(found.setups, start=1):
+        cells = [str(place), md_cell(setup.model_name), _code(setup.name)]
+        cells += [str(len(setup.entries)), f"{setup.mean_rank:.1f}"]
+        for task in found.tasks:
+            entry = setup.entries.get(task)
+            if entry is None:
+                cells.append("")
+                continue
+            mark = f"{WARNING} " if entry.marked else ""
+            cells.append(mark + _number(entry.score))
         lines.append(_line(cells))
     return lines
 
@@ -253,17 +333,29 @@ def card_data(boards: Sequence[TaskBoard]) -> DatasetCardData:
     )
 
 
-def render_dataset_card(repo_id: str, boards: Sequence[TaskBoard], bundle_count: int) -> str:
-    """The README.md of a repository whose leaderboard has these boards: YAML header and
-    body. The same boards give the same text from the same bundler, which the card names so
-    that a reader installs the very version that wrote it."""
+def render_dataset_card(
+    repo_id: str,
+    boards: Sequence[TaskBoard],
+    bundle_count: int,
+    signers: AllowedSigners | None = None,
+) -> str:
+    """The README.md of a repository whose leaderboard has these boards (and these allowed
+    signers, which name who signed): YAML header and body. The same boards give the same
+    text from the same bundler, which the card names so that a reader installs the very
+    version that wrote it."""
+    rows = board_rows(len(boards))
     return compiled_template(CARD_TEMPLATE).render(
         bundler_version=VERSION,
         card_data=card_data(boards).to_yaml(),
         repo_id=repo_id,
         bundle_count=bundle_count,
         boards=boards,
-        board_table=board_table,
+        board_table=functools.partial(board_table, repo_id=repo_id, rows=rows, signers=signers),
+        overview=overview(boards),
+        overview_table=overview_table,
+        overview_rows=OVERVIEW_ROWS,
+        overview_tasks=OVERVIEW_TASKS,
+        signers=signers is not None,
         all_tasks_config=ALL_TASKS_CONFIG,
         all_table=ALL_TABLE_FILES,
         task_rows=TASK_TABLE_ROWS,
@@ -271,7 +363,7 @@ def render_dataset_card(repo_id: str, boards: Sequence[TaskBoard], bundle_count:
         task_table=task_table,
         warning=WARNING,
         board_metrics=BOARD_METRICS,
-        board_rows=BOARD_ROWS,
+        board_rows=rows,
         max_columns=MAX_METRIC_COLUMNS,
         max_length=METRIC_COLUMN_MAX_LENGTH,
         stem_length=MAPPED_STEM_LENGTH,

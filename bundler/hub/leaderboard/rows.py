@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from pydantic import ConfigDict, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from bundler.core.model import Model
 from bundler.local.layout import BundleId
@@ -30,7 +30,8 @@ from bundler.local.metrics import (
     metric_name,
     metric_number,
 )
-from bundler.local.schema import Count
+from bundler.local.schema import Count, gptnt_instant, parse_instant
+from bundler.local.signature import parse_signature
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,13 @@ class Dtype:
 PublishedAt = Annotated[str, Dtype("timestamp[s, tz=UTC]")]
 """When the bundle was first published, as `YYYY-MM-DDTHH:MM:SSZ`; a UTC timestamp column in
 the tables, so that it shows and sorts as a date."""
+
+
+RunDate = Annotated[str, Dtype("timestamp[ns, tz=UTC]")]
+"""When the run was stamped, in GPTNT's one form (`gptnt_instant`: UTC,
+`YYYY-MM-DDTHH:MM:SS[.fraction]Z`, to the nanosecond), so that equal instants give equal rows;
+a nanosecond UTC timestamp column in the tables, which holds every run date a bundle can carry
+(1970 to 2242) to the nanosecond. The bundle keeps the string exactly as the harness wrote it."""
 
 
 class UsageCount(Model):
@@ -69,7 +77,7 @@ class BundleRow(Model):
     requested_revision: str | None
     resolved_revision: str | None
     is_pinned: bool
-    run_date: str
+    run_date: RunDate
     published_at: PublishedAt
     coverage: str
     expected_rows: Count | None
@@ -84,6 +92,9 @@ class BundleRow(Model):
     usage: list[UsageCount]
     submitter_name: str | None
     submitter_affiliation: str | None
+    signer_fingerprint: str | None = Field(pattern=r"^SHA256:[A-Za-z0-9+/]{43}$")
+    """The SHA256 fingerprint (as `ssh-keygen -l` prints it) of the key whose signature of the
+    archive verified; None: unsigned. Whose key it is, the leaderboard's allowed signers say."""
     gptnt_version: str | None
     harness_git_sha: str | None
     bundler_version: str
@@ -92,6 +103,14 @@ class BundleRow(Model):
     metrics: list[MetricValue]
     metrics_json: str
     warnings: list[str]
+
+    @field_validator("run_date")
+    @classmethod
+    def _is_run_instant(cls, value: str) -> str:
+        """Any instant a harness writes is accepted (ValueError for anything else), and kept
+        in its one form."""
+        parse_instant(value)
+        return gptnt_instant(value)
 
     @field_validator("published_at")
     @classmethod
@@ -147,8 +166,10 @@ def utc_timestamp(moment: datetime | None = None) -> str:
 
 
 def build_row(sidecar: Sidecar, metrics_json: str, published_at: str) -> BundleRow:
-    """The all-tasks row of a verified bundle published (first) at `published_at`."""
+    """The all-tasks row of a verified bundle published (first) at `published_at`. Verified:
+    a signature in its sidecar is of its archive's bytes, so the row names the key."""
     statics = sidecar.statics
+    signed = sidecar.signature
     provenance = sidecar.provenance
     usage = sidecar.predictions.usage
     return BundleRow(
@@ -178,6 +199,7 @@ def build_row(sidecar: Sidecar, metrics_json: str, published_at: str) -> BundleR
         usage=[UsageCount(key=k, count=v) for k, v in usage.items()],
         submitter_name=sidecar.submitter.name,
         submitter_affiliation=sidecar.submitter.affiliation,
+        signer_fingerprint=None if signed is None else parse_signature(signed.sshsig).fingerprint,
         gptnt_version=_optional_str(provenance.get("gptnt_version")),
         harness_git_sha=_optional_str(provenance.get("git_sha")),
         bundler_version=sidecar.bundler_version,
@@ -213,7 +235,7 @@ class TaskRow(Model):
     output_tokens: int
     requests: int
     published_at: PublishedAt
-    run_date: str
+    run_date: RunDate
     task_name: str
     target: str
     player_type: str
@@ -223,6 +245,7 @@ class TaskRow(Model):
     requested_revision: str | None
     resolved_revision: str | None
     submitter_name: str | None
+    signer_fingerprint: str | None
     metrics_json: str
     rank: int | None = None
     """Its competition rank by the task's ranking metric (1, 1, 3); None: unranked."""
@@ -235,7 +258,10 @@ class TaskRow(Model):
 
     @classmethod
     def of(cls, row: BundleRow) -> TaskRow:
-        return cls.model_validate(row.model_dump(include=set(cls.model_fields)))
+        """Its columns of `row`; the board's judgements (rank, stale, interval) are the
+        board's to add."""
+        shared = set(cls.model_fields) & set(BundleRow.model_fields)
+        return cls.model_validate(row.model_dump(include=shared))
 
 
 METRICS_AFTER = "player_name"

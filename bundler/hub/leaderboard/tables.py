@@ -43,6 +43,7 @@ from bundler.hub.leaderboard.rows import (
 from bundler.hub.repo.paths import part_number, table_part
 from bundler.hub.tasks.definitions import TaskDefinition
 from bundler.local.layout import BundleId
+from bundler.local.schema import instant_nanoseconds, nanosecond_instant
 
 LAYOUT_VERSION = 3
 """The repository layout these tables belong to: 1 had a row file per bundle under `rows/` and
@@ -68,8 +69,14 @@ _ARROW_TYPES: dict[Any, pa.DataType] = {
     float: pa.float64(),
     bool: pa.bool_(),
 }
-_TIMESTAMP = pa.timestamp("ms", tz="UTC")
-"""Parquet holds no seconds unit; whole seconds in milliseconds read back the same."""
+_TIMESTAMPS = {
+    "timestamp[s, tz=UTC]": pa.timestamp("ms", tz="UTC"),
+    "timestamp[ns, tz=UTC]": pa.timestamp("ns", tz="UTC"),
+}
+"""The Arrow type of each `Dtype`. Parquet holds no seconds unit: whole seconds in milliseconds
+read back the same. Nanoseconds (Parquet's NANOS, format 2.6) reach 2262, past any run date."""
+_NANOSECONDS = "run_date"
+"""The column written from, and read back into, `RunDate` text through nanoseconds."""
 
 
 def arrow_schema(model: type[BaseModel]) -> pa.Schema:
@@ -85,14 +92,13 @@ def _field(name: str, annotation: Any, metadata: list[Any]) -> pa.Field:
 
 
 def _arrow_type(annotation: Any, metadata: Sequence[Any] = ()) -> pa.DataType:
-    if any(isinstance(item, Dtype) for item in metadata):
-        return _TIMESTAMP
     annotation = _strip_optional(annotation)
     if get_origin(annotation) is Annotated:
-        args = get_args(annotation)
-        if any(isinstance(item, Dtype) for item in args[1:]):
-            return _TIMESTAMP
-        annotation = args[0]
+        metadata = [*metadata, *get_args(annotation)[1:]]
+        annotation = get_args(annotation)[0]
+    dtypes = [item for item in metadata if isinstance(item, Dtype)]
+    if dtypes:
+        return _TIMESTAMPS[dtypes[0].name]
     if annotation in _ARROW_TYPES:
         return _ARROW_TYPES[annotation]
     if get_origin(annotation) is list:
@@ -133,7 +139,17 @@ def parquet_bytes(table: pa.Table) -> bytes:
 def _cells(row: BaseModel) -> dict[str, Any]:
     cells = row.model_dump()
     cells["published_at"] = datetime.fromisoformat(cells["published_at"].replace("Z", "+00:00"))
+    cells[_NANOSECONDS] = instant_nanoseconds(cells[_NANOSECONDS])
     return cells
+
+
+def _pylist(table: pa.Table) -> list[dict[str, Any]]:
+    """The table's rows as `_cells` wrote them: nanosecond timestamps as integers, which
+    Python's datetime cannot hold (and pyarrow gives as pandas objects, or refuses)."""
+    where = table.schema.get_field_index(_NANOSECONDS)
+    nanoseconds = pc.cast(table.column(where), pa.int64())
+    rows: list[dict[str, Any]] = table.set_column(where, _NANOSECONDS, nanoseconds).to_pylist()
+    return rows
 
 
 @dataclass(frozen=True)
@@ -231,9 +247,14 @@ def _unnamed(kind: pa.DataType) -> pa.DataType:
 ALL_SCHEMA_KEYS = pa.schema([ALL_SCHEMA.field(name) for name in KEY_COLUMNS])
 ALL_SCHEMA_INDEX = pa.schema([ALL_SCHEMA.field(name) for name in INDEX_COLUMNS])
 LAYOUT_2_SCHEMA = pa.schema(
-    [field for field in ALL_SCHEMA if field.name not in ("stale", "ci_low", "ci_high")]
+    [
+        pa.field(field.name, pa.string()) if field.name == "run_date" else field
+        for field in ALL_SCHEMA
+        if field.name not in ("signer_fingerprint", "stale", "ci_low", "ci_high")
+    ]
 )
-"""The one-file table of layout 2, read once more to be split into parts."""
+"""The one-file table of layout 2, read once more to be split into parts (its run dates text,
+no signer: a signed bundle's row names its signer once it is derived again)."""
 
 
 class AllTasksTable:
@@ -278,19 +299,13 @@ class AllTasksTable:
             table.schema, LAYOUT_2_SCHEMA
         ):
             raise RowError("not a one-file table of layout 2")
-        table = table.cast(LAYOUT_2_SCHEMA)
-        for name in ("stale", "ci_low", "ci_high"):
-            field = ALL_SCHEMA.field(name)
-            filler = pa.array([False] * table.num_rows) if name == "stale" else None
-            column = filler if filler is not None else pa.nulls(table.num_rows, field.type)
-            table = table.add_column(ALL_SCHEMA.get_field_index(name), field, column)
-        table = table.cast(ALL_SCHEMA).sort_by("bundle_id")
-        return cls(
-            {
-                number: TablePart.of(table.slice(start, PART_ROWS))
-                for number, start in enumerate(range(0, table.num_rows, PART_ROWS))
-            }
-        )
+        table = table.cast(LAYOUT_2_SCHEMA).sort_by("bundle_id")
+        parts = {}
+        for number, start in enumerate(range(0, table.num_rows, PART_ROWS)):
+            cells = table.slice(start, PART_ROWS).to_pylist()
+            rows = [_table_row(row | {"signer_fingerprint": None}) for row in cells]
+            parts[number] = TablePart.of(_table_of(rows))
+        return cls(parts)
 
     def __len__(self) -> int:
         return sum(part.rows for part in self.parts.values())
@@ -350,7 +365,7 @@ class AllTasksTable:
                 continue
             full = part.full()
             held = full.filter(pc.is_in(full.column("bundle_id"), value_set=wanted))
-            found |= {row.bundle_id: row for row in map(_table_row, held.to_pylist())}
+            found |= {row.bundle_id: row for row in map(_table_row, _pylist(held))}
         return found
 
     def rows(self, task: str | None = None) -> list[TableRow]:
@@ -454,6 +469,8 @@ def _table_row(cells: dict[str, Any]) -> TableRow:
     published = cells.get("published_at")
     if isinstance(published, datetime):
         cells["published_at"] = utc_timestamp(published.astimezone(UTC))
+    if isinstance(cells.get(_NANOSECONDS), int):
+        cells[_NANOSECONDS] = nanosecond_instant(cells[_NANOSECONDS])
     try:
         row = TableRow.model_validate(cells)
         BundleId.parse(row.bundle_id)

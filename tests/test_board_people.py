@@ -23,10 +23,11 @@ from cryptography.hazmat.primitives.serialization import (
     PublicFormat,
 )
 from factory import RunSpec
+from helpers import all_tasks_table
 from hubserver import HubServer
 from test_upload import make_bundles, publish
 
-from bundler.hub.repo.paths import ALL_TABLE, README, task_table
+from bundler.hub.repo.paths import README, task_table
 from bundler.local.sign import sign
 from bundler.local.submitter import Submitter
 
@@ -134,7 +135,7 @@ def test_the_tables_hold_the_run_date_to_the_nanosecond_the_signer_and_stale(
     hub: HubServer, repo_id: str, board: tuple[str, str]
 ) -> None:
     _, key = board
-    everything = table(hub, repo_id, ALL_TABLE)
+    everything = all_tasks_table(hub, repo_id)
     task = table(hub, repo_id, task_table("expert-vqa"))
     for read in (everything, task):
         assert read.schema.field("run_date").type == pa.timestamp("ns", tz="UTC")

@@ -6,9 +6,9 @@ exactly that row. Every field is compared except `published_at` (when the bundle
 published the bundle: the board's stamp, in no file of the bundle); `ranking_metric`,
 `score`, `stale` and the interval, what the task's definition makes of the row, are compared
 with the row's scoring done again. A bundle that verifies and has no row is missing from the
-board; one that fails verification has rightly none. Signatures are judged by the leaderboard's allowed
-signers, as review judges them, but for the author: who committed a bundle the audit does not
-ask (that would cost a request per bundle).
+board; one that fails verification has rightly none. Signatures are judged by the
+leaderboard's allowed signers, as review judges them, but for the author: who committed a
+bundle the audit does not ask (that would cost a request per bundle).
 """
 
 from __future__ import annotations

@@ -354,6 +354,7 @@ def render_dataset_card(
         overview=overview(boards),
         overview_table=overview_table,
         overview_rows=OVERVIEW_ROWS,
+        overview_depth=OVERVIEW_DEPTH,
         overview_tasks=OVERVIEW_TASKS,
         signers=signers is not None,
         all_tasks_config=ALL_TASKS_CONFIG,

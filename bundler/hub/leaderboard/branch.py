@@ -30,6 +30,7 @@ from bundler.hub.client.remote import RemoteFile, RemoteFolder
 from bundler.hub.client.session import MAX_SMALL_FILE_BYTES, HubSession
 from bundler.hub.leaderboard.card import render_dataset_card
 from bundler.hub.leaderboard.catchup import catch_up
+from bundler.hub.leaderboard.chart import charted_tasks, drawn_charts, shown_charts, stale_charts
 from bundler.hub.leaderboard.ranking import TaskBoard
 from bundler.hub.leaderboard.record import BoardRecord, DerivedFile
 from bundler.hub.leaderboard.rows import TableRow
@@ -38,6 +39,7 @@ from bundler.hub.leaderboard.tables import AllTasksTable, task_table_bytes
 from bundler.hub.repo.paths import (
     ALL_TABLE,
     BUNDLES_DIR,
+    CHARTS_DIR,
     FILES_PER_BUNDLE,
     LEGACY_DIRS,
     README,
@@ -66,7 +68,7 @@ class BranchTables:
     head: str
     leaderboard: AllTasksTable
     held: dict[str, RemoteFile] = field(default_factory=dict)
-    """The branch's tables and card, by path, to write only what changed."""
+    """The branch's tables, charts and card, by path, to write only what changed."""
     legacy: list[str] = field(default_factory=list)
     """Layout-1 folders the next commit removes."""
     record: BoardRecord | None = None
@@ -124,7 +126,10 @@ class BranchTables:
         }
         written = {ALL_TABLE: board.bytes(scores)}
         written |= {task_table(b.task): task_table_bytes(b) for b in boards if b.task in wanted}
-        written[README] = render_dataset_card(repo_id, boards, len(board)).encode("utf-8")
+        written |= drawn_charts(boards, wanted, self.held, self.edited())
+        charts = shown_charts(boards, self.held, self.record, written)
+        card = render_dataset_card(repo_id, boards, len(board), charts=charts)
+        written[README] = card.encode("utf-8")
         return written
 
     def remote_files(self, session: HubSession, bundles: list[BundleId]) -> dict[str, RemoteFile]:
@@ -248,6 +253,8 @@ def table_operations(
     and the next read compares no tree."""
     rendered = state.rendered(session.repo_id, tasks)
     stale = state.stale_task_tables()
+    charted = charted_tasks(state.leaderboard.tasks(), state.definitions)
+    stale += stale_charts(state.held, state.record, rendered, charted)
     written = {
         p: data
         for p, data in rendered.items()
@@ -297,15 +304,17 @@ def read_branch(
     progress = progress or NoProgress()
     head = session.head(revision)
     wanted = [ALL_TABLE, BUNDLES_DIR, README, RECORD, *LEGACY_DIRS, TASK_TABLES_DIR, TASKS_FILE]
+    wanted.append(CHARTS_DIR)
     top = session.entries(wanted, head)
     held = {
         path: entry
         for path, entry in top.items()
         if isinstance(entry, RemoteFile) and path in (ALL_TABLE, README)
     }
-    if TASK_TABLES_DIR in top:
-        listed = session.list_folder(TASK_TABLES_DIR, head)
-        held.update((p, e) for p, e in listed.items() if isinstance(e, RemoteFile))
+    for folder in (TASK_TABLES_DIR, CHARTS_DIR):
+        if folder in top:
+            listed = session.list_folder(folder, head)
+            held.update((p, e) for p, e in listed.items() if isinstance(e, RemoteFile))
     state = BranchTables(revision, head, AllTasksTable.empty(), held)
     if isinstance(top.get(TASKS_FILE), RemoteFile):
         data = session.read_file(TASKS_FILE, head, MAX_TASKS_FILE_BYTES)

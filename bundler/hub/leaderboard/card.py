@@ -14,7 +14,7 @@ import functools
 import html
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from huggingface_hub import DatasetCard, DatasetCardData
@@ -31,7 +31,7 @@ from bundler.hub.leaderboard.rows import (
 )
 from bundler.hub.leaderboard.tables import MAX_METRIC_COLUMNS
 from bundler.hub.repo.markdown import template_text
-from bundler.hub.repo.paths import ALL_TABLE, ALL_TASKS_CONFIG, README, task_table
+from bundler.hub.repo.paths import ALL_TABLE, ALL_TASKS_CONFIG, README, task_chart, task_table
 
 if TYPE_CHECKING:
     import jinja2
@@ -47,6 +47,8 @@ class CardRefusalReport(Protocol):
 
 
 CARD_TEMPLATE = "dataset_card.md.j2"
+CHARTS_EXTRA = "pip install 'statics-bundler[charts]'"
+"""How to get charts (matplotlib), as the card says it."""
 TAGS = ["gptnt", "ktane", "leaderboard", "evaluation", "statics-bundler"]
 SPLIT = "train"
 BOARD_METRICS = 1
@@ -253,10 +255,14 @@ def card_data(boards: Sequence[TaskBoard]) -> DatasetCardData:
     )
 
 
-def render_dataset_card(repo_id: str, boards: Sequence[TaskBoard], bundle_count: int) -> str:
+def render_dataset_card(
+    repo_id: str, boards: Sequence[TaskBoard], bundle_count: int, charts: Collection[str] = ()
+) -> str:
     """The README.md of a repository whose leaderboard has these boards: YAML header and
-    body. The same boards give the same text from the same bundler, which the card names so
-    that a reader installs the very version that wrote it."""
+    body, with the chart of each task in `charts` (bundler.hub.leaderboard.chart) under its
+    board, and how to get charts when a defined task has none. The same boards give the same
+    text from the same bundler, which the card names so that a reader installs the very
+    version that wrote it."""
     return compiled_template(CARD_TEMPLATE).render(
         bundler_version=VERSION,
         card_data=card_data(boards).to_yaml(),
@@ -275,4 +281,7 @@ def render_dataset_card(repo_id: str, boards: Sequence[TaskBoard], bundle_count:
         stem_length=MAPPED_STEM_LENGTH,
         digest_hex=MAPPED_DIGEST_HEX,
         md_cell=md_cell,
+        charts=charts,
+        task_chart=task_chart,
+        charts_extra=CHARTS_EXTRA,
     )

@@ -147,6 +147,16 @@ def test_scale_benchmark_measures_every_command_at_each_size(tmp_path: Path) -> 
     assert bulk["commits"] >= 1 and bulk["storage"] >= 3  # an LFS object per archive
 
 
+def test_charts_benchmark_reports_each_figure(tmp_path: Path) -> None:
+    figures = run_benchmark("benchmark_charts.py", tmp_path, "--charts", "2", "--entries", "30")
+    for name in ("import_seconds", "first_chart_seconds", "later_chart_seconds"):
+        spread = figures[name]
+        assert isinstance(spread, dict)
+        assert 0 < spread["low"] <= spread["median"] <= spread["high"], name
+    assert isinstance(figures["png_bytes"], int) and figures["png_bytes"] > 1000
+    assert isinstance(figures["peak_rss_kib"], int) and figures["peak_rss_kib"] > 0
+
+
 def test_the_suite_needs_nothing_beside_the_clone() -> None:
     """The README's test command passes on a clone with nothing beside it: no test or module
     reaches for a folder outside the checkout."""

@@ -38,6 +38,7 @@ from bundler.hub.repo.paths import (
     TABLES_DIR,
     bundle_of_path,
     repo_paths,
+    task_chart,
     unsharded_bundle_of,
     unsharded_paths,
 )
@@ -98,7 +99,8 @@ def archive_sha256(bundles: Path) -> str:
 
 
 def lfs_uploads(hub: HubServer, repo_id: str) -> int:
-    """LFS objects uploaded to storage: archives, the only files the test server keeps in LFS."""
+    """LFS objects uploaded to storage: archives and charts, the files the test server keeps in
+    LFS."""
     return sum(1 for r in hub.requests(repo_id, kind="storage") if r.method == "PUT")
 
 
@@ -305,6 +307,8 @@ def test_tasks_define_upgrades_a_layout_2_repository_with_its_commit(
         "tasks", "define", "maze", "--repo", repo_id, *VQA, env={"HF_TOKEN": WRITE_TOKEN}
     )
     assert defined.returncode == 0, defined.stderr
-    assert len(hub.commits(repo_id)) == commits + 1 and lfs_uploads(hub, repo_id) == 0
+    assert len(hub.commits(repo_id)) == commits + 1
+    assert lfs_uploads(hub, repo_id) == 1  # the defined task's chart; no archive
+    assert hub.file_bytes(repo_id, task_chart("maze")) is not None
     assert held_bundles(hub, repo_id) == moved(old_bundles(files))
     assert len(table_rows(hub, repo_id)) == 3

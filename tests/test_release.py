@@ -80,7 +80,7 @@ def test_a_tag_that_does_not_name_the_version_releases_nothing() -> None:
 
 def test_the_nightly_template_installs_the_version_that_printed_it() -> None:
     env = load()["jobs"]["sync"]["env"]
-    assert env["BUNDLER_PACKAGE"] == f"statics-bundler=={VERSION}"
+    assert env["BUNDLER_PACKAGE"] == f"statics-bundler[charts]=={VERSION}"
     text = (ROOT / "templates" / "nightly-sync.yml").read_text()
     # the documented line for an unreleased checkout: a git URL at a commit
-    assert re.search(r"statics-bundler @ git\+https://\S+@COMMIT", text)
+    assert re.search(r"statics-bundler\[charts\] @ git\+https://\S+@COMMIT", text)

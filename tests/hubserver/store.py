@@ -19,9 +19,13 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Literal
 
-LFS_SUFFIXES = (".tar.zst",)
+LFS_SUFFIXES = (".tar.zst", ".png")
+"""Kept in LFS, as the `.gitattributes` of a new dataset repository on the Hub has `*.png` (under
+"Image files - uncompressed") among its patterns."""
 LFS_MIN_SIZE = 10 * 1024 * 1024
-GITATTRIBUTES = b"*.tar.zst filter=lfs diff=lfs merge=lfs -text\n"
+GITATTRIBUTES = b"".join(
+    b"*%s filter=lfs diff=lfs merge=lfs -text\n" % s.encode() for s in LFS_SUFFIXES
+)
 MAX_FOLDER_ENTRIES = 10_000
 """Hub docs repositories-recommendations: "under 10k entries per folder", and "the maximum
 number of files per folder cannot exceed 10k files per folder". The Hub refuses a commit past it
@@ -78,8 +82,9 @@ def entry_not_found(path: str) -> HubError:
 def upload_mode(path: str, size: int) -> Literal["lfs", "regular"]:
     """The Hub decides LFS vs regular from `.gitattributes` and size; this is a fixed stand-in.
 
-    Bundles (`*.tar.zst`) always go through LFS so the tests exercise the LFS batch/PUT/verify
-    path; anything else is regular (base64 inside the commit) unless it is 10 MiB or more.
+    Bundles (`*.tar.zst`) and charts (`*.png`) always go through LFS so the tests exercise the
+    LFS batch/PUT/verify path; anything else is regular (base64 inside the commit) unless it is
+    10 MiB or more.
     """
     return "lfs" if path.endswith(LFS_SUFFIXES) or size >= LFS_MIN_SIZE else "regular"
 

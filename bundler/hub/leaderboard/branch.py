@@ -30,6 +30,7 @@ from bundler.hub.client.remote import RemoteFile, RemoteFolder
 from bundler.hub.client.session import MAX_SMALL_FILE_BYTES, HubSession
 from bundler.hub.leaderboard.card import BOARD_ROWS, render_dataset_card
 from bundler.hub.leaderboard.catchup import catch_up
+from bundler.hub.leaderboard.chart import charted_tasks, drawn_charts, shown_charts, stale_charts
 from bundler.hub.leaderboard.ranking import TaskScoring
 from bundler.hub.leaderboard.record import LAST_ONE_FILE_FORMAT, BoardRecord, DerivedFile
 from bundler.hub.leaderboard.rows import TableRow
@@ -42,6 +43,7 @@ from bundler.hub.leaderboard.tables import (
 from bundler.hub.repo.paths import (
     ALL_TABLE,
     BUNDLES_DIR,
+    CHARTS_DIR,
     FILES_PER_BUNDLE,
     LEGACY_DIRS,
     README,
@@ -72,7 +74,7 @@ class BranchTables:
     head: str
     leaderboard: AllTasksTable
     held: dict[str, RemoteFile] = field(default_factory=dict)
-    """The branch's tables and card, by path, to write only what changed."""
+    """The branch's tables, charts and card, by path, to write only what changed."""
     legacy: list[str] = field(default_factory=list)
     """Layout-1 folders the next commit removes."""
     record: BoardRecord | None = None
@@ -128,13 +130,12 @@ class BranchTables:
             for task, scoring in self.settle(touched).items()
         }
         boards = self.leaderboard.boards(limits)
+        wanted = set(limits) if touched is None else touched
         written = self.leaderboard.files()
-        written |= {
-            task_table(b.task): task_table_bytes(b)
-            for b in boards
-            if touched is None or b.task in touched
-        }
-        card = render_dataset_card(repo_id, boards, len(self.leaderboard))
+        written |= {task_table(b.task): task_table_bytes(b) for b in boards if b.task in wanted}
+        written |= drawn_charts(boards, wanted, self.held, self.edited())
+        charts = shown_charts(boards, self.held, self.record, written)
+        card = render_dataset_card(repo_id, boards, len(self.leaderboard), charts=charts)
         written[README] = card.encode("utf-8")
         return written
 
@@ -212,17 +213,18 @@ class BranchTables:
         }
         return TableChange(operations, after.leaderboard, written)
 
-    def committed(self, oid: str, leaderboard: AllTasksTable, written: dict[str, bytes]) -> None:
-        """This branch after our commit `oid` wrote `leaderboard` and the files `written`
-        (and removed what `gone` names)."""
-        self.head, self.leaderboard, self.legacy = oid, leaderboard, []
-        self.held = {path: file for path, file in self.held.items() if path not in self.gone()}
-        self.moves, self.retired = {}, set()
-        for path, data in written.items():
+    def committed(self, oid: str, change: TableChange) -> None:
+        """This branch after our commit `oid` made `change` (its card left out of `written`
+        when the Hub refused it)."""
+        self.head, self.leaderboard, self.legacy = oid, change.leaderboard, []
+        self.held = {path: file for path, file in self.held.items() if path not in change.removed}
+        self.moves, self.retired, self.changed_tasks = {}, set(), set()
+        for path, data in change.written.items():
             derived = DerivedFile.of(data)
             if path == RECORD:
                 self.record = BoardRecord.parse(data)
                 self.left_off = dict(self.record.left_off) if self.record else {}
+                self.scores = dict(self.record.scoring) if self.record else {}
             else:
                 self.held[path] = RemoteFile(path, len(data), derived.blob_id, derived.sha256)
 
@@ -266,6 +268,15 @@ class TableChange:
     leaderboard: AllTasksTable
     written: dict[str, bytes]
 
+    @property
+    def removed(self) -> set[str]:
+        """The files the operations remove."""
+        return {
+            operation.path_in_repo
+            for operation in self.operations
+            if isinstance(operation, CommitOperationDelete) and not operation.is_folder
+        }
+
 
 def _added_bytes(operation: Operation) -> bytes:
     data = getattr(operation, "path_or_fileobj", b"")
@@ -287,7 +298,8 @@ def table_operations(
     changes bundles (`with_bundles`): its record then marks `bundles/` as the bundler left it,
     and the next read compares no tree."""
     rendered = state.rendered(session.repo_id, tasks)
-    stale = state.gone()
+    charted = charted_tasks(state.leaderboard.tasks(), state.definitions)
+    stale = state.gone() + stale_charts(state.held, state.record, rendered, charted)
     written = {
         p: data
         for p, data in rendered.items()
@@ -340,13 +352,13 @@ def read_branch(
     progress = progress or NoProgress()
     head = session.head(revision)
     wanted = [ALL_TABLE, TABLE_PARTS_DIR, BUNDLES_DIR, README, RECORD, *LEGACY_DIRS]
-    top = session.entries([*wanted, TASK_TABLES_DIR, TASKS_FILE], head)
+    top = session.entries([*wanted, TASK_TABLES_DIR, TASKS_FILE, CHARTS_DIR], head)
     held = {
         path: entry
         for path, entry in top.items()
         if isinstance(entry, RemoteFile) and path in (ALL_TABLE, README)
     }
-    for folder in (TABLE_PARTS_DIR, TASK_TABLES_DIR):
+    for folder in (TABLE_PARTS_DIR, TASK_TABLES_DIR, CHARTS_DIR):
         if folder in top:
             listed = session.list_folder(folder, head)
             held.update((p, e) for p, e in listed.items() if isinstance(e, RemoteFile))

@@ -15,7 +15,7 @@ import functools
 import html
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from huggingface_hub import DatasetCard, DatasetCardData
@@ -44,6 +44,7 @@ from bundler.hub.repo.paths import (
     ALL_TASKS_CONFIG,
     README,
     repo_archive,
+    task_chart,
     task_table,
 )
 from bundler.hub.tasks.signers import AllowedSigners
@@ -62,6 +63,8 @@ class CardRefusalReport(Protocol):
 
 
 CARD_TEMPLATE = "dataset_card.md.j2"
+CHARTS_EXTRA = "pip install 'statics-bundler[charts]'"
+"""How to get charts (matplotlib), as the card says it."""
 TAGS = ["gptnt", "ktane", "leaderboard", "evaluation", "statics-bundler"]
 SPLIT = "train"
 BOARD_METRICS = 1
@@ -338,11 +341,13 @@ def render_dataset_card(
     boards: Sequence[TaskBoard],
     bundle_count: int,
     signers: AllowedSigners | None = None,
+    charts: Collection[str] = (),
 ) -> str:
     """The README.md of a repository whose leaderboard has these boards (and these allowed
-    signers, which name who signed): YAML header and body. The same boards give the same
-    text from the same bundler, which the card names so that a reader installs the very
-    version that wrote it."""
+    signers, which name who signed): YAML header and body, with the chart of each task in
+    `charts` (bundler.hub.leaderboard.chart) under its board, and how to get charts when a
+    defined task has none. The same boards give the same text from the same bundler, which
+    the card names so that a reader installs the very version that wrote it."""
     rows = board_rows(len(boards))
     return compiled_template(CARD_TEMPLATE).render(
         bundler_version=VERSION,
@@ -370,4 +375,7 @@ def render_dataset_card(
         stem_length=MAPPED_STEM_LENGTH,
         digest_hex=MAPPED_DIGEST_HEX,
         md_cell=md_cell,
+        charts=charts,
+        task_chart=task_chart,
+        charts_extra=CHARTS_EXTRA,
     )

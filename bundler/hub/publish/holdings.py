@@ -15,8 +15,7 @@ from bundler.core.progress import ProgressSink
 from bundler.hub.client.commit import Operation
 from bundler.hub.client.remote import RemoteFile
 from bundler.hub.client.session import HubSession
-from bundler.hub.leaderboard.branch import BranchTables, read_branch
-from bundler.hub.leaderboard.tables import AllTasksTable
+from bundler.hub.leaderboard.branch import BranchTables, TableChange, read_branch
 from bundler.hub.publish.destination import Destination
 from bundler.hub.publish.plan import LocalBundle, RepositoryView
 from bundler.hub.repo.paths import README, TASKS_FILE, repo_archive, repo_paths
@@ -35,7 +34,7 @@ class Holdings:
         self.progress = progress
         self.tables: BranchTables | None = None
         """The base branch's leaderboard, when the commits go to the branch itself."""
-        self._written: tuple[AllTasksTable, dict[str, bytes]] | None = None
+        self._written: TableChange | None = None
         """The leaderboard and files the commit being made writes, kept once it lands."""
         self._planned: tuple[str, str, dict[str, RemoteFile]] | None = None
         """(ref, head, remote files) from planning, reused by the first commit's plan."""
@@ -143,7 +142,7 @@ class Holdings:
             return []
         rows = [bundle.row for bundle in todo if bundle.row is not None]
         change = self.tables.change(self.session, rows, keep_card=keep_card)
-        self._written = (change.leaderboard, change.written)
+        self._written = change
         return change.operations
 
     def committed(self, oid: str, *, card_refused: bool) -> None:
@@ -152,9 +151,8 @@ class Holdings:
         where the other bundles' files are what they were (`_last`): a later batch's resumed
         run still extends the Hub's copy, never a conflict with itself."""
         if self.tables is not None and self._written is not None:
-            leaderboard, written = self._written
             if card_refused:  # the Hub took the commit without it
-                written.pop(README, None)
-            self.tables.committed(oid, leaderboard, written)
+                self._written.written.pop(README, None)
+            self.tables.committed(oid, self._written)
             if self._last is not None:
                 self._planned = (self.destination.ref, oid, self._last[2])

@@ -7,6 +7,7 @@ bundles/<xx>/<player>_<fp8>/<task>@<rev8>.tar.zst  a bundle, in its shard <xx>
 bundles/<xx>/<player>_<fp8>/<task>@<rev8>.json     its sidecar
 leaderboard/bundles.parquet                        every bundle's row (the `default` config)
 leaderboard/tasks/<task>.parquet                   each task's ranked table (one config per task)
+leaderboard/charts/<task>.png                      each defined task's chart, shown on the card
 leaderboard/tasks.json                             the maintainers' task definitions
 leaderboard/derived.json                           what the bundler's last commit derived
 leaderboard/allowed_signers                        who may sign bundles (tasks.signers)
@@ -51,6 +52,9 @@ TASK_TABLES_DIR = f"{TABLES_DIR}/tasks"
 """One table per task, so `leaderboard/tasks/` holds one entry per task (the Hub allows 10,000
 a folder)."""
 TABLE_SUFFIX = ".parquet"
+CHARTS_DIR = f"{TABLES_DIR}/charts"
+"""One chart per defined task (`bundler.hub.leaderboard.chart`), beside the task tables."""
+CHART_SUFFIX = ".png"
 ALL_TASKS_CONFIG = "default"
 """The dataset viewer's config showing every bundle of every task as one table."""
 README = "README.md"
@@ -128,6 +132,23 @@ def part_number(path: str) -> int | None:
 
 
 _PART = re.compile(re.escape(f"{TABLE_PARTS_DIR}/part-") + r"(\d{5})" + re.escape(TABLE_SUFFIX))
+
+
+def task_chart(task: str) -> str:
+    """The chart of `task`'s leaderboard, shown on the card."""
+    if not SAFE_TASK_NAME.fullmatch(task):
+        raise LayoutError(f"{task!r} is not a safe task name")
+    return f"{CHARTS_DIR}/{task}{CHART_SUFFIX}"
+
+
+def chart_task(path: str) -> str | None:
+    """The task whose chart `path` is, exactly as `task_chart` spells it; None for any other
+    path."""
+    prefix = f"{CHARTS_DIR}/"
+    if not (path.startswith(prefix) and path.endswith(CHART_SUFFIX)):
+        return None
+    task = path.removeprefix(prefix).removesuffix(CHART_SUFFIX)
+    return task if SAFE_TASK_NAME.fullmatch(task) else None
 
 
 def task_config_name(task: str) -> str:

@@ -1,0 +1,302 @@
+"""A chart per defined task: its best entries' scores as bars, drawn as a PNG that the card shows
+and the commit that writes the task's table writes beside it (`leaderboard/charts/<task>.png`).
+
+PNG, because SVG images have been reported not to display on Hub pages
+(lfai/model_openness_tool#159). matplotlib is an optional extra (`statics-bundler[charts]`):
+it is imported here only, and only when a chart is drawn, so a bundler without it loads and
+works as before, its card saying how to get charts (`chart_png` returns None).
+
+The same board gives the same bytes from the same matplotlib (and Pillow, which writes the
+PNG): the Agg canvas at a fixed size and resolution, matplotlib's default style whatever a
+`matplotlibrc` says, every text in the DejaVu Sans font matplotlib ships (never a system font
+of that name), and no `Software` in the PNG's metadata (the only entry that varied). So a
+chart is rewritten only when its board changed, and the record (`leaderboard/derived.json`)
+vouches for it as for a table: a chart edited by hand is drawn again by the next commit.
+
+Which charts a commit writes or removes (`drawn_charts`, `stale_charts`): of each defined task
+with bundles, the chart is drawn when the task's table is derived again, when it is not on the
+branch, and when it was changed outside the bundler. A chart is removed when its task has no
+bundle left or is no longer defined, and, by a bundler without matplotlib, when it is edited
+or its task's table changed: a chart never shows a board the tables no longer hold.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import io
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from bundler.hub.client.remote import RemoteFile
+from bundler.hub.leaderboard.ranking import TaskBoard
+from bundler.hub.leaderboard.record import BoardRecord, DerivedFile
+from bundler.hub.repo.paths import CHARTS_DIR, chart_task, task_chart, task_table
+from bundler.hub.tasks.definitions import TaskDefinitions
+
+if TYPE_CHECKING:
+    from matplotlib.font_manager import FontProperties
+
+CHART_ROWS = 20
+"""Entries a chart shows, best first: as many as the card's board."""
+WIDTH_INCHES, HEIGHT_INCHES, DPI = 8.0, 6.0, 100
+"""800 x 600 pixels, whatever the number of entries."""
+SLOTS = 10
+"""A chart of fewer entries keeps room for this many, so that one entry is no wall of colour."""
+LABEL_LENGTH = 38
+"""A bar's label (rank, player folder) is cut to this, to fit the left margin."""
+CURRENT, MARKED, STALE = "#4c72b0", "#a6bddb", "#b0b0b0"
+"""A complete current entry; one marked ⚠ on the card (partial, unknown, unpinned); a stale one."""
+LEGEND = ((CURRENT, "complete"), (MARKED, "partial, unknown or unpinned"), (STALE, "stale"))
+WARNING = "\u26a0"
+"""The card's mark of an entry to compare with care."""
+EDGE, GRID = "#333333", "#dddddd"
+FONT_FILE = ("fonts", "ttf", "DejaVuSans.ttf")
+FONT_SIZES = {"title": 11, "note": 9, "label": 8}
+
+
+class _Matplotlib(NamedTuple):
+    """What the charts use of matplotlib."""
+
+    matplotlib: Any
+    canvas: Any
+    figure: Any
+    font: Any
+    patch: Any
+    locator: Any
+
+
+@functools.cache
+def _matplotlib() -> _Matplotlib | None:
+    """matplotlib, imported once; None when it is not installed."""
+    try:
+        import matplotlib
+        import matplotlib.style
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+        from matplotlib.font_manager import FontProperties
+        from matplotlib.patches import Patch
+        from matplotlib.ticker import MaxNLocator
+    except ImportError:
+        return None
+    return _Matplotlib(matplotlib, FigureCanvasAgg, Figure, FontProperties, Patch, MaxNLocator)
+
+
+def charts_available() -> bool:
+    """Whether this bundler can draw charts (matplotlib is installed)."""
+    return _matplotlib() is not None
+
+
+def chart_png(board: TaskBoard) -> bytes | None:
+    """The board's chart as PNG bytes: its best CHART_ROWS entries that have a score, as
+    horizontal bars best first, each with its 95% interval where the task has them, partial
+    and stale entries marked. None when matplotlib is not installed.
+
+    A figure is a web of reference cycles (figure, canvas, renderer, artists), freed only by
+    the cyclic collector, which the console script runs rarely (bundler.cli.app): 30 charts
+    held 136 MB more. So the collector is paused while a chart is drawn, and its youngest
+    generation, which then holds every object of the figure, is collected after it (7 ms).
+    Measured: 38 MB more after 30 charts as after one (matplotlib's own caches)."""
+    mpl = _matplotlib()
+    if mpl is None:
+        return None
+    collecting = gc.isenabled()
+    gc.disable()  # so that every object of the figure is still young when it is collected
+    try:
+        with mpl.matplotlib.style.context("default"):  # whatever a matplotlibrc says
+            figure = mpl.figure(figsize=(WIDTH_INCHES, HEIGHT_INCHES), dpi=DPI)
+            mpl.canvas(figure)
+            figure.subplots_adjust(left=0.33, right=0.97, top=0.89, bottom=0.09)
+            _draw(board, figure.add_subplot(), mpl)
+            sink = io.BytesIO()
+            figure.savefig(sink, format="png", dpi=DPI, metadata={"Software": None})
+        del figure
+    finally:
+        gc.collect(0)
+        if collecting:
+            gc.enable()
+    return sink.getvalue()
+
+
+def _fonts(mpl: _Matplotlib) -> dict[str, FontProperties]:
+    """The font matplotlib ships, by its file: a system font of the same name (another
+    version) would give other bytes."""
+    file = Path(mpl.matplotlib.get_data_path(), *FONT_FILE)
+    return {name: mpl.font(fname=file, size=size) for name, size in FONT_SIZES.items()}
+
+
+@dataclass(frozen=True)
+class ChartBar:
+    """One entry as its bar shows it."""
+
+    label: str
+    score: float
+    interval: tuple[float, float] | None
+    marks: str
+    colour: str
+
+
+def chart_bars(board: TaskBoard) -> list[ChartBar]:
+    """The board's best CHART_ROWS entries that have a score, best first: each labelled with
+    its rank and player folder, and marked as the card marks it (partial, unknown, unpinned,
+    stale)."""
+    ranks = dict(zip((row.bundle_id for row in board.rows), board.ranks(), strict=True))
+    bars = []
+    for row in board.rows:
+        score = board.value(row, board.sort_column)
+        if score is None:
+            continue
+        marks = [] if row.coverage == "complete" else [row.coverage]
+        marks += [] if row.is_pinned else ["unpinned"]
+        marks += ["stale"] if board.stale(row) else []
+        rank = ranks[row.bundle_id]
+        label = f"{'-' if rank is None else rank}. {row.key.player_dir}"
+        label = label if len(label) <= LABEL_LENGTH else label[: LABEL_LENGTH - 3] + "..."
+        colour = STALE if board.stale(row) else MARKED if marks else CURRENT
+        bars.append(ChartBar(label, score, board.interval(row), " ".join(marks), colour))
+        if len(bars) == CHART_ROWS:
+            break
+    return bars
+
+
+def _draw(board: TaskBoard, axes: Any, mpl: _Matplotlib) -> None:
+    fonts = _fonts(mpl)
+    metric = board.sort_column or (board.definition.metric if board.definition else "-")
+    bars = chart_bars(board)
+    known = [(place, bar) for place, bar in enumerate(bars) if bar.interval is not None]
+    title = f"{board.task}: {metric}, {board.direction} is better"
+    subtitle = f"the best {len(bars)} of {len(board.rows)} entries"
+    subtitle += ", with their 95% Wilson intervals" if known else ""
+    axes.set_title(f"{title}\n{subtitle}", fontproperties=fonts["title"])
+    slots = max(len(bars), SLOTS)
+    axes.set_ylim(slots - 0.5, -0.5)
+    if not bars:
+        axes.set_xlim(0, 1)
+        axes.set_xticks([])
+        axes.set_yticks([])
+        axes.text(0.5, slots / 2, "no entry has a score", ha="center", fontproperties=fonts["note"])
+        return
+    positions = range(len(bars))
+    colours = [bar.colour for bar in bars]
+    scores = [bar.score for bar in bars]
+    axes.barh(positions, scores, height=0.7, color=colours, edgecolor=EDGE, linewidth=0.5)
+    if known:
+        lows = [bar.score - bar.interval[0] for _, bar in known if bar.interval]
+        highs = [bar.interval[1] - bar.score for _, bar in known if bar.interval]
+        axes.errorbar(
+            [bar.score for _, bar in known],
+            [place for place, _ in known],
+            xerr=[lows, highs],
+            fmt="none",
+            ecolor=EDGE,
+            elinewidth=1,
+            capsize=3,
+        )
+    low, high = _extent(bars, board.by_intervals)
+    axes.set_xlim(low, high)
+    top = 1.0 if board.by_intervals else high  # a proportion's axis ends at 1
+    ticks = [float(t) for t in mpl.locator(nbins=6).tick_values(low, top) if low <= t <= top]
+    axes.set_xticks(ticks, labels=[f"{t:g}" for t in ticks], fontproperties=fonts["label"])
+    axes.set_yticks(positions, labels=[bar.label for bar in bars], fontproperties=fonts["label"])
+    axes.axvline(0, color=EDGE, linewidth=0.8)
+    axes.grid(axis="x", color=GRID, linewidth=0.6)
+    axes.set_axisbelow(True)
+    for place, bar in enumerate(bars):
+        end = max(bar.score, bar.interval[1] if bar.interval else 0.0)
+        text = f"{bar.score:.4g}" + (f" {WARNING} {bar.marks}" if bar.marks else "")
+        x = end + (high - low) * 0.01
+        axes.text(x, place, text, va="center", fontproperties=fonts["label"])
+    legend = [
+        mpl.patch(facecolor=colour, edgecolor=EDGE, label=text)
+        for colour, text in LEGEND
+        if colour in colours
+    ]
+    axes.legend(
+        handles=legend,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.05),
+        ncols=len(legend),
+        prop=fonts["label"],
+        frameon=False,
+    )
+
+
+def _extent(bars: Sequence[ChartBar], proportion: bool) -> tuple[float, float]:
+    """The x range: 0 to 1 for a proportion; else 0 and every score and interval; with room
+    for the score written after each bar."""
+    if proportion:
+        return 0.0, 1.25
+    values = [0.0, *(bar.score for bar in bars)]
+    values += [bound for bar in bars if bar.interval for bound in bar.interval]
+    low, high = min(values), max(values)
+    span = (high - low) or 1.0
+    return low - (span * 0.02 if low < 0 else 0.0), high + span * 0.25
+
+
+def drawn_charts(
+    boards: Sequence[TaskBoard],
+    wanted: Collection[str],
+    held: Mapping[str, RemoteFile],
+    edited: Collection[str],
+) -> dict[str, bytes]:
+    """The charts a commit draws, by path: of each defined task among `wanted` (whose table
+    it derives again), or whose chart is not held or was `edited`; none without matplotlib."""
+    if not charts_available():
+        return {}
+    drawn = {}
+    for board in boards:
+        path = task_chart(board.task)
+        if board.definition is not None and (
+            board.task in wanted or path not in held or path in edited
+        ):
+            png = chart_png(board)
+            if png is not None:
+                drawn[path] = png
+    return drawn
+
+
+def stale_charts(
+    held: Mapping[str, RemoteFile],
+    record: BoardRecord | None,
+    rendered: Mapping[str, bytes],
+    charted: Collection[str],
+) -> list[str]:
+    """The charts on the branch that a commit writing `rendered` removes: those of a task not
+    in `charted` (the defined tasks with bundles) and, where it draws no new one (no
+    matplotlib), those no record vouches for (edited) and those whose task's table it changes."""
+    files = record.files if record is not None else {}
+    stale = []
+    for path, listed in sorted(held.items()):
+        if not path.startswith(f"{CHARTS_DIR}/") or path in rendered:
+            continue
+        task = chart_task(path)
+        table = "" if task is None else task_table(task)
+        vouched = path in files and files[path].matches(listed)
+        changed = table in rendered and not DerivedFile.of(rendered[table]).matches(held.get(table))
+        if task not in charted or not vouched or changed:
+            stale.append(path)
+    return stale
+
+
+def charted_tasks(tasks: Iterable[str], definitions: TaskDefinitions) -> set[str]:
+    """The tasks that have a chart: of `tasks` (those with bundles), the defined ones."""
+    return {task for task in tasks if definitions.get(task) is not None}
+
+
+def shown_charts(
+    boards: Sequence[TaskBoard],
+    held: Mapping[str, RemoteFile],
+    record: BoardRecord | None,
+    rendered: Mapping[str, bytes],
+) -> set[str]:
+    """The tasks whose chart the branch holds once a commit writes `rendered`: drawn by it, or
+    held and kept."""
+    charted = {board.task for board in boards if board.definition is not None}
+    stale = set(stale_charts(held, record, rendered, charted))
+    return {
+        board.task
+        for board in boards
+        if (path := task_chart(board.task)) in rendered or (path in held and path not in stale)
+    }

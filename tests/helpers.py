@@ -719,3 +719,12 @@ def all_tasks_table(hub: Any, repo_id: str, revision: str = "main") -> Any:
         for path in paths
     ]
     return pa.concat_tables(parts) if parts else None
+
+
+def published_leaderboard(hub: Any, repo_id: str, revision: str = "main") -> Any:
+    """The all-tasks table a branch holds, as the bundler reads it (AllTasksTable)."""
+    from bundler.hub.leaderboard.tables import AllTasksTable
+    from bundler.hub.repo.paths import part_number
+
+    paths = [p for p in hub.list_files(repo_id, revision=revision) if part_number(p) is not None]
+    return AllTasksTable.read({p: hub.file_bytes(repo_id, p, revision=revision) for p in paths})

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import WRITE_TOKEN
 from factory import DEFAULT_SHA, RunSpec, make_row
-from helpers import run_cli, run_python
+from helpers import published_leaderboard, run_cli, run_python
 from hubserver import HubServer
 from test_board_derived import delete_by_hand
 from test_card_refresh import card, card_text, commit_by_hand
@@ -34,8 +34,7 @@ from bundler.hub.leaderboard.chart import (
 from bundler.hub.leaderboard.ranking import TaskBoard
 from bundler.hub.leaderboard.record import BoardRecord
 from bundler.hub.leaderboard.rows import TableRow
-from bundler.hub.leaderboard.tables import AllTasksTable
-from bundler.hub.repo.paths import ALL_TABLE, README, RECORD, TASKS_FILE, task_chart, task_table
+from bundler.hub.repo.paths import README, RECORD, TASKS_FILE, task_chart, task_table
 from bundler.hub.tasks.definitions import TaskDefinition, TaskDefinitions
 
 PROPORTION = TaskDefinition(
@@ -244,7 +243,7 @@ def define(repo_id: str, task: str) -> None:
 
 def published_board(hub: HubServer, repo_id: str, task: str) -> TaskBoard:
     """The task's board as the published all-tasks table and definitions make it."""
-    table = AllTasksTable.read(hub.file_bytes(repo_id, ALL_TABLE) or b"")
+    table = published_leaderboard(hub, repo_id)
     definitions = TaskDefinitions.parse(hub.file_bytes(repo_id, TASKS_FILE) or b"{}")
     return TaskBoard.of(task, table.rows(task), definitions.get(task))
 

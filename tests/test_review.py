@@ -17,7 +17,15 @@ from urllib.parse import unquote
 import pytest
 from conftest import OTHER_SUBMITTER_TOKEN, READ_TOKEN, SUBMITTER_TOKEN, WRITE_TOKEN
 from factory import RunSpec, write_tree
-from helpers import forge, one_line_error, refresh_manifest, run_cli, sidecar_path, with_data
+from helpers import (
+    forge,
+    one_line_error,
+    published_leaderboard,
+    refresh_manifest,
+    run_cli,
+    sidecar_path,
+    with_data,
+)
 from hubserver import Fault, HubServer
 from huggingface_hub import CommitOperationAdd, HfApi
 from pydantic import SecretStr
@@ -25,7 +33,6 @@ from test_upload import publish
 
 from bundler.core.progress import NoProgress
 from bundler.core.waiting import RETRY_WAITS
-from bundler.hub.leaderboard.tables import AllTasksTable
 from bundler.hub.publish.plan import LocalBundle
 from bundler.hub.publish.upload import gather_local
 from bundler.hub.repo.markdown import markdown_code, markdown_text
@@ -36,7 +43,6 @@ from bundler.hub.repo.paths import (
     repo_folder,
     repo_paths,
     repo_sidecar,
-    table_part,
 )
 from bundler.hub.review import act as review_act
 from bundler.hub.review.act import report_digest
@@ -262,7 +268,7 @@ def test_two_submitters_reviewed_commented_once_and_the_clean_one_merged(world: 
         path for path in hub.list_files(repo_id) if player_of(path) == "claude-opus"
     }
     assert merge_commit.oid[:12] in comments(world, 1)[-1]  # the closing comment links it
-    table = AllTasksTable.read({table_part(0): hub.file_bytes(repo_id, table_part(0)) or b""})
+    table = published_leaderboard(hub, repo_id)
     assert len(table) == 2
     (merged_row,) = [row for row in table.rows() if row.bundle_id.startswith("claude-opus_")]
     assert merged_row.published_at  # stamped at the merge
@@ -751,7 +757,7 @@ def test_a_concurrent_commit_to_main_makes_the_merge_plan_again(world: World) ->
     (pr,) = report["pull_requests"]
     assert code == 0 and pr["merge"] == "merged", stderr
     assert ".race/1" in hub.list_files(repo_id)  # someone else's commit, kept
-    table = AllTasksTable.read({table_part(0): hub.file_bytes(repo_id, table_part(0)) or b""})
+    table = published_leaderboard(hub, repo_id)
     assert any(row.bundle_id.startswith("raced_") for row in table.rows())
     assert hub.commits(repo_id)[0].oid == pr["merge_commit"]
 

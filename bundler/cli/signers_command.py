@@ -55,7 +55,8 @@ def _run(
 ) -> None:
     """Run a signers command: `change` to commit, or None to list."""
     from bundler.hub.client.session import HubSession
-    from bundler.hub.tasks.signers import change_signers, list_signers
+    from bundler.hub.tasks.signers import list_signers
+    from bundler.hub.tasks.signers_change import change_signers
 
     console = stderr_console()
 

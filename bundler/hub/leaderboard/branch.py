@@ -42,6 +42,7 @@ from bundler.hub.leaderboard.tables import (
 )
 from bundler.hub.repo.paths import (
     ALL_TABLE,
+    ALLOWED_SIGNERS,
     BUNDLES_DIR,
     CHARTS_DIR,
     FILES_PER_BUNDLE,
@@ -60,6 +61,7 @@ from bundler.hub.repo.paths import (
     unsharded_paths,
 )
 from bundler.hub.tasks.definitions import MAX_TASKS_FILE_BYTES, TaskDefinitions
+from bundler.hub.tasks.signers import MAX_SIGNERS_FILE_BYTES, AllowedSigners
 from bundler.local.layout import BundleId
 
 MAX_TABLE_BYTES = 1 << 30
@@ -97,6 +99,9 @@ class BranchTables:
     whose definition has changed since is scored again."""
     definitions: TaskDefinitions = field(default_factory=TaskDefinitions)
     """The maintainers' task definitions on the branch: the card ranks by them."""
+    signers: AllowedSigners | None = None
+    """Who may sign the branch's bundles (None: it names nobody): the card names the
+    principal of each signing key they list."""
 
     @property
     def problems(self) -> list[str]:
@@ -135,7 +140,8 @@ class BranchTables:
         written |= {task_table(b.task): task_table_bytes(b) for b in boards if b.task in wanted}
         written |= drawn_charts(boards, wanted, self.held, self.edited())
         charts = shown_charts(boards, self.held, self.record, written)
-        card = render_dataset_card(repo_id, boards, len(self.leaderboard), charts=charts)
+        count = len(self.leaderboard)
+        card = render_dataset_card(repo_id, boards, count, self.signers, charts=charts)
         written[README] = card.encode("utf-8")
         return written
 
@@ -352,7 +358,8 @@ def read_branch(
     progress = progress or NoProgress()
     head = session.head(revision)
     wanted = [ALL_TABLE, TABLE_PARTS_DIR, BUNDLES_DIR, README, RECORD, *LEGACY_DIRS]
-    top = session.entries([*wanted, TASK_TABLES_DIR, TASKS_FILE, CHARTS_DIR], head)
+    rules = [TASKS_FILE, ALLOWED_SIGNERS]
+    top = session.entries([*wanted, TASK_TABLES_DIR, CHARTS_DIR, *rules], head)
     held = {
         path: entry
         for path, entry in top.items()
@@ -366,6 +373,9 @@ def read_branch(
     if isinstance(top.get(TASKS_FILE), RemoteFile):
         data = session.read_file(TASKS_FILE, head, MAX_TASKS_FILE_BYTES)
         state.definitions = TaskDefinitions.parse(data)
+    if isinstance(top.get(ALLOWED_SIGNERS), RemoteFile):
+        data = session.read_file(ALLOWED_SIGNERS, head, MAX_SIGNERS_FILE_BYTES)
+        state.signers = AllowedSigners.parse(data)
     state.legacy = [f"{folder}/" for folder in LEGACY_DIRS if folder in top]
     listed_record = top.get(RECORD)
     if isinstance(listed_record, RemoteFile) and not state.legacy:

@@ -16,16 +16,10 @@ import base64
 import binascii
 import re
 import shlex
-from collections.abc import Callable
 from dataclasses import dataclass, replace
-
-from huggingface_hub import CommitOperationAdd
 
 from bundler.core.errors import HubError, UsageError
 from bundler.core.model import Model
-from bundler.hub.client.access import require_card
-from bundler.hub.client.commit import PlannedCommit, commit_replanned
-from bundler.hub.client.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
 from bundler.hub.client.session import HubSession
 from bundler.hub.repo.paths import ALLOWED_SIGNERS
 from bundler.local.signature import NAMESPACE, fingerprint
@@ -205,42 +199,3 @@ def list_signers(session: HubSession, revision: str = "main") -> SignersReport:
     """The allowed signers on `revision`, for anyone who may read the repository."""
     signers = read_signers(session, revision) or AllowedSigners()
     return SignersReport(repo_id=session.repo_id, revision=revision, signers=signers.entries())
-
-
-def change_signers(
-    session: HubSession,
-    change: Callable[[AllowedSigners], AllowedSigners],
-    summary: str,
-    revision: str = "main",
-) -> SignersReport:
-    """Apply `change` to the allowed signers on `revision` in one commit naming its parent
-    (planned again on a race); nothing is committed when it changes nothing. Needs write
-    access, checked first."""
-    if revision.startswith("refs/pr/"):
-        raise UsageError("the allowed signers live on a branch, never in a pull request")
-    require_card(session.rights())
-    report = SignersReport(repo_id=session.repo_id, revision=revision, signers=[])
-
-    def plan() -> PlannedCommit | None:
-        head = session.head(revision)
-        before = read_signers(session, head) or AllowedSigners()
-        after = change(before)
-        report.signers = after.entries()
-        report.changed = after != before
-        if not report.changed:
-            return None
-        return PlannedCommit(
-            revision=revision,
-            parent=head,
-            operations=[CommitOperationAdd(ALLOWED_SIGNERS, after.to_bytes())],
-            summary=summary,
-            description="Who may sign this leaderboard's bundles (OpenSSH allowed signers).",
-            doing=f"committing {ALLOWED_SIGNERS}",
-            write_hint="changing the allowed signers needs a token with write access",
-        )
-
-    info = commit_replanned(
-        session, plan, attempts=COMMIT_ATTEMPTS, retry_wait=COMMIT_RETRY_SECONDS
-    )
-    report.commit = info.oid if info is not None else None
-    return report

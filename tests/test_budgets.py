@@ -78,6 +78,26 @@ def test_an_upload_of_one_new_bundle_costs_the_same_at_any_size(
     assert abs(costs[SIZES[0]] - costs[SIZES[1]]) <= 3, costs
 
 
+def test_an_upload_of_one_new_bundle_sends_as_much_at_any_size(
+    hub: HubServer, leaderboards: dict[int, Leaderboard], tmp_path: Path
+) -> None:
+    """The all-tasks table is in parts of PART_ROWS rows, and a task's table holds its best
+    TASK_TABLE_ROWS: a new bundle's commit rewrites the last part, its task's table, the card
+    and the record, so what an upload sends does not grow with the board (with one table of
+    every bundle it was 30 times as much at 3,000 bundles as at 30)."""
+    sent, parts = {}, {}
+    for size, board in leaderboards.items():
+        new = bundles_of(tmp_path / f"sent{size}", run_specs(1, start=size + 500))
+        counted(hub, board.repo_id, "upload", new, "--repo", board.repo_id)
+        sent[size] = sum(hub.request_bytes(board.repo_id).values())
+        (commit, *_) = hub.commits(board.repo_id)
+        parts[size] = [path for path in commit.files_changed if part_number(path) is not None]
+    held = [p for p in hub.list_files(leaderboards[SIZES[1]].repo_id) if part_number(p) is not None]
+    assert len(held) > 1 and len(parts[SIZES[1]]) == 1 == len(parts[SIZES[0]]), parts
+    assert parts[SIZES[1]] == [held[-1]]  # the last part, where new rows go
+    assert sent[SIZES[1]] <= 2 * sent[SIZES[0]], sent
+
+
 def test_an_upload_with_nothing_new_costs_at_most_six_requests(
     hub: HubServer, leaderboards: dict[int, Leaderboard]
 ) -> None:

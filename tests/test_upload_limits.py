@@ -20,6 +20,7 @@ from helpers import one_line_error
 from hubserver import HubServer, RepoLimits
 from test_upload import commit_posts, make_bundles, publish, table_rows, upload
 
+from bundler.core.errors import UsageError
 from bundler.hub.client.limits import HubLimitReached, HubLimits, check_commit
 from bundler.hub.leaderboard.record import BoardRecord, DerivedFile
 from bundler.hub.leaderboard.tables import AllTasksTable
@@ -175,10 +176,10 @@ def test_the_file_count_comes_from_the_leaderboard_and_stops_a_commit_past_it(
     )
     assert refused.exit_code == 1 and len(outcomes(refused)["refused"]) == 2
     assert refused.error == (  # 2 x 2 files and 2 task tables more
-        "this commit would bring the repository to 19 files, more than the 18 the Hub "
-        "recommends a repository hold"
+        "this commit would bring the repository to 19 files, more than the 18 allowed here "
+        "(BUNDLER_MAX_REPO_FILES)"
     )
-    assert refused.hint == "publish further bundles to another repository"
+    assert refused.hint is not None and "BUNDLER_MAX_REPO_FILES" in refused.hint
     published = upload_library(
         more, UploadOptions(repo_id=repo_id, token=WRITE_TOKEN, limits=HubLimits(10_000, 19))
     )
@@ -264,3 +265,31 @@ def test_the_check_lists_only_the_folders_a_commit_adds_entries_to() -> None:
     assert (refused.value.limit, refused.value.count, listed) == ("repository-files", 100_001, [])
     check(["new/a", "README.md"], files_before=99_999)
     assert listed == [""]  # the top folder gains `new`
+
+
+def test_the_files_limit_is_the_environments_and_a_commit_adding_none_passes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two files a bundle: about 50,000 bundles reach the 100,000 files the Hub recommends.
+    Where the Hub agreed more with the owners, BUNDLER_MAX_REPO_FILES says so; a commit that
+    adds no file (a card, a table part rewritten) never stands in the way."""
+    assert HubLimits().repository_files == 100_000
+    monkeypatch.setenv("BUNDLER_MAX_REPO_FILES", "250000")
+    assert HubLimits().repository_files == 250_000
+    monkeypatch.setenv("BUNDLER_MAX_REPO_FILES", "many")
+    with pytest.raises(UsageError, match="BUNDLER_MAX_REPO_FILES='many'"):
+        HubLimits()
+    monkeypatch.delenv("BUNDLER_MAX_REPO_FILES")
+
+    def check(added: list[str], files_before: int) -> None:
+        check_commit(
+            added,
+            existing=lambda paths: {"README.md"} & set(paths),
+            entries_in=lambda folder: 1,
+            files_before=files_before,
+        )
+
+    check(["README.md"], files_before=200_000)  # rewrites only: nothing added
+    with pytest.raises(HubLimitReached, match="BUNDLER_MAX_REPO_FILES") as refused:
+        check(["bundles/p/new.json"], files_before=200_000)
+    assert refused.value.count == 200_001

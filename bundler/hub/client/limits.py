@@ -21,25 +21,43 @@ so that the options models can name the limits without loading the Hub client.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
-from bundler.core.errors import BundlerError
+from bundler.core.errors import BundlerError, UsageError
 
 Limit = Literal["folder-entries", "repository-files"]
+
+
+MAX_FILES_ENV = "BUNDLER_MAX_REPO_FILES"
+"""Files the repositories of this environment may hold, where their owners agreed more with the
+Hub (its docs invite owners of large repositories to ask): two files a bundle reach the Hub's
+recommended 100,000 at about 50,000 bundles."""
+
+
+def max_files_from_env() -> int:
+    value = os.environ.get(MAX_FILES_ENV, "").strip()
+    if not value:
+        return RECOMMENDED_FILES
+    if not value.isdecimal() or int(value) < 1:
+        raise UsageError(f"{MAX_FILES_ENV}={value!r}: expected a number of files (1 or more)")
+    return int(value)
+
+
+RECOMMENDED_FILES = 100_000
 
 
 @dataclass(frozen=True)
 class HubLimits:
     """What a repository may hold after a commit: the Hub's documented numbers, unless a
-    caller knows its repository may hold more (the Hub's docs invite owners of large
-    repositories to ask) or, in tests, less."""
+    caller knows its repository may hold more (MAX_FILES_ENV) or, in tests, less."""
 
     folder_entries: int = 10_000
     """Entries (files and folders) a folder may hold: the Hub refuses a commit past it."""
-    repository_files: int = 100_000
-    """Files a repository should hold: the Hub recommends staying under it."""
+    repository_files: int = field(default_factory=max_files_from_env)
+    """Files a repository should hold: the Hub recommends staying under RECOMMENDED_FILES."""
 
 
 HUB_LIMITS = HubLimits()
@@ -63,11 +81,19 @@ class HubLimitReached(BundlerError):
             )
             hint = "make room in that folder, or publish these bundles to another repository"
         else:
+            allowed = (
+                "the Hub recommends a repository hold"
+                if maximum == RECOMMENDED_FILES
+                else f"allowed here ({MAX_FILES_ENV})"
+            )
             message = (
                 f"this commit would bring the repository to {count:,} files, more than the "
-                f"{maximum:,} the Hub recommends a repository hold"
+                f"{maximum:,} {allowed}"
             )
-            hint = "publish further bundles to another repository"
+            hint = (
+                "publish further bundles to another repository, or, where the Hub has agreed "
+                f"more files with the repository's owners, set {MAX_FILES_ENV}"
+            )
         super().__init__(message, hint=hint)
         self.limit, self.count, self.maximum, self.folder = limit, count, maximum, folder
 
@@ -107,7 +133,7 @@ def check_commit(
     held = existing(named)
     if files_before is not None:
         after = files_before + sum(path not in held for path in set(added))
-        if after > limits.repository_files:
+        if after > limits.repository_files and after > files_before:
             raise HubLimitReached("repository-files", count=after, maximum=limits.repository_files)
     for folder, names in sorted(entries.items()):
         new = sum(_inside(folder, name) not in held for name in names)

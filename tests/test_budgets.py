@@ -87,7 +87,7 @@ def test_an_upload_of_one_new_bundle_sends_as_much_at_any_size(
     every bundle it was 30 times as much at 3,000 bundles as at 30)."""
     sent, parts = {}, {}
     for size, board in leaderboards.items():
-        new = bundles_of(tmp_path / f"sent{size}", run_specs(1, start=size + 500))
+        new = bundles_of(tmp_path / f"sent{size}", run_specs(1, start=size + 700))
         counted(hub, board.repo_id, "upload", new, "--repo", board.repo_id)
         sent[size] = sum(hub.request_bytes(board.repo_id).values())
         (commit, *_) = hub.commits(board.repo_id)

@@ -278,6 +278,9 @@ three collections of a no-op sync of 2,000 runs took 0.15-0.18 s, at 1,000,000 n
 for 20,000 predictions, 50 MiB for 500 runs)."""
 
 
+ARROW_POOL_ENV = "ARROW_DEFAULT_MEMORY_POOL"
+
+
 def main() -> None:
     """The `bundler` console script. Typer builds the parameters of every command before it
     parses the command line, a tenth of a short command's start-up; when the command line names
@@ -293,7 +296,14 @@ def main() -> None:
     per-round 0.62-0.94x); collect of 500 runs, 1.03x (no gain, no loss).
 
     The process is one thread, so work may be done ahead in forked children
-    (bundler.core.forked)."""
+    (bundler.core.forked).
+
+    Arrow allocates from the C library's heap, not its own pool (ARROW_DEFAULT_MEMORY_POOL,
+    unless the user set it): its pool keeps what the tables' parts freed, and a command reads
+    many parts one after another. Measured on an upload of 1 bundle into 30,000 (two rounds
+    each): peak RSS 236 and 238 MiB with Arrow's pool, 210 and 211 MiB with the heap, in the
+    same time (2.31 and 2.31 s, 2.31 and 2.38 s)."""
+    os.environ.setdefault(ARROW_POOL_ENV, "system")
     allow_forks()
     gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
     _closed_pipe_ends_quietly()

@@ -152,8 +152,11 @@ class StagedFile:
     Used as a context manager it removes itself on the way out unless it was committed.
     """
 
-    def __init__(self, final: Path) -> None:
+    def __init__(self, final: Path, *, durable: bool = True) -> None:
         self.final = final
+        self.durable = durable
+        """Whether it survives a crash once committed (fsynced); a copy whose loss costs
+        nothing but a download need not be."""
         self.committed = False
         self.path, self.handle = _create_locked(final)
 
@@ -178,7 +181,8 @@ class StagedFile:
     def finish(self) -> None:
         """Flush and fsync the content: after a crash it is either all there or not renamed."""
         self.handle.flush()
-        os.fsync(self.handle.fileno())
+        if self.durable:
+            os.fsync(self.handle.fileno())
         os.fchmod(self.handle.fileno(), 0o644)
 
     def commit(self) -> None:
@@ -189,6 +193,8 @@ class StagedFile:
             with signals_held():
                 os.replace(self.path, self.final)
                 self.committed = True
+            if not self.durable:
+                return
             folder = os.open(self.final.parent, os.O_RDONLY | os.O_DIRECTORY)
             try:
                 os.fsync(folder)
@@ -198,9 +204,10 @@ class StagedFile:
             raise write_error(self.final, error) from None
 
 
-def write_atomically(final: Path, data: bytes) -> None:
-    """Write a small file (a report) in one piece: temporary file beside it, then rename."""
-    with StagedFile(final) as staged:
+def write_atomically(final: Path, data: bytes, *, durable: bool = True) -> None:
+    """Write a small file (a report) in one piece: temporary file beside it, then rename;
+    fsynced unless not `durable` (a copy that a lost write costs only a download of)."""
+    with StagedFile(final, durable=durable) as staged:
         staged.handle.write(data)
         staged.commit()
 

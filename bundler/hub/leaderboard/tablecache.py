@@ -10,7 +10,9 @@ repository and file under HF_HOME (`statics-bundler/tables/`), one written atomi
 file is read from the Hub or written by a commit (the bytes a commit is about to write are
 kept before it is made: a commit that then fails leaves a copy that matches no listing, which
 is never used). Any copy that does not hold the listed bytes is ignored, so a stale, corrupt
-or planted copy costs only the download it saves; no link is followed, and a copy that cannot
+or planted copy costs only the download it saves (so copies are not fsynced: a fresh runner
+keeps one per part of the table; measured at 30,000 bundles, 1.33 s an upload against 1.39 s
+fsynced, 5 rounds alternating, every one faster); no link is followed, and a copy that cannot
 be written (a read-only home) is simply not kept.
 """
 
@@ -74,7 +76,7 @@ def keep_table(session: HubSession, path: str, data: bytes) -> None:
     folder, prefix = _copies_of(session, path)
     name = f"{prefix}{hashlib.sha256(data).hexdigest()[:16]}{Path(path).suffix}"
     with contextlib.suppress(OSError, WriteError):
-        write_atomically(folder / name, data)
+        write_atomically(folder / name, data, durable=False)
     for stale in _kept(folder, prefix)[KEPT_COPIES:]:
         with contextlib.suppress(OSError):
             stale.unlink()

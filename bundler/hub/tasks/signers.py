@@ -181,6 +181,30 @@ def read_signers(session: HubSession, revision: str) -> AllowedSigners | None:
     )
 
 
+class Memberships:
+    """Which organizations Hub users belong to, as the Hub shows them (`HubSession.user_orgs`),
+    asked at most once per user for as long as this lives (a review round, an audit): N bundles
+    of one author cost one request, and none when the key's principal is the user's own name."""
+
+    def __init__(self, session: HubSession) -> None:
+        self.session = session
+        self._orgs: dict[str, frozenset[str]] = {}
+
+    def orgs(self, user: str) -> frozenset[str]:
+        if user not in self._orgs:
+            self._orgs[user] = self.session.user_orgs(user)
+        return self._orgs[user]
+
+    def vouching(self, user: str, principals: set[str]) -> str | None:
+        """The principal under which `user` may sign: their own name, else an organization
+        they are a (listed) member of; None when neither."""
+        if user in principals:
+            return user
+        if not principals:
+            return None
+        return min(principals & self.orgs(user), default=None)
+
+
 class SignersReport(Model):
     """What `bundler signers` found (and, for add and remove, committed)."""
 

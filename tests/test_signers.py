@@ -128,6 +128,22 @@ def test_an_organizations_key_passes_for_the_members_the_hub_lists(
     assert not [r for r in world.hub.requests()[before:] if r.path.startswith("/api/users/")]
 
 
+def test_a_bundle_merged_by_review_counts_as_committed_by_its_proposer(
+    world: World, tmp_path: Path
+) -> None:
+    key = make_key(tmp_path, "lab")
+    assert signers(world, "add", LAB, "--key", key.with_suffix(".pub"))[0] == 0
+    num = propose(world, SUBMITTER_TOKEN, signed(world, "merged", key))
+    _, report, stderr = review(world, "--pr", num, "--merge", token=WRITE_TOKEN)
+    assert report["pull_requests"][0]["merge"] == "merged", stderr
+    audited = run_cli("audit", "--repo", world.repo_id, "--json", env={"HF_TOKEN": ""})
+    assert audited.returncode == 0, audited.stderr
+    (bundle,) = [b for b in json.loads(audited.stdout)["audited"] if b["signer"] is not None]
+    # the maintainer's merge commit, and the author of the PR whose head holds that sidecar
+    assert bundle["committer"] == "leaderboard-bot, submitter"
+    assert bundle["principals"] == [LAB]
+
+
 def test_a_leaderboard_naming_no_signers_asks_for_no_signature(world: World) -> None:
     unsigned = propose(world, SUBMITTER_TOKEN, world.bundles("plain", [world.spec(model="p")]))
     check = signature_of(world, unsigned)

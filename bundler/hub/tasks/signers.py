@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 from bundler.core.errors import HubError, UsageError
 from bundler.core.model import Model
-from bundler.hub.client.session import HubSession
+from bundler.hub.client.session import HubSession, user_orgs
 from bundler.hub.repo.paths import ALLOWED_SIGNERS
 from bundler.local.signature import NAMESPACE, fingerprint
 
@@ -192,7 +192,7 @@ class Memberships:
 
     def orgs(self, user: str) -> frozenset[str]:
         if user not in self._orgs:
-            self._orgs[user] = self.session.user_orgs(user)
+            self._orgs[user] = user_orgs(self.session, user)
         return self._orgs[user]
 
     def vouching(self, user: str, principals: set[str]) -> str | None:

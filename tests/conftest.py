@@ -31,14 +31,20 @@ OTHER_SUBMITTER_TOKEN = "hf_SecondSubmitterForTests012345678"
 OTHER_WRITE_TOKEN = "hf_OtherWriterForTests0123456789abcd"
 """A second maintainer ("second-bot", also in org "gptnt")."""
 
+LAB = "submitters-lab"
+"""An organization "submitter" shows on their Hub profile and "second-submitter" belongs to
+without the profile listing it (TokenInfo.unlisted_orgs)."""
+
 HUB = HubServer(
     tokens={
         WRITE_TOKEN: TokenInfo(name="leaderboard-bot", role="write", orgs=("gptnt",)),
         OTHER_WRITE_TOKEN: TokenInfo(name="second-bot", role="write", orgs=("gptnt",)),
-        SUBMITTER_TOKEN: TokenInfo(name="submitter", role="write"),
-        OTHER_SUBMITTER_TOKEN: TokenInfo(name="second-submitter", role="write"),
-        READ_TOKEN: TokenInfo(name="submitter", role="read"),
-        OTHER_READ_TOKEN: TokenInfo(name="second-submitter", role="read"),
+        SUBMITTER_TOKEN: TokenInfo(name="submitter", role="write", orgs=(LAB,)),
+        OTHER_SUBMITTER_TOKEN: TokenInfo(
+            name="second-submitter", role="write", unlisted_orgs=(LAB,)
+        ),
+        READ_TOKEN: TokenInfo(name="submitter", role="read", orgs=(LAB,)),
+        OTHER_READ_TOKEN: TokenInfo(name="second-submitter", role="read", unlisted_orgs=(LAB,)),
     }
 ).start()
 HF_HOME = tempfile.mkdtemp(prefix="bundler-tests-hf-home-")

@@ -199,11 +199,12 @@ def test_every_signature_is_checked_against_the_allowed_signers(
 ) -> None:
     (keys := tmp_path / "keys").mkdir()
     ours, theirs = make_key(keys, "ours"), make_key(keys, "theirs")
-    allow(repo_id, "submitter", ours)
+    allow(repo_id, "gptnt", ours)  # the organization of the account that publishes them
     publish(signed_bundles(tmp_path / "ours", ours, ("alpha", "beta")), repo_id)
     code, report, stderr = audit(repo_id)
     assert code == 0, stderr
-    assert [b["principals"] for b in report["audited"]] == [["submitter"], ["submitter"]]
+    assert [b["principals"] for b in report["audited"]] == [["gptnt"], ["gptnt"]]
+    assert [b["committer"] for b in report["audited"]] == ["leaderboard-bot"] * 2
     foreign = signed_bundles(tmp_path / "theirs", theirs, ("gamma",))
     unsigned = make_bundles(tmp_path / "plain", [RunSpec(task="delta", rows=2)])
     publish(foreign, repo_id)
@@ -234,6 +235,33 @@ def test_every_signature_is_checked_against_the_allowed_signers(
     details = [f["detail"] for f in report["findings"]]
     assert details[1] == "unsigned, where the leaderboard requires a signature"
     assert "does not match the archive" in details[2]
+
+
+@pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="needs OpenSSH")
+def test_a_bundle_on_the_branch_signed_for_someone_but_its_committer_is_found(
+    hub: HubServer, repo_id: str, tmp_path: Path
+) -> None:
+    key = make_key(tmp_path, "theirs")
+    allow(repo_id, "submitter", key)
+    publish(bundles := signed_bundles(tmp_path / "b", key, ("alpha",)), repo_id)
+    (bundle_id,) = map(str, _ids(bundles))
+    before = len(hub.requests(kind="api"))
+    code, report, stderr = audit(repo_id)
+    assert code == 1, stderr
+    assert kinds(report) == [("signature", bundle_id, None)]
+    assert report["findings"][0]["detail"] == (
+        f"signed by submitter (key {report['audited'][0]['signer']}), not by its committer "
+        "leaderboard-bot nor an organization the Hub lists them in"
+    )
+    # the committer costs the expanded listing, the commit listing and one profile
+    asked = [r.path.split("/")[-2] for r in hub.requests(kind="api")[before:]]
+    assert [name for name in asked if name in ("commits", "paths-info", "leaderboard-bot")] == [
+        "paths-info",  # the table's parts folder
+        "paths-info",  # the task definitions and allowed signers
+        "paths-info",  # the signed sidecar's last commit
+        "commits",
+        "leaderboard-bot",  # their profile's organizations
+    ]
 
 
 def _ids(bundles: Path) -> set[BundleId]:

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import OTHER_SUBMITTER_TOKEN, SUBMITTER_TOKEN, WRITE_TOKEN
+from conftest import LAB, OTHER_SUBMITTER_TOKEN, SUBMITTER_TOKEN, WRITE_TOKEN
 from helpers import run_cli
 from hubserver import HubServer
 from test_card_refresh import commit_by_hand
@@ -99,6 +99,49 @@ def test_review_passes_the_authors_own_signature_and_fails_anyone_elses(
         world.repo_id, {TASKS_FILE: json.dumps(tasks | {"require_signature": True}).encode()}
     )
     assert signature_of(world, unsigned)["status"] == "failed"
+
+
+def test_an_organizations_key_passes_for_the_members_the_hub_lists(
+    world: World, tmp_path: Path
+) -> None:
+    lab = make_key(tmp_path, "lab")
+    assert signers(world, "add", LAB, "--key", lab.with_suffix(".pub"))[0] == 0
+    members = propose(world, SUBMITTER_TOKEN, signed(world, "member", lab))
+    second = propose(world, SUBMITTER_TOKEN, signed(world, "member-again", lab))
+    outsider = propose(world, OTHER_SUBMITTER_TOKEN, signed(world, "outsider", lab))
+    before = len(world.hub.requests())
+    _, report, _ = review(world, "--pr", members, "--pr", second, "--pr", outsider)
+    asked = [r.path for r in world.hub.requests()[before:] if r.path.startswith("/api/users/")]
+    # one request per author a round, whatever the number of their bundles
+    assert asked == ["/api/users/submitter/overview", "/api/users/second-submitter/overview"]
+    found = [checks(pr["bundles"][0])["signature"] for pr in report["pull_requests"]]
+    assert [check["status"] for check in found] == ["passed", "passed", "failed"]
+    assert f"signed by {LAB}, which submitter is a member of" in str(found[0]["detail"])
+    # second-submitter belongs to the organization, but their profile does not show it
+    assert "not by the pull request's author second-submitter" in str(found[2]["detail"])
+    # a key of the author's own asks the Hub for no organization
+    own = make_key(tmp_path, "mine")
+    assert signers(world, "add", "submitter", "--key", own.with_suffix(".pub"))[0] == 0
+    num = propose(world, SUBMITTER_TOKEN, signed(world, "own", own))
+    before = len(world.hub.requests())
+    assert signature_of(world, num)["status"] == "passed"
+    assert not [r for r in world.hub.requests()[before:] if r.path.startswith("/api/users/")]
+
+
+def test_a_bundle_merged_by_review_counts_as_committed_by_its_proposer(
+    world: World, tmp_path: Path
+) -> None:
+    key = make_key(tmp_path, "lab")
+    assert signers(world, "add", LAB, "--key", key.with_suffix(".pub"))[0] == 0
+    num = propose(world, SUBMITTER_TOKEN, signed(world, "merged", key))
+    _, report, stderr = review(world, "--pr", num, "--merge", token=WRITE_TOKEN)
+    assert report["pull_requests"][0]["merge"] == "merged", stderr
+    audited = run_cli("audit", "--repo", world.repo_id, "--json", env={"HF_TOKEN": ""})
+    assert audited.returncode == 0, audited.stderr
+    (bundle,) = [b for b in json.loads(audited.stdout)["audited"] if b["signer"] is not None]
+    # the maintainer's merge commit, and the author of the PR whose head holds that sidecar
+    assert bundle["committer"] == "leaderboard-bot, submitter"
+    assert bundle["principals"] == [LAB]
 
 
 def test_a_leaderboard_naming_no_signers_asks_for_no_signature(world: World) -> None:

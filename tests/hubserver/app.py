@@ -206,6 +206,7 @@ class HubApp:
         self._event_ids = itertools.count(1)
         table: list[tuple[str, str, Access, Handler]] = [
             ("GET", r"/api/whoami-v2", "none", self.whoami),
+            ("GET", r"/api/users/(?P<user>[^/]+)/overview", "none", self.user_overview),
             ("GET", r"/api/agent-harnesses", "none", self.agent_harnesses),
             ("POST", r"/api/repos/create", "none", self.create_repo),
             ("DELETE", r"/api/repos/delete", "none", self.delete_repo),
@@ -330,7 +331,8 @@ class HubApp:
                 ],
             }
         orgs = [
-            {"type": "org", "name": org, "fullname": org, "roleInOrg": "write"} for org in who.orgs
+            {"type": "org", "name": org, "fullname": org, "roleInOrg": "write"}
+            for org in who.memberships
         ]
         return Response.of_json(
             {
@@ -341,6 +343,42 @@ class HubApp:
                 "isPro": False,
                 "orgs": orgs,
                 "auth": {"type": "access_token", "accessToken": access_token},
+            }
+        )
+
+    def user_overview(
+        self, request: Request, match: re.Match[str], who: TokenInfo | None
+    ) -> Response:
+        """A user's public profile, to anyone (no token needed), as `HfApi.get_user_overview`
+        reads it (huggingface_hub 2.4.0 `User`: `user`, `fullname`, `avatarUrl`, `type`,
+        `isPro`, the counts, and `orgs`, each an `Organization`: `name`, `fullname`,
+        `avatarUrl`). `orgs` lists only the memberships the profile shows (TokenInfo.orgs,
+        never `unlisted_orgs`). A name that is no user's (an organization's too) is 404, as
+        the client documents ("HTTP 404 If the user does not exist on the Hub"). A user is
+        anyone holding a token here; with no tokens configured, the open user."""
+        name = unquote(match["user"])
+        holders = list(self.tokens.values()) if self.tokens is not None else [OPEN_USER]
+        profiles = [token for token in holders if token.name == name]
+        if not profiles:
+            raise HubError(404, f"User {name} not found")
+        orgs = sorted({org for token in profiles for org in token.orgs})
+        return Response.of_json(
+            {
+                "_id": f"user-{name}",
+                "user": name,
+                "fullname": name,
+                "avatarUrl": f"/avatars/{name}.svg",
+                "type": "user",
+                "isPro": False,
+                "numModels": 0,
+                "numDatasets": 0,
+                "numSpaces": 0,
+                "numFollowers": 0,
+                "numFollowing": 0,
+                "orgs": [
+                    {"name": org, "fullname": org, "avatarUrl": f"/avatars/{org}.svg"}
+                    for org in orgs
+                ],
             }
         )
 
@@ -1074,7 +1112,7 @@ def entity_type(who: TokenInfo, entity: str) -> str:
     """How whoami-v2 names a fine-grained scope's entity: the user, an org, or a repo."""
     if entity == who.name:
         return "user"
-    return "org" if entity in who.orgs else "repo"
+    return "org" if entity in who.memberships else "repo"
 
 
 def ref_name(ref: WritableRef) -> str:

@@ -42,10 +42,19 @@ class TokenInfo:
     role: TokenRole = "write"
     orgs: tuple[str, ...] = ()
     scopes: tuple[Scope, ...] = ()
+    unlisted_orgs: tuple[str, ...] = ()
+    """Organizations the user belongs to that their public profile (`/api/users/{name}/
+    overview`) does not list. The Hub's docs name no way to hide a membership, nor promise that
+    the overview lists every one; a test holds such a membership to prove that only a listed
+    one counts for the bundler. It gives the same rights as any other."""
+
+    @property
+    def memberships(self) -> tuple[str, ...]:
+        return self.orgs + self.unlisted_orgs
 
     def owns(self, namespace: str) -> bool:
         """The namespace is the user's own or one of its organizations'."""
-        return namespace == self.name or namespace in self.orgs
+        return namespace == self.name or namespace in self.memberships
 
     def grants(self, permission: str, repo_id: str) -> bool:
         """A fine-grained scope gives `permission` on this repo or on its namespace."""

@@ -7,8 +7,8 @@ published the bundle: the board's stamp, in no file of the bundle); `ranking_met
 `score`, `stale` and the interval, what the task's definition makes of the row, are compared
 with the row's scoring done again. A bundle that verifies and has no row is missing from the
 board; one that fails verification has rightly none. Signatures are judged by the
-leaderboard's allowed signers, as review judges them, but for the author: who committed a
-bundle the audit does not ask (that would cost a request per bundle).
+leaderboard's allowed signers, as review judges them; for the principal, by who committed the
+bundle (bundler.hub.audit.committers).
 """
 
 from __future__ import annotations
@@ -68,6 +68,11 @@ class AuditedBundle(Model):
     """Whom the leaderboard's allowed signers give the signing key to."""
     cached: bool = False
     """Judged from a verdict kept by an earlier run (bundler.hub.audit.verdicts)."""
+    committer: str | None = None
+    """Who committed its sidecar, for a bundle signed by a listed key
+    (bundler.hub.audit.committers)."""
+    committer_problem: str | None = None
+    """Why the key's principals are not its committer's, when they are not."""
 
 
 class AuditReport(Model):
@@ -203,7 +208,8 @@ def _bundle_findings(inputs: AuditInputs) -> list[AuditFinding]:
 
 def _signature_findings(inputs: AuditInputs) -> list[AuditFinding]:
     """A signature that does not verify; one by a key the allowed signers do not list; an
-    unsigned bundle where the leaderboard requires signatures. A leaderboard naming no
+    unsigned bundle where the leaderboard requires signatures; a key whose principals are not
+    its committer's. A leaderboard naming no
     signers asks for none (as review)."""
     found: list[AuditFinding] = []
     signers, required = inputs.signers, inputs.definitions.require_signature
@@ -217,6 +223,8 @@ def _signature_findings(inputs: AuditInputs) -> list[AuditFinding]:
             detail = f"signed by key {audited.signer}, which the allowed signers do not list"
         elif audited.signer is None and required:
             detail = "unsigned, where the leaderboard requires a signature"
+        elif audited.committer_problem is not None:
+            detail = audited.committer_problem
         if detail is not None:
             found.append(AuditFinding(kind="signature", bundle_id=bundle_id, detail=detail))
     return found

@@ -4,9 +4,11 @@ bundles (or a sample of them), and judge (bundler.hub.audit.findings).
 Cost, for B bundles on the branch of which D are downloaded (all, or the sample): API requests,
 which the Hub counts apart, 3 plus a listing page per 1,000 files of `bundles/`; file requests
 (the Hub's "resolvers"), 2 per downloaded bundle (its archive and its sidecar) plus the table,
-the task definitions and the allowed signers (3 at most). A bundle judged by an earlier run
-(bundler.hub.audit.verdicts) costs none. Downloads are paced (bundler.hub.audit.pace) and one at
-a time, each verified and removed before the next: the disk holds one bundle at a time.
+the task definitions and the allowed signers (3 at most); for bundles signed by a listed key,
+what finding their committers costs (bundler.hub.audit.committers). A bundle judged by an
+earlier run (bundler.hub.audit.verdicts) costs none. Downloads are paced
+(bundler.hub.audit.pace) and one at a time, each verified and removed before the next: the disk
+holds one bundle at a time.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 from bundler.core.errors import HubAccessError, HubError, RowError, TemporaryError
 from bundler.core.progress import NoProgress, ProgressSink
 from bundler.core.version import VERSION
+from bundler.hub.audit.committers import judge_committers
 from bundler.hub.audit.findings import (
     AuditedBundle,
     AuditFinding,
@@ -119,6 +122,7 @@ def audit(
     finally:
         shutil.rmtree(staging, ignore_errors=True)
         report.file_requests, report.waits = pacer.total, pacer.waits
+    judge_committers(session, head, inputs.audited, {str(b): f[1] for b, f in bundles.items()})
     report.audited = [inputs.audited[bundle_id] for bundle_id in sorted(inputs.audited)]
     report.findings = ([problem] if problem else []) + findings_of(inputs)
     return report

@@ -32,6 +32,14 @@ class LastCommit:
 
 
 @dataclass(frozen=True)
+class CommitAuthors:
+    """Who the Hub says made a commit (`authors`: Hub user names), and its title."""
+
+    authors: tuple[str, ...]
+    title: str
+
+
+@dataclass(frozen=True)
 class RemoteFolder:
     """A folder on the Hub: its git tree id changes exactly when something below it does."""
 

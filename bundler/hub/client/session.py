@@ -59,7 +59,13 @@ from bundler.core.version import VERSION
 from bundler.core.waiting import RETRY_WAITS
 from bundler.hub.client import ratelimit
 from bundler.hub.client.access import AccessRights, no_write_access
-from bundler.hub.client.remote import LastCommit, RemoteEntry, RemoteFile, RemoteFolder
+from bundler.hub.client.remote import (
+    CommitAuthors,
+    LastCommit,
+    RemoteEntry,
+    RemoteFile,
+    RemoteFolder,
+)
 
 REPO_TYPE = "dataset"
 LIBRARY_NAME = "statics-bundler"
@@ -368,6 +374,36 @@ class HubSession:
                 raise
 
         return _remote_entries(self.call(f"listing {folder}/", listing))
+
+
+def user_orgs(session: HubSession, user: str) -> frozenset[str]:
+    """The organizations the Hub lists on `user`'s profile (`HfApi.get_user_overview`,
+    `GET /api/users/{user}/overview`, its `orgs`); none for a name the Hub knows as no user
+    (404: an organization's, say). The overview is the public profile, so a membership it
+    does not list counts as none: never kinder than what anyone can see."""
+
+    def fetch() -> frozenset[str]:
+        try:
+            overview = session.api.get_user_overview(user)
+        except HfHubHTTPError as error:
+            if status_of(error) == 404:
+                return frozenset()
+            raise
+        return frozenset(org.name for org in overview.orgs)
+
+    return session.call(f"reading the organizations of {user}", fetch)
+
+
+def commit_authors(session: HubSession, revision: str) -> dict[str, CommitAuthors]:
+    """Who made each commit of `revision`'s history (`HfApi.list_repo_commits`: the Hub
+    pages it, 50 a page on the test server, and the client reads every page)."""
+    listing = partial(
+        session.api.list_repo_commits, session.repo_id, repo_type=REPO_TYPE, revision=revision
+    )
+    return {
+        commit.commit_id: CommitAuthors(tuple(commit.authors), commit.title)
+        for commit in session.call(f"listing the commits of {revision!r}", listing)
+    }
 
 
 def _rewind(handle: BinaryIO) -> None:

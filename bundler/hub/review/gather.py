@@ -55,7 +55,7 @@ from bundler.hub.review.judge import (
     verified_claim,
 )
 from bundler.hub.tasks.definitions import TaskDefinitions, read_definitions
-from bundler.hub.tasks.signers import AllowedSigners, read_signers
+from bundler.hub.tasks.signers import AllowedSigners, Memberships, read_signers
 from bundler.hub.tasks.split_size import RowCountResolver
 from bundler.local.diff import diff_verified
 from bundler.local.layout import TEMP_PREFIX, BundleId
@@ -146,6 +146,8 @@ class PullRequestGatherer:
         """Folder listings at a tip, by (commit, folder): every PR of the round walks them."""
         self._definitions: dict[str, TaskDefinitions] = {}
         self._signers: dict[str, AllowedSigners | None] = {}
+        self.memberships = Memberships(session)
+        """Authors' organizations, asked once per author a round."""
 
     def pull_requests(self, nums: list[int]) -> list[PullRequestFacts]:
         """Every PR to review (`nums`, or every open one), all looked up before any is
@@ -210,7 +212,22 @@ class PullRequestGatherer:
                 self._bundle(bundle, head, head_files, tip, main_files, work, definitions)
             )
             self.progress.advance()
-        return replace(gathered, bundles=tuple(bundles))
+        orgs = self._author_orgs(facts.author, gathered.signers, bundles)
+        return replace(gathered, bundles=tuple(bundles), author_orgs=orgs)
+
+    def _author_orgs(
+        self, author: str, signers: AllowedSigners | None, bundles: list[GatheredBundle]
+    ) -> frozenset[str]:
+        """The author's organizations, asked only when a bundle's key is allowed for
+        principals other than the author (none asked for the author's own keys)."""
+        if signers is None:
+            return frozenset()
+        for bundle in bundles:
+            signer = bundle.reading.verification().signer
+            principals = signers.principals_of(signer) if signer else set()
+            if principals and author not in principals:
+                return self.memberships.orgs(author)
+        return frozenset()
 
     def tip(self, branch: str) -> str:
         """The head of `branch`, read once a round."""

@@ -122,6 +122,9 @@ class GatheredPullRequest:
     """The task definitions on the target branch."""
     signers: AllowedSigners | None = None
     """The allowed signers on the target branch; None when it names none."""
+    author_orgs: frozenset[str] = frozenset()
+    """The organizations the Hub lists the author in, asked only when a signing key's
+    principals do not name the author."""
     max_bundles: int = MAX_BUNDLES
 
 
@@ -267,7 +270,11 @@ def judge_bundle(
     review.submitter = claim.submitter.name
     review.checks.append(task_check(bundle, claim, pr.definitions))
     signer, required = reading.verification().signer, pr.definitions.require_signature
-    review.checks.append(signature_check(signer, pr.facts.author, pr.signers, required=required))
+    review.checks.append(
+        signature_check(
+            signer, pr.facts.author, pr.signers, required=required, author_orgs=pr.author_orgs
+        )
+    )
     review.checks.extend(policy_checks(claim, gathered.row_count, max_exception_rate))
     if gathered.main is not None:
         review.checks.append(replacement_check(review, gathered))

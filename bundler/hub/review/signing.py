@@ -3,7 +3,10 @@
 A bundle's signature was checked against its archive when it was verified (the key's
 fingerprint is `BundleVerification.signer`); here the leaderboard says whose key that is
 (`leaderboard/allowed_signers`, bundler.hub.tasks.signers). A leaderboard that names no signers
-asks for none: unsigned bundles pass there, as before signing existed.
+asks for none: unsigned bundles pass there, as before signing existed. A principal may be an
+organization: its members' signatures pass, as far as the Hub lists them as members
+(bundler.hub.tasks.signers.Memberships, asked by the gathering only when a key's principals do
+not name the author).
 """
 
 from __future__ import annotations
@@ -13,11 +16,17 @@ from bundler.hub.tasks.signers import AllowedSigners
 
 
 def signature_check(
-    signer: str | None, author: str, signers: AllowedSigners | None, *, required: bool
+    signer: str | None,
+    author: str,
+    signers: AllowedSigners | None,
+    *,
+    required: bool,
+    author_orgs: frozenset[str] = frozenset(),
 ) -> CheckResult:
-    """Passes a signature by a key the allowed signers give to the pull request's author;
-    warns on an unsigned bundle (fails it where the task definitions require signatures);
-    fails a key they do not list, or one of anyone else."""
+    """Passes a signature by a key the allowed signers give to the pull request's author, or to
+    an organization the Hub lists the author as a member of (`author_orgs`); warns on an
+    unsigned bundle (fails it where the task definitions require signatures); fails a key they
+    do not list, or one of anyone else."""
     if signers is None:
         detail = "signed" if signer else "unsigned"
         return passed("signature", f"{detail}; this leaderboard names no allowed signers")
@@ -32,11 +41,16 @@ def signature_check(
             f"signed by key {signer}, which the leaderboard's allowed signers do not list",
             hint="a maintainer adds the key to the leaderboard's allowed signers",
         )
-    if author not in principals:
-        return failed(
-            "signature",
-            f"signed by {', '.join(sorted(principals))} (key {signer}), not by the pull "
-            f"request's author {author}",
-            hint="a bundle is signed by whoever proposes it",
+    if author in principals:
+        return passed("signature", f"signed by {author} (key {signer})")
+    if orgs := sorted(principals & author_orgs):
+        return passed(
+            "signature", f"signed by {orgs[0]}, which {author} is a member of (key {signer})"
         )
-    return passed("signature", f"signed by {author} (key {signer})")
+    return failed(
+        "signature",
+        f"signed by {', '.join(sorted(principals))} (key {signer}), not by the pull "
+        f"request's author {author} nor an organization the Hub lists them in",
+        hint="a bundle is signed by whoever proposes it, or by an organization whose "
+        "membership they show on their Hub profile",
+    )

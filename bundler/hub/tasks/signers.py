@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 from bundler.core.errors import HubError, UsageError
 from bundler.core.model import Model
-from bundler.hub.client.session import HubSession
+from bundler.hub.client.session import HubSession, user_orgs
 from bundler.hub.repo.paths import ALLOWED_SIGNERS
 from bundler.local.signature import NAMESPACE, fingerprint
 
@@ -179,6 +179,30 @@ def read_signers(session: HubSession, revision: str) -> AllowedSigners | None:
     return AllowedSigners.parse(
         session.read_file(ALLOWED_SIGNERS, revision, MAX_SIGNERS_FILE_BYTES)
     )
+
+
+class Memberships:
+    """Which organizations Hub users belong to, as the Hub shows them (`HubSession.user_orgs`),
+    asked at most once per user for as long as this lives (a review round, an audit): N bundles
+    of one author cost one request, and none when the key's principal is the user's own name."""
+
+    def __init__(self, session: HubSession) -> None:
+        self.session = session
+        self._orgs: dict[str, frozenset[str]] = {}
+
+    def orgs(self, user: str) -> frozenset[str]:
+        if user not in self._orgs:
+            self._orgs[user] = user_orgs(self.session, user)
+        return self._orgs[user]
+
+    def vouching(self, user: str, principals: set[str]) -> str | None:
+        """The principal under which `user` may sign: their own name, else an organization
+        they are a (listed) member of; None when neither."""
+        if user in principals:
+            return user
+        if not principals:
+            return None
+        return min(principals & self.orgs(user), default=None)
 
 
 class SignersReport(Model):

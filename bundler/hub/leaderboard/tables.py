@@ -1,18 +1,22 @@
 """The leaderboard's tables: a few Parquet files, not a file per bundle.
 
 One table holds every bundle of every task (the viewer's `default` config) with the same
-columns for every task; one table per task holds that task's bundles, ranked, with a float64
-column per numeric metric (capped at MAX_METRIC_COLUMNS, the ranking metric always kept; every
-metric stays in `metrics_json`). Parquet carries its own column types, so the card declares no
-features and a new metric name can never break a config; the viewer, `datasets`, DuckDB and
-Polars read `hf://datasets/OWNER/NAME/leaderboard/...parquet` directly.
+columns for every task, in parts of at most PART_ROWS rows (`AllTasksTable`: a commit rewrites
+only the parts its rows touch, so it sends as much at 100,000 bundles as at 300), each row with
+its score under its task's definition. One table per task holds that task's best
+TASK_TABLE_ROWS, ranked, with a float64 column per numeric metric (capped at
+MAX_METRIC_COLUMNS, the ranking metric always kept; every metric stays in `metrics_json`).
+Parquet carries its own column types, so the card declares no features and a new metric name
+can never break a config; the viewer, `datasets`, DuckDB and Polars read
+`hf://datasets/OWNER/NAME/leaderboard/...parquet` directly.
 
 The tables are derived from the bundles' sidecars and metrics, and each row records what it was
 derived from (`sidecar_blob_id`, beside `archive_sha256`), so a reader can tell which rows are
-stale. The same rows always give byte-identical files: rows sorted by bundle id (task tables by
-rank), a fixed writer configuration, and no time or host in the file.
+stale. The same rows always give byte-identical files: rows sorted by bundle id in each part
+(task tables by rank), a fixed writer configuration, and no time or host in the file.
 
-pyarrow is imported only here, by the code that writes or reads the tables.
+pyarrow is imported only here and by the ranking (`bundler.hub.leaderboard.ranking`), by the
+code that writes or reads the tables.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ leaderboard's tables are, and the viewer's configs.
 README.md                                          the dataset card
 bundles/<xx>/<player>_<fp8>/<task>@<rev8>.tar.zst  a bundle, in its shard <xx>
 bundles/<xx>/<player>_<fp8>/<task>@<rev8>.json     its sidecar
-leaderboard/bundles/part-<n>.parquet               every bundle's row, in parts (the `default` config)
+leaderboard/bundles/part-<n>.parquet               every bundle's row, in parts (`default` config)
 leaderboard/tasks/<task>.parquet                   each task's best, ranked (one config per task)
 leaderboard/charts/<task>.png                      each defined task's chart, shown on the card
 leaderboard/tasks.json                             the maintainers' task definitions

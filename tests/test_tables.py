@@ -16,6 +16,7 @@ import pytest
 from factory import make_row
 
 from bundler.core.errors import RowError
+from bundler.hub.leaderboard.branch import BranchTables
 from bundler.hub.leaderboard.ranking import TaskBoard, TaskScoring
 from bundler.hub.leaderboard.rows import METRICS_AFTER, TableRow, TaskRow
 from bundler.hub.leaderboard.tables import (
@@ -353,3 +354,16 @@ def test_run_dates_read_back_to_the_nanosecond_in_every_table() -> None:
     task_dates = task.column("run_date").cast(pa.int64()).to_pylist()
     by_id = dict(zip(task.column("bundle_id").to_pylist(), task_dates, strict=True))
     assert [by_id[row.bundle_id] for row in rows] == nanoseconds
+
+
+def test_a_branch_once_settled_leaves_the_branch_it_was_copied_from_as_it_was() -> None:
+    """A commit plans on a copy of the branch; when it is planned again (a concurrent commit),
+    the original must still say what its rows are scored by, or a changed definition would
+    never score them again."""
+    rows = many_rows(3)
+    original = BranchTables("main", "0" * 40, AllTasksTable.of(rows), scores={"expert-vqa": "x"})
+    after = original.with_rows([make_row("newcomer", metrics={"em": {"acc": 0.5}})])
+    after.settle(None)
+    assert original.scores == {"expert-vqa": "x"} and after.scores != original.scores
+    assert all(row.score is None for row in original.leaderboard.rows())
+    assert all(row.score is not None for row in after.leaderboard.rows())

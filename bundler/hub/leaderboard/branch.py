@@ -149,7 +149,8 @@ class BranchTables:
         """Each task's scoring, its rows scored by it: every row of a task whose scoring is
         not the one its rows were scored by (a definition changed, or nothing says), the new
         rows of the others. A task not `touched` (every task is, when None) keeps the metric
-        its rows are scored by, unless its definition says another."""
+        its rows are scored by, unless its definition says another. The scores are a new
+        mapping: a copy of this branch (`with_rows`) never changes what the original says."""
         scorings: dict[str, TaskScoring] = {}
         for task in self.leaderboard.tasks():
             settled = touched is not None and task not in touched and task in self.scores
@@ -157,9 +158,8 @@ class BranchTables:
             every = self.scores.get(task) != scoring.digest
             if every or not settled:
                 self.leaderboard = self.leaderboard.rescored(task, scoring, every=every)
-            self.scores[task] = scoring.digest
             scorings[task] = scoring
-        self.scores = {task: self.scores[task] for task in scorings}
+        self.scores = {task: scoring.digest for task, scoring in scorings.items()}
         return scorings
 
     def remote_files(self, session: HubSession, bundles: list[BundleId]) -> dict[str, RemoteFile]:

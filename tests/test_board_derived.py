@@ -200,6 +200,38 @@ def test_a_result_on_a_revision_the_task_no_longer_accepts_is_stale_and_ranked_a
     assert "⚠ stale 2/2" in card_text(hub, repo_id)
 
 
+def test_a_changed_definition_scores_every_row_of_its_task_again_in_its_commit(
+    hub: HubServer, repo_id: str, tmp_path: Path
+) -> None:
+    """Each row of the all-tasks table keeps its score under its task's definition: a task
+    ranked by its fallback (the first metric of its earliest bundle), then defined by another
+    metric, has every row scored by that metric in the definition's own commit, and a later
+    upload of another task leaves them so."""
+    metrics = [{"em": {"acc": 0.9, "f1": 0.2}}, {"em": {"acc": 0.1, "f1": 0.8}}]
+    specs = [
+        RunSpec(task="alpha", model=f"m{n}", rows=2, metrics=scores)
+        for n, scores in enumerate(metrics)
+    ]
+    publish(make_bundles(tmp_path / "first", specs), repo_id)
+    before = {r["player_name"]: (r["ranking_metric"], r["score"]) for r in table_rows(hub, repo_id)}
+    assert before == {"m0": ("em.acc", 0.9), "m1": ("em.acc", 0.1)}  # the fallback
+    define = run_cli(
+        "tasks", "define", "alpha", "--repo", repo_id, "--dataset", specs[0].hf_repo_id,
+        "--split", "test", "--metric", "em.f1", "--direction", "lower",
+        env={"HF_TOKEN": WRITE_TOKEN},
+    )  # fmt: skip
+    assert define.returncode == 0, define.stderr
+    (latest,) = hub.commits(repo_id)[:1]
+    assert table_part(0) in latest.files_changed
+    after = {r["player_name"]: (r["ranking_metric"], r["score"]) for r in table_rows(hub, repo_id)}
+    assert after == {"m0": ("em.f1", 0.2), "m1": ("em.f1", 0.8)}
+    ranked = table_rows(hub, repo_id, task_table("alpha"))
+    assert [(r["player_name"], r["rank"]) for r in ranked] == [("m0", 1), ("m1", 2)]
+    publish(make_bundles(tmp_path / "other", [RunSpec(task="beta", model="b", rows=2)]), repo_id)
+    again = {r["player_name"]: (r["ranking_metric"], r["score"]) for r in table_rows(hub, repo_id)}
+    assert {name: again[name] for name in after} == after
+
+
 def test_the_tables_carry_each_runs_cost_and_the_card_its_tokens_per_row(
     hub: HubServer, repo_id: str, tmp_path: Path
 ) -> None:

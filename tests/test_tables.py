@@ -21,6 +21,7 @@ from bundler.hub.leaderboard.ranking import TaskBoard, TaskScoring
 from bundler.hub.leaderboard.rows import METRICS_AFTER, TableRow, TaskRow
 from bundler.hub.leaderboard.tables import (
     ALL_SCHEMA,
+    COMPACT_BELOW,
     LAYOUT_KEY,
     MAX_METRIC_COLUMNS,
     PART_ROWS,
@@ -367,3 +368,20 @@ def test_a_branch_once_settled_leaves_the_branch_it_was_copied_from_as_it_was() 
     assert original.scores == {"expert-vqa": "x"} and after.scores != original.scores
     assert all(row.score is None for row in original.leaderboard.rows())
     assert all(row.score is not None for row in after.leaderboard.rows())
+
+
+def test_a_part_that_removals_leave_small_is_emptied_into_the_last_part() -> None:
+    rows = many_rows(PART_ROWS * 2 + 10)
+    board = AllTasksTable.of(rows)
+    first = board.parts[0].keys()["bundle_id"].to_pylist()
+    keep = COMPACT_BELOW - 1
+    after = board.updated([], removed=first[keep:])
+    assert sorted(after.parts) == [1, 2]  # part 0 went, its rows into the last part
+    assert after.parts[1].data == board.parts[1].data  # untouched
+    assert after.parts[2].rows == 10 + keep and len(after) == PART_ROWS + 10 + keep
+    assert sorted(r.bundle_id for r in after.rows()) == sorted(
+        [*first[:keep], *(r.bundle_id for r in rows if r.bundle_id not in first)]
+    )
+    # a part left with more rows stays where it is
+    fewer = board.updated([], removed=first[: PART_ROWS - COMPACT_BELOW])
+    assert sorted(fewer.parts) == [0, 1, 2] and fewer.parts[0].rows == COMPACT_BELOW

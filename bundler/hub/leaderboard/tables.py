@@ -61,6 +61,8 @@ ROW_GROUP_SIZE = 10_000
 PART_ROWS = 1_000
 """Rows of a part of the all-tasks table at most: a commit of a few bundles rewrites about
 half of this on average (about 40 KB), however many bundles the table holds."""
+COMPACT_BELOW = PART_ROWS // 4
+"""A part that removals leave with fewer rows is emptied into the last parts."""
 FALLBACK_BATCH = 16
 TASK_TABLE_ROWS = 500
 """Rows of a task's table at most: its best bundles, ranked. Every bundle is in the all-tasks
@@ -440,11 +442,14 @@ class AllTasksTable:
     def updated(self, rows: Sequence[TableRow], removed: Iterable[str] = ()) -> AllTasksTable:
         """This table with `rows` in the place of those of the same bundle id (in their
         part), the other `rows` added to the last parts, and the rows of `removed` bundle ids
-        gone."""
+        gone. A part other than the last that removals leave with fewer than COMPACT_BELOW
+        rows is emptied into the last parts too, so removals never leave many small parts."""
         replacing = {row.bundle_id: row for row in rows}
         dropped = pa.array(sorted(replacing.keys() | set(removed)), pa.string())
         parts = dict(self.parts)
+        last = max(parts, default=-1)
         placed: set[str] = set()
+        moving: list[pa.Table] = []
         for number, part in self.parts.items() if len(dropped) else ():
             ids = part.keys().column("bundle_id")
             hit = pc.is_in(ids, value_set=dropped)
@@ -454,18 +459,20 @@ class AllTasksTable:
             here = [replacing[i] for i in ids.filter(hit).to_pylist() if i in replacing]
             placed |= {row.bundle_id for row in here}
             merged = pa.concat_tables([kept, _table_of(here)])
-            if merged.num_rows:
+            del parts[number]
+            if number != last and merged.num_rows < min(part.rows, COMPACT_BELOW):
+                moving.append(merged)
+            elif merged.num_rows:
                 parts[number] = TablePart.of(merged)
-            else:
-                del parts[number]
         added = [row for bundle_id, row in sorted(replacing.items()) if bundle_id not in placed]
+        incoming = pa.concat_tables([*moving, _table_of(added)])
         last = max(parts, default=-1)
-        if added and last >= 0 and parts[last].rows < PART_ROWS:
+        if incoming.num_rows and last >= 0 and parts[last].rows < PART_ROWS:
             room = PART_ROWS - parts[last].rows
-            merged = pa.concat_tables([parts[last].full(), _table_of(added[:room])])
-            parts[last], added = TablePart.of(merged), added[room:]
-        for number, start in enumerate(range(0, len(added), PART_ROWS), start=last + 1):
-            parts[number] = TablePart.of(_table_of(added[start : start + PART_ROWS]))
+            merged = pa.concat_tables([parts[last].full(), incoming.slice(0, room)])
+            parts[last], incoming = TablePart.of(merged), incoming.slice(room)
+        for number, start in enumerate(range(0, incoming.num_rows, PART_ROWS), start=last + 1):
+            parts[number] = TablePart.of(incoming.slice(start, PART_ROWS))
         return AllTasksTable(parts)
 
 

@@ -705,18 +705,23 @@ def forge_consistently(archive: Path, transform: Transform) -> None:
     forge(archive, lambda members: refresh_manifest(transform(members)), sidecar_from_claim=True)
 
 
+def table_parts(hub: Any, repo_id: str, revision: str = "main") -> dict[str, bytes]:
+    """The all-tasks table's parts a branch holds, by path."""
+    from bundler.hub.repo.paths import part_number
+
+    paths = [p for p in hub.list_files(repo_id, revision=revision) if part_number(p) is not None]
+    return {path: hub.file_bytes(repo_id, path, revision=revision) or b"" for path in paths}
+
+
 def all_tasks_table(hub: Any, repo_id: str, revision: str = "main") -> Any:
     """The all-tasks table a branch holds, its parts read as one Arrow table (as the viewer
     and DuckDB read the folder)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from bundler.hub.repo.paths import part_number
-
-    paths = [p for p in hub.list_files(repo_id, revision=revision) if part_number(p) is not None]
     parts = [
-        pq.read_table(pa.BufferReader(hub.file_bytes(repo_id, path, revision=revision)))
-        for path in paths
+        pq.read_table(pa.BufferReader(data))
+        for data in table_parts(hub, repo_id, revision).values()
     ]
     return pa.concat_tables(parts) if parts else None
 
@@ -724,7 +729,5 @@ def all_tasks_table(hub: Any, repo_id: str, revision: str = "main") -> Any:
 def published_leaderboard(hub: Any, repo_id: str, revision: str = "main") -> Any:
     """The all-tasks table a branch holds, as the bundler reads it (AllTasksTable)."""
     from bundler.hub.leaderboard.tables import AllTasksTable
-    from bundler.hub.repo.paths import part_number
 
-    paths = [p for p in hub.list_files(repo_id, revision=revision) if part_number(p) is not None]
-    return AllTasksTable.read({p: hub.file_bytes(repo_id, p, revision=revision) for p in paths})
+    return AllTasksTable.read(table_parts(hub, repo_id, revision))

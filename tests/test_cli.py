@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import typer
 from factory import RunSpec, write_run, write_sample_output, write_tree
 from helpers import (
     BUNDLER,
@@ -821,3 +822,23 @@ def test_a_stop_signal_after_the_work_ends_the_process_as_the_signal_does(name: 
     result = run_python(STOP_AFTER_THE_WORK, name)
     assert result.returncode == -getattr(signal, name)  # ended by the signal: 128 + N in a shell
     assert result.stdout == "" and result.stderr == ""
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_stop_dropped_in_a_finalizer_still_ends_the_command_as_stopped() -> None:
+    """Python drops an exception raised in `__del__` (it prints "Exception ignored"): a SIGINT
+    that lands while a temporary file is finalized must not let the command end as done."""
+    from bundler.cli.errors import run_command
+
+    class Finalized:
+        def __del__(self) -> None:
+            signal.raise_signal(signal.SIGINT)
+
+    def action() -> str:
+        Finalized()  # finalized at once: its handler's KeyboardInterrupt is dropped
+        return "done"
+
+    with pytest.raises(typer.Exit) as stopped:
+        run_command(action, json_output=False, debug=False)
+    assert stopped.value.exit_code == 130
+    assert run_command(lambda: "done", json_output=False, debug=False) == "done"

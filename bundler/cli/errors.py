@@ -63,7 +63,7 @@ def run_command(
     console = stderr_console()
     with stop_signals_caught():
         try:
-            return action()
+            done = action()
         except BaseException as error:
             exit_if_stopped(console, error)
             if not isinstance(error, Exception) or isinstance(error, BrokenPipeError):
@@ -71,6 +71,9 @@ def run_command(
                 # pipe ends it quietly (BundlerGroup.main)
             code, message, hint, kind = described(error, secrets)
             trace = traceback.format_exc()
+        else:
+            exit_if_stopped(console)
+            return done
     if debug:
         lines = (scrubbed(trace, secrets) or "").splitlines()
         console.print("\n".join(plain(line) for line in lines), markup=False)

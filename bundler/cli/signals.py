@@ -44,9 +44,12 @@ def _on_stop_signal(signum: int, frame: object) -> None:
     raise KeyboardInterrupt if signum == signal.SIGINT else Terminated
 
 
-def exit_if_stopped(console: Console, error: BaseException) -> None:
+def exit_if_stopped(console: Console, error: BaseException | None = None) -> None:
     """Exit as interrupted (130 for SIGINT, 143 for SIGTERM, as shells report them) when a stop
-    signal came, whatever exception carries it, or when `error` is a stop raised without one."""
+    signal came, whatever exception carries it, or when `error` is a stop raised without one.
+    Called too when the command returned: a stop that came while Python ran a finalizer (a
+    temporary file's `__del__`) raised there, and Python prints and drops an exception raised
+    in a finalizer, so the command went on; it still ends as stopped."""
     if _stop_signals:
         signum = _stop_signals[-1]
     elif isinstance(error, (KeyboardInterrupt, Terminated)):

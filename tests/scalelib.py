@@ -25,7 +25,7 @@ from hubserver import HubServer
 from bundler.core.progress import NoProgress
 from bundler.hub.client.remote import git_blob_id
 from bundler.hub.leaderboard.branch import BranchTables
-from bundler.hub.leaderboard.record import BoardRecord, DerivedFile
+from bundler.hub.leaderboard.record import DerivedFile
 from bundler.hub.leaderboard.rows import TableRow, build_row
 from bundler.hub.leaderboard.tables import AllTasksTable
 from bundler.hub.publish.plan import LocalBundle
@@ -126,14 +126,22 @@ def repository_files(
     `definitions` if given, and what a bundler commit derives from them: the tables and card,
     and the record vouching for them (bundler.hub.leaderboard.record)."""
     files = {path: data for seed in seeds for path, data in seed.files.items()}
-    tables = BranchTables("main", "", AllTasksTable.of(seed.row for seed in seeds))
+    return files | board_files([seed.row for seed in seeds], repo_id, definitions)
+
+
+def board_files(
+    rows: Sequence[TableRow], repo_id: str, definitions: TaskDefinitions | None = None
+) -> dict[str, bytes]:
+    """What a bundler commit derives from these rows (every task's table written, every row
+    read): the tables, the card, the task definitions if given, and the record."""
+    files: dict[str, bytes] = {}
+    tables = BranchTables("main", "0" * 40, AllTasksTable.of(rows))
     if definitions is not None:
         files[TASKS_FILE] = definitions.to_bytes()
         tables.definitions = definitions
     derived = tables.rendered(repo_id)
     vouched = {p: DerivedFile.of(d) for p, d in derived.items()}
-    record = BoardRecord(parent="0" * 40, files=vouched, scoring=tables.scores)
-    return files | derived | {RECORD: record.to_bytes()}
+    return files | derived | {RECORD: tables.record_of(vouched).to_bytes()}
 
 
 def publish_directly(hub: HubServer, repo_id: str, bundles: Path) -> None:

@@ -108,7 +108,7 @@ def test_metric_columns_keep_finite_numbers_in_file_order() -> None:
 def test_a_task_row_takes_its_fields_from_the_bundle_row_and_no_rank_yet() -> None:
     row = make_row(label="unpinned", metrics={"em": {"acc": 0.5}})
     task_row = TaskRow.of(row)
-    judged = {"rank", "stale", "ci_low", "ci_high"}  # the board's to say
+    judged = {"rank", "ranking_score", "stale", "ci_low", "ci_high"}  # the board's to say
     assert task_row.rank is None and task_row.stale is False and task_row.ci_low is None
     assert task_row.model_dump(exclude=judged) == row.model_dump(
         include=set(TaskRow.model_fields) - judged

@@ -15,13 +15,9 @@ from hubserver import HubServer
 from test_card_refresh import card
 from test_upload import make_bundles, publish
 
+from bundler.hub.leaderboard.columns import cells_of, parquet_bytes
 from bundler.hub.leaderboard.record import DerivedFile
-from bundler.hub.leaderboard.tables import (
-    LAYOUT_2_SCHEMA,
-    LAYOUT_KEY,
-    _cells,
-    parquet_bytes,
-)
+from bundler.hub.leaderboard.tables import LAYOUT_2_SCHEMA, LAYOUT_KEY
 from bundler.hub.repo.paths import ALL_TABLE, README, RECORD, part_number, table_part, task_table
 
 SCORED = ("ranking_metric", "score", "stale", "ci_low", "ci_high")
@@ -33,7 +29,7 @@ def one_file_table(hub: HubServer, repo_id: str) -> bytes:
     rows = published_leaderboard(hub, repo_id).rows()
     cells = []
     for row in rows:
-        cell = _cells(row)
+        cell = cells_of(row)
         cell["run_date"] = row.run_date
         cells.append({name: cell[name] for name in LAYOUT_2_SCHEMA.names})
     schema = LAYOUT_2_SCHEMA.with_metadata({LAYOUT_KEY: b"2"})

@@ -83,6 +83,8 @@ READ_BACKOFF_SECONDS = 0.5
 MAX_SMALL_FILE_BYTES = 16 << 20
 """A row or sidecar is a few KB; anything near this is not one and is not read further."""
 T = TypeVar("T")
+PATHS_PER_REQUEST = 500
+"""Paths asked about in one paths-info request, as the client sends them."""
 
 
 def status_of(error: BaseException) -> int | None:
@@ -339,11 +341,11 @@ class HubSession:
         self, paths: list[str], revision: str, *, expand: bool
     ) -> dict[str, RemoteEntry]:
         found: dict[str, RemoteEntry] = {}
-        for start in range(0, len(paths), 500):
+        for start in range(0, len(paths), PATHS_PER_REQUEST):
             lookup = partial(
                 self.api.get_paths_info,
                 self.repo_id,
-                paths[start : start + 500],
+                paths[start : start + PATHS_PER_REQUEST],
                 expand=expand,
                 repo_type=REPO_TYPE,
                 revision=revision,

@@ -18,8 +18,8 @@ with no shard, are verified and moved into their shards by the next commit (`mov
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field, replace
 
 from huggingface_hub import CommitOperationAdd, CommitOperationCopy, CommitOperationDelete
 
@@ -27,7 +27,7 @@ from bundler.core.errors import HubAccessError, HubError, RowError, TemporaryErr
 from bundler.core.progress import NoProgress, ProgressSink
 from bundler.hub.client.commit import Operation
 from bundler.hub.client.remote import RemoteFile, RemoteFolder
-from bundler.hub.client.session import MAX_SMALL_FILE_BYTES, HubSession
+from bundler.hub.client.session import MAX_SMALL_FILE_BYTES, PATHS_PER_REQUEST, HubSession
 from bundler.hub.leaderboard.card import BOARD_ROWS, render_dataset_card
 from bundler.hub.leaderboard.catchup import catch_up
 from bundler.hub.leaderboard.chart import charted_tasks, drawn_charts, shown_charts, stale_charts
@@ -38,6 +38,8 @@ from bundler.hub.leaderboard.tablecache import cached_table, keep_table
 from bundler.hub.leaderboard.tables import (
     TASK_TABLE_ROWS,
     AllTasksTable,
+    BestRows,
+    TablePart,
     task_table_bytes,
 )
 from bundler.hub.repo.paths import (
@@ -102,6 +104,9 @@ class BranchTables:
     signers: AllowedSigners | None = None
     """Who may sign the branch's bundles (None: it names nobody): the card names the
     principal of each signing key they list."""
+    absent: set[str] = field(default_factory=set)
+    """Bundles the branch holds no file of (`remote_files`): a commit adds their rows to the
+    table's last part, and reads no other."""
 
     @property
     def problems(self) -> list[str]:
@@ -123,16 +128,20 @@ class BranchTables:
 
     def rendered(self, repo_id: str, tasks: set[str] | None = None) -> dict[str, bytes]:
         """The tables and card for the leaderboard as it now is: the all-tasks table's parts,
-        the card, and the task tables of `tasks` (every task when None or when no record
-        vouches for the tables) and of every task whose bundles changed since the record's
-        commit or whose table was edited outside the bundler. The rows are scored first
-        (`settle`)."""
-        touched = None
-        if tasks is not None and self.record is not None:
+        the card, and the task tables of `tasks` (every task when None, or when no record
+        of tallies vouches for the tables: an older version's), of every task whose bundles
+        changed since the record's commit or whose table was edited outside the bundler, and
+        of every task scored anew. The rows are scored first (`settle`)."""
+        touched = None  # every task's table, where no record (of tallies) vouches for them
+        if tasks is not None and self.record is not None and self.record.tasks is not None:
             touched = tasks | self.changed_tasks | _tasks_of(self.edited())
+        scored_by = dict(self.scores)
+        scorings = self.settle(touched)
+        if touched is not None:  # a task scored anew is ranked anew
+            touched |= {task for task, s in scorings.items() if scored_by.get(task) != s.digest}
         limits = {
             task: (scoring, TASK_TABLE_ROWS if touched is None or task in touched else BOARD_ROWS)
-            for task, scoring in self.settle(touched).items()
+            for task, scoring in scorings.items()
         }
         boards = self.leaderboard.boards(limits)
         wanted = set(limits) if touched is None else touched
@@ -149,10 +158,15 @@ class BranchTables:
         """Each task's scoring, its rows scored by it: every row of a task whose scoring is
         not the one its rows were scored by (a definition changed, or nothing says), the new
         rows of the others. A task not `touched` (every task is, when None) keeps the metric
-        its rows are scored by, unless its definition says another. The scores are a new
-        mapping: a copy of this branch (`with_rows`) never changes what the original says."""
+        its rows are scored by, unless its definition says another. A task whose scoring is
+        known without reading its rows (`known_scoring`) has every row scored by it already.
+        The scores are a new mapping: a copy of this branch (`with_rows`) never changes what
+        the original says."""
         scorings: dict[str, TaskScoring] = {}
         for task in self.leaderboard.tasks():
+            if (known := self.known_scoring(task)) is not None:
+                scorings[task] = known
+                continue
             settled = touched is not None and task not in touched and task in self.scores
             scoring = self.leaderboard.scoring(task, self.definitions.get(task), settled=settled)
             every = self.scores.get(task) != scoring.digest
@@ -162,34 +176,66 @@ class BranchTables:
         self.scores = {task: scoring.digest for task, scoring in scorings.items()}
         return scorings
 
+    def known_scoring(self, task: str) -> TaskScoring | None:
+        """How the task's rows are scored, where that is known without reading them: the task
+        has its best rows (`AllTasksTable.best`), and a definition or the record's metric
+        gives the scoring the record says its rows are scored by. None otherwise."""
+        tally = self.leaderboard.counted(task)
+        if tally is None or task not in self.leaderboard.best:
+            return None
+        definition = self.definitions.get(task)
+        if definition is None and tally.metric is None:
+            return None  # the first bundle with a numeric metric would set it
+        scoring = TaskScoring(definition, None if definition else tally.metric)
+        return scoring if self.scores.get(task) == scoring.digest else None
+
+    def appended(self, rows: Sequence[TableRow]) -> AllTasksTable:
+        """The leaderboard with the rows of bundles it does not hold, each scored where its
+        task's scoring is known without reading the task's rows (the others are scored by
+        `settle`, which then reads them)."""
+        scored, unsettled = [], set()
+        for row in rows:
+            scoring = self.known_scoring(row.task_name)
+            if scoring is None:
+                unsettled.add(row.task_name)
+                scored.append(row)
+            else:
+                scored.append(row.model_copy(update=asdict(scoring.score(row))))
+        return self.leaderboard.appended(scored, unsettled)
+
     def remote_files(self, session: HubSession, bundles: list[BundleId]) -> dict[str, RemoteFile]:
-        """What the branch holds of these bundles' files: read from the table for the bundles
-        it lists (no request), from the Hub for the others (one request per 250 bundles)."""
-        index = self.leaderboard.indexed(str(bundle) for bundle in bundles)
+        """What the branch holds of these bundles' files: asked of the Hub (one request per
+        PATHS_PER_REQUEST paths), unless the parts of the table not yet read are fewer than
+        those requests: then read from the table for the bundles it lists, and asked of the
+        Hub for the others. So a commit of a few new bundles reads no part but the last.
+        Bundles the branch holds no file of are `absent`."""
+        paths = [path for bundle in bundles for path in repo_paths(bundle)]
         found: dict[str, RemoteFile] = {}
-        unlisted: list[str] = []
-        for bundle in bundles:
-            row = index.get(str(bundle))
-            if row is None:
-                unlisted += repo_paths(bundle)
-                continue
-            archive, sidecar = repo_archive(bundle), repo_sidecar(bundle)
-            found[archive] = RemoteFile(archive, 0, "", row.archive_sha256)
-            found[sidecar] = RemoteFile(sidecar, 0, row.sidecar_blob_id, None)
-        if unlisted:
-            found |= session.paths_info(unlisted, self.head)
+        if self.leaderboard.unfetched() < -(-len(paths) // PATHS_PER_REQUEST):
+            index = self.leaderboard.indexed(str(bundle) for bundle in bundles)
+            for bundle in bundles:
+                if (row := index.get(str(bundle))) is not None:
+                    archive, sidecar = repo_archive(bundle), repo_sidecar(bundle)
+                    found[archive] = RemoteFile(archive, 0, "", row.archive_sha256)
+                    found[sidecar] = RemoteFile(sidecar, 0, row.sidecar_blob_id, None)
+            paths = [path for path in paths if path not in found]
+        if paths:
+            found |= session.paths_info(paths, self.head)
+        self.absent |= {str(b) for b in bundles if not any(p in found for p in repo_paths(b))}
         return found
 
     def with_rows(self, rows: list[TableRow]) -> BranchTables:
         """This branch once a commit adds the bundles of `rows`: their rows in the place of
-        any old ones, and whatever was left off of those bundles no longer so."""
+        any old ones (added to the last part, for `absent` bundles alone), and whatever was
+        left off of those bundles no longer so."""
         bundles = {BundleId.parse(row.bundle_id) for row in rows}
         committed = {path for bundle in bundles for path in repo_paths(bundle)}
         left_off = {path: why for path, why in self.left_off.items() if path not in committed}
         moves = {bundle: data for bundle, data in self.moves.items() if bundle not in bundles}
+        new = all(row.bundle_id in self.absent for row in rows)
         return replace(
             self,
-            leaderboard=self.leaderboard.updated(rows),
+            leaderboard=self.appended(rows) if new else self.leaderboard.updated(rows),
             left_off=left_off,
             moves=moves,
             retired=self.retired | (self.moves.keys() & bundles),
@@ -217,7 +263,7 @@ class BranchTables:
             for operation in operations
             if isinstance(operation, CommitOperationAdd)
         }
-        return TableChange(operations, after.leaderboard, written)
+        return TableChange(operations, after.leaderboard, written, {r.bundle_id for r in rows})
 
     def committed(self, oid: str, change: TableChange) -> None:
         """This branch after our commit `oid` made `change` (its card left out of `written`
@@ -225,6 +271,7 @@ class BranchTables:
         self.head, self.leaderboard, self.legacy = oid, change.leaderboard, []
         self.held = {path: file for path, file in self.held.items() if path not in change.removed}
         self.moves, self.retired, self.changed_tasks = {}, set(), set()
+        self.absent -= change.bundles
         for path, data in change.written.items():
             derived = DerivedFile.of(data)
             if path == RECORD:
@@ -233,6 +280,16 @@ class BranchTables:
                 self.scores = dict(self.record.scoring) if self.record else {}
             else:
                 self.held[path] = RemoteFile(path, len(data), derived.blob_id, derived.sha256)
+
+    def record_of(self, files: dict[str, DerivedFile]) -> BoardRecord:
+        """The record of a commit on this branch's head that derived `files`."""
+        return BoardRecord(
+            parent=self.head,
+            files=files,
+            left_off=self.left_off,
+            scoring=self.scores,
+            tasks=self.leaderboard.tallies(),
+        )
 
     def file_count(self) -> int:
         """The files the branch holds, as its leaderboard knows them: each bundle's own
@@ -246,7 +303,7 @@ class BranchTables:
         no bundle any more, parts of the all-tasks table left empty, and the all-tasks table
         in one file (layout 2)."""
         tasks = set(self.leaderboard.tasks())
-        parts = self.leaderboard.files()
+        parts = self.leaderboard.part_paths()
         return sorted(
             path
             for path in self.held
@@ -273,6 +330,8 @@ class TableChange:
     operations: list[Operation]
     leaderboard: AllTasksTable
     written: dict[str, bytes]
+    bundles: set[str] = field(default_factory=set)
+    """The bundles whose rows the change adds or replaces."""
 
     @property
     def removed(self) -> set[str]:
@@ -314,14 +373,12 @@ def table_operations(
     kept = {} if state.record is None else state.record.files
     files = {p: kept[p] for p in state.held if p in kept and p not in rendered and p not in stale}
     files |= {path: DerivedFile.of(data) for path, data in rendered.items()}
-    record = BoardRecord(
-        parent=state.head, files=files, left_off=state.left_off, scoring=state.scores
-    )
+    record = state.record_of(files)
     unchanged = state.record is not None and (files, state.left_off, state.scores) == (
         state.record.files,
         state.record.left_off,
         state.record.scoring,
-    )
+    )  # a record of no tallies (an older version's) is written again by the next commit
     upgrade = state.legacy or state.moves or state.retired
     if unchanged and not (written or stale or upgrade or with_bundles):
         return []
@@ -381,7 +438,9 @@ def read_branch(
     if isinstance(listed_record, RemoteFile) and not state.legacy:
         state.record = BoardRecord.parse(_read_kept(session, RECORD, listed_record, head))
     since = listed_record.last_commit if isinstance(listed_record, RemoteFile) else None
-    vouched = _vouched_table(session, state.record, since.oid) if since and state.record else None
+    vouched = None
+    if since is not None and state.record is not None:
+        vouched = _vouched_table(session, state.record, since.oid, held)
     bundles = top.get(BUNDLES_DIR)
     if vouched is None or since is None or state.record is None:
         if isinstance(bundles, RemoteFolder):  # nothing vouches for the tables: derive them
@@ -405,11 +464,32 @@ def _read_kept(session: HubSession, path: str, listed: RemoteFile, head: str) ->
     return data
 
 
-def _vouched_table(session: HubSession, record: BoardRecord, commit: str) -> AllTasksTable | None:
+def _vouched_table(
+    session: HubSession, record: BoardRecord, commit: str, held: dict[str, RemoteFile]
+) -> AllTasksTable | None:
     """The all-tasks table as the record's commit wrote it: each part from the local copy of
     its bytes (bundler.hub.leaderboard.tablecache), else as it was at that commit, if it holds
     them; a record of format 2 names the table in one file, split into parts here. None when
-    no such table is there (the record was edited, or names none)."""
+    no such table is there (the record was edited, or names none).
+
+    Where the branch still holds every part as the record names it, and the record tallies
+    the tasks, no part is read here: each is read when first needed (`TablePart.later`), and
+    each task whose table the branch holds as recorded is ranked from that table's rows and
+    those added since (`BestRows`). So a commit adding bundles reads the last part and the
+    task tables, whatever the size of the table."""
+    parts = [path for path in record.files if part_number(path) is not None]
+    if record.tasks is not None and all(record.files[p].matches(held.get(p)) for p in parts):
+
+        def vouched(path: str) -> Callable[[], bytes]:
+            return lambda: _vouched_bytes(session, record, path, commit)
+
+        best = {
+            task: BestRows.of_table(vouched(task_table(task)))
+            for task in record.tasks
+            if record.files.get(task_table(task), _NOTHING).matches(held.get(task_table(task)))
+        }
+        lazy = {part_number(path) or 0: TablePart.later(vouched(path)) for path in parts}
+        return AllTasksTable(lazy, dict(record.tasks), best)
     if record.format == LAST_ONE_FILE_FORMAT:
         data = _vouched_file(session, record, ALL_TABLE, commit)
         try:
@@ -417,7 +497,7 @@ def _vouched_table(session: HubSession, record: BoardRecord, commit: str) -> All
         except RowError:
             return None
     files: dict[str, bytes] = {}
-    for path in [path for path in record.files if part_number(path) is not None]:
+    for path in parts:
         if (data := _vouched_file(session, record, path, commit)) is None:
             return None
         files[path] = data
@@ -444,6 +524,20 @@ def _vouched_file(session: HubSession, record: BoardRecord, path: str, commit: s
         if DerivedFile.of(data) != derived:
             return None
         keep_table(session, path, data)
+    return data
+
+
+_NOTHING = DerivedFile(sha256="", blob_id="")
+"""What a record names at a path it does not name: bytes no file holds."""
+
+
+def _vouched_bytes(session: HubSession, record: BoardRecord, path: str, commit: str) -> bytes:
+    """The bytes the record names at `path`, read when a lazy part or task table is needed:
+    the branch held them when it was read, so anything else is the Hub's fault, and ends the
+    command (RowError)."""
+    data = _vouched_file(session, record, path, commit)
+    if data is None:
+        raise RowError(f"{path} no longer holds the bytes {RECORD} names")
     return data
 
 

@@ -35,7 +35,7 @@ from bundler.hub.leaderboard.rows import (
     MAPPED_DIGEST_HEX,
     MAPPED_STEM_LENGTH,
     METRIC_COLUMN_MAX_LENGTH,
-    BundleRow,
+    BoardRow,
 )
 from bundler.hub.leaderboard.tables import MAX_METRIC_COLUMNS, PART_ROWS, TASK_TABLE_ROWS
 from bundler.hub.repo.markdown import template_text
@@ -232,7 +232,7 @@ def board_table(
     return lines
 
 
-def _bundle_link(repo_id: str, row: BundleRow) -> str:
+def _bundle_link(repo_id: str, row: BoardRow) -> str:
     """The setup's capability fingerprint (8 characters, as in its folder's name), linking to
     the bundle's archive on the Hub (a page with its size, digest and download; the URL names
     the player too)."""
@@ -240,7 +240,7 @@ def _bundle_link(repo_id: str, row: BundleRow) -> str:
     return f"[{_code(row.key.player_dir.rsplit('_', 1)[1])}]({url})"
 
 
-def _signer(row: BundleRow, signers: AllowedSigners | None) -> str:
+def _signer(row: BoardRow, signers: AllowedSigners | None) -> str:
     """Who signed: the start of the key's fingerprint (the tables have all of it), after the
     Hub names the leaderboard's allowed signers give that key; marked when they give it to
     nobody. Unsigned: `-`."""
@@ -277,7 +277,7 @@ def overview_table(found: Overview) -> list[str]:
     return lines
 
 
-def _score(board: TaskBoard, row: BundleRow, column: str) -> str:
+def _score(board: TaskBoard, row: BoardRow, column: str) -> str:
     """A metric's value; the ranking one with its 95% interval where the task has them
     (`0.824 [0.788, 0.855]`)."""
     interval = board.interval(row) if column == board.sort_column else None
@@ -286,7 +286,7 @@ def _score(board: TaskBoard, row: BundleRow, column: str) -> str:
     return f"{board.value(row, column):.3f} [{interval[0]:.3f}, {interval[1]:.3f}]"
 
 
-def _tokens_per_row(row: BundleRow) -> str:
+def _tokens_per_row(row: BoardRow) -> str:
     """The run's cost beside its score: input and output tokens per row present, in three
     figures (`850`, `1.5k`, `12k`, `1.2M`), which is what a reader compares."""
     tokens = row.input_tokens + row.output_tokens
@@ -309,7 +309,7 @@ def _line(cells: list[str]) -> str:
     return "|" + "|".join(cells) + "|"
 
 
-def _coverage(row: BundleRow, *, stale: bool) -> str:
+def _coverage(row: BoardRow, *, stale: bool) -> str:
     """`present/expected`, marked `⚠ partial`, `⚠ unknown`, `⚠ unpinned` and `⚠ stale` (a
     dataset revision the task no longer accepts) where due."""
     expected = "?" if row.expected_rows is None else str(row.expected_rows)

@@ -4,18 +4,22 @@ were at an earlier commit, at the cost of what changed.
 `bundles/` is walked from the top (`bundler.hub.repo.treediff`): a folder whose git tree id is
 the same at both commits is skipped whole, so the walk costs two listings per changed folder
 on the way down, at any size and at any depth of the layout. In a folder whose files changed,
-each bundle is judged by both its files: one whose archive or sidecar differs from what its row
-was derived from is downloaded, verified and derived again; one missing its archive or its
-sidecar, or failing verification, is left off the board and named; a row whose bundle is gone
-is removed. With no commit to start from, every bundle is derived. A bundle found where layout
-2 kept it (no shard) is derived too, and its move into its shard planned, unless its shard
-holds the bundle already: two copies of one bundle are for a person to sort out.
+each bundle is judged by both its files, against what the folder held at the earlier commit
+(whose bundles the board was derived from): one new, or whose archive or sidecar changed, or
+that was left off the board, is downloaded, verified and derived again; one missing its archive
+or its sidecar, or failing verification, is left off the board and named; a row whose bundle is
+gone is removed. So the board's rows are read only where a bundle changed or went: bundles that
+are only new add their rows to the table's last part. With no commit to start from, every
+bundle is derived. A bundle found where layout 2 kept it (no shard) is derived too, and its
+move into its shard planned, unless its shard holds the bundle already: two copies of one
+bundle are for a person to sort out.
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -48,6 +52,8 @@ class Board(Protocol):
     changed_tasks: set[str]
     moves: dict[BundleId, bytes]
 
+    def appended(self, rows: Sequence[TableRow]) -> AllTasksTable: ...
+
 
 @dataclass
 class BundleChanges:
@@ -61,6 +67,8 @@ class BundleChanges:
     """The files of each bundle found where layout 2 kept it, until `settle` judges them."""
     moving: set[BundleId] = field(default_factory=set)
     """Bundles of `derive` found where layout 2 kept them: to move into their shard."""
+    replaced: set[BundleId] = field(default_factory=set)
+    """Bundles of `derive` that were there before: the board may hold a row of theirs."""
     removed: set[str] = field(default_factory=set)
     """Rows to take off the board: their bundle is gone, or is left off."""
     left_off: dict[str, str] = field(default_factory=dict)
@@ -72,9 +80,10 @@ class BundleChanges:
         folder: str,
         now: dict[str, RemoteFile],
         then: dict[str, RemoteFile],
-        board: AllTasksTable,
+        left_off: dict[str, str],
     ) -> None:
-        """Judge the bundles of a folder whose files changed (see the module docstring)."""
+        """Judge the bundles of a folder whose files changed (see the module docstring);
+        `left_off` is what the board left off before."""
         self.examined.append(folder)
         found: dict[BundleId, dict[str, RemoteFile]] = {}
         for path, entry in now.items():
@@ -84,20 +93,23 @@ class BundleChanges:
                 self.unsharded.setdefault(bundle, {})[path] = entry
             # any other file is no bundle's: review names it in a pull request
         self.sharded |= found.keys()
-        index = board.indexed(str(bundle) for bundle in found)
-        for bundle, files in found.items():
-            archive, sidecar = (files.get(path) for path in repo_paths(bundle))
-            if archive is None or sidecar is None:
-                self._incomplete(bundle, archive, sidecar)
-                continue
-            row = index.get(str(bundle))
-            if (
-                row is None
-                or row.sidecar_blob_id != sidecar.blob_id
-                or row.archive_sha256 != archive.lfs_sha256
-            ):
-                self.derive[bundle] = (archive, sidecar)
         before = {bundle for bundle in map(bundle_of_path, then) if bundle is not None}
+        for bundle, files in found.items():
+            paths = repo_paths(bundle)
+            archive, sidecar = (files.get(path) for path in paths)
+            if archive is None or sidecar is None:
+                self._incomplete(bundle, archive, sidecar, had_row=bundle in before)
+                continue
+            held = [then.get(path) for path in paths]
+            same = all(
+                was is not None and was.identity == is_.identity
+                for was, is_ in zip(held, (archive, sidecar), strict=True)
+            )
+            if same and not any(path in left_off for path in paths):
+                continue  # its row is as it was derived
+            self.derive[bundle] = (archive, sidecar)
+            if bundle in before:
+                self.replaced.add(bundle)
         self.removed |= {str(bundle) for bundle in before - found.keys()}
 
     def settle(self, board: AllTasksTable) -> None:
@@ -115,17 +127,25 @@ class BundleChanges:
             elif archive is not None and sidecar is not None:
                 self.derive[bundle] = (archive, sidecar)
                 self.moving.add(bundle)
+                self.replaced.add(bundle)
             else:
-                self._incomplete(bundle, archive, sidecar)
+                self._incomplete(bundle, archive, sidecar, had_row=True)
 
     def _incomplete(
-        self, bundle: BundleId, archive: RemoteFile | None, sidecar: RemoteFile | None
+        self,
+        bundle: BundleId,
+        archive: RemoteFile | None,
+        sidecar: RemoteFile | None,
+        *,
+        had_row: bool,
     ) -> None:
-        """A bundle with one of its two files: named, and off the board."""
+        """A bundle with one of its two files: named, and off the board (its row removed,
+        where it may have had one)."""
         named, missing = (sidecar, "archive") if archive is None else (archive, "sidecar")
         assert named is not None
         self.left_off[named.path] = f"its {missing} is missing"
-        self.removed.add(str(bundle))
+        if had_row:
+            self.removed.add(str(bundle))
 
     def forget(self, folder: str, files: dict[str, RemoteFile]) -> None:
         """A folder that is gone: the rows of every bundle it held go too."""
@@ -133,24 +153,23 @@ class BundleChanges:
         self.removed |= {str(b) for b in map(bundle_of_path, files) if b is not None}
 
 
-def find_changes(
-    session: HubSession, head: str, since: str | None, board: AllTasksTable
-) -> BundleChanges:
+def find_changes(session: HubSession, head: str, since: str | None, state: Board) -> BundleChanges:
     """What changed under `bundles/` from `since` (nothing there when None) to `head`."""
     changes = BundleChanges()
     for change in folder_changes(session, BUNDLES_DIR, head, since):
         if change.gone:
             changes.forget(change.folder, change.then)
         else:
-            changes.judge(change.folder, change.now, change.then, board)
-    changes.settle(board)
+            changes.judge(change.folder, change.now, change.then, state.left_off)
+    if changes.unsharded:
+        changes.settle(state.leaderboard)
     return changes
 
 
 def catch_up(session: HubSession, state: Board, since: str | None, progress: ProgressSink) -> None:
     """Bring `state`'s leaderboard and what it leaves off from what they were at `since` to
     what the bundles at its head say."""
-    changes = find_changes(session, state.head, since, state.leaderboard)
+    changes = find_changes(session, state.head, since, state)
     if not changes.examined:
         return
     examined = tuple(f"{folder}/" for folder in changes.examined)
@@ -161,8 +180,12 @@ def catch_up(session: HubSession, state: Board, since: str | None, progress: Pro
     sidecars: dict[BundleId, bytes] = {}
     rows = derive_rows(session, state.head, changes.derive, state.left_off, progress, sidecars)
     state.moves |= {bundle: sidecars[bundle] for bundle in changes.moving if bundle in sidecars}
-    removed = changes.removed | ({str(b) for b in changes.derive} - {r.bundle_id for r in rows})
-    state.leaderboard = state.leaderboard.updated(rows, removed)
+    replaced = {str(bundle) for bundle in changes.replaced}
+    removed = changes.removed | (replaced - {row.bundle_id for row in rows})
+    if removed or any(row.bundle_id in replaced for row in rows):
+        state.leaderboard = state.leaderboard.updated(rows, removed)
+    else:  # bundles only added: their rows go into the last part, no other is read
+        state.leaderboard = state.appended(rows)
     state.changed_tasks |= {b.task for b in changes.derive}
     state.changed_tasks |= {BundleId.parse(bundle).task for bundle in removed}
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from bundler.hub.leaderboard.ranking import TaskBoard
-from bundler.hub.leaderboard.rows import BundleRow
+from bundler.hub.leaderboard.rows import BoardRow
 
 OVERVIEW_ROWS = 20
 """Setups the overview shows at most."""
@@ -31,7 +31,7 @@ OVERVIEW_DEPTH = 20
 class Entry:
     """A setup's best-placed ranked bundle on one task."""
 
-    row: BundleRow
+    row: BoardRow
     rank: int
     score: float | None
     stale: bool

@@ -22,7 +22,7 @@ from typing import Literal
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bundler.hub.leaderboard.rows import BundleRow, metric_columns
+from bundler.hub.leaderboard.rows import BoardRow, metric_columns
 from bundler.hub.repo.paths import task_config_name
 from bundler.hub.tasks.definitions import TaskDefinition
 
@@ -74,14 +74,14 @@ class TaskScoring:
         facts = [self.metric, self.direction, self.by_intervals, accepted]
         return hashlib.sha256(json.dumps(facts).encode()).hexdigest()[:16]
 
-    def stale(self, row: BundleRow) -> bool:
+    def stale(self, row: BoardRow) -> bool:
         """Whether `row` ran on a dataset revision the definition no longer accepts (a
         definition that lists none accepts any)."""
         if self.definition is None or not self.definition.revisions:
             return False
         return row.resolved_revision not in self.definition.revisions
 
-    def value(self, row: BundleRow) -> float | None:
+    def value(self, row: BoardRow) -> float | None:
         """The row's value of the ranking metric: its first numeric metric of that name."""
         if self.metric is None:
             return None
@@ -89,20 +89,20 @@ class TaskScoring:
             (m.number for m in row.metrics if m.name == self.metric and m.number is not None), None
         )
 
-    def interval(self, row: BundleRow, value: float | None) -> tuple[float, float] | None:
+    def interval(self, row: BoardRow, value: float | None) -> tuple[float, float] | None:
         """The 95% Wilson score interval of `value`, n the rows present; None where the task
         ranks by value, or the value is no proportion."""
         if not self.by_intervals or value is None or not 0 <= value <= 1 or row.rows_present < 1:
             return None
         return wilson_interval(value, row.rows_present)
 
-    def score(self, row: BundleRow) -> RowScore:
+    def score(self, row: BoardRow) -> RowScore:
         value = self.value(row)
         low, high = self.interval(row, value) or (None, None)
         return RowScore(self.metric, value, self.stale(row), low, high)
 
 
-def first_metric(rows_by_date: Iterable[BundleRow]) -> str | None:
+def first_metric(rows_by_date: Iterable[BoardRow]) -> str | None:
     """The first numeric metric (in metrics.json order) of the earliest row that has one."""
     for row in rows_by_date:
         for metric in row.metrics:
@@ -185,7 +185,7 @@ class TaskBoard:
     """
 
     task: str
-    rows: list[BundleRow]
+    rows: list[BoardRow]
     ranked: list[int | None]
     total: int
     complete: int
@@ -197,7 +197,7 @@ class TaskBoard:
 
     @classmethod
     def of(
-        cls, task: str, rows: Sequence[BundleRow], definition: TaskDefinition | None = None
+        cls, task: str, rows: Sequence[BoardRow], definition: TaskDefinition | None = None
     ) -> TaskBoard:
         """The board of every row given (all of a task's)."""
         by_date = sorted(rows, key=lambda row: (row.published, row.bundle_id))
@@ -212,7 +212,7 @@ class TaskBoard:
     def shown(
         cls,
         task: str,
-        rows: list[BundleRow],
+        rows: list[BoardRow],
         ranks: list[int | None],
         total: int,
         complete: int,
@@ -236,7 +236,7 @@ class TaskBoard:
     def definition(self) -> TaskDefinition | None:
         return self.scoring.definition
 
-    def stale(self, row: BundleRow) -> bool:
+    def stale(self, row: BoardRow) -> bool:
         return self.scoring.stale(row)
 
     @property
@@ -263,10 +263,10 @@ class TaskBoard:
         """(column, metric name) for those of `columns` that are not the metric's name."""
         return [(column, self.names[column]) for column in columns if column != self.names[column]]
 
-    def value(self, row: BundleRow, column: str | None) -> float | None:
+    def value(self, row: BoardRow, column: str | None) -> float | None:
         return None if column is None else self.values[row.bundle_id].get(column)
 
-    def interval(self, row: BundleRow) -> tuple[float, float] | None:
+    def interval(self, row: BoardRow) -> tuple[float, float] | None:
         """The row's 95% Wilson score interval of its ranking metric, n its rows present."""
         return self.scoring.interval(row, self.value(row, self.sort_column))
 
@@ -274,7 +274,7 @@ class TaskBoard:
         return list(self.ranked)
 
 
-def rank_table(rows: Iterable[BundleRow], scoring: TaskScoring) -> pa.Table:
+def rank_table(rows: Iterable[BoardRow], scoring: TaskScoring) -> pa.Table:
     """RANK_COLUMNS of `rows`, scored now (for rows not yet in a table)."""
     cells: dict[str, list[object]] = {name: [] for name in RANK_COLUMNS}
     for row in rows:

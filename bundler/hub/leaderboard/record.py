@@ -54,6 +54,16 @@ class DerivedFile(Model):
         return RemoteFile(path, 0, self.blob_id, self.sha256)
 
 
+class TaskTally(Model):
+    """A task's bundles on the board, counted by the commit that wrote the record, and the
+    metric its rows are scored by: what a commit that only adds bundles needs to know of the
+    task's other rows, so that it reads none of them."""
+
+    total: int
+    complete: int
+    metric: str | None = None
+
+
 class BoardRecord(Model):
     """What one bundler commit derived (see the module docstring)."""
 
@@ -72,6 +82,9 @@ class BoardRecord(Model):
     left_off: dict[str, str] = Field(default_factory=dict)
     """Bundles left off the board, by the path of the file that names them, with why: named
     again by every read until the bundle is fixed or removed."""
+    tasks: dict[str, TaskTally] | None = None
+    """Each task's tally; None in a record written before tallies were kept (its next commit
+    reads every part of the table once, and writes them)."""
 
     def to_bytes(self) -> bytes:
         return (json.dumps(self.model_dump(mode="json"), indent=1, sort_keys=True) + "\n").encode()

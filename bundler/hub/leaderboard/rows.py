@@ -15,7 +15,7 @@ import json
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import ConfigDict, Field, field_validator
 
@@ -60,7 +60,23 @@ class UsageCount(Model):
     count: Count
 
 
-class BundleRow(Model):
+class Identified:
+    """What a row of either table says of its bundle's identity and first publication."""
+
+    if TYPE_CHECKING:  # the fields are the models' own, in their column order
+        bundle_id: str
+        published_at: str
+
+    @property
+    def key(self) -> BundleId:
+        return BundleId.parse(self.bundle_id)
+
+    @property
+    def published(self) -> datetime:
+        return published_instant(self.published_at)
+
+
+class BundleRow(Identified, Model):
     """The all-tasks table's row for one bundle; the field order is the table's column order."""
 
     model_config = ConfigDict(frozen=True)
@@ -118,14 +134,6 @@ class BundleRow(Model):
         """Any ISO-8601 UTC instant is accepted, and kept in the one form rows are written in,
         so that equal instants give equal bytes."""
         return utc_timestamp(published_instant(value))
-
-    @property
-    def key(self) -> BundleId:
-        return BundleId.parse(self.bundle_id)
-
-    @property
-    def published(self) -> datetime:
-        return published_instant(self.published_at)
 
 
 class TableRow(BundleRow):
@@ -215,7 +223,7 @@ def _optional_str(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-class TaskRow(Model):
+class TaskRow(Identified, Model):
     """The fixed columns of a task's leaderboard table; the metric columns go in after
     METRICS_AFTER, so that model, player and scores are the first thing the viewer shows."""
 
@@ -249,6 +257,10 @@ class TaskRow(Model):
     metrics_json: str
     rank: int | None = None
     """Its competition rank by the task's ranking metric (1, 1, 3); None: unranked."""
+    ranking_score: float | None = None
+    """Its value of the ranking metric (the all-tasks table's `score`), which it is ranked by,
+    beside the metric's own column; not `score`, a common metric name, which would then have
+    to be renamed."""
     stale: bool = False
     """Its dataset revision is not among those the task's definition accepts (when it names
     any): ranked after every current entry."""
@@ -257,11 +269,27 @@ class TaskRow(Model):
     """The 95% Wilson interval of its score, where the task's metric is a proportion."""
 
     @classmethod
-    def of(cls, row: BundleRow) -> TaskRow:
+    def of(cls, row: BoardRow) -> TaskRow:
         """Its columns of `row`; the board's judgements (rank, stale, interval) are the
         board's to add."""
         shared = set(cls.model_fields) & set(BundleRow.model_fields)
         return cls.model_validate(row.model_dump(include=shared))
+
+
+class ShownRow(TaskRow):
+    """A row of a task's table read back: all that a board shows of a bundle and ranks it by,
+    so that a commit adding bundles to a task ranks them against its best rows as its table
+    holds them, without reading the task's other rows."""
+
+    model_config = ConfigDict(frozen=True)
+
+    @property
+    def metrics(self) -> list[MetricValue]:
+        return flatten_metrics(json.loads(self.metrics_json))
+
+
+BoardRow = BundleRow | ShownRow
+"""A row a task's board shows: from the all-tasks table, or from the task's own table."""
 
 
 METRICS_AFTER = "player_name"
@@ -314,7 +342,7 @@ class MetricColumn(Model):
     value: float
 
 
-def metric_columns(row: BundleRow) -> list[MetricColumn]:
+def metric_columns(row: BoardRow) -> list[MetricColumn]:
     """The bundle's numeric metrics, in metrics.json order. Other values (strings, booleans,
     lists, nulls, NaN) are no scores: they stay in `metrics_json` and give no column."""
     columns: list[MetricColumn] = []

@@ -21,25 +21,39 @@ code that writes or reads the tables.
 
 from __future__ import annotations
 
-import io
-import types
-import typing
-from collections.abc import Iterable, Sequence
+import functools
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
-from typing import Annotated, Any, get_args, get_origin
+from datetime import UTC
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pydantic import BaseModel, ValidationError
 
 from bundler.core.errors import RowError
-from bundler.hub.leaderboard.ranking import TaskBoard, TaskScoring, first_metric, rank_order
+from bundler.hub.leaderboard.columns import (
+    arrow_schema,
+    cells_of,
+    decoded,
+    parquet_bytes,
+    pylist,
+    same_columns,
+    validated,
+)
+from bundler.hub.leaderboard.ranking import (
+    RANK_COLUMNS,
+    TaskBoard,
+    TaskScoring,
+    first_metric,
+    rank_order,
+    rank_table,
+)
+from bundler.hub.leaderboard.record import TaskTally
 from bundler.hub.leaderboard.rows import (
     METRICS_AFTER,
-    BundleRow,
-    Dtype,
+    BoardRow,
+    ShownRow,
     TableRow,
     TaskRow,
     utc_timestamp,
@@ -47,7 +61,6 @@ from bundler.hub.leaderboard.rows import (
 from bundler.hub.repo.paths import part_number, table_part
 from bundler.hub.tasks.definitions import TaskDefinition
 from bundler.local.layout import BundleId
-from bundler.local.schema import instant_nanoseconds, nanosecond_instant
 
 LAYOUT_VERSION = 3
 """The repository layout these tables belong to: 1 had a row file per bundle under `rows/` and
@@ -57,7 +70,6 @@ LAYOUT_KEY = b"statics_bundler.layout"
 MAX_METRIC_COLUMNS = 100
 """A task table's metric columns at most: well under the viewer's 1,000 columns, whatever a
 bundle holds. The ranking metric is always one of them; the rest stay in `metrics_json`."""
-ROW_GROUP_SIZE = 10_000
 PART_ROWS = 1_000
 """Rows of a part of the all-tasks table at most: a commit of a few bundles rewrites about
 half of this on average (about 40 KB), however many bundles the table holds."""
@@ -69,93 +81,7 @@ TASK_TABLE_ROWS = 500
 table, with its score; a task's table is what a person reads, and stays small at any size."""
 
 
-_ARROW_TYPES: dict[Any, pa.DataType] = {
-    str: pa.string(),
-    int: pa.int64(),
-    float: pa.float64(),
-    bool: pa.bool_(),
-}
-_TIMESTAMPS = {
-    "timestamp[s, tz=UTC]": pa.timestamp("ms", tz="UTC"),
-    "timestamp[ns, tz=UTC]": pa.timestamp("ns", tz="UTC"),
-}
-"""The Arrow type of each `Dtype`. Parquet holds no seconds unit: whole seconds in milliseconds
-read back the same. Nanoseconds (Parquet's NANOS, format 2.6) reach 2262, past any run date."""
-_NANOSECONDS = "run_date"
-"""The column written from, and read back into, `RunDate` text through nanoseconds."""
-
-
-def arrow_schema(model: type[BaseModel]) -> pa.Schema:
-    """The table's schema, derived from the row model itself so that the declared columns can
-    never drift from the rows actually written."""
-    return pa.schema(
-        [_field(name, f.annotation, f.metadata) for name, f in model.model_fields.items()]
-    )
-
-
-def _field(name: str, annotation: Any, metadata: list[Any]) -> pa.Field:
-    return pa.field(name, _arrow_type(annotation, metadata), nullable=True)
-
-
-def _arrow_type(annotation: Any, metadata: Sequence[Any] = ()) -> pa.DataType:
-    annotation = _strip_optional(annotation)
-    if get_origin(annotation) is Annotated:
-        metadata = [*metadata, *get_args(annotation)[1:]]
-        annotation = get_args(annotation)[0]
-    dtypes = [item for item in metadata if isinstance(item, Dtype)]
-    if dtypes:
-        return _TIMESTAMPS[dtypes[0].name]
-    if annotation in _ARROW_TYPES:
-        return _ARROW_TYPES[annotation]
-    if get_origin(annotation) is list:
-        (item,) = get_args(annotation)
-        if isinstance(item, type) and issubclass(item, BaseModel):
-            return pa.list_(pa.struct(list(arrow_schema(item))))
-        return pa.list_(_arrow_type(item))
-    raise TypeError(f"no Arrow type for {annotation!r}")
-
-
-def _strip_optional(annotation: Any) -> Any:
-    if get_origin(annotation) in (typing.Union, types.UnionType):
-        kept = [arg for arg in get_args(annotation) if arg is not type(None)]
-        if len(kept) == 1:
-            return kept[0]
-    return annotation
-
-
 ALL_SCHEMA = arrow_schema(TableRow).with_metadata({LAYOUT_KEY: str(LAYOUT_VERSION).encode()})
-
-
-def parquet_bytes(table: pa.Table) -> bytes:
-    """The file of `table`, written the same way every time, so equal rows give equal bytes."""
-    sink = io.BytesIO()
-    pq.write_table(
-        table,
-        sink,
-        row_group_size=ROW_GROUP_SIZE,
-        compression="zstd",
-        compression_level=3,
-        use_dictionary=True,
-        write_statistics=True,
-        store_schema=True,
-    )
-    return sink.getvalue()
-
-
-def _cells(row: BaseModel) -> dict[str, Any]:
-    cells = row.model_dump()
-    cells["published_at"] = datetime.fromisoformat(cells["published_at"].replace("Z", "+00:00"))
-    cells[_NANOSECONDS] = instant_nanoseconds(cells[_NANOSECONDS])
-    return cells
-
-
-def _pylist(table: pa.Table) -> list[dict[str, Any]]:
-    """The table's rows as `_cells` wrote them: nanosecond timestamps as integers, which
-    Python's datetime cannot hold (and pyarrow gives as pandas objects, or refuses)."""
-    where = table.schema.get_field_index(_NANOSECONDS)
-    nanoseconds = pc.cast(table.column(where), pa.int64())
-    rows: list[dict[str, Any]] = table.set_column(where, _NANOSECONDS, nanoseconds).to_pylist()
-    return rows
 
 
 @dataclass(frozen=True)
@@ -185,12 +111,47 @@ INDEX_COLUMNS = ["bundle_id", "archive_sha256", "sidecar_blob_id", "published_at
 
 class TablePart:
     """One file of the all-tasks table: its bytes, and its rows decoded when needed (the
-    columns of KEY_COLUMNS, once; the whole rows, each time, for a part being changed)."""
+    columns of KEY_COLUMNS, once; the whole rows, each time, for a part being changed). A part
+    of a table read from a branch may be fetched only when first needed (`later`): a commit
+    that adds bundles reads the last part only."""
 
-    def __init__(self, data: bytes, rows: int, keys: pa.Table | None = None) -> None:
-        self.data = data
-        self.rows = rows
+    def __init__(
+        self,
+        data: bytes | None,
+        rows: int | None,
+        keys: pa.Table | None = None,
+        fetch: Callable[[], bytes] | None = None,
+    ) -> None:
+        self._data = data
+        self._rows = rows
         self._keys = keys
+        self._fetch = fetch
+
+    @classmethod
+    def later(cls, fetch: Callable[[], bytes]) -> TablePart:
+        """The part whose bytes `fetch` gives, read (and checked, as `read` does) when first
+        needed."""
+        return cls(None, None, fetch=fetch)
+
+    @property
+    def fetched(self) -> bool:
+        """Whether its bytes are here: a part never fetched holds what the branch holds."""
+        return self._data is not None
+
+    @property
+    def data(self) -> bytes:
+        return self._fetched()[0]
+
+    @property
+    def rows(self) -> int:
+        return self._fetched()[1]
+
+    def _fetched(self) -> tuple[bytes, int]:
+        if self._data is None or self._rows is None:
+            assert self._fetch is not None
+            found = TablePart.read(self._fetch())
+            self._data, self._rows = found.data, found.rows
+        return self._data, self._rows
 
     @classmethod
     def of(cls, table: pa.Table) -> TablePart:
@@ -211,47 +172,19 @@ class TablePart:
         layout = (schema.metadata or {}).get(LAYOUT_KEY)
         if layout != str(LAYOUT_VERSION).encode():
             raise RowError(f"a table of layout {layout!r}, not {LAYOUT_VERSION}")
-        if not _same_columns(schema, ALL_SCHEMA):
+        if not same_columns(schema, ALL_SCHEMA):
             raise RowError("the table's columns are not the ones this bundler writes")
         return cls(data, footer.metadata.num_rows)
 
     def keys(self) -> pa.Table:
         if self._keys is None:
-            self._keys = _decoded(self.data, KEY_COLUMNS).cast(ALL_SCHEMA_KEYS)
+            self._keys = decoded(self.data, KEY_COLUMNS).cast(ALL_SCHEMA_KEYS)
         return self._keys
 
     def full(self) -> pa.Table:
         # Parquet names a list's items `element`: cast back, so that writing it again gives
         # the bytes it was read from.
-        return _decoded(self.data).cast(ALL_SCHEMA)
-
-
-def _decoded(data: bytes, columns: list[str] | None = None) -> pa.Table:
-    """The file's rows (their `columns`), read by ParquetFile, not read_table: a part is one
-    file, and the dataset machinery read_table goes through cost twice the time (1.9 against
-    1.0 ms a part of 1,000 rows; an upload into 30,000 bundles, 1.96 against 1.89 s, 5 rounds
-    alternating, every one faster)."""
-    try:
-        return pq.ParquetFile(pa.BufferReader(data)).read(columns=columns)
-    except (pa.ArrowException, OSError) as error:
-        raise RowError(f"not a Parquet table: {error}") from None
-
-
-def _same_columns(schema: pa.Schema, expected: pa.Schema) -> bool:
-    """Whether `schema` has `expected`'s columns and types, as Parquet gives them back (a
-    list's items named `element`)."""
-    return schema.names == expected.names and all(
-        _unnamed(found.type) == _unnamed(wanted.type)
-        for found, wanted in zip(schema, expected, strict=True)
-    )
-
-
-def _unnamed(kind: pa.DataType) -> pa.DataType:
-    if isinstance(kind, pa.ListType):
-        return pa.list_(_unnamed(kind.value_type))
-    if isinstance(kind, pa.StructType):
-        return pa.struct([pa.field(f.name, _unnamed(f.type)) for f in kind])
-    return kind
+        return decoded(self.data).cast(ALL_SCHEMA)
 
 
 ALL_SCHEMA_KEYS = pa.schema([ALL_SCHEMA.field(name) for name in KEY_COLUMNS])
@@ -276,13 +209,22 @@ class AllTasksTable:
     part holds its rows sorted by bundle id.
     """
 
-    def __init__(self, parts: dict[int, TablePart]) -> None:
+    def __init__(
+        self,
+        parts: dict[int, TablePart],
+        tallies: dict[str, TaskTally] | None = None,
+        best: dict[str, BestRows] | None = None,
+    ) -> None:
         self.parts = dict(sorted(parts.items()))
         self._keys: pa.Table | None = None
+        self._tallies = tallies
+        self.best = best or {}
+        """Each task whose board is ranked from its best rows alone (`BestRows`): the others
+        are ranked from every row's KEY_COLUMNS."""
 
     @classmethod
     def empty(cls) -> AllTasksTable:
-        return cls({})
+        return cls({}, {})
 
     @classmethod
     def of(cls, rows: Iterable[TableRow]) -> AllTasksTable:
@@ -304,8 +246,8 @@ class AllTasksTable:
     def split(cls, data: bytes) -> AllTasksTable:
         """The one-file table of layout 2 as parts, its rows to be scored again (RowError for
         anything but such a table)."""
-        table = _decoded(data)
-        if (table.schema.metadata or {}).get(LAYOUT_KEY) != b"2" or not _same_columns(
+        table = decoded(data)
+        if (table.schema.metadata or {}).get(LAYOUT_KEY) != b"2" or not same_columns(
             table.schema, LAYOUT_2_SCHEMA
         ):
             raise RowError("not a one-file table of layout 2")
@@ -318,13 +260,42 @@ class AllTasksTable:
         return cls(parts)
 
     def __len__(self) -> int:
-        return sum(part.rows for part in self.parts.values())
+        return sum(tally.total for tally in self.tallies().values())
 
     def files(self) -> dict[str, bytes]:
-        """Each part's path and bytes; a table of no rows is one empty part, so that the
-        viewer's config has a file to show."""
+        """Each part's path and bytes, of the parts fetched or written (one never fetched holds
+        what the branch holds); a table of no rows is one empty part, so that the viewer's
+        config has a file to show."""
         parts = self.parts or {0: TablePart.of(ALL_SCHEMA.empty_table())}
-        return {table_part(number): part.data for number, part in parts.items()}
+        return {table_part(n): part.data for n, part in parts.items() if part.fetched}
+
+    def unfetched(self) -> int:
+        """The parts not read yet: what reading every row would cost in requests, at most."""
+        return sum(not part.fetched for part in self.parts.values())
+
+    def part_paths(self) -> set[str]:
+        """The path of every part (of the one empty part, for a table of no rows)."""
+        return {table_part(number) for number in self.parts or [0]}
+
+    def tallies(self) -> dict[str, TaskTally]:
+        """Each task's tally, as read from the record or kept by `appended`, else counted (and
+        its metric found) from every row's KEY_COLUMNS."""
+        if self._tallies is None:
+            self._tallies = {}
+            keys = self.keys()
+            for task in sorted(pc.unique(keys.column("task_name")).to_pylist()):
+                held = keys.filter(pc.equal(keys.column("task_name"), task))
+                complete = pc.sum(pc.equal(held.column("coverage"), "complete")).as_py() or 0
+                metrics = pc.unique(held.column("ranking_metric")).to_pylist()
+                metric = metrics[0] if len(metrics) == 1 else None
+                self._tallies[task] = TaskTally(
+                    total=held.num_rows, complete=complete, metric=metric
+                )
+        return self._tallies
+
+    def counted(self, task: str) -> TaskTally | None:
+        """The task's tally where it is known without reading a row; None where it is not."""
+        return None if self._tallies is None else self._tallies.get(task)
 
     def keys(self) -> pa.Table:
         """KEY_COLUMNS of every row."""
@@ -343,7 +314,7 @@ class AllTasksTable:
             for part in self.parts.values()
             if len(wanted) and pc.any(pc.is_in(part.keys()["bundle_id"], value_set=wanted)).as_py()
         ]
-        columns = [_decoded(part.data, INDEX_COLUMNS) for part in held]
+        columns = [decoded(part.data, INDEX_COLUMNS) for part in held]
         found = pa.concat_tables([ALL_SCHEMA_INDEX.empty_table(), *columns])
         found = found.filter(pc.is_in(found.column("bundle_id"), value_set=wanted))
         return {
@@ -356,7 +327,7 @@ class AllTasksTable:
         }
 
     def tasks(self) -> list[str]:
-        return sorted(pc.unique(self.keys().column("task_name")).to_pylist())
+        return sorted(self.tallies())
 
     def task_keys(self, task: str) -> pa.Table:
         """KEY_COLUMNS of the task's rows."""
@@ -375,7 +346,7 @@ class AllTasksTable:
                 continue
             full = part.full()
             held = full.filter(pc.is_in(full.column("bundle_id"), value_set=wanted))
-            found |= {row.bundle_id: row for row in map(_table_row, _pylist(held))}
+            found |= {row.bundle_id: row for row in map(_table_row, pylist(held))}
         return found
 
     def rows(self, task: str | None = None) -> list[TableRow]:
@@ -425,19 +396,53 @@ class AllTasksTable:
 
     def boards(self, wanted: dict[str, tuple[TaskScoring, int]]) -> list[TaskBoard]:
         """Each task's board of its best rows, as many as `wanted` says, ranked by its
-        scoring: only KEY_COLUMNS are read of the other rows, and each part holding a best
-        row is read once for every board."""
+        scoring: from each task's `BestRows` when every task has them (unless the parts not
+        yet read are fewer than those task tables), else from every row's KEY_COLUMNS, each
+        part holding a best row then read once for every board."""
         ranked = {}
+        found: dict[str, BoardRow] = {}
+        by_best = {task: self.best[task] for task in wanted if task in self.best}
+        if len(by_best) < len(wanted) or self.unfetched() < len(by_best):
+            by_best = {}  # every part is read anyway, or costs fewer requests than the tables
         for task, (scoring, limit) in wanted.items():
-            keys = self.task_keys(task)
-            complete = pc.sum(pc.equal(keys.column("coverage"), "complete")).as_py() or 0
-            ranked[task] = (*rank_order(keys, scoring, limit), keys.num_rows, complete)
-        found = self.rows_of(bundle_id for ids, *_ in ranked.values() for bundle_id in ids)
+            if (best := by_best.get(task)) is not None:
+                ranked[task] = rank_order(best.rank_keys(scoring), scoring, limit)
+                found |= best.rows_of(ranked[task][0])
+            else:
+                ranked[task] = rank_order(self.task_keys(task), scoring, limit)
+        unread = [i for ids, _ in ranked.values() for i in ids if i not in found]
+        found |= self.rows_of(unread)
         boards = []
-        for task, (ids, ranks, total, complete) in ranked.items():
-            rows: list[BundleRow] = [found[bundle_id] for bundle_id in ids]
-            boards.append(TaskBoard.shown(task, rows, ranks, total, complete, wanted[task][0]))
+        for task, (ids, ranks) in ranked.items():
+            rows = [found[bundle_id] for bundle_id in ids]
+            tally = self.tallies()[task]
+            scoring = wanted[task][0]
+            boards.append(TaskBoard.shown(task, rows, ranks, tally.total, tally.complete, scoring))
         return boards
+
+    def appended(self, rows: Sequence[TableRow], unsettled: Iterable[str] = ()) -> AllTasksTable:
+        """This table with `rows` of bundles it does not hold, added to the last parts: no
+        other part is read. Their tasks' tallies and best rows take them in, but for the
+        `unsettled` tasks (whose rows are not scored yet): those keep no best rows, so their
+        boards are ranked from every row."""
+        unsettled = set(unsettled)
+        parts = _filled(dict(self.parts), _table_of(sorted(rows, key=lambda row: row.bundle_id)))
+        tallies = None
+        if self._tallies is not None:
+            tallies = dict(self._tallies)
+            for row in rows:
+                was = tallies.get(row.task_name) or TaskTally(total=0, complete=0)
+                tallies[row.task_name] = TaskTally(
+                    total=was.total + 1,
+                    complete=was.complete + (row.coverage == "complete"),
+                    metric=None if row.task_name in unsettled else was.metric,
+                )
+        best = {
+            task: kept.plus([row for row in rows if row.task_name == task])
+            for task, kept in self.best.items()
+            if task not in unsettled
+        }
+        return AllTasksTable(parts, tallies, best)
 
     def updated(self, rows: Sequence[TableRow], removed: Iterable[str] = ()) -> AllTasksTable:
         """This table with `rows` in the place of those of the same bundle id (in their
@@ -466,32 +471,89 @@ class AllTasksTable:
                 parts[number] = TablePart.of(merged)
         added = [row for bundle_id, row in sorted(replacing.items()) if bundle_id not in placed]
         incoming = pa.concat_tables([*moving, _table_of(added)])
-        last = max(parts, default=-1)
-        if incoming.num_rows and last >= 0 and parts[last].rows < PART_ROWS:
-            room = PART_ROWS - parts[last].rows
-            merged = pa.concat_tables([parts[last].full(), incoming.slice(0, room)])
-            parts[last], incoming = TablePart.of(merged), incoming.slice(room)
-        for number, start in enumerate(range(0, incoming.num_rows, PART_ROWS), start=last + 1):
-            parts[number] = TablePart.of(incoming.slice(start, PART_ROWS))
-        return AllTasksTable(parts)
+        touched = {row.task_name for row in rows} | {BundleId.parse(i).task for i in removed}
+        best = {task: kept for task, kept in self.best.items() if task not in touched}
+        return AllTasksTable(_filled(parts, incoming), best=best)
+
+
+def _filled(parts: dict[int, TablePart], incoming: pa.Table) -> dict[int, TablePart]:
+    """`parts` with the rows of `incoming` in the last part, up to PART_ROWS, then in new
+    ones."""
+    last = max(parts, default=-1)
+    if incoming.num_rows and last >= 0 and parts[last].rows < PART_ROWS:
+        room = PART_ROWS - parts[last].rows
+        merged = pa.concat_tables([parts[last].full(), incoming.slice(0, room)])
+        parts[last], incoming = TablePart.of(merged), incoming.slice(room)
+    for number, start in enumerate(range(0, incoming.num_rows, PART_ROWS), start=last + 1):
+        parts[number] = TablePart.of(incoming.slice(start, PART_ROWS))
+    return parts
 
 
 def _table_of(rows: Sequence[TableRow]) -> pa.Table:
-    return pa.Table.from_pylist([_cells(row) for row in rows], schema=ALL_SCHEMA)
+    return pa.Table.from_pylist([cells_of(row) for row in rows], schema=ALL_SCHEMA)
 
 
 def _table_row(cells: dict[str, Any]) -> TableRow:
-    published = cells.get("published_at")
-    if isinstance(published, datetime):
-        cells["published_at"] = utc_timestamp(published.astimezone(UTC))
-    if isinstance(cells.get(_NANOSECONDS), int):
-        cells[_NANOSECONDS] = nanosecond_instant(cells[_NANOSECONDS])
-    try:
-        row = TableRow.model_validate(cells)
-        BundleId.parse(row.bundle_id)
-    except (ValidationError, ValueError) as error:
-        raise RowError(f"a table row is not one this bundler writes: {error}") from None
-    return row
+    return validated(cells, TableRow)
+
+
+class BestRows:
+    """A task's best rows as its table holds them (read when first needed), and the rows of
+    bundles added to the task since. As long as no row of the task was changed or removed and
+    its scoring is the one its table was ranked by, its best TASK_TABLE_ROWS are among these:
+    an entry's rank depends only on the entries ranked before it (`rank_order`). They are
+    ranked from the table's own columns, and only the rows shown are read whole."""
+
+    def __init__(self, held: Callable[[], pa.Table], added: Sequence[TableRow] = ()) -> None:
+        self._held = held
+        self.added = tuple(added)
+
+    @classmethod
+    def of_table(cls, fetch: Callable[[], bytes]) -> BestRows:
+        """The rows of the task table whose bytes `fetch` gives, read once, when needed."""
+        return cls(functools.cache(lambda: task_table_rows(fetch())))
+
+    def plus(self, rows: Sequence[TableRow]) -> BestRows:
+        return BestRows(self._held, (*self.added, *rows))
+
+    def rank_keys(self, scoring: TaskScoring) -> pa.Table:
+        """RANK_COLUMNS of every row here: the table's as it holds them, the added rows'
+        scored by `scoring`."""
+        held = self._held()
+        whole_seconds = pc.cast(held.column("published_at"), pa.timestamp("s", tz="UTC"))
+        published = pc.strftime(whole_seconds, format=PUBLISHED_FORMAT)
+        where = held.schema.get_field_index("published_at")
+        keys = held.set_column(where, "published_at", published)
+        keys = keys.rename_columns({"ranking_score": "score"})
+        added = rank_table(self.added, scoring)
+        return pa.concat_tables([keys.select(RANK_COLUMNS).cast(added.schema), added])
+
+    def rows_of(self, bundle_ids: Iterable[str]) -> dict[str, BoardRow]:
+        """The whole rows of these bundles (those here)."""
+        wanted = set(bundle_ids)
+        found: dict[str, BoardRow] = {r.bundle_id: r for r in self.added if r.bundle_id in wanted}
+        held = self._held()
+        held = held.filter(
+            pc.is_in(held.column("bundle_id"), pa.array(sorted(wanted), pa.string()))
+        )
+        found |= {row.bundle_id: row for row in (validated(c, ShownRow) for c in pylist(held))}
+        return found
+
+
+PUBLISHED_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+"""`published_at` as the rows hold it, from a task table's timestamp column."""
+
+
+def task_table_rows(data: bytes) -> pa.Table:
+    """The columns of ShownRow of a task's table as this bundler writes it (RowError for
+    anything else)."""
+    table = decoded(data)
+    if (table.schema.metadata or {}).get(LAYOUT_KEY) != str(LAYOUT_VERSION).encode():
+        raise RowError("not a task table of this layout")
+    names = list(ShownRow.model_fields)
+    if not set(names) <= set(table.column_names):
+        raise RowError("the task table's columns are not the ones this bundler writes")
+    return table.select(names)
 
 
 def task_table_bytes(board: TaskBoard) -> bytes:
@@ -508,8 +570,14 @@ def task_table_bytes(board: TaskBoard) -> bytes:
     records = []
     for row, rank in zip(board.rows, board.ranks(), strict=True):
         low, high = board.interval(row) or (None, None)
-        judged = {"rank": rank, "stale": board.stale(row), "ci_low": low, "ci_high": high}
-        cells = _cells(TaskRow.of(row).model_copy(update=judged))
+        judged = {
+            "rank": rank,
+            "ranking_score": board.scoring.value(row),
+            "stale": board.stale(row),
+            "ci_low": low,
+            "ci_high": high,
+        }
+        cells = cells_of(TaskRow.of(row).model_copy(update=judged))
         cells.update((column, board.value(row, column)) for column in kept)
         records.append(cells)
     return parquet_bytes(pa.Table.from_pylist(records, schema=schema))

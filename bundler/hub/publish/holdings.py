@@ -17,7 +17,7 @@ from bundler.hub.client.remote import RemoteFile
 from bundler.hub.client.session import HubSession
 from bundler.hub.leaderboard.branch import BranchTables, TableChange, read_branch
 from bundler.hub.publish.destination import Destination
-from bundler.hub.publish.plan import LocalBundle, RepositoryView
+from bundler.hub.publish.plan import LocalBundle, RepositoryView, companions_present, holds
 from bundler.hub.repo.paths import README, TASKS_FILE, repo_archive, repo_paths
 from bundler.hub.tasks.definitions import MAX_TASKS_FILE_BYTES, TaskDefinitions
 
@@ -83,17 +83,23 @@ class Holdings:
         )
 
     def _branch_view(self, tables: BranchTables, local: list[LocalBundle]) -> RepositoryView:
-        """What the branch holds of these local bundles, for the plan: their files (from the
-        table where it lists them) and, where the table's row is of the very same archive,
-        when it was first published."""
-        index = tables.leaderboard.indexed(bundle.bundle_id for bundle in local)
+        """What the branch holds of these local bundles, for the plan: their files (asked of
+        the Hub) and, for a bundle whose archive is there without its sidecar as published,
+        when its row says that very archive was first published."""
+        files = tables.remote_files(self.session, [bundle.key for bundle in local])
+        repairs = [  # only these are planned from their row (`triage`): no other is read
+            bundle
+            for bundle in local
+            if holds(files.get(bundle.repo_archive), bundle)
+            and not companions_present(bundle, files)
+        ]
+        index = tables.leaderboard.indexed(bundle.bundle_id for bundle in repairs)
         published = {
             bundle.bundle_id: row.published_at
-            for bundle in local
+            for bundle in repairs
             if (row := index.get(bundle.bundle_id)) is not None
             and row.archive_sha256 == bundle.archive_sha256
         }
-        files = tables.remote_files(self.session, [bundle.key for bundle in local])
         return RepositoryView(
             tables.revision,
             tables.head,

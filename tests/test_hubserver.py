@@ -26,7 +26,17 @@ from pathlib import Path
 import httpx2
 import pytest
 from hubserver import Fault, HubServer, RateLimits, RepoLimits, Scope, TokenInfo, client_env
-from hubserver.store import HubError
+from hubserver.store import (
+    Blob,
+    Commit,
+    Delete,
+    Discussion,
+    HubError,
+    Put,
+    Store,
+    folder_tree_oids,
+    hub_now,
+)
 from huggingface_hub import (
     CommitOperationAdd,
     CommitOperationCopy,
@@ -1056,6 +1066,93 @@ def test_folder_oids_are_git_tree_ids_that_change_only_below(hub: HubServer, api
     blob = hashlib.sha1(b"blob 1\0" + b"3").digest()
     body = b"100644 z\0" + blob
     assert before["c"] == hashlib.sha1(b"tree %d\0" % len(body) + body).hexdigest()
+
+
+def test_folder_oids_derived_commit_by_commit_equal_those_built_from_nothing() -> None:
+    """A commit copies only the folders it changes and derives its ids from its parent's: after
+    puts, deletes (one emptying its folder), folder deletes and a merge, every commit's ids, and
+    its parents' after it, are what its whole tree gives when built from nothing."""
+    store = Store()
+    repo = store.create_repo("dataset", "alice/derived", False, "alice")
+    seeded = [
+        Put(f"bundles/{shard}/{player}/{name}", Blob.make(f"{player}{name}".encode(), False))
+        for shard in ("0a", "1b", "2c")
+        for player in ("p1", "p2")
+        for name in ("a.json", "a.tar.zst")
+    ]
+    commits = [store.make_commit(repo, repo.branches["main"], seeded, "Seed", "", "alice")]
+
+    def commit(*operations: Put | Delete) -> Commit:
+        commits.append(
+            store.make_commit(repo, commits[-1].oid, list(operations), "Change", "", "alice")
+        )
+        return commits[-1]
+
+    def check(commit: Commit, folders: set[str]) -> None:
+        built = folder_tree_oids(commit.tree)
+        assert {f: commit.folder_oid(f) for f in folders | built.keys()} == {
+            f: built.get(f) for f in folders | built.keys()
+        }
+
+    check(commits[0], set())  # its ids are kept in the folders the next commits share
+    fork = commit(Put("bundles/0a/p1/a.json", Blob.make(b"changed", False)))
+    commit(Put("bundles/3d/p9/a.json", Blob.make(b"new", False)), Put("R", Blob.make(b"r", False)))
+    check(commits[-1], set())
+    commit(Delete("bundles/1b/p2/a.json", False), Delete("bundles/1b/p2/a.tar.zst", False))
+    commit(Delete("bundles/2c/", True), Put("bundles/2c/p3/b.json", Blob.make(b"b", False)))
+    tip = commit(Delete("bundles/0a", True), Put("x/y/z", Blob.make(b"z", False)))
+    pr = Discussion(1, "Add c", "bob", hub_now(), True, "open", base_branch="main")
+    changes = [
+        Put("bundles/1b/p1/c", Blob.make(b"c", False)),
+        Delete("bundles/1b/p1/a.json", False),
+    ]
+    head = store.make_commit(repo, fork.oid, changes, "Add c", "", "bob", "refs/pr/1")
+    pr.fork_oid, pr.head_oid = fork.oid, head.oid
+    repo.branches["main"] = tip.oid
+    merged = store.merge(repo, pr, "alice")
+    commits += [head, merged]
+    assert (merged.added, merged.modified, merged.deleted) == (
+        ("bundles/1b/p1/c",),
+        (),
+        ("bundles/1b/p1/a.json",),
+    )
+    every_folder = {f for made in commits for f in folder_tree_oids(made.tree)}
+    assert {"bundles/0a", "bundles/1b/p2", "bundles/2c/p1", "x/y"} <= every_folder
+    for made in commits:
+        check(made, every_folder)
+
+
+def test_a_paths_last_commit_is_the_newest_that_changed_it_or_anything_below() -> None:
+    """What an expanded listing's `lastCommit` names, asked of each commit against its first
+    parent as `git log -- path` does: a file rewritten as it was is no change."""
+    store = Store()
+    repo = store.create_repo("dataset", "alice/last", False, "alice")
+    initial = repo.commits[repo.branches["main"]]
+
+    def commit(parent: Commit, *operations: Put | Delete) -> Commit:
+        return store.make_commit(repo, parent.oid, list(operations), "Change", "", "alice")
+
+    files = {"a/x": b"x", "a/b/y": b"y", "c/z": b"z"}
+    seed = commit(initial, *(Put(p, Blob.make(data, False)) for p, data in files.items()))
+    rewritten = commit(seed, Put("a/b/y", Blob.make(b"y2", False)))
+    same = commit(rewritten, Put("c/z", Blob.make(b"z", False)), Put("d/w", Blob.make(b"w", False)))
+    gone = commit(same, Delete("a/b/", True))
+    assert (same.added, same.modified) == (("d/w",), ())
+    expected = {
+        "a/b/": gone,  # deleted
+        "a": gone,
+        "a/x": seed,
+        "c/z": seed,  # rewritten as it was
+        "c": seed,
+        "d": same,
+        ".gitattributes": initial,
+        "e": None,
+    }
+    found = {path: repo.last_commit_touching(gone.oid, path) for path in expected}
+    assert {p: c and c.oid for p, c in found.items()} == {
+        p: c and c.oid for p, c in expected.items()
+    }
+    assert repo.last_commit_touching(rewritten.oid, "a/b/y") is rewritten
 
 
 def test_request_counts_split_api_and_file(hub: HubServer, api: HfApi, tmp_path: Path) -> None:

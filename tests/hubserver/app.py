@@ -544,7 +544,7 @@ class HubApp:
             if blob is not None:
                 entry = blob.entry(path)
             else:
-                tree_oid = self.store.folder_oid(commit, path)
+                tree_oid = commit.folder_oid(path)
                 if tree_oid is None:
                     continue
                 entry = {"type": "directory", "oid": tree_oid, "size": 0, "path": path}
@@ -565,17 +565,10 @@ class HubApp:
         folder = unquote(match.group("path") or "").strip("/")
         recursive = request.flag("recursive")
         expand = request.flag("expand")
-        prefix = folder + "/" if folder else ""
-        files = [p for p in commit.tree if p.startswith(prefix)]
-        if folder and not files:
+        node = commit.tree.root.find(folder)
+        if node is None:
             raise entry_not_found(folder)
-        listed: set[str] = set()
-        for path in files:
-            parts = path[len(prefix) :].split("/")
-            depth = len(parts) if recursive else 1
-            for i in range(1, depth + 1):
-                listed.add(prefix + "/".join(parts[:i]))
-        paths = sorted(listed)
+        paths = sorted(node.listing(folder + "/" if folder else "", recursive))
         page_size = min(self.tree_page_size, 50) if expand else self.tree_page_size
         start = int(request.param("cursor") or 0)
         page = paths[start : start + page_size]
@@ -601,7 +594,7 @@ class HubApp:
         `Link: <...>; rel="next"` header while more remain (see COMMITS_PER_PAGE)."""
         repo = self._repo(match)
         commit = repo.resolve(revision_of(match))
-        history = repo.history(commit.oid)
+        history = list(repo.history(commit.oid))
         page_num = int(request.param("p") or 0)
         start = page_num * self.commits_page_size
         page = history[start : start + self.commits_page_size]

@@ -13,10 +13,9 @@ from __future__ import annotations
 import difflib
 import hashlib
 import itertools
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from types import MappingProxyType
 from typing import Literal
 
 LFS_SUFFIXES = (".tar.zst", ".png")
@@ -94,38 +93,166 @@ def git_blob_oid(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
-def folder_tree_oids(files: Mapping[str, Blob]) -> dict[str, str]:
-    """The git tree object id of every folder (`""` is the root), built bottom-up from its
-    children's modes, names and ids exactly as git builds tree objects.
+class Folder:
+    """One folder of a commit's tree, as git keeps a tree object: its files, its subfolders, and
+    (once asked) its git tree id.
 
-    So a folder's oid, like the Hub's, changes exactly when something below it changes, and an
-    untouched folder keeps its oid from commit to commit.
+    Commits share the folders they leave alone: a commit copies only the folders on the way to
+    the paths it changes (`TreeEdit`), so a folder never changes once its commit is recorded and
+    its id, computed once, holds for every commit that shares it. A commit's server cost is then
+    that of what it changes, as on the Hub, rather than of every file in the repository. Files
+    and subfolders are kept apart, as the flat tree they index can name a file `a` and a folder
+    `a/` at once.
     """
-    children: dict[str, dict[str, tuple[bool, str]]] = {"": {}}
-    for path in files:
-        parts = path.split("/")
-        for depth in range(1, len(parts)):
-            folder = "/".join(parts[:depth])
-            children.setdefault(folder, {})
-            parent = "/".join(parts[: depth - 1])
-            children[parent].setdefault(parts[depth - 1], (True, ""))
-        children["/".join(parts[:-1])][parts[-1]] = (False, files[path].oid)
-    oids: dict[str, str] = {}
-    for folder in sorted(children, key=lambda f: -f.count("/") - (1 if f else 0)):
-        body = bytearray()
-        # git sorts tree entries by name, a folder's name as if it ended with "/"
-        for name, (is_dir, _) in sorted(
-            children[folder].items(), key=lambda item: item[0] + ("/" if item[1][0] else "")
-        ):
-            oid = (
-                oids[f"{folder}/{name}" if folder else name]
-                if is_dir
-                else children[folder][name][1]
-            )
-            body += b"%s %s\0" % (b"40000" if is_dir else b"100644", name.encode())
-            body += bytes.fromhex(oid)
-        oids[folder] = hashlib.sha1(b"tree %d\0" % len(body) + bytes(body)).hexdigest()
-    return oids
+
+    __slots__ = ("_oid", "files", "folders")
+
+    def __init__(
+        self, files: dict[str, Blob] | None = None, folders: dict[str, Folder] | None = None
+    ) -> None:
+        self.files = files if files is not None else {}
+        self.folders = folders if folders is not None else {}
+        self._oid: str | None = None
+
+    def copy(self) -> Folder:
+        return Folder(dict(self.files), dict(self.folders))
+
+    @property
+    def entries(self) -> int:
+        """Its git tree entries (files and subfolders), as the Hub's folder limit counts them."""
+        return len(self.files.keys() | self.folders.keys())
+
+    @property
+    def oid(self) -> str:
+        """The git tree object id, built from its children's modes, names and ids exactly as git
+        builds tree objects: so a folder's id, like the Hub's, changes exactly when something
+        below it changes, and an untouched folder keeps its id from commit to commit."""
+        if self._oid is None:
+            children = [(name, b"100644", blob.oid) for name, blob in self.files.items()]
+            children += [(name + "/", b"40000", sub.oid) for name, sub in self.folders.items()]
+            body = bytearray()
+            # git sorts tree entries by name, a folder's name as if it ended with "/"
+            for name, mode, oid in sorted(children):
+                body += b"%s %s\0" % (mode, name.removesuffix("/").encode())
+                body += bytes.fromhex(oid)
+            self._oid = hashlib.sha1(b"tree %d\0" % len(body) + bytes(body)).hexdigest()
+        return self._oid
+
+    def file(self, path: str) -> Blob | None:
+        """The file at `path` below this folder, None if there is none."""
+        *parts, name = path.split("/")
+        node: Folder | None = self
+        for part in parts:
+            node = node.folders.get(part) if node is not None else None
+        return node.files.get(name) if node is not None else None
+
+    def find(self, folder: str) -> Folder | None:
+        """The folder at path `folder` below this one (`""`: this one), None if there is none."""
+        node: Folder | None = self
+        for name in folder.split("/") if folder else ():
+            node = node.folders.get(name) if node is not None else None
+        return node
+
+    def file_paths(self, prefix: str) -> Iterator[str]:
+        """The path of every file below, each starting with `prefix` (this folder's path + "/")."""
+        yield from (prefix + name for name in self.files)
+        for name, sub in self.folders.items():
+            yield from sub.file_paths(f"{prefix}{name}/")
+
+    def listing(self, prefix: str, recursive: bool) -> Iterator[str]:
+        """The paths of its files and subfolders (and, `recursive`, of everything below)."""
+        yield from (prefix + name for name in self.files.keys() | self.folders.keys())
+        if recursive:
+            for name, sub in self.folders.items():
+                yield from sub.listing(f"{prefix}{name}/", True)
+
+    def subfolders(self, path: str) -> Iterator[tuple[str, Folder]]:
+        """(path, folder) of this folder, at `path`, and of every folder below it."""
+        yield path, self
+        for name, sub in self.folders.items():
+            yield from sub.subfolders(f"{path}/{name}" if path else name)
+
+
+class TreeEdit:
+    """The folders of one new commit: a copy of the parent's root, whose folders are copied on
+    the first change below them (copy on write), so the parent's, shared, never change; and
+    the paths it changed, which alone can be the commit's added, modified or deleted files."""
+
+    def __init__(self, parent: Folder) -> None:
+        self.root = parent.copy()
+        self.changed: set[str] = set()
+        self._own = {id(self.root): self.root}
+        """This commit's own folders, which may change in place, by identity (and held, so that
+        no other folder takes the id of one that was dropped)."""
+
+    def _chain(self, parts: list[str], create: bool) -> list[Folder] | None:
+        """This commit's own copies of the folders from the root to `parts`, copied (or, with
+        `create`, created) as needed; None when a folder on the way does not exist."""
+        chain = [self.root]
+        for name in parts:
+            parent = chain[-1]
+            child = parent.folders.get(name)
+            if child is None or id(child) not in self._own:
+                if child is None and not create:
+                    return None
+                child = parent.folders[name] = child.copy() if child is not None else Folder()
+                self._own[id(child)] = child
+            chain.append(child)
+        return chain
+
+    @staticmethod
+    def _prune(chain: list[Folder], parts: list[str]) -> None:
+        """Drop the folders left empty at the end of `chain`: git keeps no empty folder."""
+        for depth in range(len(parts), 0, -1):
+            if chain[depth].files or chain[depth].folders:
+                return
+            del chain[depth - 1].folders[parts[depth - 1]]
+
+    def put(self, path: str, blob: Blob) -> None:
+        *parts, name = path.split("/")
+        chain = self._chain(parts, create=True)
+        assert chain is not None
+        chain[-1].files[name] = blob
+        self.changed.add(path)
+
+    def delete(self, path: str) -> bool:
+        """Remove the file `path`; False when there is no such file."""
+        *parts, name = path.split("/")
+        chain = self._chain(parts, create=False)
+        if chain is None or chain[-1].files.pop(name, None) is None:
+            return False
+        self._prune(chain, parts)
+        self.changed.add(path)
+        return True
+
+    def delete_folder(self, path: str) -> list[str]:
+        """Remove the folder `path` (a trailing "/" or not) and return the files it held; none
+        when there is no such folder."""
+        *parts, name = path.rstrip("/").split("/")
+        chain = self._chain(parts, create=False)
+        doomed = chain[-1].folders.pop(name, None) if chain is not None else None
+        if chain is None or doomed is None:
+            return []
+        self._prune(chain, parts)
+        paths = list(doomed.file_paths(path.rstrip("/") + "/"))
+        self.changed.update(paths)
+        return paths
+
+
+def folder_tree_oids(files: Mapping[str, Blob]) -> dict[str, str]:
+    """The git tree id of every folder of the tree `files` (`""` is the root), built from
+    nothing: what the ids a commit derives from its parent's (`Commit.folder_oid`) must equal."""
+    edit = TreeEdit(Folder())
+    for path, blob in files.items():
+        edit.put(path, blob)
+    return {path: folder.oid for path, folder in edit.root.subfolders("")}
+
+
+def ancestors(path: str) -> Iterator[str]:
+    """The folders holding `path`, from its own up to the root (`""`)."""
+    while path:
+        path = path.rpartition("/")[0]
+        yield path
 
 
 @dataclass(frozen=True)
@@ -138,9 +265,11 @@ class RepoLimits:
     folder_entries: int | None = MAX_FOLDER_ENTRIES
     files: int | None = MAX_REPO_FILES
 
-    def check(self, files: Mapping[str, Blob], ref: str) -> None:
-        """A 400 HubError when the tree `files`, committed to `ref`, is past a limit."""
-        overfull = overfull_folders(files, self.folder_entries)
+    def check(self, root: Folder, changed: Iterable[str], files: int, ref: str) -> None:
+        """A 400 HubError when the tree at `root`, holding `files` files and committed to `ref`,
+        is past a limit. Only the folders holding a `changed` path are counted: the others are
+        as they were in a tree that passed (seeded files and the initial commit included)."""
+        overfull = overfull_folders(root, changed, self.folder_entries)
         if overfull:
             raise HubError(
                 400,
@@ -149,25 +278,26 @@ class RepoLimits:
                 f" Offending reference: {ref} Offending directories: "
                 + ", ".join(f"/{f}/" if f else "/" for f in overfull),
             )
-        if self.files is not None and len(files) > self.files:
+        if self.files is not None and files > self.files:
             raise HubError(
                 400,
-                f"Your push was rejected because it contains too many files: {len(files)},"
+                f"Your push was rejected because it contains too many files: {files},"
                 f" more than the {self.files} a repository may hold (the Hub recommends fewer"
                 f" than 100k files per repository). Offending reference: {ref}",
             )
 
 
-def overfull_folders(files: Mapping[str, Blob], limit: int | None) -> list[str]:
-    """Folders holding more than `limit` entries (files and subfolders); none without one."""
+def overfull_folders(root: Folder, changed: Iterable[str], limit: int | None) -> list[str]:
+    """The folders holding a `changed` path with more than `limit` entries (files and
+    subfolders); none without a limit."""
     if limit is None:
         return []
-    entries: dict[str, set[str]] = {}
-    for path in files:
-        parts = path.split("/")
-        for depth in range(len(parts)):
-            entries.setdefault("/".join(parts[:depth]), set()).add(parts[depth])
-    return sorted(folder for folder, names in entries.items() if len(names) > limit)
+    folders = {folder for path in changed for folder in ancestors(path)}
+    return sorted(
+        folder
+        for folder in folders
+        if (node := root.find(folder)) is not None and node.entries > limit
+    )
 
 
 def hub_now() -> str:
@@ -227,12 +357,33 @@ def same_file(a: Blob | None, b: Blob | None) -> bool:
     return (a.oid if a else None) == (b.oid if b else None)
 
 
-Tree = MappingProxyType[str, Blob]
+class Tree(Mapping[str, Blob]):
+    """A commit's files by path, read from its folders: a read-only view, so that a commit
+    costs no copy of the repository's list of files."""
+
+    __slots__ = ("_files", "root")
+
+    def __init__(self, root: Folder, files: int) -> None:
+        self.root = root
+        self._files = files
+
+    def __getitem__(self, path: str) -> Blob:
+        blob = self.root.file(path)
+        if blob is None:
+            raise KeyError(path)
+        return blob
+
+    def __iter__(self) -> Iterator[str]:
+        return self.root.file_paths("")
+
+    def __len__(self) -> int:
+        return self._files
 
 
 @dataclass(frozen=True)
 class Commit:
-    """A full snapshot plus what changed relative to the first parent."""
+    """A full snapshot (every file by path, and its folders as git trees) plus what changed
+    relative to the first parent."""
 
     oid: str
     parents: tuple[str, ...]
@@ -245,12 +396,10 @@ class Commit:
     modified: tuple[str, ...]
     deleted: tuple[str, ...]
 
-    def touches(self, path: str) -> bool:
-        """Whether this commit changed `path` or, for a folder, anything below it."""
-        prefix = path.rstrip("/") + "/"
-        return any(
-            p == path or p.startswith(prefix) for p in self.added + self.modified + self.deleted
-        )
+    def folder_oid(self, folder: str) -> str | None:
+        """The git tree id of `folder` (`""` = root), None if it holds nothing."""
+        node = self.tree.root.find(folder)
+        return node.oid if node is not None else None
 
 
 @dataclass(frozen=True)
@@ -379,18 +528,28 @@ class Repo:
             raise HubError(400, f"Invalid parentCommit: {oid_or_prefix}")
         return matches[0]
 
-    def history(self, oid: str) -> list[Commit]:
-        """First-parent history from `oid`, newest first, like `git log --first-parent`."""
-        out = []
+    def history(self, oid: str) -> Iterator[Commit]:
+        """First-parent history from `oid`, newest first, like `git log --first-parent`; walked
+        only as far as the caller reads."""
         current: str | None = oid
         while current is not None:
             commit = self.commits[current]
-            out.append(commit)
+            yield commit
             current = commit.parents[0] if commit.parents else None
-        return out
 
     def last_commit_touching(self, head: str, path: str) -> Commit | None:
-        return next((c for c in self.history(head) if c.touches(path)), None)
+        """The newest commit of `head`'s first-parent history that changed the file `path` or,
+        for a folder, anything below it (against its first parent)."""
+        path = path.rstrip("/")
+        empty = Tree(Folder(), 0)
+        return next(
+            (
+                c
+                for c in self.history(head)
+                if differs(self.commits[c.parents[0]].tree if c.parents else empty, c.tree, path)
+            ),
+            None,
+        )
 
 
 class Store:
@@ -399,15 +558,6 @@ class Store:
     def __init__(self) -> None:
         self.repos: dict[tuple[str, str], Repo] = {}
         self._counter = itertools.count(1)
-        self._tree_oids: dict[str, dict[str, str]] = {}
-        """Folder oids per commit id; a commit's tree never changes, so they never go stale."""
-
-    def folder_oid(self, commit: Commit, folder: str) -> str | None:
-        """The git tree id of `folder` (`""` = root) at `commit`, None if it holds nothing."""
-        oids = self._tree_oids.get(commit.oid)
-        if oids is None:
-            oids = self._tree_oids[commit.oid] = folder_tree_oids(commit.tree)
-        return oids.get(folder)
 
     def get(self, repo_type: str, repo_id: str) -> Repo:
         repo = self.repos.get((repo_type, repo_id))
@@ -444,41 +594,47 @@ class Store:
     ) -> Commit:
         """Apply `operations` on top of `parent` and record the commit (no ref is moved); `ref`
         is where it is going, which a refusal names as the Hub's does."""
-        before: Tree = repo.commits[parent].tree if parent else MappingProxyType({})
-        files = dict(before)
+        before = repo.commits[parent].tree if parent else Tree(Folder(), 0)
+        edit = TreeEdit(before.root)
         for op in operations:
             if isinstance(op, Put):
-                files[op.path] = op.blob
+                edit.put(op.path, op.blob)
             elif op.folder:
-                prefix = op.path.rstrip("/") + "/"
-                doomed = [p for p in files if p.startswith(prefix)]
-                if not doomed:
+                if not edit.delete_folder(op.path):
                     raise entry_not_found(op.path)
-                for p in doomed:
-                    del files[p]
-            elif files.pop(op.path, None) is None:
+            elif not edit.delete(op.path):
                 raise HubError(
                     404, f"A file with this name doesn't exist: {op.path}", "EntryNotFound"
                 )
-        return self._record(
-            repo, (parent,) if parent else (), files, before, summary, description, author, ref
-        )
+        parents = (parent,) if parent else ()
+        return self._record(repo, parents, before, edit, summary, description, author, ref)
 
     def _record(
         self,
         repo: Repo,
         parents: tuple[str, ...],
-        files: dict[str, Blob],
         before: Tree,
+        edit: TreeEdit,
         summary: str,
         description: str,
         author: str,
         ref: str,
     ) -> Commit:
-        repo.limits.check(files, ref)
+        """Check and record the commit `edit` made on top of the tree `before`. Its id is a digest
+        of a counter, its parents, summary and changes: unique, and costing what changed."""
+        changes = {p: (before.root.file(p), edit.root.file(p)) for p in sorted(edit.changed)}
+        added = tuple(p for p, (old, new) in changes.items() if old is None and new is not None)
+        deleted = tuple(p for p, (old, new) in changes.items() if old is not None and new is None)
+        modified = tuple(
+            p
+            for p, (old, new) in changes.items()
+            if old is not None and new is not None and not same_file(old, new)
+        )
+        files = len(before) + len(added) - len(deleted)
+        repo.limits.check(edit.root, added + modified + deleted, files, ref)
         digest = hashlib.sha1(f"{next(self._counter)}\0{parents}\0{summary}\0".encode())
-        for path in sorted(files):
-            digest.update(f"{path}\0{files[path].oid}\0".encode())
+        for path, (_, new) in changes.items():
+            digest.update(f"{path}\0{new.oid if new else ''}\0".encode())
         commit = Commit(
             oid=digest.hexdigest(),
             parents=parents,
@@ -486,12 +642,10 @@ class Store:
             description=description,
             author=author,
             created_at=hub_now(),
-            tree=MappingProxyType(files),
-            added=tuple(sorted(p for p in files if p not in before)),
-            modified=tuple(
-                sorted(p for p in files if p in before and not same_file(before[p], files[p]))
-            ),
-            deleted=tuple(sorted(p for p in before if p not in files)),
+            tree=Tree(edit.root, files),
+            added=added,
+            modified=modified,
+            deleted=deleted,
         )
         repo.commits[commit.oid] = commit
         return commit
@@ -509,20 +663,20 @@ class Store:
         fork = repo.commits[pr.fork_oid].tree
         tip = repo.commits[pr.head_oid].tree
         base_head = repo.branches[pr.base_branch]
-        files = dict(repo.commits[base_head].tree)
-        for path in set(fork) | set(tip):
-            if not same_file(fork.get(path), tip.get(path)):
-                if path in tip:
-                    files[path] = tip[path]
-                else:
-                    files.pop(path, None)
         before = repo.commits[base_head].tree
+        edit = TreeEdit(before.root)
+        for path in changed_paths(fork.root, tip.root):
+            blob = tip.get(path)
+            if blob is not None:
+                edit.put(path, blob)
+            else:
+                edit.delete(path)  # which the base may have deleted too
         summary = f"{pr.title} (#{pr.num})"
         commit = self._record(
             repo,
             (base_head,),
-            files,
             before,
+            edit,
             summary,
             pr.description,
             author,
@@ -532,20 +686,48 @@ class Store:
         return commit
 
 
+def differs(before: Tree, after: Tree, path: str) -> bool:
+    """Whether the file `path`, or anything in the folder `path`, differs between two trees, as
+    `git log -- path` asks it of each commit: by the file's id and a walk of only the folders
+    the two trees do not share, which stops at the first difference."""
+    old, new = before.root.find(path), after.root.find(path)
+    return not same_file(before.get(path), after.get(path)) or any(
+        changed_paths(old or Folder(), new or Folder())
+    )
+
+
+def changed_paths(before: Folder, after: Folder, prefix: str = "") -> Iterator[str]:
+    """The files that differ between two trees (added, removed or with another content), as
+    git diffs trees: a folder both share is skipped whole, so two commits of one history are
+    compared in proportion to what changed between them."""
+    if before is after:
+        return
+    for name in before.files.keys() | after.files.keys():
+        if not same_file(before.files.get(name), after.files.get(name)):
+            yield prefix + name
+    for name in before.folders.keys() | after.folders.keys():
+        old, new = before.folders.get(name), after.folders.get(name)
+        path = f"{prefix}{name}/"
+        if old is None or new is None:
+            only = old if new is None else new
+            assert only is not None  # a name either tree holds
+            yield from only.file_paths(path)
+        else:
+            yield from changed_paths(old, new, path)
+
+
 def conflicting_files(repo: Repo, pr: Discussion) -> list[str]:
     """Paths changed by the PR and, differently, on its base branch since the PR forked."""
     if pr.base_branch is None or pr.fork_oid is None or pr.head_oid is None:
         return []
     if pr.base_branch not in repo.branches:
         return []
-    fork = repo.commits[pr.fork_oid].tree
-    tip = repo.commits[pr.head_oid].tree
+    fork, tip = repo.commits[pr.fork_oid].tree, repo.commits[pr.head_oid].tree
     base = repo.commits[repo.branches[pr.base_branch]].tree
     return sorted(
         path
-        for path in set(fork) | set(tip)
-        if not same_file(fork.get(path), tip.get(path))
-        and not same_file(fork.get(path), base.get(path))
+        for path in changed_paths(fork.root, tip.root)
+        if not same_file(fork.get(path), base.get(path))
         and not same_file(tip.get(path), base.get(path))
     )
 
@@ -564,12 +746,10 @@ def pull_request_diff(repo: Repo, pr: Discussion) -> str:
     if pr.fork_oid is None or pr.head_oid is None:
         return ""
     fork, head = repo.commits[pr.fork_oid].tree, repo.commits[pr.head_oid].tree
-    sections = []
-    for path in sorted(set(fork) | set(head)):
-        before, after = fork.get(path), head.get(path)
-        if not same_file(before, after):
-            sections.append(_file_diff(path, before, after))
-    return "".join(sections)
+    return "".join(
+        _file_diff(path, fork.get(path), head.get(path))
+        for path in sorted(changed_paths(fork.root, head.root))
+    )
 
 
 def _file_diff(path: str, before: Blob | None, after: Blob | None) -> str:

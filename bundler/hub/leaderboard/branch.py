@@ -40,6 +40,7 @@ from bundler.hub.leaderboard.tables import (
     AllTasksTable,
     BestRows,
     TablePart,
+    layout_2_table,
     task_table_bytes,
 )
 from bundler.hub.repo.paths import (
@@ -493,7 +494,7 @@ def _vouched_table(
     if record.format == LAST_ONE_FILE_FORMAT:
         data = _vouched_file(session, record, ALL_TABLE, commit)
         try:
-            return AllTasksTable.split(data) if data is not None else None
+            return layout_2_table(data) if data is not None else None
         except RowError:
             return None
     files: dict[str, bytes] = {}

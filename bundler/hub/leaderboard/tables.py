@@ -242,23 +242,6 @@ class AllTasksTable:
             }
         )
 
-    @classmethod
-    def split(cls, data: bytes) -> AllTasksTable:
-        """The one-file table of layout 2 as parts, its rows to be scored again (RowError for
-        anything but such a table)."""
-        table = decoded(data)
-        if (table.schema.metadata or {}).get(LAYOUT_KEY) != b"2" or not same_columns(
-            table.schema, LAYOUT_2_SCHEMA
-        ):
-            raise RowError("not a one-file table of layout 2")
-        table = table.cast(LAYOUT_2_SCHEMA).sort_by("bundle_id")
-        parts = {}
-        for number, start in enumerate(range(0, table.num_rows, PART_ROWS)):
-            cells = table.slice(start, PART_ROWS).to_pylist()
-            rows = [_table_row(row | {"signer_fingerprint": None}) for row in cells]
-            parts[number] = TablePart.of(_table_of(rows))
-        return cls(parts)
-
     def __len__(self) -> int:
         return sum(tally.total for tally in self.tallies().values())
 
@@ -281,16 +264,7 @@ class AllTasksTable:
         """Each task's tally, as read from the record or kept by `appended`, else counted (and
         its metric found) from every row's KEY_COLUMNS."""
         if self._tallies is None:
-            self._tallies = {}
-            keys = self.keys()
-            for task in sorted(pc.unique(keys.column("task_name")).to_pylist()):
-                held = keys.filter(pc.equal(keys.column("task_name"), task))
-                complete = pc.sum(pc.equal(held.column("coverage"), "complete")).as_py() or 0
-                metrics = pc.unique(held.column("ranking_metric")).to_pylist()
-                metric = metrics[0] if len(metrics) == 1 else None
-                self._tallies[task] = TaskTally(
-                    total=held.num_rows, complete=complete, metric=metric
-                )
+            self._tallies = _tallied(self.keys())
         return self._tallies
 
     def counted(self, task: str) -> TaskTally | None:
@@ -427,16 +401,7 @@ class AllTasksTable:
         boards are ranked from every row."""
         unsettled = set(unsettled)
         parts = _filled(dict(self.parts), _table_of(sorted(rows, key=lambda row: row.bundle_id)))
-        tallies = None
-        if self._tallies is not None:
-            tallies = dict(self._tallies)
-            for row in rows:
-                was = tallies.get(row.task_name) or TaskTally(total=0, complete=0)
-                tallies[row.task_name] = TaskTally(
-                    total=was.total + 1,
-                    complete=was.complete + (row.coverage == "complete"),
-                    metric=None if row.task_name in unsettled else was.metric,
-                )
+        tallies = None if self._tallies is None else _counted_in(self._tallies, rows, unsettled)
         best = {
             task: kept.plus([row for row in rows if row.task_name == task])
             for task, kept in self.best.items()
@@ -474,6 +439,52 @@ class AllTasksTable:
         touched = {row.task_name for row in rows} | {BundleId.parse(i).task for i in removed}
         best = {task: kept for task, kept in self.best.items() if task not in touched}
         return AllTasksTable(_filled(parts, incoming), best=best)
+
+
+def layout_2_table(data: bytes) -> AllTasksTable:
+    """The one-file table of layout 2 as parts, its rows to be scored again (RowError for
+    anything but such a table)."""
+    table = decoded(data)
+    if (table.schema.metadata or {}).get(LAYOUT_KEY) != b"2" or not same_columns(
+        table.schema, LAYOUT_2_SCHEMA
+    ):
+        raise RowError("not a one-file table of layout 2")
+    table = table.cast(LAYOUT_2_SCHEMA).sort_by("bundle_id")
+    parts = {}
+    for number, start in enumerate(range(0, table.num_rows, PART_ROWS)):
+        cells = table.slice(start, PART_ROWS).to_pylist()
+        rows = [_table_row(row | {"signer_fingerprint": None}) for row in cells]
+        parts[number] = TablePart.of(_table_of(rows))
+    return AllTasksTable(parts)
+
+
+def _tallied(keys: pa.Table) -> dict[str, TaskTally]:
+    """Each task's tally, from KEY_COLUMNS of every row: its metric is the one all its rows
+    are scored by (None where they are not all scored by one)."""
+    tallies = {}
+    for task in sorted(pc.unique(keys.column("task_name")).to_pylist()):
+        held = keys.filter(pc.equal(keys.column("task_name"), task))
+        complete = pc.sum(pc.equal(held.column("coverage"), "complete")).as_py() or 0
+        metrics = pc.unique(held.column("ranking_metric")).to_pylist()
+        metric = metrics[0] if len(metrics) == 1 else None
+        tallies[task] = TaskTally(total=held.num_rows, complete=complete, metric=metric)
+    return tallies
+
+
+def _counted_in(
+    tallies: dict[str, TaskTally], rows: Sequence[TableRow], unsettled: set[str]
+) -> dict[str, TaskTally]:
+    """`tallies` once `rows` of new bundles are added; an `unsettled` task's rows are not all
+    scored by one metric yet."""
+    counted = dict(tallies)
+    for row in rows:
+        was = counted.get(row.task_name) or TaskTally(total=0, complete=0)
+        counted[row.task_name] = TaskTally(
+            total=was.total + 1,
+            complete=was.complete + (row.coverage == "complete"),
+            metric=None if row.task_name in unsettled else was.metric,
+        )
+    return counted
 
 
 def _filled(parts: dict[int, TablePart], incoming: pa.Table) -> dict[int, TablePart]:
@@ -524,7 +535,9 @@ class BestRows:
         published = pc.strftime(whole_seconds, format=PUBLISHED_FORMAT)
         where = held.schema.get_field_index("published_at")
         keys = held.set_column(where, "published_at", published)
-        keys = keys.rename_columns({"ranking_score": "score"})
+        keys = keys.rename_columns(
+            ["score" if n == "ranking_score" else n for n in keys.column_names]
+        )
         added = rank_table(self.added, scoring)
         return pa.concat_tables([keys.select(RANK_COLUMNS).cast(added.schema), added])
 

@@ -73,7 +73,8 @@ def refresh_card(
 
     def plan() -> PlannedCommit | None:
         state = read_branch(session, revision, progress)
-        operations = table_operations(session, state)
+        # only what is not true any more: what changed since the record, or was edited
+        operations = table_operations(session, state, set())
         result.parent_commit = state.head
         result.bundle_count = len(state.leaderboard)
         result.unreadable_rows = state.problems

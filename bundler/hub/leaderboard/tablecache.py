@@ -1,6 +1,6 @@
-"""A local copy of each repository's all-tasks table and record of what was derived
-(`bundler.hub.leaderboard.record`), so that reading a branch whose table has not changed
-downloads neither: a nightly run with nothing new then reads a few hundred bytes
+"""A local copy of each repository's all-tasks table, task tables and record of what was
+derived (`bundler.hub.leaderboard.record`), so that reading a branch whose tables have not
+changed downloads none of them: a nightly run with nothing new then reads a few hundred bytes
 of the Hub's answers at any size, where the table holds a row per bundle (about 100 bytes a
 bundle, 10 MB at 100,000 bundles).
 

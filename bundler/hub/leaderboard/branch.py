@@ -122,13 +122,10 @@ class BranchTables:
     def edited(self) -> set[str]:
         """The tables and card on the branch that do not hold the bytes the record names:
         changed outside the bundler (or never written by it)."""
-        files = self.record.files if self.record is not None else {}
-        found = {
-            path
-            for path, held in self.held.items()
-            if not (path in files and files[path].matches(held))
-        }
-        return found | {path for path in files if path not in self.held}
+        if self.record is None:
+            return set(self.held)
+        found = {path for path, held in self.held.items() if not self.record.holds(path, held)}
+        return found | {path for path in self.record.files if path not in self.held}
 
     def rendered(self, repo_id: str, tasks: set[str] | None = None) -> dict[str, bytes]:
         """The tables and card for the leaderboard as it now is: the all-tasks table's parts,
@@ -482,7 +479,7 @@ def _vouched_table(
     those added since (`BestRows`). So a commit adding bundles reads the last part and the
     task tables, whatever the size of the table."""
     parts = [path for path in record.files if part_number(path) is not None]
-    if record.tasks is not None and all(record.files[p].matches(held.get(p)) for p in parts):
+    if record.tasks is not None and all(record.holds(path, held.get(path)) for path in parts):
 
         def vouched(path: str) -> Callable[[], bytes]:
             return lambda: _vouched_bytes(session, record, path, commit)
@@ -490,7 +487,7 @@ def _vouched_table(
         best = {
             task: BestRows.of_table(vouched(task_table(task)))
             for task in record.tasks
-            if record.files.get(task_table(task), _NOTHING).matches(held.get(task_table(task)))
+            if record.holds(task_table(task), held.get(task_table(task)))
         }
         lazy = {part_number(path) or 0: TablePart.later(vouched(path)) for path in parts}
         return AllTasksTable(lazy, dict(record.tasks), best)
@@ -529,10 +526,6 @@ def _vouched_file(session: HubSession, record: BoardRecord, path: str, commit: s
             return None
         keep_table(session, path, data)
     return data
-
-
-_NOTHING = DerivedFile(sha256="", blob_id="")
-"""What a record names at a path it does not name: bytes no file holds."""
 
 
 def _vouched_bytes(session: HubSession, record: BoardRecord, path: str, commit: str) -> bytes:

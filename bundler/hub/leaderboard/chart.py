@@ -266,14 +266,13 @@ def stale_charts(
     """The charts on the branch that a commit writing `rendered` removes: those of a task not
     in `charted` (the defined tasks with bundles) and, where it draws no new one (no
     matplotlib), those no record vouches for (edited) and those whose task's table it changes."""
-    files = record.files if record is not None else {}
     stale = []
     for path, listed in sorted(held.items()):
         if not path.startswith(f"{CHARTS_DIR}/") or path in rendered:
             continue
         task = chart_task(path)
         table = "" if task is None else task_table(task)
-        vouched = path in files and files[path].matches(listed)
+        vouched = record is not None and record.holds(path, listed)
         changed = table in rendered and not DerivedFile.of(rendered[table]).matches(held.get(table))
         if task not in charted or not vouched or changed:
             stale.append(path)

@@ -86,6 +86,12 @@ class BoardRecord(Model):
     """Each task's tally; None in a record written before tallies were kept (its next commit
     reads every part of the table once, and writes them)."""
 
+    def holds(self, path: str, listed: RemoteFile | None) -> bool:
+        """Whether the branch's file at `path`, as `listed`, holds the bytes this record names
+        there (False where it names none)."""
+        derived = self.files.get(path)
+        return derived is not None and derived.matches(listed)
+
     def to_bytes(self) -> bytes:
         return (json.dumps(self.model_dump(mode="json"), indent=1, sort_keys=True) + "\n").encode()
 

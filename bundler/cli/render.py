@@ -355,7 +355,7 @@ def render_upload(report: UploadReport, console: Console) -> None:
         if bundle.outcome == "held-back":
             detail = shown(bundle.detail or "")
             console.print(f"[yellow]warning[/] held back {shown(bundle.bundle_id)}: {detail}")
-    for warning in [*report.left_off_board, *report.warnings]:
+    for warning in [*report.left_off_board, *report.charts_not_drawn, *report.warnings]:
         console.print(f"[yellow]warning[/] {shown(warning)}")
     for commit in report.commits:
         console.print(f"commit {commit}")
@@ -402,7 +402,7 @@ def _upload_rows_to_table(bundles: list[BundlePlan]) -> tuple[list[BundlePlan], 
 
 def render_card(refresh: CardRefresh, console: Console) -> None:
     where = f"{shown(refresh.repo_id)} @ {shown(refresh.revision)}"
-    for problem in refresh.unreadable_rows:
+    for problem in [*refresh.unreadable_rows, *refresh.charts_not_drawn]:
         console.print(f"[yellow]warning[/] {shown(problem)}")
     what = "upgraded to layout 2: " if refresh.upgraded else ""
     if not refresh.changed:

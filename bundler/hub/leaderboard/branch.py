@@ -111,6 +111,8 @@ class BranchTables:
     absent: set[str] = field(default_factory=set)
     """Bundles the branch holds no file of (`remote_files`): a commit adds their rows to the
     table's last part, and reads no other."""
+    undrawn: dict[str, str] = field(default_factory=dict)
+    """The charts the last `rendered` could not draw, with why (`drawn_charts`)."""
 
     @property
     def problems(self) -> list[str]:
@@ -148,7 +150,9 @@ class BranchTables:
         wanted = set(limits) if touched is None else touched
         written = self.leaderboard.files()
         written |= {task_table(b.task): task_table_bytes(b) for b in boards if b.task in wanted}
-        written |= drawn_charts(boards, wanted, self.held, self.edited())
+        drawing = drawn_charts(boards, wanted, self.held, self.edited())
+        written |= drawing.drawn
+        self.undrawn = drawing.failed
         charts = shown_charts(boards, self.held, self.record, written)
         count = len(self.leaderboard)
         card = render_dataset_card(repo_id, boards, count, self.signers, charts=charts)
@@ -264,7 +268,8 @@ class BranchTables:
             for operation in operations
             if isinstance(operation, CommitOperationAdd)
         }
-        return TableChange(operations, after.leaderboard, written, {r.bundle_id for r in rows})
+        bundles = {row.bundle_id for row in rows}
+        return TableChange(operations, after.leaderboard, written, bundles, after.undrawn)
 
     def committed(self, oid: str, change: TableChange) -> None:
         """This branch after our commit `oid` made `change` (its card left out of `written`
@@ -273,6 +278,7 @@ class BranchTables:
         self.held = {path: file for path, file in self.held.items() if path not in change.removed}
         self.moves, self.retired, self.changed_tasks = {}, set(), set()
         self.absent -= change.bundles
+        self.undrawn = dict(change.undrawn)
         for path, data in change.written.items():
             derived = DerivedFile.of(data)
             if path == RECORD:
@@ -333,6 +339,8 @@ class TableChange:
     written: dict[str, bytes]
     bundles: set[str] = field(default_factory=set)
     """The bundles whose rows the change adds or replaces."""
+    undrawn: dict[str, str] = field(default_factory=dict)
+    """The charts it goes without, with why (`BranchTables.undrawn`)."""
 
     @property
     def removed(self) -> set[str]:

@@ -23,6 +23,7 @@ from huggingface_hub.repocard import REGEX_YAML_BLOCK
 
 from bundler.core.errors import HubError
 from bundler.core.version import VERSION
+from bundler.hub.leaderboard.chart import charts_available
 from bundler.hub.leaderboard.overview import (
     OVERVIEW_DEPTH,
     OVERVIEW_ROWS,
@@ -347,7 +348,9 @@ def render_dataset_card(
     signers, which name who signed): YAML header and body, with the chart of each task in
     `charts` (bundler.hub.leaderboard.chart) under its board, and how to get charts when a
     defined task has none. The same boards give the same text from the same bundler, which
-    the card names so that a reader installs the very version that wrote it."""
+    the card names so that a reader installs the very version that wrote it. How to get
+    charts is said by a bundler without them only: one that has them and still drew no chart
+    for a task (`drawn_charts` failed) says why in its run, not on the card."""
     rows = board_rows(len(boards))
     return compiled_template(CARD_TEMPLATE).render(
         bundler_version=VERSION,
@@ -377,5 +380,5 @@ def render_dataset_card(
         md_cell=md_cell,
         charts=charts,
         task_chart=task_chart,
-        charts_extra=CHARTS_EXTRA,
+        charts_extra=None if charts_available() else CHARTS_EXTRA,
     )

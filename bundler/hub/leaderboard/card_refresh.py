@@ -20,6 +20,7 @@ from bundler.hub.client.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
 from bundler.hub.client.session import HubSession
 from bundler.hub.leaderboard.branch import read_branch, table_operations
 from bundler.hub.leaderboard.card import check_card
+from bundler.hub.leaderboard.chart import not_drawn
 from bundler.hub.repo.paths import README
 
 
@@ -46,6 +47,8 @@ class CardRefresh(Model):
     unreadable_rows: list[str] = Field(default_factory=list)
     """Bundles left out of the tables, each with why: a sidecar or row that could not be read,
     or a bundle that failed verification."""
+    charts_not_drawn: list[str] = Field(default_factory=list)
+    """Charts the tables and card go without, each with why (matplotlib failed to draw it)."""
 
     @property
     def exit_code(self) -> int:
@@ -78,6 +81,7 @@ def refresh_card(
         result.parent_commit = state.head
         result.bundle_count = len(state.leaderboard)
         result.unreadable_rows = state.problems
+        result.charts_not_drawn = not_drawn(state.undrawn)
         result.upgraded = bool(state.legacy or state.moves)
         result.changed_files = sorted(operation.path_in_repo for operation in operations)
         result.changed = bool(operations)

@@ -16,8 +16,12 @@ vouches for it as for a table: a chart edited by hand is drawn again by the next
 Which charts a commit writes or removes (`drawn_charts`, `stale_charts`): of each defined task
 with bundles, the chart is drawn when the task's table is derived again, when it is not on the
 branch, and when it was changed outside the bundler. A chart is removed when its task has no
-bundle left or is no longer defined, and, by a bundler without matplotlib, when it is edited
-or its task's table changed: a chart never shows a board the tables no longer hold.
+bundle left or is no longer defined, and, where a commit draws no new one (a bundler without
+matplotlib, or a chart that failed to draw), when it is edited or its task's table changed: a
+chart never shows a board the tables no longer hold, and never stops one being written.
+
+Any score can be charted: one no bar can show (beyond MAX_DRAWN, or outside [0, 1] on a
+proportion's axis) is named and written without its bar (`ChartBar.drawn`).
 """
 
 from __future__ import annotations
@@ -25,8 +29,9 @@ from __future__ import annotations
 import functools
 import gc
 import io
+import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -127,15 +132,24 @@ def _fonts(mpl: _Matplotlib) -> dict[str, FontProperties]:
     return {name: mpl.font(fname=file, size=size) for name, size in FONT_SIZES.items()}
 
 
+MAX_DRAWN = 1e300
+"""The largest score (either way) a bar is drawn for: the axis, its margins and matplotlib's
+tick arithmetic multiply the extent by a few, and float64 ends at 1.8e308 (a bar of 4.4e307
+already overflowed matplotlib's tick steps, one of 1.7e308 made the axis limits infinite)."""
+
+
 @dataclass(frozen=True)
 class ChartBar:
-    """One entry as its bar shows it."""
+    """One entry as its bar shows it. `drawn` is False for a score no bar can show: not
+    finite, beyond MAX_DRAWN, or outside [0, 1] on a proportion's axis; the entry is then
+    named and its score written, without a bar."""
 
     label: str
     score: float
     interval: tuple[float, float] | None
     marks: str
     colour: str
+    drawn: bool = True
 
 
 def chart_bars(board: TaskBoard) -> list[ChartBar]:
@@ -155,10 +169,19 @@ def chart_bars(board: TaskBoard) -> list[ChartBar]:
         label = f"{'-' if rank is None else rank}. {row.key.player_dir}"
         label = label if len(label) <= LABEL_LENGTH else label[: LABEL_LENGTH - 3] + "..."
         colour = STALE if board.stale(row) else MARKED if marks else CURRENT
-        bars.append(ChartBar(label, score, board.interval(row), " ".join(marks), colour))
+        drawn = _drawable(score, proportion=board.by_intervals)
+        interval = board.interval(row) if drawn else None
+        bars.append(ChartBar(label, score, interval, " ".join(marks), colour, drawn))
         if len(bars) == CHART_ROWS:
             break
     return bars
+
+
+def _drawable(score: float, *, proportion: bool) -> bool:
+    """Whether a bar can show `score` (see ChartBar)."""
+    if not math.isfinite(score):
+        return False
+    return 0.0 <= score <= 1.0 if proportion else abs(score) <= MAX_DRAWN
 
 
 def _draw(board: TaskBoard, axes: Any, mpl: _Matplotlib) -> None:
@@ -180,7 +203,7 @@ def _draw(board: TaskBoard, axes: Any, mpl: _Matplotlib) -> None:
         return
     positions = range(len(bars))
     colours = [bar.colour for bar in bars]
-    scores = [bar.score for bar in bars]
+    scores = [bar.score if bar.drawn else 0.0 for bar in bars]
     axes.barh(positions, scores, height=0.7, color=colours, edgecolor=EDGE, linewidth=0.5)
     if known:
         lows = [bar.score - bar.interval[0] for _, bar in known if bar.interval]
@@ -204,8 +227,9 @@ def _draw(board: TaskBoard, axes: Any, mpl: _Matplotlib) -> None:
     axes.grid(axis="x", color=GRID, linewidth=0.6)
     axes.set_axisbelow(True)
     for place, bar in enumerate(bars):
-        end = max(bar.score, bar.interval[1] if bar.interval else 0.0)
-        text = f"{bar.score:.4g}" + (f" {WARNING} {bar.marks}" if bar.marks else "")
+        end = max(scores[place], bar.interval[1] if bar.interval else 0.0)
+        text = f"{bar.score:.4g}" + ("" if bar.drawn else " (no bar: off the axis)")
+        text += f" {WARNING} {bar.marks}" if bar.marks else ""
         x = end + (high - low) * 0.01
         axes.text(x, place, text, va="center", fontproperties=fonts["label"])
     legend = [
@@ -228,11 +252,19 @@ def _extent(bars: Sequence[ChartBar], proportion: bool) -> tuple[float, float]:
     for the score written after each bar."""
     if proportion:
         return 0.0, 1.25
-    values = [0.0, *(bar.score for bar in bars)]
+    values = [0.0, *(bar.score for bar in bars if bar.drawn)]
     values += [bound for bar in bars if bar.interval for bound in bar.interval]
     low, high = min(values), max(values)
     span = (high - low) or 1.0
     return low - (span * 0.02 if low < 0 else 0.0), high + span * 0.25
+
+
+@dataclass
+class DrawnCharts:
+    """The charts a commit draws, by path, and those it could not, by path with why."""
+
+    drawn: dict[str, bytes] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
 
 
 def drawn_charts(
@@ -240,21 +272,50 @@ def drawn_charts(
     wanted: Collection[str],
     held: Mapping[str, RemoteFile],
     edited: Collection[str],
-) -> dict[str, bytes]:
-    """The charts a commit draws, by path: of each defined task among `wanted` (whose table
-    it derives again), or whose chart is not held or was `edited`; none without matplotlib."""
+) -> DrawnCharts:
+    """The charts a commit draws: of each defined task among `wanted` (whose table it derives
+    again), or whose chart is not held or was `edited`; none without matplotlib.
+
+    A chart is an illustration of a board its tables hold in full, so one that fails to draw
+    (whatever matplotlib raises) never stops the commit: the commit goes without it, as
+    without matplotlib (`stale_charts` removes a held one that no longer shows its board),
+    and the failure is named with why, for the run to say."""
+    charts = DrawnCharts()
     if not charts_available():
-        return {}
-    drawn = {}
+        return charts
     for board in boards:
         path = task_chart(board.task)
         if board.definition is not None and (
             board.task in wanted or path not in held or path in edited
         ):
-            png = chart_png(board)
+            try:
+                png = chart_png(board)
+            except Exception as error:  # matplotlib's errors have no common base
+                charts.failed[path] = _why(error)
+                continue
             if png is not None:
-                drawn[path] = png
-    return drawn
+                charts.drawn[path] = png
+    return charts
+
+
+def not_drawn(failed: Mapping[str, str]) -> list[str]:
+    """Each chart a commit went without (`DrawnCharts.failed`), in one line, for the run to
+    say (a warning, and a field of the upload's and the card's reports)."""
+    return [
+        f"{path}: not drawn ({why}); the tables and card go without it"
+        for path, why in sorted(failed.items())
+    ]
+
+
+FAILURE_LENGTH = 200
+"""A failed chart's reason is cut to this: one line of a report."""
+
+
+def _why(error: Exception) -> str:
+    """An error as one short line: its type and the first line of its message."""
+    lines = str(error).strip().splitlines()
+    text = f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+    return text if len(text) <= FAILURE_LENGTH else text[: FAILURE_LENGTH - 3] + "..."
 
 
 def stale_charts(

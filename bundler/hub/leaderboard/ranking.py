@@ -26,6 +26,11 @@ from bundler.hub.leaderboard.rows import BoardRow, metric_columns
 from bundler.hub.repo.paths import task_config_name
 from bundler.hub.tasks.definitions import TaskDefinition
 
+INTERVALS = "wilson-95, holding the score"
+"""How a proportion's interval is computed, among the facts its rows are scored by: the
+intervals were once left a rounding error short of a perfect score (and above a score of 0),
+so a task whose rows were scored so is scored again by its next commit."""
+
 RANK_COLUMNS = ["bundle_id", "published_at", "stale", "score", "ci_low", "ci_high"]
 """What ranking reads of each row of a task: its score and what orders ties."""
 
@@ -72,6 +77,7 @@ class TaskScoring:
         scored again."""
         accepted = sorted(self.definition.revisions) if self.definition is not None else []
         facts = [self.metric, self.direction, self.by_intervals, accepted]
+        facts += [INTERVALS] if self.by_intervals else []
         return hashlib.sha256(json.dumps(facts).encode()).hexdigest()[:16]
 
     def stale(self, row: BoardRow) -> bool:
@@ -297,8 +303,14 @@ Z_95 = 1.959963984540054
 
 def wilson_interval(proportion: float, rows: int, z: float = Z_95) -> tuple[float, float]:
     """The Wilson score interval of `proportion` observed over `rows` (E. B. Wilson, 1927):
-    unlike p ± z·sqrt(p(1-p)/n) it stays within [0, 1] and is not empty at 0 or 1."""
+    unlike p ± z·sqrt(p(1-p)/n) it stays within [0, 1] and is not empty at 0 or 1.
+
+    It always holds the proportion, as the exact interval does: in floating point the closed
+    form gives 1 over 10 rows an upper bound of 0.9999999999999999 and 0 over 100 a lower
+    bound of 3.5e-18, an interval beside its own score (a negative error bar on the chart,
+    which matplotlib refuses), so each bound is clamped to the proportion."""
     z2_n = z * z / rows
     centre = (proportion + z2_n / 2) / (1 + z2_n)
     half = z * math.sqrt(proportion * (1 - proportion) / rows + z2_n / (4 * rows)) / (1 + z2_n)
-    return max(0.0, centre - half), min(1.0, centre + half)
+    low, high = max(0.0, centre - half), min(1.0, centre + half)
+    return min(low, proportion), max(high, proportion)

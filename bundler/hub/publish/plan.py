@@ -146,6 +146,9 @@ class UploadReport(Model):
     """Bundles on the branch left off its board, each with why (a file missing, a bundle that
     failed verification): named by every upload to the branch until they are fixed or
     removed, and a person must look (exit 1); they never stop this upload's bundles."""
+    charts_not_drawn: list[str] = Field(default_factory=list)
+    """Charts the last commit went without, each with why (matplotlib failed to draw it): the
+    board's tables and card are whole; the chart is drawn by the next commit that can."""
 
     @property
     def exit_code(self) -> int:

@@ -33,6 +33,7 @@ from bundler.hub.client.limits import HubLimitReached
 from bundler.hub.client.remote import RemoteFile
 from bundler.hub.client.session import HubSession
 from bundler.hub.leaderboard.card import card_acceptable, card_refused
+from bundler.hub.leaderboard.chart import not_drawn
 from bundler.hub.leaderboard.rows import utc_timestamp
 from bundler.hub.publish.destination import Destination
 from bundler.hub.publish.evidence import EvidenceReader
@@ -198,6 +199,7 @@ class Publisher:
         self.holdings.committed(info.oid, card_refused=self.report.card_refused is not None)
         if self.holdings.tables is not None:  # what the board leaves off now, after this commit
             self.report.left_off_board = self.holdings.tables.problems
+            self.report.charts_not_drawn = not_drawn(self.holdings.tables.undrawn)
         if info.pr_num is not None and self.destination.pr_num is None:
             self.destination.opened(
                 info.pr_num,

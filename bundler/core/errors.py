@@ -460,6 +460,20 @@ class HubDidNotAnswer(HubUnavailableError):
         self.status, self.failure, self.doing = status, failure, doing
 
 
+class MalformedAnswer(HubUnavailableError):
+    """The Hub answered, but not with what it documents (not JSON, cut short, another shape,
+    a field of another type), after the retries: a proxy's page, a bug, or an attack. What it
+    sent is never quoted (it is untrusted text); the same request may be answered properly
+    later (exit 75)."""
+
+    kind: ClassVar[str] = "hub-malformed-answer"
+
+    def __init__(self, *, doing: str) -> None:
+        message = f"{doing}: the Hub's answer was not the JSON it documents"
+        super().__init__(message, hint="run the same command again; it resumes where it stopped")
+        self.doing = doing
+
+
 class RefusedByHub(HubError):
     """Any other refusal (400, 413...): its `status` (None without an HTTP answer) and the
     `reason` the Hub gave (its own words, else the client's exception's name and text)."""

@@ -1,13 +1,15 @@
 """Fault injection for the fake Hub.
 
 Tests need to see how the bundler copes with the failures a real Hub produces (overload, rate
-limiting, a response lost after the server acted, a concurrent writer), and they need those
+limiting, a response lost after the server acted, a concurrent writer, an answer that is not
+the JSON the Hub documents), and they need those
 failures on demand, on one exact request, without mocking the client. A `Fault` is armed on a
 method and a path regex, fires on the next `times` matching requests and then disappears.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from dataclasses import dataclass
@@ -39,6 +41,7 @@ class FaultKind(Enum):
     STATUS = "status"  # answer an HTTP error without acting
     LOST_RESPONSE = "lost_response"  # act, then close the socket without answering
     RACE = "race"  # let "someone else" commit on the target branch first, then act
+    BODY = "body"  # answer 200 with a chosen body (malformed JSON, a wrong shape) without acting
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,8 @@ class Fault:
     retry_after: int | str | None = None
     """Seconds, or any text a server may send as Retry-After (a hostile one: "inf")."""
     ratelimit: RateLimitHeaders | None = None
+    body: bytes | None = None
+    """What a BODY fault answers, as JSON (`Content-Type: application/json`), whatever it is."""
 
     LOST_RESPONSE: ClassVar[Fault]
     RACE: ClassVar[Fault]
@@ -60,6 +65,16 @@ class Fault:
         if not 400 <= code <= 599:
             raise ValueError(f"a status fault needs an HTTP error code, got {code}")
         return cls(FaultKind.STATUS, code=code, retry_after=retry_after)
+
+    @classmethod
+    def answer(cls, body: bytes | str | object) -> Fault:
+        """Answer 200 with `body` as the JSON answer, without acting: bytes or text as they
+        are (not JSON, JSON cut short), any other value dumped as JSON (a list where an object
+        is due, null where a list is). What a Hub under attack, a proxy or a bug may send."""
+        if isinstance(body, str):
+            body = body.encode()
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        return cls(FaultKind.BODY, code=200, body=data)
 
     @classmethod
     def rate_limited(
@@ -77,6 +92,8 @@ class Fault:
         """Short label kept in the request log so a failing test shows which fault fired."""
         if self.kind is FaultKind.STATUS:
             return f"status {self.code}"
+        if self.kind is FaultKind.BODY:
+            return f"body {(self.body or b'')[:40]!r}"
         return str(self.kind.value)
 
 
@@ -85,6 +102,7 @@ Fault.RACE = Fault(FaultKind.RACE)
 LOST_RESPONSE = Fault.LOST_RESPONSE
 RACE = Fault.RACE
 status = Fault.status
+answer = Fault.answer
 
 
 @dataclass

@@ -403,6 +403,9 @@ class HubServer:
                     response.headers.update(fault.ratelimit.headers())
                 if fault.retry_after is not None:
                     response.headers["Retry-After"] = str(fault.retry_after)
+            elif fault is not None and fault.kind is FaultKind.BODY:
+                headers = {"Content-Type": "application/json"}
+                response = Response(200, fault.body or b"", headers)
             else:
                 if fault is not None and fault.kind is FaultKind.RACE:
                     self._race(request)

@@ -26,9 +26,11 @@ from bundler.core.errors import (
     HubError,
     HubRateLimitError,
     HubUnavailableError,
+    MalformedAnswer,
     TemporaryError,
 )
 from bundler.core.waiting import RETRY_WAITS
+from bundler.hub.client.answers import unparsed
 from bundler.hub.client.limits import HUB_LIMITS, HubLimits, check_commit
 from bundler.hub.client.retry import RETRY_MAX_SECONDS
 from bundler.hub.client.session import (
@@ -102,12 +104,13 @@ def commit_replanned(
     bundler.hub.client.limits).
 
     When another commit got there first (409, 412), or the Hub failed or rate-limited the
-    commit, or the connection dropped, nothing is retried blindly: `plan` runs again on the new
-    head, so what landed meanwhile (our own commit after a lost response too) is seen and not
-    committed twice. `plan` returns None when there is nothing (left) to commit, and so does
-    this function. `on_transient` runs after a transient failure, before re-planning. A Hub
-    that cannot be read while re-planning costs an attempt, like a failed commit. When the
-    attempts run out, HubUnavailableError (exit 75) names the last problem.
+    commit, or the connection dropped, or the Hub answered what is not the JSON it documents
+    (`unparsed`: the commit may have landed), nothing is retried blindly: `plan` runs again
+    on the new head, so what landed meanwhile (our own commit after a lost response too) is
+    seen and not committed twice. `plan` returns None when there is nothing (left) to commit,
+    and so does this function. `on_transient` runs after a transient failure, before
+    re-planning. A Hub that cannot be read while re-planning costs an attempt, like a failed
+    commit. When the attempts run out, HubUnavailableError (exit 75) names the last problem.
     """
     last_problem = "no attempt made"
     for attempt in range(attempts):
@@ -136,14 +139,19 @@ def commit_replanned(
                 last_problem = f"HTTP {status} (a concurrent commit)"
                 RETRY_WAITS.sleep(random.uniform(0.05, 0.4))
                 continue
-            if not is_transient(error):
+            malformed = unparsed(error)  # landed or not, as after a lost response
+            if not is_transient(error) and not malformed:
                 raise session.describe(
                     error,
                     doing=planned.doing,
                     create_pr=planned.create_pr,
                     write_hint=planned.write_hint,
                 ) from None
-            last_problem = session.describe(error, doing=planned.doing).message
+            last_problem = (
+                MalformedAnswer(doing=planned.doing)
+                if malformed
+                else session.describe(error, doing=planned.doing)
+            ).message
             if on_transient is not None:
                 on_transient()
             RETRY_WAITS.sleep(retry_after_of(error) or backoff)

@@ -35,7 +35,6 @@ from huggingface_hub.errors import (
     RepositoryNotFoundError,
     RevisionNotFoundError,
 )
-from huggingface_hub.hf_api import RepoFile, RepoFolder
 from huggingface_hub.utils import (  # type: ignore[attr-defined]  # a lazily exported name
     build_hf_headers,
 )
@@ -47,6 +46,7 @@ from bundler.core.errors import (
     HubDidNotAnswer,
     HubError,
     InvalidHeader,
+    MalformedAnswer,
     NoWriteAccess,
     RateLimited,
     RefusedByHub,
@@ -59,12 +59,19 @@ from bundler.core.version import VERSION
 from bundler.core.waiting import RETRY_WAITS
 from bundler.hub.client import ratelimit
 from bundler.hub.client.access import AccessRights, no_write_access
+from bundler.hub.client.answers import (
+    CommitAnswer,
+    ProfileAnswer,
+    RevisionAnswer,
+    account,
+    remote_entries,
+    unparsed,
+    validated,
+)
 from bundler.hub.client.remote import (
     CommitAuthors,
-    LastCommit,
     RemoteEntry,
     RemoteFile,
-    RemoteFolder,
 )
 
 REPO_TYPE = "dataset"
@@ -127,6 +134,8 @@ def is_transient(error: BaseException) -> bool:
         return False
     if isinstance(error, httpx2.TransportError):
         return True
+    if isinstance(error, MalformedAnswer):
+        return True
     status = status_of(error)
     return status is not None and (status >= 500 or status in (408, 429))
 
@@ -179,17 +188,20 @@ class HubSession:
         )
 
     def call(self, doing: str, action: Callable[[], T]) -> T:
-        """Run an idempotent request, retrying transient faults a few times."""
+        """Run an idempotent request, retrying transient faults a few times; an answer that
+        is not what the Hub documents (`unparsed`) is one (MalformedAnswer)."""
         for attempt in range(READ_ATTEMPTS):
             try:
                 return action()
             except Exception as raised:
-                error = _underlying(raised)
+                error = MalformedAnswer(doing=doing) if unparsed(raised) else _underlying(raised)
                 if not is_transient(error) or attempt == READ_ATTEMPTS - 1:
                     if isinstance(
                         error, HfHubHTTPError | httpx2.HTTPError | LocalTokenNotFoundError
                     ):
                         raise self.describe(error, doing=doing) from None
+                    if isinstance(error, MalformedAnswer):
+                        raise error from None
                     raise
                 RETRY_WAITS.sleep(retry_after_of(error) or READ_BACKOFF_SECONDS * 2**attempt)
         raise AssertionError("unreachable")
@@ -197,7 +209,7 @@ class HubSession:
     def whoami_info(self) -> dict[str, object]:
         """whoami's answer for this token, asked once."""
         if self._whoami is None:
-            self._whoami = dict(self.call("checking the token", self.api.whoami))
+            self._whoami = self.call("checking the token", lambda: account(self.api.whoami()))
         return self._whoami
 
     def whoami(self) -> str:
@@ -219,10 +231,8 @@ class HubSession:
         """The commit sha a revision points at now. Only the sha is asked for (`expand`): the
         Hub's whole answer lists every file (`siblings`, about 80 bytes a file), some 16 MB for
         a leaderboard of 100,000 bundles."""
-        info = self.call(
-            f"reading revision {revision!r}",
-            lambda: self.api.dataset_info(self.repo_id, revision=revision, expand=["sha"]),
-        )
+        ask = partial(self.api.dataset_info, self.repo_id, revision=revision, expand=["sha"])
+        info = self.call(f"reading revision {revision!r}", lambda: validated(RevisionAnswer, ask()))
         if info.sha is None:
             raise HubError(f"reading revision {revision!r}: the Hub gave no commit sha")
         return info.sha
@@ -350,16 +360,16 @@ class HubSession:
                 repo_type=REPO_TYPE,
                 revision=revision,
             )
-            found.update(_remote_entries(self.call("reading file information", lookup)))
+            found.update(self.call("reading file information", partial(remote_entries, lookup)))
         return found
 
     def _tree(
         self, folder: str, revision: str, *, recursive: bool, expand: bool
     ) -> dict[str, RemoteEntry]:
-        def listing() -> list[RepoFile | RepoFolder]:
+        def listing() -> dict[str, RemoteEntry]:
             try:
-                return list(
-                    self.api.list_repo_tree(
+                return remote_entries(
+                    lambda: self.api.list_repo_tree(
                         self.repo_id,
                         folder,
                         recursive=recursive,
@@ -372,10 +382,10 @@ class HubSession:
                 if status_of(error) == 404 and not isinstance(
                     error, RepositoryNotFoundError | RevisionNotFoundError
                 ):
-                    return []  # the folder does not exist (yet)
+                    return {}  # the folder does not exist (yet)
                 raise
 
-        return _remote_entries(self.call(f"listing {folder}/", listing))
+        return self.call(f"listing {folder}/", listing)
 
 
 def user_orgs(session: HubSession, user: str) -> frozenset[str]:
@@ -391,7 +401,7 @@ def user_orgs(session: HubSession, user: str) -> frozenset[str]:
             if status_of(error) == 404:
                 return frozenset()
             raise
-        return frozenset(org.name for org in overview.orgs)
+        return frozenset(org.name for org in validated(ProfileAnswer, overview).orgs)
 
     return session.call(f"reading the organizations of {user}", fetch)
 
@@ -402,10 +412,12 @@ def commit_authors(session: HubSession, revision: str) -> dict[str, CommitAuthor
     listing = partial(
         session.api.list_repo_commits, session.repo_id, repo_type=REPO_TYPE, revision=revision
     )
-    return {
-        commit.commit_id: CommitAuthors(tuple(commit.authors), commit.title)
-        for commit in session.call(f"listing the commits of {revision!r}", listing)
-    }
+
+    def authors() -> dict[str, CommitAuthors]:
+        commits = (validated(CommitAnswer, commit) for commit in listing())
+        return {c.commit_id: CommitAuthors(tuple(c.authors), c.title) for c in commits}
+
+    return session.call(f"listing the commits of {revision!r}", authors)
 
 
 def _rewind(handle: BinaryIO) -> None:
@@ -510,24 +522,6 @@ def _now() -> datetime:
 
 def _files(entries: dict[str, RemoteEntry]) -> dict[str, RemoteFile]:
     return {path: entry for path, entry in entries.items() if isinstance(entry, RemoteFile)}
-
-
-def _remote_entries(entries: list[RepoFile | RepoFolder]) -> dict[str, RemoteEntry]:
-    found: dict[str, RemoteEntry] = {}
-    for entry in entries:
-        last = entry.last_commit
-        last_commit = None if last is None else LastCommit(oid=last.oid, date=last.date)
-        if isinstance(entry, RepoFile):
-            found[entry.path] = RemoteFile(
-                path=entry.path,
-                size=entry.size,
-                blob_id=entry.blob_id,
-                lfs_sha256=entry.lfs.sha256 if entry.lfs else None,
-                last_commit=last_commit,
-            )
-        else:
-            found[entry.path] = RemoteFolder(entry.path, entry.tree_id, last_commit)
-    return found
 
 
 def _underlying(error: Exception) -> Exception:

@@ -12,6 +12,7 @@ import json
 import shutil
 from pathlib import Path
 
+import httpx2
 import pytest
 from conftest import LAB, SUBMITTER_TOKEN, WRITE_TOKEN
 from factory import RunSpec
@@ -250,3 +251,42 @@ def test_a_malformed_commit_answer_is_re_planned_and_never_quoted(
     assert code == TEMPORARY, stderr
     quiet(json.dumps(report), stderr)
     assert "the Hub's answer was not the JSON it documents" in report["error"]
+
+
+def details_answer(hub: HubServer, repo_id: str, num: int) -> dict[str, object]:
+    """A pull request's details as the test Hub answers them, to be made malformed."""
+    url = f"{hub.url}/api/datasets/{repo_id}/discussions/{num}"
+    answer = httpx2.get(url, headers={"Authorization": f"Bearer {WRITE_TOKEN}"}).json()
+    assert isinstance(answer, dict)
+    return answer
+
+
+@pytest.mark.parametrize(
+    "spoil",
+    ["author", "num", "events", "comment", "commit", "target"],
+)
+def test_review_takes_malformed_pull_request_details_for_a_temporary_fault(
+    hub: HubServer, repo_id: str, tmp_path: Path, spoil: str
+) -> None:
+    world = make_world(hub, repo_id, tmp_path)
+    num = propose(world, SUBMITTER_TOKEN, world.bundles("p", [world.spec(model="p")]))
+    answer = details_answer(hub, world.repo_id, num)
+    events = answer["events"]
+    assert isinstance(events, list)
+    if spoil == "author":
+        answer["author"] = {"name": 5}
+    elif spoil == "num":
+        answer["num"] = MARKER
+    elif spoil == "events":
+        answer["events"] = MARKER
+    elif spoil == "target":
+        answer["changes"] = {"base": ["refs/heads/main", MARKER]}
+    else:
+        kind = {"comment": "comment", "commit": "commit"}[spoil]
+        event = next(event for event in events if event["type"] == kind)
+        event["data"] = {**event["data"], "oid": [MARKER], "latest": {"raw": 5}}
+    hub.inject("GET", rf"/discussions/{num}$", Fault.answer(answer), times=ALWAYS)
+    code, report, stderr = review(world, "--pr", num)
+    assert code == TEMPORARY, stderr
+    quiet(json.dumps(report), stderr)
+    malformed_line(stderr, f"reading PR #{num}")

@@ -20,9 +20,10 @@ from typing import Annotated, Any, TypeVar
 
 import httpx2
 import huggingface_hub
+from huggingface_hub.community import Discussion, DiscussionWithDetails
 from huggingface_hub.errors import HfHubHTTPError, HFValidationError
 from huggingface_hub.hf_api import RepoFile, RepoFolder
-from pydantic import ConfigDict, Field, StrictInt, StrictStr, ValidationError
+from pydantic import ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
 
 from bundler.core.model import Model
 from bundler.hub.client.remote import LastCommit, RemoteEntry, RemoteFile, RemoteFolder
@@ -99,6 +100,50 @@ class CommitAnswer(HubAnswer):
     title: StrictStr
 
 
+class DiscussionAnswer(HubAnswer):
+    """A discussion or pull request of `/api/datasets/{id}/discussions`."""
+
+    num: StrictInt
+    title: StrictStr
+    status: StrictStr
+    author: StrictStr
+    is_pull_request: StrictBool
+
+
+class EventAnswer(HubAnswer):
+    """An event of a discussion's details: its id, kind and author."""
+
+    id: StrictStr
+    type: StrictStr
+    author: StrictStr
+
+
+class CommentAnswer(EventAnswer):
+    content: StrictStr
+
+
+class CommitEventAnswer(EventAnswer):
+    oid: StrictStr
+
+
+EVENT_ANSWERS: dict[str, type[EventAnswer]] = {
+    "comment": CommentAnswer,
+    "commit": CommitEventAnswer,
+}
+"""The events whose own fields the bundler reads (a comment's text, a commit's id)."""
+
+
+class DetailsAnswer(DiscussionAnswer):
+    """`/api/datasets/{id}/discussions/{num}`: a discussion with its events and, for a pull
+    request, its target branch, diff and conflicts."""
+
+    target_branch: StrictStr | None = None
+    conflicting_files: list[StrictStr] | StrictBool | None = None
+    merge_commit_oid: StrictStr | None = None
+    diff: StrictStr | None = None
+    events: list[EventAnswer]
+
+
 A = TypeVar("A", bound=HubAnswer)
 
 
@@ -115,6 +160,26 @@ def account(answer: Any) -> dict[str, object]:
     """whoami's answer, an object (`WhoAmIAnswer`), as the mapping `AccessRights.of` reads."""
     validated(WhoAmIAnswer, answer, parsed=True)
     return dict(answer)
+
+
+def checked_discussions(listing: Iterable[Discussion]) -> list[Discussion]:
+    """The client's discussions of a listing, each validated (`DiscussionAnswer`)."""
+    found = list(listing)
+    for item in found:
+        validated(DiscussionAnswer, item)
+    return found
+
+
+def checked_details(
+    ask: Callable[..., DiscussionWithDetails], *args: Any, **kwargs: Any
+) -> DiscussionWithDetails:
+    """The client's details of a discussion (`ask(*args, **kwargs)`), once validated
+    (`DetailsAnswer`, and each event by its kind's model)."""
+    details = ask(*args, **kwargs)
+    answer = validated(DetailsAnswer, details)
+    for event, found in zip(answer.events, details.events, strict=True):
+        validated(EVENT_ANSWERS.get(event.type, EventAnswer), found)
+    return details
 
 
 def remote_entries(

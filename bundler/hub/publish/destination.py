@@ -15,6 +15,7 @@ from functools import partial
 from huggingface_hub.community import DiscussionComment
 
 from bundler.core.errors import BundlerError
+from bundler.hub.client.answers import checked_details, checked_discussions
 from bundler.hub.client.session import REPO_TYPE, HubSession
 from bundler.hub.publish.pr_description import (
     PR_MARKER,
@@ -60,7 +61,7 @@ class Destination:
         """The submitter's open bundler pull request on the base branch, if there is one."""
         discussions = session.call(
             "listing pull requests",
-            lambda: list(
+            lambda: checked_discussions(
                 session.api.get_repo_discussions(
                     session.repo_id,
                     author=user,
@@ -84,6 +85,7 @@ class Destination:
             details = session.call(
                 f"reading pull request #{discussion.num}",
                 partial(
+                    checked_details,
                     session.api.get_discussion_details,
                     session.repo_id,
                     discussion.num,

@@ -14,6 +14,7 @@ import shutil
 import tempfile
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -23,6 +24,7 @@ from bundler.core.errors import UnusableSetting, UsageError, WriteError
 from bundler.core.limits import MAX_ARCHIVE_BYTES, MAX_SIDECAR_BYTES
 from bundler.core.model import Model
 from bundler.core.progress import NoProgress, ProgressSink
+from bundler.hub.client.answers import checked_details
 from bundler.hub.client.remote import RemoteFile, git_blob_id
 from bundler.hub.client.session import HubSession
 from bundler.hub.repo.paths import (
@@ -234,7 +236,13 @@ def proposed_bundles(session: HubSession, number: int, head: str) -> set[BundleI
     every bundle. Found by comparing trees (`treediff`), at the cost of what differs."""
     details = session.call(
         f"reading pull request #{number}",
-        lambda: session.api.get_discussion_details(session.repo_id, number, repo_type="dataset"),
+        partial(
+            checked_details,
+            session.api.get_discussion_details,
+            session.repo_id,
+            number,
+            repo_type="dataset",
+        ),
     )
     if not details.is_pull_request:
         raise UsageError(f"#{number} is a discussion, not a pull request")

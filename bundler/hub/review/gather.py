@@ -36,6 +36,7 @@ from pydantic import ValidationError
 from bundler.core.errors import BundlerError, UsageError
 from bundler.core.limits import MAX_SIDECAR_BYTES
 from bundler.core.progress import ProgressSink
+from bundler.hub.client.answers import checked_details, checked_discussions
 from bundler.hub.client.remote import RemoteEntry, RemoteFile, RemoteFolder
 from bundler.hub.client.session import REPO_TYPE, HubSession, status_of
 from bundler.hub.repo.download import FetchedBundle, fetch_verified
@@ -100,7 +101,9 @@ def read_details(session: HubSession, num: int) -> DiscussionWithDetails:
 
     def fetch() -> DiscussionWithDetails | None:
         try:
-            return session.api.get_discussion_details(session.repo_id, num, repo_type=REPO_TYPE)
+            return checked_details(
+                session.api.get_discussion_details, session.repo_id, num, repo_type=REPO_TYPE
+            )
         except HfHubHTTPError as error:
             if status_of(error) == 404 and not isinstance(error, RepositoryNotFoundError):
                 return None
@@ -156,7 +159,7 @@ class PullRequestGatherer:
         if not nums:
             listing = session.call(
                 "listing pull requests",
-                lambda: list(
+                lambda: checked_discussions(
                     session.api.get_repo_discussions(
                         session.repo_id,
                         discussion_type="pull_request",

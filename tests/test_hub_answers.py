@@ -290,3 +290,19 @@ def test_review_takes_malformed_pull_request_details_for_a_temporary_fault(
     assert code == TEMPORARY, stderr
     quiet(json.dumps(report), stderr)
     malformed_line(stderr, f"reading PR #{num}")
+
+
+def test_a_malformed_answer_to_a_review_comment_is_a_temporary_fault(
+    hub: HubServer, repo_id: str, tmp_path: Path
+) -> None:
+    """Posting is no read to retry (the comment may be there): the PR's review ends in 75, in
+    the bundler's words; the next run finds its comment or posts it."""
+    world = make_world(hub, repo_id, tmp_path)
+    num = propose(world, SUBMITTER_TOKEN, world.bundles("p", [world.spec(model="p")]))
+    hub.inject("POST", rf"/discussions/{num}/comment$", Fault.answer({"newMessage": MARKER}))
+    code, report, stderr = review(world, "--pr", num, "--comment", token=WRITE_TOKEN)
+    assert code == TEMPORARY, stderr
+    quiet(json.dumps(report), stderr)
+    assert f"commenting on PR #{num}: the Hub's answer was not the JSON" in json.dumps(report)
+    code, report, stderr = review(world, "--pr", num, "--comment", token=WRITE_TOKEN)
+    assert report["pull_requests"][0]["comment"] == "posted", stderr

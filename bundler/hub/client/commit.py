@@ -26,11 +26,9 @@ from bundler.core.errors import (
     HubError,
     HubRateLimitError,
     HubUnavailableError,
-    MalformedAnswer,
     TemporaryError,
 )
 from bundler.core.waiting import RETRY_WAITS
-from bundler.hub.client.answers import unparsed
 from bundler.hub.client.limits import HUB_LIMITS, HubLimits, check_commit
 from bundler.hub.client.retry import RETRY_MAX_SECONDS
 from bundler.hub.client.session import (
@@ -139,19 +137,14 @@ def commit_replanned(
                 last_problem = f"HTTP {status} (a concurrent commit)"
                 RETRY_WAITS.sleep(random.uniform(0.05, 0.4))
                 continue
-            malformed = unparsed(error)  # landed or not, as after a lost response
-            if not is_transient(error) and not malformed:
+            if not is_transient(error):
                 raise session.describe(
                     error,
                     doing=planned.doing,
                     create_pr=planned.create_pr,
                     write_hint=planned.write_hint,
                 ) from None
-            last_problem = (
-                MalformedAnswer(doing=planned.doing)
-                if malformed
-                else session.describe(error, doing=planned.doing)
-            ).message
+            last_problem = session.describe(error, doing=planned.doing).message
             if on_transient is not None:
                 on_transient()
             RETRY_WAITS.sleep(retry_after_of(error) or backoff)

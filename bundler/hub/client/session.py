@@ -124,18 +124,18 @@ def is_xet_unavailable(error: BaseException) -> bool:
 
 
 def is_transient(error: BaseException) -> bool:
-    """A fault after which the same request may succeed: 5xx, 408, 429, or no answer at all.
-    A request the client could not even send (a header that is not valid HTTP, such as a token
-    with a line break; an endpoint that is no http(s) URL), or an endpoint without Xet, fails
-    the same way every time."""
+    """A fault after which the same request may succeed: 5xx, 408, 429, no answer at all, or
+    an answer that is not what the Hub documents (`unparsed`). A request the client could not
+    even send (a header that is not valid HTTP, such as a token with a line break; an endpoint
+    that is no http(s) URL), or an endpoint without Xet, fails the same way every time."""
     if isinstance(error, httpx2.LocalProtocolError | httpx2.UnsupportedProtocol):
         return False
     if is_xet_unavailable(error):
         return False
     if isinstance(error, httpx2.TransportError):
         return True
-    if isinstance(error, MalformedAnswer):
-        return True
+    if isinstance(error, MalformedAnswer) or unparsed(error):
+        return True  # a proxy's page or a bug may be gone next time; a commit may have landed
     status = status_of(error)
     return status is not None and (status >= 500 or status in (408, 429))
 
@@ -439,6 +439,8 @@ def describe_failure(
     fields. `write_hint` is the next step when the token may not write (else: propose a pull
     request instead, or ask the owners when one was asked for); `user` the token's account,
     when whoami was asked already."""
+    if unparsed(error):  # an answer the client could not read: never its words
+        return MalformedAnswer(doing=doing)
     status = status_of(error)
     if isinstance(error, LocalTokenNotFoundError) or status == 401:
         return BadCredentials(doing=doing)

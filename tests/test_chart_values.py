@@ -240,7 +240,15 @@ def test_a_chart_that_fails_to_draw_never_stops_a_commit_and_the_run_says_why(
     assert published_board(hub, repo_id, "alpha").total == 2
     record = BoardRecord.parse(hub.file_bytes(repo_id, RECORD) or b"")
     assert record is not None and task_chart("alpha") not in record.files
-    # the card command says the same; a bundler that can draw it draws it again
+    # tasks define and the card command say the same; a bundler that can draw it, draws it
+    code, result, stderr = failing_charts(
+        "tasks", "define", "alpha", "--repo", repo_id, "--dataset", RunSpec().hf_repo_id,
+        "--split", "test", "--metric", METRIC, "--metric-kind", "score",
+    )  # fmt: skip
+    assert code == 0, stderr
+    assert result["charts_not_drawn"] == [why, why.replace("alpha", "beta")]  # every task's
+    assert f"warning {why}" in " ".join(stderr.split())
+    assert hub.file_bytes(repo_id, task_chart("beta")) == beta_chart  # its board unchanged
     commit_by_hand(repo_id, {README: b"---\npretty_name: old\n---\n"})
     code, result, stderr = failing_charts("card", "--repo", repo_id)
     assert code == 0, stderr

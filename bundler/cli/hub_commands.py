@@ -458,5 +458,7 @@ def render_task_list(listing: TaskListing, console: Console) -> None:
 def render_define(report: DefineReport, console: Console) -> None:
     from bundler.cli.console import shown
 
+    for warning in report.charts_not_drawn:
+        console.print(f"[yellow]warning[/] {shown(warning)}")
     done = f"committed {report.commit[:12]}" if report.commit else "already so defined"
     console.print(f"task {shown(report.task)}: {done}")

@@ -4,15 +4,17 @@
 from __future__ import annotations
 
 from huggingface_hub import CommitOperationAdd
+from pydantic import Field
 
 from bundler.core.errors import UsageError
 from bundler.core.model import Model
 from bundler.core.naming import SAFE_TASK_NAME
 from bundler.hub.client.access import require_card
-from bundler.hub.client.commit import PlannedCommit, commit_replanned
+from bundler.hub.client.commit import Operation, PlannedCommit, commit_replanned
 from bundler.hub.client.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
 from bundler.hub.client.session import HubSession
 from bundler.hub.leaderboard.branch import read_branch, table_operations
+from bundler.hub.leaderboard.chart import not_drawn
 from bundler.hub.repo.paths import TASKS_FILE
 from bundler.hub.tasks.definitions import TaskDefinition, TaskDefinitions
 
@@ -26,6 +28,8 @@ class DefineReport(Model):
     definition: TaskDefinition
     changed: bool = False
     commit: str | None = None
+    charts_not_drawn: list[str] = Field(default_factory=list)
+    """Charts the commit went without, each with why (matplotlib failed to draw it)."""
 
     @property
     def exit_code(self) -> int:
@@ -61,11 +65,13 @@ def define_task(
             )
         state.definitions = TaskDefinitions(tasks={**current.tasks, task: definition})
         report.changed = True
-        operations = [CommitOperationAdd(TASKS_FILE, state.definitions.to_bytes())]
+        operations: list[Operation] = [CommitOperationAdd(TASKS_FILE, state.definitions.to_bytes())]
+        operations += table_operations(session, state)
+        report.charts_not_drawn = not_drawn(state.undrawn)
         return PlannedCommit(
             revision=revision,
             parent=state.head,
-            operations=[*operations, *table_operations(session, state)],
+            operations=operations,
             summary=f"Define task {task}: {definition.hf_repo_id} split {definition.split}",
             description=f"Ranked by {definition.metric}, {definition.direction} is better.",
             doing=f"committing {TASKS_FILE}",

@@ -20,8 +20,8 @@ if TYPE_CHECKING:
 
 def render_audit(report: AuditReport, console: Console) -> None:
     where = f"{shown(report.repo_id)}@{shown(report.revision)} ({report.commit[:12]})"
-    for wait in report.waits:
-        console.print(f"[yellow]note[/] {shown(wait)}")
+    for note in [*report.waits, *report.unchecked]:
+        console.print(f"[yellow]note[/] {shown(note)}")
     cached = sum(bundle.cached for bundle in report.audited)
     sample = f" (a sample, seed {report.seed})" if report.sample is not None else ""
     console.print(
@@ -34,29 +34,32 @@ def render_audit(report: AuditReport, console: Console) -> None:
         return
     rows = [
         (
-            shown(finding.bundle_id or ""),
+            shown(finding.bundle_id or NO_VALUE),
+            shown(finding.path or NO_VALUE),
             finding.kind,
-            shown(finding.field or ""),
+            shown(finding.field or NO_VALUE),
             shown(_cut(finding.published)),
             shown(_cut(finding.derived)),
             shown(finding.detail),
         )
         for finding in report.findings[:TABLE_MAX_BUNDLES]
     ]
-    headers = ("bundle", "finding", "field", "published", "derived", "detail")
+    headers = ("bundle", "file", "finding", "field", "published", "derived", "detail")
     print_id_table(console, f"{len(report.findings)} finding(s)", headers, rows)
     if len(report.findings) > TABLE_MAX_BUNDLES:
         left = len(report.findings) - TABLE_MAX_BUNDLES
         console.print(f"... and {left} more (--json lists them all)")
 
 
+NO_VALUE = "-"
+"""What a finding's table shows where the finding has no such value."""
 SHOWN_VALUE_CHARS = 40
 """A value is cut to this in the table; --json holds it longer."""
 
 
 def _cut(value: str | None) -> str:
     if value is None:
-        return ""
+        return NO_VALUE
     return value if len(value) <= SHOWN_VALUE_CHARS else value[: SHOWN_VALUE_CHARS - 3] + "..."
 
 

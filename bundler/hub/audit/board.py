@@ -95,7 +95,8 @@ def read_parts(session: HubSession, head: str, board: PublishedBoard, pacer: Pac
             data = _read(session, head, listed, MAX_TABLE_DECODED_BYTES, pacer)
             if (problem := table_problem(data, PART_ROWS)) is not None:
                 raise RowError(problem)
-            cells = pylist(TablePart.read(data).full())
+            part = TablePart.read(data)
+            cells = pylist(part.full()) if part.rows else []
             rows = [validated(row, TableRow) for row in cells]
         except RowError as error:
             board.findings.append(_unreadable(path, str(error)))

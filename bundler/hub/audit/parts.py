@@ -55,7 +55,7 @@ def table_problem(data: bytes, max_rows: int) -> str | None:
     )
     if pages > bound:
         return f"its pages decompress to {pages:,} bytes, over the {bound:,} of its rows"
-    decoded = _decoded_bytes(data, footer.schema)
+    decoded = 0 if meta.num_rows == 0 else _decoded_bytes(data, footer.schema)
     if isinstance(decoded, str):
         return decoded
     if decoded > bound:

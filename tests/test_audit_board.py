@@ -1,7 +1,8 @@
 """`bundler audit` checks everything the board publishes, end to end against the local Hub
 server: a task table and card forged consistently with the record and merged in the web page;
 a small part holding one row a million times (refused fast, in little memory); a row held
-twice; a board of 3,000 empty parts read under a rate limit, where the second run resumes."""
+twice; a board of 3,000 empty parts read under a rate limit, where the second run resumes. And
+the bounds a table is checked against before it is decoded (bundler.hub.audit.parts)."""
 
 from __future__ import annotations
 
@@ -23,9 +24,10 @@ from test_audit import audit, kinds, table, with_rows
 from test_card_refresh import card_text, commit_by_hand
 from test_upload import make_bundles, publish
 
+from bundler.hub.audit.parts import table_problem
 from bundler.hub.leaderboard.columns import parquet_bytes
 from bundler.hub.leaderboard.record import BoardRecord, DerivedFile
-from bundler.hub.leaderboard.tables import ALL_SCHEMA
+from bundler.hub.leaderboard.tables import ALL_SCHEMA, PART_ROWS
 from bundler.hub.repo.paths import README, RECORD, repo_archive, table_part, task_table
 from bundler.local.layout import BundleId
 
@@ -184,3 +186,28 @@ def test_a_board_of_3000_empty_parts_under_a_rate_limit_resumes_on_the_next_run(
     # every part but those the first run downloaded (2,000 file requests, 2 of them the bundle's)
     parts = EMPTY_PARTS + 1
     assert report["file_requests"] == hub.request_counts(repo_id)["file"] == parts - 1998
+
+
+def dictionary_bomb(rows: int, value_bytes: int) -> bytes:
+    """A column of `rows` references to one value of `value_bytes`: written as a dictionary,
+    the file holds the value once; decoded, `rows` times."""
+    column = pa.DictionaryArray.from_arrays(
+        pa.array([0] * rows, pa.int32()), pa.array(["x" * value_bytes])
+    )
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.table({"metrics_json": column}), sink, compression="zstd")
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def test_what_a_table_decodes_to_is_bounded_before_it_is_decoded() -> None:
+    bomb = dictionary_bomb(1000, 512 << 10)
+    assert len(bomb) < 100_000
+    problem = table_problem(bomb, PART_ROWS)
+    assert problem is not None and "its rows decode to 524," in problem, problem
+    assert table_problem(dictionary_bomb(1000, 100), PART_ROWS) is None
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.table({"bundle_id": ["a"] * 10}), sink, row_group_size=5)
+    assert table_problem(bytes(sink.getvalue().to_pybytes()), PART_ROWS) == (
+        "it holds 2 row groups; the bundler writes 1"
+    )
+    assert (table_problem(b"PAR1 no table", PART_ROWS) or "").startswith("not a Parquet table")

@@ -9,8 +9,9 @@ the board has no row for). Each verdict is kept (bundler.hub.audit.verdicts) and
 bytes too (bundler.hub.leaderboard.tablecache): the next run downloads neither again.
 
 Cost, for B bundles on the branch of which D are downloaded (all, or the sample), and P parts:
-API requests, which the Hub counts apart, 4 plus a listing page per 1,000 files of `bundles/`
-and of the table's parts, and one for the task tables and one for the charts; file requests
+API requests, which the Hub counts apart, 3 (the head, two lookups) plus a listing page per
+1,000 files of `bundles/`, of the table's parts, of the task tables and of the charts (6 for a
+small board without charts, measured by tests/test_audit.py); file requests
 (the Hub's "resolvers"), 2 per downloaded bundle (its archive and its sidecar), one per part
 not kept by an earlier run, the task definitions and the allowed signers (2 at most), and each
 task table or card that is not what the bundles give (one that is costs none: the listing names

@@ -11,7 +11,7 @@ from pathlib import Path
 from conftest import READ_TOKEN, SUBMITTER_TOKEN, WRITE_TOKEN
 from factory import RunSpec
 from helpers import run_cli
-from hubserver import HubServer
+from hubserver import Fault, HubServer
 from huggingface_hub import HfApi
 from test_upload import define_expert_vqa, make_bundles, upload
 
@@ -352,3 +352,23 @@ def test_a_read_token_opens_no_pull_request(hub: HubServer, repo_id: str, tmp_pa
     assert hub.pull_requests(repo_id) == []
     assert hub.commits(repo_id)[0].oid == main_before
     assert READ_TOKEN not in stderr + json.dumps(report)
+
+
+def test_a_new_pull_request_whose_number_cannot_be_written_in_says_so(
+    hub: HubServer, repo_id: str, tmp_path: Path
+) -> None:
+    """The bundles are proposed all the same; the warning says what the description lacks."""
+    hub.create_repo(repo_id)
+    few = make_bundles(tmp_path / "few", [RunSpec(task="alpha", rows=2)])
+    hub.inject("POST", r"/discussions/\d+/comment/[0-9a-f]+/edit$", Fault.status(403), times=5)
+    code, report, stderr = upload(few, "--repo", repo_id, "--create-pr", token=SUBMITTER_TOKEN)
+    hub.clear_faults()
+    (pr,) = hub.pull_requests(repo_id)
+    assert code == 0 and "Traceback" not in stderr, (code, stderr)
+    assert [b["outcome"] for b in report["bundles"]] == ["proposed"]
+    (warning,) = report["warnings"]
+    assert warning.startswith(
+        f"pull request #{pr.num}: its description could not be updated, so its review command "
+        f"says refs/pr/N for refs/pr/{pr.num} ("
+    ), warning
+    assert f"--repo {repo_id} --revision refs/pr/N -o review`" in pr.description

@@ -129,13 +129,15 @@ class Destination:
         description = render_pr_description(session.repo_id, author, proposed, version, pr_num=num)
         warnings: list[str] = []
 
-        def update(what: str, change: Callable[[], object]) -> None:
+        stale = "it does not say all the pull request proposes"
+
+        def update(what: str, change: Callable[[], object], outcome: str = stale) -> None:
             try:
                 change()
             except BundlerError as error:
                 warnings.append(
-                    f"pull request #{num}: {what} could not be updated, so it does not say "
-                    f"all the pull request proposes ({error.message})"
+                    f"pull request #{num}: {what} could not be updated, so {outcome} "
+                    f"({error.message})"
                 )
 
         if title != self.pr_title:
@@ -144,7 +146,10 @@ class Destination:
             )
             update("its title", partial(session.call, "renaming the pull request", rename))
         if description != self.pr_description:
-            update("its description", partial(self._edit_description, session, num, description))
+            same = _by_id(proposed) == _by_id(self.pr_state)
+            unnumbered = f"its review command says refs/pr/N for refs/pr/{num}"
+            edit = partial(self._edit_description, session, num, description)
+            update("its description", edit, unnumbered if same else stale)
         return warnings
 
     def _edit_description(self, session: HubSession, num: int, description: str) -> None:
@@ -166,3 +171,7 @@ class Destination:
                     repo_type=REPO_TYPE,
                 ),
             )
+
+
+def _by_id(proposed: list[ProposedBundle]) -> dict[str, ProposedBundle]:
+    return {bundle.bundle_id: bundle for bundle in proposed}

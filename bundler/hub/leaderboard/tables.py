@@ -36,8 +36,9 @@ from bundler.hub.leaderboard.columns import (
     arrow_schema,
     cells_of,
     decoded,
+    format_3_schema,
+    microsecond_table,
     parquet_bytes,
-    pylist,
     same_columns,
     validated,
 )
@@ -189,10 +190,12 @@ class TablePart:
 
 ALL_SCHEMA_KEYS = pa.schema([ALL_SCHEMA.field(name) for name in KEY_COLUMNS])
 ALL_SCHEMA_INDEX = pa.schema([ALL_SCHEMA.field(name) for name in INDEX_COLUMNS])
+FORMAT_3_SCHEMA = format_3_schema(ALL_SCHEMA)
+"""A part as the record's format 3 wrote it, read once more to be written in today's types."""
 LAYOUT_2_SCHEMA = pa.schema(
     [
         pa.field(field.name, pa.string()) if field.name == "run_date" else field
-        for field in ALL_SCHEMA
+        for field in FORMAT_3_SCHEMA
         if field.name not in ("signer_fingerprint", "stale", "ci_low", "ci_high")
     ]
 )
@@ -320,7 +323,7 @@ class AllTasksTable:
                 continue
             full = part.full()
             held = full.filter(pc.is_in(full.column("bundle_id"), value_set=wanted))
-            found |= {row.bundle_id: row for row in map(_table_row, pylist(held))}
+            found |= {row.bundle_id: row for row in map(_table_row, held.to_pylist())}
         return found
 
     def rows(self, task: str | None = None) -> list[TableRow]:
@@ -458,6 +461,23 @@ def layout_2_table(data: bytes) -> AllTasksTable:
     return AllTasksTable(parts)
 
 
+def format_3_table(files: dict[str, bytes]) -> AllTasksTable:
+    """The table whose parts, by path, the record's format 3 wrote (other paths left out), its
+    parts in today's types, each at its number (RowError for anything but such parts)."""
+    parts = {}
+    for path, data in files.items():
+        if (number := part_number(path)) is None:
+            continue
+        table = decoded(data)
+        layout = (table.schema.metadata or {}).get(LAYOUT_KEY)
+        if layout != str(LAYOUT_VERSION).encode() or not same_columns(
+            table.schema, FORMAT_3_SCHEMA
+        ):
+            raise RowError("not a part of the all-tasks table of the record's format 3")
+        parts[number] = TablePart.of(microsecond_table(table.cast(FORMAT_3_SCHEMA), ALL_SCHEMA))
+    return AllTasksTable(parts)
+
+
 def _tallied(keys: pa.Table) -> dict[str, TaskTally]:
     """Each task's tally, from KEY_COLUMNS of every row: its metric is the one all its rows
     are scored by (None where they are not all scored by one)."""
@@ -549,10 +569,12 @@ class BestRows:
         held = held.filter(
             pc.is_in(held.column("bundle_id"), pa.array(sorted(wanted), pa.string()))
         )
-        found |= {row.bundle_id: row for row in (validated(c, ShownRow) for c in pylist(held))}
+        found |= {row.bundle_id: row for row in (validated(c, ShownRow) for c in held.to_pylist())}
         return found
 
 
+SHOWN_SCHEMA = arrow_schema(ShownRow)
+"""The columns of a task table that a board shows and ranks by, in their types."""
 PUBLISHED_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 """`published_at` as the rows hold it, from a task table's timestamp column."""
 
@@ -563,10 +585,11 @@ def task_table_rows(data: bytes) -> pa.Table:
     table = decoded(data)
     if (table.schema.metadata or {}).get(LAYOUT_KEY) != str(LAYOUT_VERSION).encode():
         raise RowError("not a task table of this layout")
-    names = list(ShownRow.model_fields)
-    if not set(names) <= set(table.column_names):
+    if not set(SHOWN_SCHEMA.names) <= set(table.column_names) or not same_columns(
+        table.select(SHOWN_SCHEMA.names).schema, SHOWN_SCHEMA
+    ):
         raise RowError("the task table's columns are not the ones this bundler writes")
-    return table.select(names)
+    return table.select(SHOWN_SCHEMA.names)
 
 
 def task_table_bytes(board: TaskBoard) -> bytes:

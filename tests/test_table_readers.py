@@ -17,14 +17,18 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
-from factory import RunSpec
+import pytest
+from factory import RunSpec, make_row
 from helpers import published_leaderboard, run_python
 from hubserver import HubServer
+from test_audit import audit
 from test_card_refresh import card
 from test_upload import make_bundles, publish
 
+from bundler.core.errors import RowError
 from bundler.hub.leaderboard.columns import FORMAT_3_TYPES, parquet_bytes
 from bundler.hub.leaderboard.record import DerivedFile
+from bundler.hub.leaderboard.tables import AllTasksTable, format_3_table
 from bundler.hub.repo.paths import README, RECORD, TABLE_SUFFIX
 from bundler.local.schema import instant_nanoseconds
 
@@ -196,3 +200,32 @@ def test_a_board_of_nanoseconds_is_written_anew_by_the_next_upload(
     rows = published_leaderboard(hub, old).rows()
     assert len(rows) == len(SPECS) + 1
     assert {row.run_date for row in rows} == {spec.run_date for spec in [*SPECS, *newcomer]}
+
+
+def test_a_part_of_nanoseconds_is_written_with_the_bytes_its_rows_give_today() -> None:
+    """The rewrite loses nothing: a part of format 3, read once more, gives the bytes today's
+    writer gives its rows (the run date's text from the nanoseconds, to the last digit); a
+    part of today's format is no part of format 3."""
+    dates = [
+        "2026-06-15T10:42:22.045588909Z",
+        "2242-03-16T12:56:31.999999999Z",
+        "1970-01-01T00:00:00Z",
+    ]
+    rows = [make_row(f"p{n}", run_date=date) for n, date in enumerate(dates)]
+    today = AllTasksTable.of(rows).files()
+    old = {path: format_3(data) for path, data in today.items()}
+    assert format_3_table(old).files() == today
+    assert format_3_table(old).rows() == sorted(rows, key=lambda row: row.bundle_id)
+    with pytest.raises(RowError):
+        format_3_table(today)
+
+
+def test_a_board_of_nanoseconds_audits_clean_before_it_is_written_anew(
+    hub: HubServer, repo_id: str, tmp_path: Path
+) -> None:
+    """A stranger's audit reads what the board publishes, in either format."""
+    publish(make_bundles(tmp_path / "bundles", SPECS[:2]), repo_id)
+    old = old_board(hub, repo_id, tmp_path)
+    code, report, stderr = audit(old)
+    assert code == 0, stderr
+    assert report["findings"] == [] and report["rows_published"] == 2

@@ -478,6 +478,20 @@ def format_3_table(files: dict[str, bytes]) -> AllTasksTable:
     return AllTasksTable(parts)
 
 
+def published_table(files: dict[str, bytes]) -> AllTasksTable:
+    """The table whose parts, by path, a branch publishes, as this bundler writes them or as
+    the record's format 3 did (a board no commit has written anew yet): a reader of what is
+    published takes both. RowError, saying what is wrong for today's format, for anything
+    else."""
+    try:
+        return AllTasksTable.read(files)
+    except RowError as error:
+        try:
+            return format_3_table(files)
+        except RowError:
+            raise error from None
+
+
 def _tallied(keys: pa.Table) -> dict[str, TaskTally]:
     """Each task's tally, from KEY_COLUMNS of every row: its metric is the one all its rows
     are scored by (None where they are not all scored by one)."""

@@ -27,8 +27,9 @@ from test_upload import make_bundles, publish
 
 from bundler.core.errors import RowError
 from bundler.hub.leaderboard.columns import FORMAT_3_TYPES, parquet_bytes
+from bundler.hub.leaderboard.format3 import format_3_table
 from bundler.hub.leaderboard.record import DerivedFile
-from bundler.hub.leaderboard.tables import AllTasksTable, format_3_table
+from bundler.hub.leaderboard.tables import AllTasksTable
 from bundler.hub.repo.paths import README, RECORD, TABLE_SUFFIX
 from bundler.local.schema import instant_nanoseconds
 

@@ -35,8 +35,8 @@ from bundler.hub.audit.verdicts import KeptVerdict, VerdictKey, keep, recall
 from bundler.hub.client.remote import RemoteFile
 from bundler.hub.client.session import HubSession
 from bundler.hub.leaderboard.branch import MAX_TABLE_BYTES
+from bundler.hub.leaderboard.format3 import published_table
 from bundler.hub.leaderboard.rows import TableRow, build_row
-from bundler.hub.leaderboard.tables import published_table
 from bundler.hub.repo.download import fetch_bundle
 from bundler.hub.repo.paths import (
     ALLOWED_SIGNERS,

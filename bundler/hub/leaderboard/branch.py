@@ -34,6 +34,7 @@ from bundler.hub.client.session import MAX_SMALL_FILE_BYTES, PATHS_PER_REQUEST, 
 from bundler.hub.leaderboard.card import BOARD_ROWS, render_dataset_card
 from bundler.hub.leaderboard.catchup import catch_up
 from bundler.hub.leaderboard.chart import charted_tasks, drawn_charts, shown_charts, stale_charts
+from bundler.hub.leaderboard.format3 import format_3_table
 from bundler.hub.leaderboard.ranking import TaskScoring
 from bundler.hub.leaderboard.record import (
     LAST_NANOSECOND_FORMAT,
@@ -48,7 +49,6 @@ from bundler.hub.leaderboard.tables import (
     AllTasksTable,
     BestRows,
     TablePart,
-    format_3_table,
     layout_2_table,
     task_table_bytes,
 )

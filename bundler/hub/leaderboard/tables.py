@@ -37,7 +37,6 @@ from bundler.hub.leaderboard.columns import (
     cells_of,
     decoded,
     format_3_schema,
-    microsecond_table,
     parquet_bytes,
     same_columns,
     validated,
@@ -190,12 +189,10 @@ class TablePart:
 
 ALL_SCHEMA_KEYS = pa.schema([ALL_SCHEMA.field(name) for name in KEY_COLUMNS])
 ALL_SCHEMA_INDEX = pa.schema([ALL_SCHEMA.field(name) for name in INDEX_COLUMNS])
-FORMAT_3_SCHEMA = format_3_schema(ALL_SCHEMA)
-"""A part as the record's format 3 wrote it, read once more to be written in today's types."""
 LAYOUT_2_SCHEMA = pa.schema(
     [
         pa.field(field.name, pa.string()) if field.name == "run_date" else field
-        for field in FORMAT_3_SCHEMA
+        for field in format_3_schema(ALL_SCHEMA)
         if field.name not in ("signer_fingerprint", "stale", "ci_low", "ci_high")
     ]
 )
@@ -459,37 +456,6 @@ def layout_2_table(data: bytes) -> AllTasksTable:
         rows = [_table_row(row | {"signer_fingerprint": None}) for row in cells]
         parts[number] = TablePart.of(_table_of(rows))
     return AllTasksTable(parts)
-
-
-def format_3_table(files: dict[str, bytes]) -> AllTasksTable:
-    """The table whose parts, by path, the record's format 3 wrote (other paths left out), its
-    parts in today's types, each at its number (RowError for anything but such parts)."""
-    parts = {}
-    for path, data in files.items():
-        if (number := part_number(path)) is None:
-            continue
-        table = decoded(data)
-        layout = (table.schema.metadata or {}).get(LAYOUT_KEY)
-        if layout != str(LAYOUT_VERSION).encode() or not same_columns(
-            table.schema, FORMAT_3_SCHEMA
-        ):
-            raise RowError("not a part of the all-tasks table of the record's format 3")
-        parts[number] = TablePart.of(microsecond_table(table.cast(FORMAT_3_SCHEMA), ALL_SCHEMA))
-    return AllTasksTable(parts)
-
-
-def published_table(files: dict[str, bytes]) -> AllTasksTable:
-    """The table whose parts, by path, a branch publishes, as this bundler writes them or as
-    the record's format 3 did (a board no commit has written anew yet): a reader of what is
-    published takes both. RowError, saying what is wrong for today's format, for anything
-    else."""
-    try:
-        return AllTasksTable.read(files)
-    except RowError as error:
-        try:
-            return format_3_table(files)
-        except RowError:
-            raise error from None
 
 
 def _tallied(keys: pa.Table) -> dict[str, TaskTally]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import asdict
 from pathlib import Path
 
 import duckdb
@@ -28,8 +29,9 @@ from test_upload import make_bundles, publish
 from bundler.core.errors import RowError
 from bundler.hub.leaderboard.columns import FORMAT_3_TYPES, parquet_bytes
 from bundler.hub.leaderboard.format3 import format_3_table
+from bundler.hub.leaderboard.ranking import TaskBoard, TaskScoring
 from bundler.hub.leaderboard.record import DerivedFile
-from bundler.hub.leaderboard.tables import AllTasksTable
+from bundler.hub.leaderboard.tables import AllTasksTable, task_table_bytes
 from bundler.hub.repo.paths import README, RECORD, TABLE_SUFFIX
 from bundler.local.schema import instant_nanoseconds
 
@@ -230,3 +232,23 @@ def test_a_board_of_nanoseconds_audits_clean_before_it_is_written_anew(
     code, report, stderr = audit(old)
     assert code == 0, stderr
     assert report["findings"] == [] and report["rows_published"] == 2
+
+
+def test_every_writer_of_a_table_gives_one_every_reader_loads(tmp_path: Path) -> None:
+    """The all-tasks table's parts, its one empty part (a board of no rows) and a task's
+    table, with run dates at both ends of what a bundle carries."""
+    dates = ["1970-01-01T00:00:00.000000001Z", "2242-03-16T12:56:31.999999999Z"]
+    rows = [make_row(f"p{n}", run_date=date) for n, date in enumerate(dates)]
+    scoring = TaskScoring(None, "exact_match.accuracy")
+    scored = [row.model_copy(update=asdict(scoring.score(row))) for row in rows]
+    written = {
+        "part.parquet": AllTasksTable.of(scored).files(),
+        "empty.parquet": AllTasksTable.empty().files(),
+    }
+    tables = {name: data for name, files in written.items() for data in files.values()}
+    tables["task.parquet"] = task_table_bytes(TaskBoard.of("expert-vqa", scored))
+    for name, data in tables.items():
+        (tmp_path / name).write_bytes(data)
+    assert_every_reader_loads(sorted(tmp_path / name for name in tables))
+    frame = pl.read_parquet(tmp_path / "task.parquet")
+    assert sorted(frame["run_date_text"].to_list()) == dates

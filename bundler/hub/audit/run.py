@@ -35,8 +35,8 @@ from bundler.hub.audit.verdicts import KeptVerdict, VerdictKey, keep, recall
 from bundler.hub.client.remote import RemoteFile
 from bundler.hub.client.session import HubSession
 from bundler.hub.leaderboard.branch import MAX_TABLE_BYTES
+from bundler.hub.leaderboard.format3 import published_table
 from bundler.hub.leaderboard.rows import TableRow, build_row
-from bundler.hub.leaderboard.tables import AllTasksTable
 from bundler.hub.repo.download import fetch_bundle
 from bundler.hub.repo.paths import (
     ALLOWED_SIGNERS,
@@ -138,7 +138,7 @@ def published_rows(session: HubSession, head: str, pacer: Pacer) -> dict[str, Ta
         if part_number(path) is not None:
             pacer.take(1)
             files[path] = session.read_file(path, head, MAX_TABLE_BYTES)
-    table = AllTasksTable.read(files)
+    table = published_table(files)
     return {row.bundle_id: row for row in table.rows()}
 
 

@@ -34,8 +34,14 @@ from bundler.hub.client.session import MAX_SMALL_FILE_BYTES, PATHS_PER_REQUEST, 
 from bundler.hub.leaderboard.card import BOARD_ROWS, render_dataset_card
 from bundler.hub.leaderboard.catchup import catch_up
 from bundler.hub.leaderboard.chart import charted_tasks, drawn_charts, shown_charts, stale_charts
+from bundler.hub.leaderboard.format3 import format_3_table
 from bundler.hub.leaderboard.ranking import TaskScoring
-from bundler.hub.leaderboard.record import LAST_ONE_FILE_FORMAT, BoardRecord, DerivedFile
+from bundler.hub.leaderboard.record import (
+    LAST_NANOSECOND_FORMAT,
+    LAST_ONE_FILE_FORMAT,
+    BoardRecord,
+    DerivedFile,
+)
 from bundler.hub.leaderboard.rows import TableRow
 from bundler.hub.leaderboard.tablecache import cached_table, keep_table
 from bundler.hub.leaderboard.tables import (
@@ -98,8 +104,9 @@ class BranchTables:
     """Bundles of `moves` that the next commit writes anew in their shards: their files where
     layout 2 kept them are removed, never copied over the new ones."""
     changed_tasks: set[str] = field(default_factory=set)
-    """Tasks whose bundles changed since the record's commit (caught up): their tables are
-    written again by the next commit."""
+    """Tasks whose bundles changed since the record's commit (caught up), or every task of a
+    record of format 3 (its tables in nanoseconds): their tables are written again by the next
+    commit."""
     scores: dict[str, str] = field(default_factory=dict)
     """What each task's rows are scored by (`TaskScoring.digest`), as the record says: a task
     whose definition has changed since is scored again."""
@@ -449,6 +456,8 @@ def read_branch(
         return state
     state.leaderboard, state.left_off = vouched, dict(state.record.left_off)
     state.scores = dict(state.record.scoring)
+    if state.record.format == LAST_NANOSECOND_FORMAT:  # its task tables are written again too
+        state.changed_tasks |= set(vouched.tasks())
     if bundles is None:
         state.leaderboard = AllTasksTable.empty()
     elif isinstance(bundles, RemoteFolder) and not _unchanged_since(session, bundles, since.oid):
@@ -470,8 +479,9 @@ def _vouched_table(
 ) -> AllTasksTable | None:
     """The all-tasks table as the record's commit wrote it: each part from the local copy of
     its bytes (bundler.hub.leaderboard.tablecache), else as it was at that commit, if it holds
-    them; a record of format 2 names the table in one file, split into parts here. None when
-    no such table is there (the record was edited, or names none).
+    them; a record of format 2 names the table in one file, split into parts here, and one of
+    format 3 names parts in nanoseconds, each read and written again in today's types. None
+    when no such table is there (the record was edited, or names none).
 
     Where the branch still holds every part as the record names it, and the record tallies
     the tasks, no part is read here: each is read when first needed (`TablePart.later`), and
@@ -479,7 +489,9 @@ def _vouched_table(
     those added since (`BestRows`). So a commit adding bundles reads the last part and the
     task tables, whatever the size of the table."""
     parts = [path for path in record.files if part_number(path) is not None]
-    if record.tasks is not None and all(record.holds(path, held.get(path)) for path in parts):
+    current = record.format > LAST_NANOSECOND_FORMAT
+    held_parts = all(record.holds(path, held.get(path)) for path in parts)
+    if current and record.tasks is not None and held_parts:
 
         def vouched(path: str) -> Callable[[], bytes]:
             return lambda: _vouched_bytes(session, record, path, commit)
@@ -503,7 +515,7 @@ def _vouched_table(
             return None
         files[path] = data
     try:
-        return AllTasksTable.read(files)
+        return AllTasksTable.read(files) if current else format_3_table(files)
     except RowError:
         return None
 

@@ -12,7 +12,8 @@ by anyone) no longer matches, and what it affects is derived again. A branch wit
 has tables nobody vouches for: they are never read, and the board is derived from its bundles.
 So has a branch whose record is of another format: format 1 was written in layout 2, before
 `bundles/` had shards, and its board is derived again so that its bundles are moved into their
-shards (bundler.hub.repo.paths).
+shards (bundler.hub.repo.paths). Format 3 wrote the tables' timestamps in nanoseconds (and
+milliseconds): its parts are read once more, and every table written again in microseconds.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from bundler.hub.client.remote import RemoteFile, git_blob_id
 
 LAST_ONE_FILE_FORMAT = 2
 """The last format of the record whose all-tasks table is one file."""
+LAST_NANOSECOND_FORMAT = 3
+"""The last format of the record whose tables hold run dates in nanoseconds."""
 
 
 class DerivedFile(Model):
@@ -67,10 +70,12 @@ class TaskTally(Model):
 class BoardRecord(Model):
     """What one bundler commit derived (see the module docstring)."""
 
-    format: Literal[2, 3] = 3
-    """3 since the all-tasks table is in parts, each row scored; 2 had it in one file (read
-    once more, to be split: LAST_ONE_FILE_FORMAT); a record of format 1, before bundles had
-    shards, vouches for nothing."""
+    format: Literal[2, 3, 4] = 4
+    """4 since every timestamp in the tables is in microseconds, the run date's text beside
+    it; 3 had run dates in nanoseconds (read once more, to be written again:
+    LAST_NANOSECOND_FORMAT); 3 and 2 before it hold the all-tasks table in parts, each row
+    scored; 2 had it in one file (read once more, to be split: LAST_ONE_FILE_FORMAT); a record
+    of format 1, before bundles had shards, vouches for nothing."""
     parent: str
     """The head the commit was planned on: every record differs from the one before it, so a
     commit of bundles always rewrites it and marks itself as the bundler's."""

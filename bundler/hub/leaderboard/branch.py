@@ -32,6 +32,7 @@ from bundler.hub.client.commit import Operation
 from bundler.hub.client.remote import RemoteFile, RemoteFolder
 from bundler.hub.client.session import MAX_SMALL_FILE_BYTES, PATHS_PER_REQUEST, HubSession
 from bundler.hub.leaderboard.card import BOARD_ROWS, render_dataset_card
+from bundler.hub.leaderboard.card_section import placed
 from bundler.hub.leaderboard.catchup import catch_up
 from bundler.hub.leaderboard.chart import charted_tasks, drawn_charts, shown_charts, stale_charts
 from bundler.hub.leaderboard.ranking import TaskScoring
@@ -109,6 +110,9 @@ class BranchTables:
     signers: AllowedSigners | None = None
     """Who may sign the branch's bundles (None: it names nobody): the card names the
     principal of each signing key they list."""
+    card: str | None = None
+    """The card on the branch, as read (None: it has none). Where it holds a board section
+    (bundler.hub.leaderboard.card_section, `init --adopt`), the next card keeps the rest."""
     absent: set[str] = field(default_factory=set)
     """Bundles the branch holds no file of (`remote_files`): a commit adds their rows to the
     table's last part, and reads no other."""
@@ -153,7 +157,7 @@ class BranchTables:
         charts = shown_charts(boards, self.held, self.record, written)
         count = len(self.leaderboard)
         card = render_dataset_card(repo_id, boards, count, self.signers, charts=charts)
-        written[README] = card.encode("utf-8")
+        written[README] = placed(card, self.card).encode("utf-8", "surrogateescape")
         return written
 
     def settle(self, touched: set[str] | None) -> dict[str, TaskScoring]:
@@ -386,7 +390,7 @@ def table_operations(
         return []
     written[RECORD] = record.to_bytes()
     for kept_path, data in written.items():  # the next read of the branch downloads none
-        if kept_path == RECORD or part_number(kept_path) is not None:
+        if kept_path in (RECORD, README) or part_number(kept_path) is not None:
             keep_table(session, kept_path, data)
     operations: list[Operation] = [CommitOperationAdd(path, data) for path, data in written.items()]
     operations += _moves(state.moves, state.retired)
@@ -429,6 +433,9 @@ def read_branch(
             listed = session.list_folder(folder, head)
             held.update((p, e) for p, e in listed.items() if isinstance(e, RemoteFile))
     state = BranchTables(revision, head, AllTasksTable.empty(), held)
+    if README in held:
+        card = _read_kept(session, README, held[README], head)
+        state.card = card.decode("utf-8", "surrogateescape")
     if isinstance(top.get(TASKS_FILE), RemoteFile):
         data = session.read_file(TASKS_FILE, head, MAX_TASKS_FILE_BYTES)
         state.definitions = TaskDefinitions.parse(data)

@@ -136,3 +136,17 @@ def test_init_adopt_writes_over_no_file_of_the_owners(hub: HubServer, repo_id: s
     assert code == 1, stderr
     assert table_part(0) in stderr and "writes over no file" in stderr
     assert hub.file_bytes(repo_id, table_part(0)) == b"not a table of ours"
+
+
+def test_a_card_whose_owner_took_the_board_section_out_keeps_their_text(
+    hub: HubServer, repo_id: str
+) -> None:
+    commit_by_hand(repo_id, OWNERS_FILES)
+    assert init(repo_id, "--adopt")[0] == 0
+    rewritten = OWNERS_CARD + "\nThe board used to be here.\n"
+    commit_by_hand(repo_id, {README: rewritten.encode()})
+    refreshed = run_cli("card", "--repo", repo_id, env={"HF_TOKEN": WRITE_TOKEN})
+    assert refreshed.returncode == 0, refreshed.stderr
+    card = (hub.file_bytes(repo_id, README) or b"").decode()
+    assert "The board used to be here.\n\n" + BEGIN in card and card.rstrip().endswith(END)
+    assert card.split("\n---\n", 1)[1].startswith(OWNERS_CARD.split("\n---\n", 1)[1])

@@ -32,7 +32,7 @@ from bundler.hub.client.commit import Operation
 from bundler.hub.client.remote import RemoteFile, RemoteFolder
 from bundler.hub.client.session import MAX_SMALL_FILE_BYTES, PATHS_PER_REQUEST, HubSession
 from bundler.hub.leaderboard.card import BOARD_ROWS, render_dataset_card
-from bundler.hub.leaderboard.card_section import placed
+from bundler.hub.leaderboard.card_section import has_section, placed, with_board_section
 from bundler.hub.leaderboard.catchup import catch_up
 from bundler.hub.leaderboard.chart import charted_tasks, drawn_charts, shown_charts, stale_charts
 from bundler.hub.leaderboard.ranking import TaskScoring
@@ -295,6 +295,7 @@ class BranchTables:
             left_off=self.left_off,
             scoring=self.scores,
             tasks=self.leaderboard.tallies(),
+            card_shared=self.card is not None and has_section(self.card),
         )
 
     def file_count(self) -> int:
@@ -433,9 +434,6 @@ def read_branch(
             listed = session.list_folder(folder, head)
             held.update((p, e) for p, e in listed.items() if isinstance(e, RemoteFile))
     state = BranchTables(revision, head, AllTasksTable.empty(), held)
-    if README in held:
-        card = _read_kept(session, README, held[README], head)
-        state.card = card.decode("utf-8", "surrogateescape")
     if isinstance(top.get(TASKS_FILE), RemoteFile):
         data = session.read_file(TASKS_FILE, head, MAX_TASKS_FILE_BYTES)
         state.definitions = TaskDefinitions.parse(data)
@@ -446,6 +444,7 @@ def read_branch(
     listed_record = top.get(RECORD)
     if isinstance(listed_record, RemoteFile) and not state.legacy:
         state.record = BoardRecord.parse(_read_kept(session, RECORD, listed_record, head))
+    state.card = _shared_card(session, state.record, held.get(README), head)
     since = listed_record.last_commit if isinstance(listed_record, RemoteFile) else None
     vouched = None
     if since is not None and state.record is not None:
@@ -462,6 +461,23 @@ def read_branch(
     elif isinstance(bundles, RemoteFolder) and not _unchanged_since(session, bundles, since.oid):
         catch_up(session, state, since.oid, progress)
     return state
+
+
+def _shared_card(
+    session: HubSession, record: BoardRecord | None, listed: RemoteFile | None, head: str
+) -> str | None:
+    """The branch's card where it may hold its owner's text beside the board's section: where
+    the record says so, or does not vouch for the card (a card the board owns whole, as the
+    record names it, is not read). A shared card whose section's markers were taken out gets
+    a new section: the text in it is the owner's."""
+    if listed is None:
+        return None
+    if record is not None and not record.card_shared and record.holds(README, listed):
+        return None  # the board's own card, as it wrote it
+    card = _read_kept(session, README, listed, head).decode("utf-8", "surrogateescape")
+    if record is not None and record.card_shared and not has_section(card):
+        return with_board_section(card)
+    return card
 
 
 def _read_kept(session: HubSession, path: str, listed: RemoteFile, head: str) -> bytes:

@@ -31,6 +31,11 @@ END = "<!-- statics-bundler board: end -->"
 BUNDLER_CONFIG_PREFIX = f"{TABLES_DIR}/"
 
 
+def has_section(card: str) -> bool:
+    """Whether `card` is shared: it holds the board's begin marker."""
+    return BEGIN in card
+
+
 def with_board_section(card: str) -> str:
     """`card` with an empty board section appended, for the next rendering to fill."""
     return f"{card.rstrip()}\n\n{BEGIN}\n{END}\n"
@@ -41,7 +46,7 @@ def placed(rendered: str, existing: str | None) -> str:
     (the board owns it), else the branch's card with its section holding `rendered`'s body and
     its header merged with `rendered`'s. A section whose end marker was removed is begun
     again at the end, the lone marker taken out, so that no text of the owner's is in it."""
-    if existing is None or BEGIN not in existing:
+    if existing is None or not has_section(existing):
         return rendered
     header, body = _split(existing)
     start, end = body.find(BEGIN), body.rfind(END)

@@ -250,3 +250,20 @@ def test_an_edit_keeps_the_lines_it_does_not_touch_byte_for_byte(keys: dict[str,
     )
     assert AllowedSigners.parse(removed).principals_of(bob.fingerprint) == {"bob"}
     assert signers.without("nobody").to_bytes() == others
+
+
+def test_a_file_of_hostile_patterns_costs_linear_work(keys: dict[str, Signed]) -> None:
+    """Patterns are matched as OpenSSH's automaton does, never by a backtracking regex, and
+    the names a line trusts are read in one pass: a file at the size bound takes well under a
+    second here."""
+    eve = keys["eve"].text
+    lines = [
+        ",".join(["eve"] * 60_000) + f",!{'x' * 1200} {eve}",
+        f'eve namespaces="{"*a" * 100_000}b" {eve}',
+        f"{'*a,' * 60_000}!eve {eve}",
+    ]
+    started = time.monotonic()
+    parsed = AllowedSigners.parse("\n".join(lines).encode())
+    key = read_public_key(eve)
+    assert parsed.principals_of(key.fingerprint) == set()
+    assert time.monotonic() - started < 5

@@ -130,16 +130,17 @@ class Line(Model):
     key: SignerKey | None = None
 
     @property
-    def names(self) -> tuple[str, ...]:
-        """The Hub names the line lists and OpenSSH's pattern list matches (a negated or
-        pattern-only entry names nobody)."""
-        listed = (self.principals or b"").split(b",")
-        return tuple(
-            name.decode()
-            for name in dict.fromkeys(listed)
-            if HUB_NAME.fullmatch(name.decode("latin-1"))
-            and match_pattern_list(name, self.principals or b"") == 1
-        )
+    def names(self) -> frozenset[str] | None:
+        """The Hub names the line allows, where every entry of its principals is a Hub name or
+        a negated one: then OpenSSH's `match_pattern_list` allows exactly the names listed and
+        not negated. None where an entry is a pattern (`*`, `?`) or anything else: the bundler
+        cannot list whom it allows, and trusts it for nobody. (This also bounds the work a
+        line of a million principals costs: linear.)"""
+        listed = [entry.decode("latin-1") for entry in (self.principals or b"").split(b",")]
+        if not all(HUB_NAME.fullmatch(entry.removeprefix("!")) for entry in listed):
+            return None
+        negated = {entry[1:] for entry in listed if entry.startswith("!")}
+        return frozenset(entry for entry in listed if entry not in negated) - negated
 
     @property
     def honoured(self) -> bool:
@@ -148,6 +149,7 @@ class Line(Model):
         options = self.options
         return (
             self.key is not None
+            and self.names is not None
             and options is not None
             and not options.cert_authority
             and not options.valid_after
@@ -207,7 +209,7 @@ class AllowedSigners(Model):
     def model_post_init(self, context: object, /) -> None:
         """Who each key signs for, worked out once: review and the card ask per bundle."""
         for line in self.lines:
-            if line.honoured and line.key is not None:
+            if line.honoured and line.key is not None and line.names is not None:
                 self._trusted.setdefault(line.key.fingerprint, set()).update(line.names)
 
     @classmethod
@@ -477,9 +479,29 @@ def match_pattern_list(string: bytes, patterns: bytes) -> int:
 
 
 def _match_pattern(string: bytes, pattern: bytes) -> bool:
-    """match.c `match_pattern`: `*` any run, `?` any byte, the rest literally."""
-    regex = b"".join(
-        b".*" if byte == b"*" else b"." if byte == b"?" else re.escape(byte)
-        for byte in (pattern[i : i + 1] for i in range(len(pattern)))
-    )
-    return re.fullmatch(regex, string, re.DOTALL) is not None
+    """match.c `match_pattern`: `*` any run, `?` any byte, the rest literally. Run as the
+    automaton OpenSSH now uses (the set of pattern positions reached), so that a hostile
+    pattern costs len(string) x len(pattern), never the backtracking of a regex."""
+    states = _closure({0}, pattern)
+    for byte in string:
+        reached = set()
+        for at in states:
+            if at < len(pattern):
+                if pattern[at] == ord("*"):
+                    reached.add(at)
+                elif pattern[at] in (ord("?"), byte):
+                    reached.add(at + 1)
+        states = _closure(reached, pattern)
+        if not states:
+            return False
+    return len(pattern) in states
+
+
+def _closure(states: set[int], pattern: bytes) -> set[int]:
+    """The positions reached from `states` without reading: past any `*`."""
+    closed = set(states)
+    for at in sorted(states):
+        while at < len(pattern) and pattern[at] == ord("*"):
+            at += 1
+            closed.add(at)
+    return closed

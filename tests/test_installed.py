@@ -29,6 +29,8 @@ import pytest
 from conftest import SUBMITTER_TOKEN, WRITE_TOKEN
 from factory import RunSpec, gptnt_capabilities, make_row, write_tree
 from hubserver import HubServer, client_env
+from test_allowed_signers import weak_rsa_key
+from test_card_refresh import commit_by_hand
 
 from bundler.hub.repo.paths import bundle_of_path
 
@@ -364,3 +366,26 @@ def test_the_first_upload_into_a_new_leaderboard(
     assert [bundle["outcome"] for bundle in uploaded["bundles"]] == ["published"] * 2
     table = hub.file_bytes(repo_id, "leaderboard/bundles/part-00000.parquet") or b""
     assert pq.read_table(io.BytesIO(table)).num_rows == 2
+
+
+def test_what_a_maintainer_finds_is_kept_and_a_key_openssh_refuses_is_refused(
+    installed: Installed, hub: HubServer, repo_id: str, tmp_path: Path
+) -> None:
+    """Issue 36, as installed: `init` on a repository with the owner's card and licence
+    refuses, then with --adopt keeps them; `signers add` refuses a 768-bit RSA key."""
+    maintainer = User(installed, hub, tmp_path, WRITE_TOKEN)
+    card = b"---\nlicense: mit\n---\n\n# Mine\n\nMy text.\n"
+    commit_by_hand(repo_id, {"README.md": card, "LICENSE": b"MIT\n"})
+    refused = maintainer.bundler("init", "--repo", repo_id, code=1)
+    assert refused["error_kind"] == "repository-not-empty"
+    assert maintainer.bundler("init", "--repo", repo_id, "--adopt")["adopted"] == [
+        "LICENSE",
+        "README.md",
+    ]
+    kept = (hub.file_bytes(repo_id, "README.md") or b"").decode()
+    assert "license: mit" in kept and "My text." in kept and hub.file_bytes(repo_id, "LICENSE")
+    weak = weak_rsa_key(tmp_path, "weak")
+    added = maintainer.bundler(
+        "signers", "add", "ada", "--repo", repo_id, "--key", weak.with_suffix(".pub"), code=2
+    )
+    assert "768 bits" in added["error"]

@@ -19,7 +19,8 @@ from bundler.core.errors import UsageError
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from bundler.hub.tasks.signers import AllowedSigners, SignersReport
+    from bundler.hub.tasks.signers import SignersReport
+    from bundler.local.allowed_signers import AllowedSigners
 
 NameArgument = Annotated[
     str, typer.Argument(metavar="NAME", help="A Hub user or organization name (the principal).")
@@ -40,7 +41,7 @@ def render_signers(report: SignersReport, console: Console) -> None:
     for column in ("principals", "key type", "fingerprint", "honoured"):
         table.add_column(column)
     for signer in report.signers:
-        honoured = "yes" if signer.honoured else "no (options the bundler does not honour)"
+        honoured = "yes" if signer.honoured else "no (options or patterns it does not trust)"
         cells = (", ".join(signer.principals), signer.key_type, signer.fingerprint, honoured)
         table.add_row(*(shown(cell) for cell in cells))
     console.print(table)
@@ -88,12 +89,14 @@ def signers_add_command(
     then passes a bundle this key signed in a pull request NAME opened. Needs a write token."""
 
     def add(signers: AllowedSigners) -> AllowedSigners:
+        from bundler.hub.tasks.signers import add_signer
+
         try:
             with key.open("rb") as handle:
                 text = handle.read(MAX_PUBLIC_KEY_BYTES).decode("utf-8", "replace")
         except OSError as error:
             raise UsageError(f"{key}: cannot read the public key ({error.strerror})") from None
-        return signers.with_signer(name, text)
+        return add_signer(signers, name, text, source=str(key))
 
     _run(repo, token, json_output, debug, (add, f"Allow {name} to sign bundles"))
 

@@ -50,7 +50,8 @@ from bundler.hub.repo.paths import (
     unsharded_paths,
 )
 from bundler.hub.tasks.definitions import MAX_TASKS_FILE_BYTES, TaskDefinitions
-from bundler.hub.tasks.signers import MAX_SIGNERS_FILE_BYTES, AllowedSigners
+from bundler.hub.tasks.signers import MAX_SIGNERS_FILE_BYTES
+from bundler.local.allowed_signers import AllowedSigners
 from bundler.local.layout import TEMP_PREFIX, BundleId
 from bundler.local.verify import read_bundle
 

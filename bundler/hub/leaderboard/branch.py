@@ -32,6 +32,7 @@ from bundler.hub.client.commit import Operation
 from bundler.hub.client.remote import RemoteFile, RemoteFolder
 from bundler.hub.client.session import MAX_SMALL_FILE_BYTES, PATHS_PER_REQUEST, HubSession
 from bundler.hub.leaderboard.card import BOARD_ROWS, render_dataset_card
+from bundler.hub.leaderboard.card_section import has_section, placed, with_board_section
 from bundler.hub.leaderboard.catchup import catch_up
 from bundler.hub.leaderboard.chart import charted_tasks, drawn_charts, shown_charts, stale_charts
 from bundler.hub.leaderboard.format3 import format_3_table
@@ -73,7 +74,8 @@ from bundler.hub.repo.paths import (
     unsharded_paths,
 )
 from bundler.hub.tasks.definitions import MAX_TASKS_FILE_BYTES, TaskDefinitions
-from bundler.hub.tasks.signers import MAX_SIGNERS_FILE_BYTES, AllowedSigners
+from bundler.hub.tasks.signers import MAX_SIGNERS_FILE_BYTES
+from bundler.local.allowed_signers import AllowedSigners
 from bundler.local.layout import BundleId
 
 MAX_TABLE_BYTES = 1 << 30
@@ -115,6 +117,9 @@ class BranchTables:
     signers: AllowedSigners | None = None
     """Who may sign the branch's bundles (None: it names nobody): the card names the
     principal of each signing key they list."""
+    card: str | None = None
+    """The card on the branch, as read (None: it has none). Where it holds a board section
+    (bundler.hub.leaderboard.card_section, `init --adopt`), the next card keeps the rest."""
     absent: set[str] = field(default_factory=set)
     """Bundles the branch holds no file of (`remote_files`): a commit adds their rows to the
     table's last part, and reads no other."""
@@ -159,7 +164,7 @@ class BranchTables:
         charts = shown_charts(boards, self.held, self.record, written)
         count = len(self.leaderboard)
         card = render_dataset_card(repo_id, boards, count, self.signers, charts=charts)
-        written[README] = card.encode("utf-8")
+        written[README] = placed(card, self.card).encode("utf-8", "surrogateescape")
         return written
 
     def settle(self, touched: set[str] | None) -> dict[str, TaskScoring]:
@@ -297,6 +302,7 @@ class BranchTables:
             left_off=self.left_off,
             scoring=self.scores,
             tasks=self.leaderboard.tallies(),
+            card_shared=self.card is not None and has_section(self.card),
         )
 
     def file_count(self) -> int:
@@ -392,7 +398,7 @@ def table_operations(
         return []
     written[RECORD] = record.to_bytes()
     for kept_path, data in written.items():  # the next read of the branch downloads none
-        if kept_path == RECORD or part_number(kept_path) is not None:
+        if kept_path in (RECORD, README) or part_number(kept_path) is not None:
             keep_table(session, kept_path, data)
     operations: list[Operation] = [CommitOperationAdd(path, data) for path, data in written.items()]
     operations += _moves(state.moves, state.retired)
@@ -445,6 +451,7 @@ def read_branch(
     listed_record = top.get(RECORD)
     if isinstance(listed_record, RemoteFile) and not state.legacy:
         state.record = BoardRecord.parse(_read_kept(session, RECORD, listed_record, head))
+    state.card = _shared_card(session, state.record, held.get(README), head)
     since = listed_record.last_commit if isinstance(listed_record, RemoteFile) else None
     vouched = None
     if since is not None and state.record is not None:
@@ -463,6 +470,23 @@ def read_branch(
     elif isinstance(bundles, RemoteFolder) and not _unchanged_since(session, bundles, since.oid):
         catch_up(session, state, since.oid, progress)
     return state
+
+
+def _shared_card(
+    session: HubSession, record: BoardRecord | None, listed: RemoteFile | None, head: str
+) -> str | None:
+    """The branch's card where it may hold its owner's text beside the board's section: where
+    the record says so, or does not vouch for the card (a card the board owns whole, as the
+    record names it, is not read). A shared card whose section's markers were taken out gets
+    a new section: the text in it is the owner's."""
+    if listed is None:
+        return None
+    if record is not None and not record.card_shared and record.holds(README, listed):
+        return None  # the board's own card, as it wrote it
+    card = _read_kept(session, README, listed, head).decode("utf-8", "surrogateescape")
+    if record is not None and record.card_shared and not has_section(card):
+        return with_board_section(card)
+    return card
 
 
 def _read_kept(session: HubSession, path: str, listed: RemoteFile, head: str) -> bytes:

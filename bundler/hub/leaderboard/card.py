@@ -47,7 +47,7 @@ from bundler.hub.repo.paths import (
     task_chart,
     task_table,
 )
-from bundler.hub.tasks.signers import AllowedSigners
+from bundler.local.allowed_signers import AllowedSigners
 
 if TYPE_CHECKING:
     import jinja2

@@ -90,6 +90,10 @@ class BoardRecord(Model):
     tasks: dict[str, TaskTally] | None = None
     """Each task's tally; None in a record written before tallies were kept (its next commit
     reads every part of the table once, and writes them)."""
+    card_shared: bool = Field(default=False, exclude_if=lambda shared: not shared)
+    """The card holds its owner's text beside the board's section (`init --adopt`,
+    bundler.hub.leaderboard.card_section): a read reads the card, to keep that text. Absent
+    (false) where the board owns the whole card, which a read then need not download."""
 
     def holds(self, path: str, listed: RemoteFile | None) -> bool:
         """Whether the branch's file at `path`, as `listed`, holds the bytes this record names

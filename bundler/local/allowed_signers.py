@@ -228,21 +228,6 @@ class AllowedSigners(Model):
         whenever it is asked (nobody, for a key no honoured line lists)."""
         return set(self._trusted.get(key_fingerprint, ()))
 
-    def find_principals(self, key: SignerKey, at: int) -> list[str] | None:
-        """What `ssh-keygen -Y find-principals` prints for a signature by `key` at `at`: the
-        principals of the first line that allows the key, in any namespace; None: no line."""
-        for line in self.lines:
-            if line.allows(key, at, None, None):
-                listed = (line.principals or b"").decode("utf-8", "replace").split(",")
-                return listed[: listed.index("")] if "" in listed else listed
-        return None
-
-    def verifies(self, key: SignerKey, principal: str, namespace: str, at: int) -> bool:
-        """Whether `ssh-keygen -Y verify -I principal -n namespace` accepts `key` at `at`."""
-        return any(
-            line.allows(key, at, principal.encode(), namespace.encode()) for line in self.lines
-        )
-
     def with_signer(self, name: str, key: SignerKey) -> AllowedSigners:
         """These lines and one more allowing `name` to sign with `key` in the bundler's
         namespace (the same lines when one already does); every other line kept as it was."""

@@ -30,10 +30,11 @@ from bundler.core.errors import HubAccessError, HubError, RowError, TemporaryErr
 from bundler.core.progress import NoProgress, ProgressSink
 from bundler.hub.client.commit import Operation
 from bundler.hub.client.remote import RemoteFile, RemoteFolder
-from bundler.hub.client.session import MAX_SMALL_FILE_BYTES, PATHS_PER_REQUEST, HubSession
+from bundler.hub.client.session import PATHS_PER_REQUEST, HubSession
 from bundler.hub.leaderboard.card import BOARD_ROWS, render_dataset_card
 from bundler.hub.leaderboard.catchup import catch_up
 from bundler.hub.leaderboard.chart import charted_tasks, drawn_charts, shown_charts, stale_charts
+from bundler.hub.leaderboard.provenance import vouched_record
 from bundler.hub.leaderboard.ranking import TaskScoring
 from bundler.hub.leaderboard.record import LAST_ONE_FILE_FORMAT, BoardRecord, DerivedFile
 from bundler.hub.leaderboard.rows import TableRow
@@ -111,6 +112,10 @@ class BranchTables:
     absent: set[str] = field(default_factory=set)
     """Bundles the branch holds no file of (`remote_files`): a commit adds their rows to the
     table's last part, and reads no other."""
+    passed_over: bool = False
+    """The branch's record is not `record`: a merged pull request wrote it (or deleted it),
+    and nothing it says is believed (bundler.hub.leaderboard.provenance). The next commit
+    writes the record again, even when nothing else changed."""
 
     @property
     def problems(self) -> list[str]:
@@ -273,6 +278,7 @@ class BranchTables:
         self.held = {path: file for path, file in self.held.items() if path not in change.removed}
         self.moves, self.retired, self.changed_tasks = {}, set(), set()
         self.absent -= change.bundles
+        self.passed_over = False
         for path, data in change.written.items():
             derived = DerivedFile.of(data)
             if path == RECORD:
@@ -381,7 +387,7 @@ def table_operations(
         state.record.scoring,
     )  # a record of no tallies (an older version's) is written again by the next commit
     upgrade = state.legacy or state.moves or state.retired
-    if unchanged and not (written or stale or upgrade or with_bundles):
+    if unchanged and not (written or stale or upgrade or with_bundles or state.passed_over):
         return []
     written[RECORD] = record.to_bytes()
     for kept_path, data in written.items():  # the next read of the branch downloads none
@@ -436,12 +442,16 @@ def read_branch(
         state.signers = AllowedSigners.parse(data)
     state.legacy = [f"{folder}/" for folder in LEGACY_DIRS if folder in top]
     listed_record = top.get(RECORD)
+    found = None
     if isinstance(listed_record, RemoteFile) and not state.legacy:
-        state.record = BoardRecord.parse(_read_kept(session, RECORD, listed_record, head))
-    since = listed_record.last_commit if isinstance(listed_record, RemoteFile) else None
+        found = vouched_record(session, listed_record)
+        last = listed_record.last_commit
+        state.passed_over = found is not None and (last is None or found.commit != last.oid)
+    since = found.commit if found is not None else None
+    state.record = found.record if found is not None else None
     vouched = None
     if since is not None and state.record is not None:
-        vouched = _vouched_table(session, state.record, since.oid, held)
+        vouched = _vouched_table(session, state.record, since, held)
     bundles = top.get(BUNDLES_DIR)
     if vouched is None or since is None or state.record is None:
         if isinstance(bundles, RemoteFolder):  # nothing vouches for the tables: derive them
@@ -451,18 +461,9 @@ def read_branch(
     state.scores = dict(state.record.scoring)
     if bundles is None:
         state.leaderboard = AllTasksTable.empty()
-    elif isinstance(bundles, RemoteFolder) and not _unchanged_since(session, bundles, since.oid):
-        catch_up(session, state, since.oid, progress)
+    elif isinstance(bundles, RemoteFolder) and not _unchanged_since(session, bundles, since):
+        catch_up(session, state, since, progress)
     return state
-
-
-def _read_kept(session: HubSession, path: str, listed: RemoteFile, head: str) -> bytes:
-    """A file of the branch's: the local copy of the bytes listed, else read (and kept)."""
-    data = cached_table(session, path, listed, MAX_SMALL_FILE_BYTES)
-    if data is None:
-        data = session.read_small_file(path, head)
-        keep_table(session, path, data)
-    return data
 
 
 def _vouched_table(
@@ -473,13 +474,14 @@ def _vouched_table(
     them; a record of format 2 names the table in one file, split into parts here. None when
     no such table is there (the record was edited, or names none).
 
-    Where the branch still holds every part as the record names it, and the record tallies
-    the tasks, no part is read here: each is read when first needed (`TablePart.later`), and
-    each task whose table the branch holds as recorded is ranked from that table's rows and
-    those added since (`BestRows`). So a commit adding bundles reads the last part and the
-    task tables, whatever the size of the table."""
+    Where the record tallies the tasks, no part is read here but those the branch no longer
+    holds as recorded (edited since, to be written again): each other is read when first
+    needed (`TablePart.later`), and each task is ranked from its table as the record's commit
+    wrote it and the rows added since (`BestRows`). So a commit adding bundles reads the last
+    part and the task tables, and one after a merge that edited the tables reads what it
+    edited besides, whatever the size of the table."""
     parts = [path for path in record.files if part_number(path) is not None]
-    if record.tasks is not None and all(record.holds(path, held.get(path)) for path in parts):
+    if record.tasks is not None:
 
         def vouched(path: str) -> Callable[[], bytes]:
             return lambda: _vouched_bytes(session, record, path, commit)
@@ -487,9 +489,12 @@ def _vouched_table(
         best = {
             task: BestRows.of_table(vouched(task_table(task)))
             for task in record.tasks
-            if record.holds(task_table(task), held.get(task_table(task)))
+            if task_table(task) in record.files
         }
         lazy = {part_number(path) or 0: TablePart.later(vouched(path)) for path in parts}
+        for path in parts:
+            if not record.holds(path, held.get(path)):
+                _ = lazy[part_number(path) or 0].data  # fetched: `files` writes it again
         return AllTasksTable(lazy, dict(record.tasks), best)
     if record.format == LAST_ONE_FILE_FORMAT:
         data = _vouched_file(session, record, ALL_TABLE, commit)
@@ -530,8 +535,8 @@ def _vouched_file(session: HubSession, record: BoardRecord, path: str, commit: s
 
 def _vouched_bytes(session: HubSession, record: BoardRecord, path: str, commit: str) -> bytes:
     """The bytes the record names at `path`, read when a lazy part or task table is needed:
-    the branch held them when it was read, so anything else is the Hub's fault, and ends the
-    command (RowError)."""
+    the record's commit held them (the bundler's commit wrote or found them so), so anything
+    else is the Hub's fault, and ends the command (RowError)."""
     data = _vouched_file(session, record, path, commit)
     if data is None:
         raise RowError(f"{path} no longer holds the bytes {RECORD} names")

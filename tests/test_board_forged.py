@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 from conftest import SUBMITTER_TOKEN, WRITE_TOKEN
-from hubserver import HubServer
+from hubserver import Fault, HubServer
 from huggingface_hub import CommitOperationAdd, HfApi
 from test_board_incremental import (
     Board,
@@ -194,3 +194,32 @@ def test_restoring_the_board_costs_the_same_requests_at_300_3000_and_6000_bundle
     # At 300 bundles the table is one part: `card` ranks from it rather than from the two task
     # tables (AllTasksTable.boards reads whichever is fewer), and reads two files fewer.
     assert [a - b for a, b in zip(counts[3_000], counts[300], strict=True)] == [2, 0]
+
+
+def test_forged_merges_in_a_row_are_all_passed_over(
+    hub: HubServer, repo_id: str, tmp_path: Path
+) -> None:
+    """Each merge over the record is passed over, back to the bundler's commit before them."""
+    board = seeded(hub, repo_id, tmp_path, synthetic=300)
+    honest = board_bytes(hub, repo_id)
+    merge_forged_pull_request(hub, repo_id)
+    merge_forged_pull_request(hub, repo_id)
+    code, result, stderr = card(repo_id)
+    assert code == 0, stderr
+    assert result["bundle_count"] == board.rows
+    assert board_bytes(hub, repo_id) == honest
+
+
+def test_a_hub_that_cannot_list_the_commits_is_tried_again_later(
+    hub: HubServer, repo_id: str, tmp_path: Path
+) -> None:
+    """Without the commit listing nothing says whose the record is: the run stops, exit 75,
+    and nothing is committed."""
+    seeded(hub, repo_id, tmp_path, synthetic=300)
+    merge_forged_pull_request(hub, repo_id)
+    head = hub.commits(repo_id)[0].oid
+    hub.inject("GET", rf"{repo_id}/commits/", Fault.status(503), times=50)
+    code, _, stderr = card(repo_id)
+    hub.clear_faults()
+    assert code == 75, stderr
+    assert hub.commits(repo_id)[0].oid == head

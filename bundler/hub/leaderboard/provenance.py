@@ -10,16 +10,17 @@ Review refuses such a pull request; a maintainer merging it in the web page does
 So the commit that last wrote the record is judged by what the Hub says of it, which the
 pull request's author cannot choose: the Hub titles the commit that merges pull request N
 "<its title> (#N)" (a squash of its changes onto the branch, one parent), so a commit titled
-so is a merge, and its record is passed over. The record then built on is the one the
-branch held just before that commit (its first parent, the second commit the Hub lists from
-it): the commit that last wrote that one is judged in turn, back to a commit that is not a
-merge. Everything changed since that commit, the merge's edits included, is found as any
-edit is (the bytes on the branch are not the ones its record names) and derived again.
+so is a merge, and its record is passed over. The record then built on is the one the branch
+held just before that commit (at its first parent, the second commit the Hub lists from it):
+the commit that last wrote that one is judged in turn, back to a commit that is not a merge.
+Everything changed since that commit, the merge's edits included, is found as any edit is
+(the bytes on the branch are not the ones its record names) and derived again.
 
-Cost: one request when nothing was merged over the record (the first page of the Hub's
-commit listing from the commit that wrote it), three more per merged commit passed over (that
-page, the record's entry at its parent, the record's bytes there); at most MAX_MERGES_PASSED,
-then nothing vouches for the tables and the board is derived from every bundle.
+Cost: nothing more when nothing was merged over the record (the branch's listing names the
+commit that last changed each file, with its title); two requests per merged commit passed
+over (the first page of the Hub's commit listing from it, for its parent; the record's entry
+there), and the record's bytes at the commit believed; at most MAX_MERGES_PASSED, then
+nothing vouches for the tables and the board is derived from every bundle.
 
 What it trusts: anyone with write access to the repository. A direct commit (a maintainer's
 upload in the web page, `hf upload`, a hand-made record) is not a merge, and its record is
@@ -37,7 +38,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from bundler.core.errors import HubUnavailableError
 from bundler.core.model import Model
-from bundler.hub.client.remote import RemoteFile
+from bundler.hub.client.remote import LastCommit, RemoteFile
 from bundler.hub.client.session import MAX_SMALL_FILE_BYTES, REPO_TYPE, HubSession
 from bundler.hub.leaderboard.record import BoardRecord
 from bundler.hub.leaderboard.tablecache import cached_table, keep_table
@@ -55,12 +56,6 @@ class ListedCommit(Model):
     """A commit as the Hub's commit listing names it (the rest of the entry is not read)."""
 
     id: str
-    title: str
-
-    @property
-    def merged(self) -> bool:
-        """Whether the Hub made this commit to merge a pull request."""
-        return MERGED_TITLE.search(self.title) is not None
 
 
 LISTING = TypeAdapter(list[ListedCommit])
@@ -75,6 +70,11 @@ class Vouched:
     commit: str
 
 
+def merged(commit: LastCommit) -> bool:
+    """Whether the Hub made this commit to merge a pull request."""
+    return MERGED_TITLE.search(commit.title) is not None
+
+
 def vouched_record(session: HubSession, listed: RemoteFile) -> Vouched | None:
     """The record of the last commit to write it that is not a merged pull request, from the
     record as the branch lists it (with the commit that last changed it); None when there is
@@ -83,21 +83,22 @@ def vouched_record(session: HubSession, listed: RemoteFile) -> Vouched | None:
     for _ in range(MAX_MERGES_PASSED + 1):
         if at is None or at.last_commit is None:
             return None
-        commit = at.last_commit.oid
-        history = first_commits(session, commit)
-        if not history[0].merged:
-            return Vouched(BoardRecord.parse(read_kept(session, RECORD, at, commit)), commit)
-        if len(history) < 2:
+        last = at.last_commit
+        if not merged(last):
+            return Vouched(BoardRecord.parse(read_kept(session, RECORD, at, last.oid)), last.oid)
+        parent = first_parent(session, last.oid)
+        if parent is None:
             return None
-        found = session.entries([RECORD], history[1].id).get(RECORD)
+        found = session.entries([RECORD], parent).get(RECORD)
         at = found if isinstance(found, RemoteFile) else None
     return None
 
 
-def first_commits(session: HubSession, commit: str) -> list[ListedCommit]:
-    """`commit` and the first of its first-parent ancestors, newest first: the first page of
-    the Hub's commit listing from it (the client's `list_repo_commits` reads every page, the
-    whole history). An answer that is no such listing is the Hub's fault: tried again later."""
+def first_parent(session: HubSession, commit: str) -> str | None:
+    """The first parent of `commit` (None for a first commit): the second entry of the first
+    page of the Hub's commit listing from it (the client's `list_repo_commits` reads every
+    page, the whole history). An answer that is no such listing is the Hub's fault: tried
+    again later."""
     url = f"{session.api.endpoint}/api/{REPO_TYPE}s/{session.repo_id}/commits/{quote(commit)}"
     doing = f"listing the commits from {commit}"
     data = session.read_url(doing, url, "the commit listing", MAX_LISTING_BYTES)
@@ -107,7 +108,7 @@ def first_commits(session: HubSession, commit: str) -> list[ListedCommit]:
         history = []
     if not history or history[0].id != commit:
         raise HubUnavailableError(f"{doing}: the Hub's answer is not a listing of commits")
-    return history
+    return history[1].id if len(history) > 1 else None
 
 
 def read_kept(session: HubSession, path: str, listed: RemoteFile, revision: str) -> bytes:

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from conftest import SUBMITTER_TOKEN, WRITE_TOKEN
 from hubserver import Fault, HubServer
-from huggingface_hub import CommitOperationAdd, HfApi
+from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
 from test_board_incremental import (
     Board,
     assert_board_of_every_row,
@@ -80,13 +80,23 @@ def forged_board(hub: HubServer, repo_id: str, part: int) -> dict[str, bytes]:
     return forged | {RECORD: record.model_copy(update={"files": files, "parent": head}).to_bytes()}
 
 
-def merge_forged_pull_request(hub: HubServer, repo_id: str, part: int = 0) -> None:
+def merge_forged_pull_request(
+    hub: HubServer, repo_id: str, part: int = 0, *, record: bool = True
+) -> None:
     """The forged board proposed by a submitter (no write access), titled as the bundler titles
-    its commits, and merged by a maintainer in the Hub's web page."""
+    its commits, and merged by a maintainer in the Hub's web page; without `record`, the
+    record is deleted instead."""
     forged = forged_board(hub, repo_id, part)
+    operations: list[CommitOperationAdd | CommitOperationDelete] = [
+        CommitOperationAdd(path, data) for path, data in forged.items()
+    ]
+    if not record:
+        del forged[RECORD]
+        operations = [CommitOperationAdd(path, data) for path, data in forged.items()]
+        operations.append(CommitOperationDelete(RECORD))
     proposed = HfApi(token=SUBMITTER_TOKEN).create_commit(
         repo_id,
-        [CommitOperationAdd(path, data) for path, data in forged.items()],
+        operations,
         commit_message="Add 1 statics bundle(s): m/task00@unpinned",
         repo_type="dataset",
         create_pr=True,
@@ -223,3 +233,22 @@ def test_a_hub_that_cannot_list_the_commits_is_tried_again_later(
     hub.clear_faults()
     assert code == 75, stderr
     assert hub.commits(repo_id)[0].oid == head
+
+
+def test_a_merged_pull_request_that_deletes_the_record_is_passed_over_too(
+    hub: HubServer, repo_id: str, tmp_path: Path
+) -> None:
+    """The record deleted with the forged tables: the record before the merge is believed,
+    and only what the merge edited is read."""
+    board = seeded(hub, repo_id, tmp_path)
+    honest = board_bytes(hub, repo_id)
+    merge_forged_pull_request(hub, repo_id, part=0, record=False)
+    assert hub.file_bytes(repo_id, RECORD) is None
+    fresh_runner()
+    since = len(hub.request_log)
+    code, result, stderr = card(repo_id)
+    assert code == 0, stderr
+    assert result["bundle_count"] == board.rows
+    assert parts_read(hub, since) == {table_part(0)}
+    assert board_bytes(hub, repo_id) == honest
+    assert hub.file_bytes(repo_id, RECORD) is not None

@@ -58,6 +58,7 @@ from bundler.hub.repo.paths import (
     RECORD,
     TABLE_PARTS_DIR,
     TABLE_SUFFIX,
+    TABLES_DIR,
     TASK_TABLES_DIR,
     TASKS_FILE,
     part_number,
@@ -421,7 +422,7 @@ def read_branch(
     """The branch's leaderboard as its bundles make it (see the module docstring)."""
     progress = progress or NoProgress()
     head = session.head(revision)
-    wanted = [ALL_TABLE, TABLE_PARTS_DIR, BUNDLES_DIR, README, RECORD, *LEGACY_DIRS]
+    wanted = [ALL_TABLE, TABLES_DIR, TABLE_PARTS_DIR, BUNDLES_DIR, README, RECORD, *LEGACY_DIRS]
     rules = [TASKS_FILE, ALLOWED_SIGNERS]
     top = session.entries([*wanted, TASK_TABLES_DIR, CHARTS_DIR, *rules], head)
     held = {
@@ -441,11 +442,12 @@ def read_branch(
         data = session.read_file(ALLOWED_SIGNERS, head, MAX_SIGNERS_FILE_BYTES)
         state.signers = AllowedSigners.parse(data)
     state.legacy = [f"{folder}/" for folder in LEGACY_DIRS if folder in top]
-    listed_record = top.get(RECORD)
+    entry = top.get(RECORD)
+    listed_record = entry if isinstance(entry, RemoteFile) else None
     found = None
-    if isinstance(listed_record, RemoteFile) and not state.legacy:
-        found = vouched_record(session, listed_record)
-        last = listed_record.last_commit
+    if not state.legacy:
+        found = vouched_record(session, listed_record, top.get(TABLES_DIR))
+        last = listed_record.last_commit if listed_record is not None else None
         state.passed_over = found is not None and (last is None or found.commit != last.oid)
     since = found.commit if found is not None else None
     state.record = found.record if found is not None else None

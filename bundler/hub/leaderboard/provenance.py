@@ -38,7 +38,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from bundler.core.errors import HubUnavailableError
 from bundler.core.model import Model
-from bundler.hub.client.remote import LastCommit, RemoteFile
+from bundler.hub.client.remote import LastCommit, RemoteEntry, RemoteFile
 from bundler.hub.client.session import MAX_SMALL_FILE_BYTES, REPO_TYPE, HubSession
 from bundler.hub.leaderboard.record import BoardRecord
 from bundler.hub.leaderboard.tablecache import cached_table, keep_table
@@ -75,23 +75,35 @@ def merged(commit: LastCommit) -> bool:
     return MERGED_TITLE.search(commit.title) is not None
 
 
-def vouched_record(session: HubSession, listed: RemoteFile) -> Vouched | None:
+def vouched_record(
+    session: HubSession, listed: RemoteFile | None, tables: RemoteEntry | None
+) -> Vouched | None:
     """The record of the last commit to write it that is not a merged pull request, from the
-    record as the branch lists it (with the commit that last changed it); None when there is
-    none (every one merged, too many merged, or the record deleted before)."""
-    at: RemoteFile | None = listed
+    record as the branch lists it (with the commit that last changed it), or, where the branch
+    holds none, from `tables` (the folder of the tables, as listed): a merged pull request that
+    deleted the record is passed over too. None when there is no such record (every one
+    merged, too many merged, or deleted by a commit that is no merge)."""
+    at = listed
+    if at is None:
+        last = tables.last_commit if tables is not None else None
+        if last is None or not merged(last):
+            return None
+        at = _record_before(session, last.oid)
     for _ in range(MAX_MERGES_PASSED + 1):
         if at is None or at.last_commit is None:
             return None
         last = at.last_commit
         if not merged(last):
             return Vouched(BoardRecord.parse(read_kept(session, RECORD, at, last.oid)), last.oid)
-        parent = first_parent(session, last.oid)
-        if parent is None:
-            return None
-        found = session.entries([RECORD], parent).get(RECORD)
-        at = found if isinstance(found, RemoteFile) else None
+        at = _record_before(session, last.oid)
     return None
+
+
+def _record_before(session: HubSession, commit: str) -> RemoteFile | None:
+    """The record as the branch listed it at `commit`'s first parent (None: it held none)."""
+    parent = first_parent(session, commit)
+    found = session.entries([RECORD], parent).get(RECORD) if parent is not None else None
+    return found if isinstance(found, RemoteFile) else None
 
 
 def first_parent(session: HubSession, commit: str) -> str | None:

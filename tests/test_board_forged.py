@@ -53,7 +53,7 @@ def with_ghost(data: bytes) -> bytes:
     ghost = dict(rows[0])
     for column in ("bundle_id", "model_name", "player_name"):
         if column in ghost:
-            ghost[column] = f"{GHOST}_{ghost[column]}"
+            ghost[column] = f"{GHOST}-{ghost[column]}"  # a well-formed bundle id
     for column in ("score", "ranking_score"):
         if column in ghost:
             ghost[column] = 0.999

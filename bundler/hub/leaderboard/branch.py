@@ -2,16 +2,19 @@
 the files a commit writes to keep its tables and card true.
 
 Every commit of the bundler that writes the tables writes beside them the record of what it
-derived (`bundler.hub.leaderboard.record`). Reading a branch costs the same few requests at any
-size: its head, the expanded entries of the tables, `bundles/`, the card and the record (one
-request), the record, and the task tables' listing. The all-tasks table is taken as the
-record's commit wrote it, checked byte for byte (a local copy of those bytes is used when there
-is one), each part when first needed: a commit that only adds bundles reads the last part and
-the task tables, and ranks each task from its table's best rows and those added
-(`AllTasksTable.best`), at the same cost at any size; `bundles/` is compared with that commit's
-tree, and what changed since is caught up (`bundler.hub.leaderboard.catchup`) at the cost of
-what changed. A table, task table or card that no longer holds the bytes recorded was edited
-outside the bundler and is derived again by the next commit. A branch whose tables no record
+derived (`bundler.hub.leaderboard.record`); the record believed is the last one written by a
+commit that is not a pull request merged on the Hub (`bundler.hub.leaderboard.provenance`).
+Reading a branch costs the same few requests at any size: its head, the expanded entries of the
+tables, `bundles/`, the card and the record (one request), the record, and the task tables'
+listing. The all-tasks table is taken as the record's commit wrote it, checked byte for byte (a
+local copy of those bytes is used when there is one), each part when first needed (a part the
+branch no longer holds as recorded is read at once, to be written again): a commit that only
+adds bundles reads the last part and the task tables as that commit wrote them, and ranks each
+task from its table's best rows and those added (`AllTasksTable.best`), at the same cost at any
+size; `bundles/` is compared with that commit's tree, and what changed since is caught up
+(`bundler.hub.leaderboard.catchup`) at the cost of what changed. A table, task table, chart or
+card that no longer holds the bytes recorded was edited outside the bundler and is derived again
+by the next commit. A branch whose tables no record
 vouches for (one written by an older version, or by hand), and a repository still in layout 1
 (a row file per bundle under `rows/` and `tasks/`, removed by the commit that writes its
 tables), have their board derived from every bundle. So has one in layout 2, whose record is of

@@ -9,6 +9,7 @@ bundles below).
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
@@ -26,6 +27,8 @@ from test_board_incremental import (
 from test_card_refresh import card
 from test_upload import upload
 
+from bundler.hub.client.remote import LastCommit
+from bundler.hub.leaderboard.provenance import merged
 from bundler.hub.leaderboard.record import BoardRecord, DerivedFile
 from bundler.hub.repo.paths import README, RECORD, TABLES_DIR, table_part, task_chart, task_table
 
@@ -252,3 +255,18 @@ def test_a_merged_pull_request_that_deletes_the_record_is_passed_over_too(
     assert parts_read(hub, since) == {table_part(0)}
     assert board_bytes(hub, repo_id) == honest
     assert hub.file_bytes(repo_id, RECORD) is not None
+
+
+def test_only_the_title_the_hub_gives_a_merge_marks_one() -> None:
+    """The Hub ends a merge's title with the pull request's number; the bundler's own titles
+    (review's merge included) never end so."""
+    when = datetime(2026, 1, 1, tzinfo=UTC)
+    titles = {
+        "Add 1 statics bundle(s): m/task00@unpinned (#12)": True,
+        "Regenerate: the leaderboard tables and card (#3)  ": True,
+        "Merge PR #3: 2 reviewed bundle(s)": False,
+        "Add 1 statics bundle(s) (#3) and more": False,
+        "Regenerate: the leaderboard tables and card (4 bundle(s))": False,
+    }
+    for title, merge in titles.items():
+        assert merged(LastCommit("0" * 40, when, title)) is merge, title

@@ -516,7 +516,7 @@ def _remote_entries(entries: list[RepoFile | RepoFolder]) -> dict[str, RemoteEnt
     found: dict[str, RemoteEntry] = {}
     for entry in entries:
         last = entry.last_commit
-        last_commit = None if last is None else LastCommit(oid=last.oid, date=last.date)
+        last_commit = None if last is None else LastCommit(last.oid, last.date, last.title)
         if isinstance(entry, RepoFile):
             found[entry.path] = RemoteFile(
                 path=entry.path,

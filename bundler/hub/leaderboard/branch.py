@@ -2,16 +2,19 @@
 the files a commit writes to keep its tables and card true.
 
 Every commit of the bundler that writes the tables writes beside them the record of what it
-derived (`bundler.hub.leaderboard.record`). Reading a branch costs the same few requests at any
-size: its head, the expanded entries of the tables, `bundles/`, the card and the record (one
-request), the record, and the task tables' listing. The all-tasks table is taken as the
-record's commit wrote it, checked byte for byte (a local copy of those bytes is used when there
-is one), each part when first needed: a commit that only adds bundles reads the last part and
-the task tables, and ranks each task from its table's best rows and those added
-(`AllTasksTable.best`), at the same cost at any size; `bundles/` is compared with that commit's
-tree, and what changed since is caught up (`bundler.hub.leaderboard.catchup`) at the cost of
-what changed. A table, task table or card that no longer holds the bytes recorded was edited
-outside the bundler and is derived again by the next commit. A branch whose tables no record
+derived (`bundler.hub.leaderboard.record`); the record believed is the last one written by a
+commit that is not a pull request merged on the Hub (`bundler.hub.leaderboard.provenance`).
+Reading a branch costs the same few requests at any size: its head, the expanded entries of the
+tables, `bundles/`, the card and the record (one request), the record, and the task tables'
+listing. The all-tasks table is taken as the record's commit wrote it, checked byte for byte (a
+local copy of those bytes is used when there is one), each part when first needed (a part the
+branch no longer holds as recorded is read at once, to be written again): a commit that only
+adds bundles reads the last part and the task tables as that commit wrote them, and ranks each
+task from its table's best rows and those added (`AllTasksTable.best`), at the same cost at any
+size; `bundles/` is compared with that commit's tree, and what changed since is caught up
+(`bundler.hub.leaderboard.catchup`) at the cost of what changed. A table, task table, chart or
+card that no longer holds the bytes recorded was edited outside the bundler and is derived again
+by the next commit. A branch whose tables no record
 vouches for (one written by an older version, or by hand), and a repository still in layout 1
 (a row file per bundle under `rows/` and `tasks/`, removed by the commit that writes its
 tables), have their board derived from every bundle. So has one in layout 2, whose record is of
@@ -30,12 +33,13 @@ from bundler.core.errors import HubAccessError, HubError, RowError, TemporaryErr
 from bundler.core.progress import NoProgress, ProgressSink
 from bundler.hub.client.commit import Operation
 from bundler.hub.client.remote import RemoteFile, RemoteFolder
-from bundler.hub.client.session import MAX_SMALL_FILE_BYTES, PATHS_PER_REQUEST, HubSession
+from bundler.hub.client.session import PATHS_PER_REQUEST, HubSession
 from bundler.hub.leaderboard.card import BOARD_ROWS, render_dataset_card
 from bundler.hub.leaderboard.card_section import has_section, placed, with_board_section
 from bundler.hub.leaderboard.catchup import catch_up
 from bundler.hub.leaderboard.chart import charted_tasks, drawn_charts, shown_charts, stale_charts
 from bundler.hub.leaderboard.format3 import format_3_table
+from bundler.hub.leaderboard.provenance import read_kept, vouched_record
 from bundler.hub.leaderboard.ranking import TaskScoring
 from bundler.hub.leaderboard.record import (
     LAST_NANOSECOND_FORMAT,
@@ -64,6 +68,7 @@ from bundler.hub.repo.paths import (
     RECORD,
     TABLE_PARTS_DIR,
     TABLE_SUFFIX,
+    TABLES_DIR,
     TASK_TABLES_DIR,
     TASKS_FILE,
     part_number,
@@ -123,6 +128,10 @@ class BranchTables:
     absent: set[str] = field(default_factory=set)
     """Bundles the branch holds no file of (`remote_files`): a commit adds their rows to the
     table's last part, and reads no other."""
+    passed_over: bool = False
+    """The branch's record is not `record`: a merged pull request wrote it (or deleted it),
+    and nothing it says is believed (bundler.hub.leaderboard.provenance). The next commit
+    writes the record again, even when nothing else changed."""
 
     @property
     def problems(self) -> list[str]:
@@ -285,6 +294,7 @@ class BranchTables:
         self.held = {path: file for path, file in self.held.items() if path not in change.removed}
         self.moves, self.retired, self.changed_tasks = {}, set(), set()
         self.absent -= change.bundles
+        self.passed_over = False
         for path, data in change.written.items():
             derived = DerivedFile.of(data)
             if path == RECORD:
@@ -394,7 +404,7 @@ def table_operations(
         state.record.scoring,
     )  # a record of no tallies (an older version's) is written again by the next commit
     upgrade = state.legacy or state.moves or state.retired
-    if unchanged and not (written or stale or upgrade or with_bundles):
+    if unchanged and not (written or stale or upgrade or with_bundles or state.passed_over):
         return []
     written[RECORD] = record.to_bytes()
     for kept_path, data in written.items():  # the next read of the branch downloads none
@@ -428,7 +438,7 @@ def read_branch(
     """The branch's leaderboard as its bundles make it (see the module docstring)."""
     progress = progress or NoProgress()
     head = session.head(revision)
-    wanted = [ALL_TABLE, TABLE_PARTS_DIR, BUNDLES_DIR, README, RECORD, *LEGACY_DIRS]
+    wanted = [ALL_TABLE, TABLES_DIR, TABLE_PARTS_DIR, BUNDLES_DIR, README, RECORD, *LEGACY_DIRS]
     rules = [TASKS_FILE, ALLOWED_SIGNERS]
     top = session.entries([*wanted, TASK_TABLES_DIR, CHARTS_DIR, *rules], head)
     held = {
@@ -448,14 +458,19 @@ def read_branch(
         data = session.read_file(ALLOWED_SIGNERS, head, MAX_SIGNERS_FILE_BYTES)
         state.signers = AllowedSigners.parse(data)
     state.legacy = [f"{folder}/" for folder in LEGACY_DIRS if folder in top]
-    listed_record = top.get(RECORD)
-    if isinstance(listed_record, RemoteFile) and not state.legacy:
-        state.record = BoardRecord.parse(_read_kept(session, RECORD, listed_record, head))
+    entry = top.get(RECORD)
+    listed_record = entry if isinstance(entry, RemoteFile) else None
+    found = None
+    if not state.legacy:
+        found = vouched_record(session, listed_record, top.get(TABLES_DIR))
+        last = listed_record.last_commit if listed_record is not None else None
+        state.passed_over = found is not None and (last is None or found.commit != last.oid)
+    since = found.commit if found is not None else None
+    state.record = found.record if found is not None else None
     state.card = _shared_card(session, state.record, held.get(README), head)
-    since = listed_record.last_commit if isinstance(listed_record, RemoteFile) else None
     vouched = None
     if since is not None and state.record is not None:
-        vouched = _vouched_table(session, state.record, since.oid, held)
+        vouched = _vouched_table(session, state.record, since, held)
     bundles = top.get(BUNDLES_DIR)
     if vouched is None or since is None or state.record is None:
         if isinstance(bundles, RemoteFolder):  # nothing vouches for the tables: derive them
@@ -467,8 +482,8 @@ def read_branch(
         state.changed_tasks |= set(vouched.tasks())
     if bundles is None:
         state.leaderboard = AllTasksTable.empty()
-    elif isinstance(bundles, RemoteFolder) and not _unchanged_since(session, bundles, since.oid):
-        catch_up(session, state, since.oid, progress)
+    elif isinstance(bundles, RemoteFolder) and not _unchanged_since(session, bundles, since):
+        catch_up(session, state, since, progress)
     return state
 
 
@@ -476,26 +491,18 @@ def _shared_card(
     session: HubSession, record: BoardRecord | None, listed: RemoteFile | None, head: str
 ) -> str | None:
     """The branch's card where it may hold its owner's text beside the board's section: where
-    the record says so, or does not vouch for the card (a card the board owns whole, as the
-    record names it, is not read). A shared card whose section's markers were taken out gets
-    a new section: the text in it is the owner's."""
+    the record says so, or where there is no record yet (`init --adopt` marks the card it
+    found). A card the board owns whole is not read, even when edited since: a merged pull
+    request that wrote markers into it must not make its text the owner's. A shared card whose
+    section's markers were taken out gets a new section: the text in it is the owner's."""
     if listed is None:
         return None
-    if record is not None and not record.card_shared and record.holds(README, listed):
-        return None  # the board's own card, as it wrote it
-    card = _read_kept(session, README, listed, head).decode("utf-8", "surrogateescape")
+    if record is not None and not record.card_shared:
+        return None  # the board's own card: written again whole
+    card = read_kept(session, README, listed, head).decode("utf-8", "surrogateescape")
     if record is not None and record.card_shared and not has_section(card):
         return with_board_section(card)
     return card
-
-
-def _read_kept(session: HubSession, path: str, listed: RemoteFile, head: str) -> bytes:
-    """A file of the branch's: the local copy of the bytes listed, else read (and kept)."""
-    data = cached_table(session, path, listed, MAX_SMALL_FILE_BYTES)
-    if data is None:
-        data = session.read_small_file(path, head)
-        keep_table(session, path, data)
-    return data
 
 
 def _vouched_table(
@@ -507,15 +514,15 @@ def _vouched_table(
     format 3 names parts in nanoseconds, each read and written again in today's types. None
     when no such table is there (the record was edited, or names none).
 
-    Where the branch still holds every part as the record names it, and the record tallies
-    the tasks, no part is read here: each is read when first needed (`TablePart.later`), and
-    each task whose table the branch holds as recorded is ranked from that table's rows and
-    those added since (`BestRows`). So a commit adding bundles reads the last part and the
-    task tables, whatever the size of the table."""
+    Where the record tallies the tasks, no part is read here but those the branch no longer
+    holds as recorded (edited since, to be written again): each other is read when first
+    needed (`TablePart.later`), and each task is ranked from its table as the record's commit
+    wrote it and the rows added since (`BestRows`). So a commit adding bundles reads the last
+    part and the task tables, and one after a merge that edited the tables reads what it
+    edited besides, whatever the size of the table."""
     parts = [path for path in record.files if part_number(path) is not None]
     current = record.format > LAST_NANOSECOND_FORMAT
-    held_parts = all(record.holds(path, held.get(path)) for path in parts)
-    if current and record.tasks is not None and held_parts:
+    if current and record.tasks is not None:
 
         def vouched(path: str) -> Callable[[], bytes]:
             return lambda: _vouched_bytes(session, record, path, commit)
@@ -523,9 +530,12 @@ def _vouched_table(
         best = {
             task: BestRows.of_table(vouched(task_table(task)))
             for task in record.tasks
-            if record.holds(task_table(task), held.get(task_table(task)))
+            if task_table(task) in record.files
         }
         lazy = {part_number(path) or 0: TablePart.later(vouched(path)) for path in parts}
+        for path in parts:
+            if not record.holds(path, held.get(path)):
+                _ = lazy[part_number(path) or 0].data  # fetched: `files` writes it again
         return AllTasksTable(lazy, dict(record.tasks), best)
     if record.format == LAST_ONE_FILE_FORMAT:
         data = _vouched_file(session, record, ALL_TABLE, commit)
@@ -566,8 +576,8 @@ def _vouched_file(session: HubSession, record: BoardRecord, path: str, commit: s
 
 def _vouched_bytes(session: HubSession, record: BoardRecord, path: str, commit: str) -> bytes:
     """The bytes the record names at `path`, read when a lazy part or task table is needed:
-    the branch held them when it was read, so anything else is the Hub's fault, and ends the
-    command (RowError)."""
+    the record's commit held them (the bundler's commit wrote or found them so), so anything
+    else is the Hub's fault, and ends the command (RowError)."""
     data = _vouched_file(session, record, path, commit)
     if data is None:
         raise RowError(f"{path} no longer holds the bytes {RECORD} names")

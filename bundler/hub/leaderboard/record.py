@@ -3,9 +3,10 @@ tells the tables and card it wrote from anything changed outside it.
 
 `leaderboard/derived.json` is written in the same commit as the tables. It names the bytes of
 every table and of the card as derived (sha256 and git blob id), the head the commit was
-planned on, and the bundles left off the board, each with why. Only the bundler's commits
-write it (review refuses a pull request that touches `leaderboard/`), so the commit that last
-changed it is the bundler's own: a read takes the tables as that commit wrote them, checked
+planned on, and the bundles left off the board, each with why. Review refuses a pull request
+that touches `leaderboard/`, but a maintainer can merge one in the Hub's web page, record and
+all: a read believes only a record written by a commit that is no such merge
+(`bundler.hub.leaderboard.provenance`), takes the tables as that commit wrote them, checked
 byte for byte against the record, and compares `bundles/` with that commit's tree. Whatever
 changed since (a merge in the Hub's web page, a hand edit or deletion, a table or card edited
 by anyone) no longer matches, and what it affects is derived again. A branch without a record

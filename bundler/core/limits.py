@@ -49,3 +49,12 @@ INT64_MAX = 2**63 - 1
 """Counts are published into int64 columns."""
 TAR_NUMBER_LIMIT = 8**11
 """A ustar header's numeric fields (size, mtime) hold 11 octal digits."""
+
+MAX_REPO_FILES_SETTING = 1_000_000_000
+"""The most files BUNDLER_MAX_REPO_FILES may allow a repository: ten thousand times what the
+Hub recommends, so any larger figure is a typo, and checked as text, so that no length of
+digits reaches int()."""
+MAX_WAIT_SETTING = 100 * 365 * 24 * 3600.0
+"""The longest wait BUNDLER_MAX_WAIT may ask for: a century, past which a rate limit's
+announced wait counts as unbounded (bundler.hub.client.ratelimit), so no longer one means more.
+Checked as text too: float() reads a thousand digits as inf."""

@@ -58,3 +58,21 @@ MAX_WAIT_SETTING = 100 * 365 * 24 * 3600.0
 """The longest wait BUNDLER_MAX_WAIT may ask for: a century, past which a rate limit's
 announced wait counts as unbounded (bundler.hub.client.ratelimit), so no longer one means more.
 Checked as text too: float() reads a thousand digits as inf."""
+
+# Files a person names for the bundler to read: each read stops one byte past its bound
+# (bundler.local.fileio.read_named_file), so /dev/zero, a FIFO or a growing file cost no more.
+MAX_PRIVATE_KEY_BYTES = 64 << 10
+"""An OpenSSH key file for `sign --key` and `collect --sign-key` (a private key, or the .pub
+of a key in ssh-agent): the largest, an unencrypted rsa-16384 private key, armors to about
+15 KiB."""
+MAX_PUBLIC_KEY_BYTES = 64 << 10
+"""A public key for `signers add`: one line, an rsa-16384 key is about 2.8 KiB of it; the same
+bound as the private key, so any key the bundler can sign with can be added."""
+MAX_CONFIG_BYTES = 1 << 20
+"""A bundler.toml: a handful of tables of options, a few hundred bytes in practice; a
+megabyte holds thousands of `expect` entries."""
+MAX_PLAYER_CONFIG_BYTES = 1 << 20
+"""A GPTNT player config for `export-gptnt`: a short YAML file; anything larger is not one."""
+MAX_LOCK_RECORD_BYTES = 4096
+"""The bundles folder's lock record (who holds the lock): a pid, a host name, a time and an
+operation."""

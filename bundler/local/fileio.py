@@ -75,6 +75,33 @@ def read_bounded(path: Path | str, limit: int) -> bytes:
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
+def read_named_file(path: Path | str, limit: int, what: str) -> bytes:
+    """A file the person named for the bundler to read (a key, a config file), whatever it is:
+    a regular file, a link to one, a FIFO (`--key <(...)`), a device. At most `limit` + 1
+    bytes are read, so /dev/zero or a file growing under the read costs no more than the
+    bound; the open does not wait for a FIFO's writer (O_NONBLOCK), and one that never comes
+    reads as empty. UsageError (exit 2), naming the file, past `limit` bytes ("larger than")
+    or when it cannot be read; `what` names the file's role ("private key")."""
+    chunks: list[bytes] = []
+    total = 0
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as error:
+        raise UsageError(f"{path}: cannot read the {what} ({error.strerror})") from None
+    try:
+        os.set_blocking(descriptor, True)
+        while total <= limit and (chunk := os.read(descriptor, min(CHUNK_SIZE, limit + 1 - total))):
+            chunks.append(chunk)
+            total += len(chunk)
+    except OSError as error:
+        raise UsageError(f"{path}: cannot read the {what} ({error.strerror})") from None
+    finally:
+        os.close(descriptor)
+    if total > limit:
+        raise UsageError(f"{path}: larger than {limit:,} bytes; not a {what}")
+    return b"".join(chunks)
+
+
 def sha256_file(path: Path) -> tuple[str, int]:
     """Streaming sha256 and size of a file."""
     digest = hashlib.sha256()

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from conftest import SUBMITTER_TOKEN, WRITE_TOKEN
 from factory import RunSpec, gptnt_capabilities, write_tree
-from helpers import run_cli
+from helpers import _command, run_cli
 from hubserver import HubServer
 from saysitmeans import check_human, check_json, empty_fields, empty_strings
 from test_audit import forged_score, table, with_rows
@@ -26,6 +26,21 @@ from bundler.hub.leaderboard.tables import LAYOUT_VERSION
 from bundler.hub.repo.paths import table_part
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gptnt"
+
+
+def command_names() -> set[str]:
+    """Every command of the typer app, a group's as `group command`."""
+    app = _command()
+    return {
+        f"{name} {sub}" if hasattr(command, "commands") else name
+        for name, command in app.commands.items()
+        for sub in getattr(command, "commands", [""])
+    }
+
+
+def command_name(argv: list[str]) -> str:
+    groups = {name for name, command in _command().commands.items() if hasattr(command, "commands")}
+    return " ".join(argv[:2]) if argv[0] in groups else argv[0]
 
 
 class User:
@@ -49,7 +64,7 @@ class User:
         result = run_cli(*args, env={"HF_TOKEN": self.token}, cwd=self.home)
         assert result.returncode in codes, (args, result.stderr)
         check_human(result)
-        self.ran.append(" ".join(str(arg) for arg in args[:2]))
+        self.ran.append(command_name([str(arg) for arg in args]))
         return result
 
     def json(self, *args: object, codes: tuple[int, ...] = (0,)) -> Any:
@@ -141,6 +156,7 @@ def test_every_command_says_what_it_means(hub: HubServer, repo_id: str, tmp_path
     assert narrow.returncode == 1
     check_human(narrow)
     assert "finding unsupported-row, detail" in narrow.stderr  # one bundle a line, as narrow
+    assert command_names() - set(maintainer.ran) - set(submitter.ran) == set()
 
 
 def test_an_upgrade_names_the_layout_it_writes(

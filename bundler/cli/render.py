@@ -93,12 +93,10 @@ def print_id_table(
         console.print(title)
         for row in rows:
             console.print(f"  {row[0]}")
-            values = ", ".join(  # an empty value is left out, not shown as a bare name
-                f"{header} {value}"
-                for header, value in zip(headers[1:], row[1:], strict=True)
-                if value
+            named = zip(headers[1:], row[1:], strict=True)  # an empty value: no bare name
+            console.print(
+                "    " + ", ".join(f"{header} {value}" for header, value in named if value)
             )
-            console.print(f"    {values}")
         return
     table = Table(
         Column(headers[0], no_wrap=True, min_width=widest),

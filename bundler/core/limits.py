@@ -76,3 +76,23 @@ MAX_PLAYER_CONFIG_BYTES = 1 << 20
 MAX_LOCK_RECORD_BYTES = 4096
 """The bundles folder's lock record (who holds the lock): a pid, a host name, a time and an
 operation."""
+
+# Files the bundler reads on a person's behalf, from the Hub or its own caches: each read
+# stops one byte past its bound (bundler.hub.client.session.read_file streams the Hub's answer;
+# caches through bundler.local.fileio), and a file past it is refused by name (the Hub's) or
+# ignored and rebuilt (a cache's).
+MAX_TASKS_FILE_BYTES = 1 << 20
+"""leaderboard/tasks.json: a few hundred bytes a task; a megabyte is thousands of tasks."""
+MAX_SIGNERS_FILE_BYTES = 1 << 20
+"""leaderboard/allowed_signers: a line of about 100 bytes a key (rsa-16384 about 2.8 KiB); a
+megabyte is thousands of signers."""
+MAX_CARD_BYTES = 1 << 20
+"""The Hub's answer with a dataset card's metadata (the split sizes that --resolve-rows
+reads): far more than any dataset card's YAML header."""
+MAX_VERDICT_BYTES = 16 << 20
+"""An audit verdict kept for the next run: a sidecar (MAX_SIDECAR_BYTES) and a metrics.json
+(MAX_METRICS_BYTES) at most, far less than this."""
+MAX_CACHE_BYTES = 64 << 20
+"""A cache file in the bundles folder (collect's and verify's): one larger is ignored, never
+loaded, so a huge or hostile file there cannot blow the memory; a cache that would be larger
+is not written. About 300 bytes a bundle: 200,000 bundles."""

@@ -19,12 +19,12 @@ import shlex
 from dataclasses import dataclass, replace
 
 from bundler.core.errors import HubError, UsageError
+from bundler.core.limits import MAX_SIGNERS_FILE_BYTES
 from bundler.core.model import Model
 from bundler.hub.client.session import HubSession, user_orgs
 from bundler.hub.repo.paths import ALLOWED_SIGNERS
 from bundler.local.signature import NAMESPACE, fingerprint
 
-MAX_SIGNERS_FILE_BYTES = 1 << 20
 KEY_TYPES = frozenset(
     {
         "ssh-ed25519",

@@ -137,3 +137,11 @@ def test_a_config_file_is_bounded_and_a_fifo_without_writer_is_not_waited_for(
     result = run_cli("collect", tmp_path / "output", "-o", tmp_path / "b", cwd=tmp_path)
     assert "Traceback" not in result.stderr
     assert result.returncode == 0, result.stderr  # empty: no option set
+
+
+def test_export_refuses_a_player_config_that_is_no_file(bundles: Path, tmp_path: Path) -> None:
+    result = run_cli(
+        "export-gptnt", bundles, "-o", tmp_path / "out", "--player-config", "/dev/zero"
+    )
+    assert result.returncode == 2, result.stderr
+    assert one_line_error(result.stderr) == "error: /dev/zero: not a regular file"

@@ -138,6 +138,8 @@ def test_every_command_says_what_it_means(hub: HubServer, repo_id: str, tmp_path
     maintainer.both("card", "--repo", repo_id, "--check")
     maintainer.both("download", "--repo", repo_id, "-o", "board")
     ours = sorted((maintainer.home / "board").rglob("*.tar.zst"))
+    maintainer.both("verify", "bundles")  # the nightly's, unsigned, without a submitter contact
+    maintainer.both("inspect", sorted((maintainer.home / "bundles").rglob("*.tar.zst"))[0])
     maintainer.both("diff", ours[0], ours[1], codes=(1,))
     maintainer.both("audit", "--repo", repo_id)
     maintainer.both("signers", "remove", "submitter", "--repo", repo_id)

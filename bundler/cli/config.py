@@ -29,7 +29,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bundler.core.errors import UsageError
 from bundler.core.limits import MAX_CONFIG_BYTES, MAX_LEVEL
-from bundler.local.fileio import read_named_file
 
 
 class _Table(BaseModel):
@@ -132,6 +131,8 @@ def load_config(path: Path) -> BundlerConfig:
     """The config file at `path`; UsageError (exit 2) with one line naming the key when it is
     not TOML, has an unknown table or key, or a value of the wrong type."""
     import tomllib
+
+    from bundler.local.fileio import read_named_file  # only when there is a config to read
 
     data = read_named_file(path, MAX_CONFIG_BYTES, "config file")
     try:

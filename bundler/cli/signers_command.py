@@ -15,7 +15,6 @@ from bundler.cli.options import DebugOption, JsonOption, RepoOption, TokenOption
 from bundler.cli.render import finish
 from bundler.cli.tokens import secrets_of, token_to_send
 from bundler.core.limits import MAX_PUBLIC_KEY_BYTES
-from bundler.local.fileio import read_named_file
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -95,6 +94,8 @@ def signers_add_command(
     then passes a bundle this key signed in a pull request NAME opened. Needs a write token."""
 
     def add() -> Change:
+        from bundler.local.fileio import read_named_file
+
         text = read_named_file(key, MAX_PUBLIC_KEY_BYTES, "public key").decode("utf-8", "replace")
         return (lambda signers: signers.with_signer(name, text)), f"Allow {name} to sign bundles"
 

@@ -81,7 +81,7 @@ def read_named_file(path: Path | str, limit: int, what: str) -> bytes:
     bytes are read, so /dev/zero or a file growing under the read costs no more than the
     bound; the open does not wait for a FIFO's writer (O_NONBLOCK), and one that never comes
     reads as empty. UsageError (exit 2), naming the file, past `limit` bytes ("larger than")
-    or when it cannot be read; `what` names the file's role ("private key")."""
+    or when it cannot be read; `what` names the file's role ("key file")."""
     chunks: list[bytes] = []
     total = 0
     try:

@@ -31,11 +31,8 @@ from bundler.core.errors import BundlerError
 Limit = Literal["folder-entries", "repository-files"]
 
 
-MAX_FILES_ENV = MAX_REPO_FILES_ENV
-
-
 def max_files_from_env() -> int:
-    """MAX_FILES_ENV's number, read when a command runs, else RECOMMENDED_FILES: two files a
+    """MAX_REPO_FILES_ENV's number, read when a command runs, else RECOMMENDED_FILES: two files a
     bundle reach the Hub's recommended 100,000 at about 50,000 bundles."""
     return max_repo_files() or RECOMMENDED_FILES
 
@@ -46,8 +43,8 @@ RECOMMENDED_FILES = 100_000
 @dataclass(frozen=True)
 class HubLimits:
     """What a repository may hold after a commit: the Hub's documented numbers, unless a
-    caller knows its repository may hold more (MAX_FILES_ENV) or, in tests, less. Made when a
-    command runs (HubSession.limits), never at import: MAX_FILES_ENV is read then."""
+    caller knows its repository may hold more (MAX_REPO_FILES_ENV) or, in tests, less. Made when a
+    command runs (HubSession.limits), never at import: MAX_REPO_FILES_ENV is read then."""
 
     folder_entries: int = 10_000
     """Entries (files and folders) a folder may hold: the Hub refuses a commit past it."""
@@ -76,7 +73,7 @@ class HubLimitReached(BundlerError):
             allowed = (
                 "the Hub recommends a repository hold"
                 if maximum == RECOMMENDED_FILES
-                else f"allowed here ({MAX_FILES_ENV})"
+                else f"allowed here ({MAX_REPO_FILES_ENV})"
             )
             message = (
                 f"this commit would bring the repository to {count:,} files, more than the "
@@ -84,7 +81,7 @@ class HubLimitReached(BundlerError):
             )
             hint = (
                 "publish further bundles to another repository, or, where the Hub has agreed "
-                f"more files with the repository's owners, set {MAX_FILES_ENV}"
+                f"more files with the repository's owners, set {MAX_REPO_FILES_ENV}"
             )
         super().__init__(message, hint=hint)
         self.limit, self.count, self.maximum, self.folder = limit, count, maximum, folder

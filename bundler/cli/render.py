@@ -93,10 +93,10 @@ def print_id_table(
         console.print(title)
         for row in rows:
             console.print(f"  {row[0]}")
-            values = ", ".join(
-                f"{header} {value}" for header, value in zip(headers[1:], row[1:], strict=True)
+            named = zip(headers[1:], row[1:], strict=True)  # an empty value: no bare name
+            console.print(
+                "    " + ", ".join(f"{header} {value}" for header, value in named if value)
             )
-            console.print(f"    {values}")
         return
     table = Table(
         Column(headers[0], no_wrap=True, min_width=widest),
@@ -401,10 +401,12 @@ def _upload_rows_to_table(bundles: list[BundlePlan]) -> tuple[list[BundlePlan], 
 
 
 def render_card(refresh: CardRefresh, console: Console) -> None:
+    from bundler.hub.leaderboard.tables import LAYOUT_VERSION  # loaded by the refresh already
+
     where = f"{shown(refresh.repo_id)} @ {shown(refresh.revision)}"
     for problem in refresh.unreadable_rows:
         console.print(f"[yellow]warning[/] {shown(problem)}")
-    what = "upgraded to layout 2: " if refresh.upgraded else ""
+    what = f"upgraded to layout {LAYOUT_VERSION}: " if refresh.upgraded else ""
     if not refresh.changed:
         console.print(
             f"the tables and card of {where} are up to date ({refresh.bundle_count} bundles)"

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bundler.core.errors import HubAccessError, HubError, RowError, TemporaryError
+from bundler.core.limits import MAX_SIGNERS_FILE_BYTES, MAX_TASKS_FILE_BYTES
 from bundler.core.progress import NoProgress, ProgressSink
 from bundler.core.version import VERSION
 from bundler.hub.audit.committers import judge_committers
@@ -49,8 +50,7 @@ from bundler.hub.repo.paths import (
     unsharded_bundle_of,
     unsharded_paths,
 )
-from bundler.hub.tasks.definitions import MAX_TASKS_FILE_BYTES, TaskDefinitions
-from bundler.hub.tasks.signers import MAX_SIGNERS_FILE_BYTES
+from bundler.hub.tasks.definitions import TaskDefinitions
 from bundler.local.allowed_signers import AllowedSigners
 from bundler.local.layout import TEMP_PREFIX, BundleId
 from bundler.local.verify import read_bundle

@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field, replace
 from huggingface_hub import CommitOperationAdd, CommitOperationCopy, CommitOperationDelete
 
 from bundler.core.errors import HubAccessError, HubError, RowError, TemporaryError
+from bundler.core.limits import MAX_SIGNERS_FILE_BYTES, MAX_TASKS_FILE_BYTES
 from bundler.core.progress import NoProgress, ProgressSink
 from bundler.hub.client.commit import Operation
 from bundler.hub.client.remote import RemoteFile, RemoteFolder
@@ -78,8 +79,7 @@ from bundler.hub.repo.paths import (
     task_table,
     unsharded_paths,
 )
-from bundler.hub.tasks.definitions import MAX_TASKS_FILE_BYTES, TaskDefinitions
-from bundler.hub.tasks.signers import MAX_SIGNERS_FILE_BYTES
+from bundler.hub.tasks.definitions import TaskDefinitions
 from bundler.local.allowed_signers import AllowedSigners
 from bundler.local.layout import BundleId
 

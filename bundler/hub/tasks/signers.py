@@ -11,6 +11,7 @@ fails a pull request that touches it (anything under `leaderboard/`).
 from __future__ import annotations
 
 from bundler.core.errors import UsageError
+from bundler.core.limits import MAX_SIGNERS_FILE_BYTES
 from bundler.core.model import Model
 from bundler.hub.client.session import HubSession, user_orgs
 from bundler.hub.repo.paths import ALLOWED_SIGNERS
@@ -21,8 +22,6 @@ from bundler.local.allowed_signers import (
     SignerEntry,
     read_public_key,
 )
-
-MAX_SIGNERS_FILE_BYTES = 1 << 20
 
 
 def add_signer(signers: AllowedSigners, name: str, public_key: str, source: str) -> AllowedSigners:

@@ -9,7 +9,7 @@ import typer
 from bundler.cli.console import shown, stderr_console
 from bundler.cli.errors import run_command
 from bundler.cli.options import DebugOption, JsonOption, MaxWaitOption, RepoOption, TokenOption
-from bundler.cli.render import TABLE_MAX_BUNDLES, finish, print_id_table, progress_on
+from bundler.cli.render import NO_VALUE, TABLE_MAX_BUNDLES, finish, print_id_table, progress_on
 from bundler.cli.tokens import secrets_of, token_to_send
 
 if TYPE_CHECKING:
@@ -51,8 +51,6 @@ def render_audit(report: AuditReport, console: Console) -> None:
         console.print(f"... and {left} more (--json lists them all)")
 
 
-NO_VALUE = "-"
-"""What a finding's table shows where the finding has no such value."""
 SHOWN_VALUE_CHARS = 40
 """A value is cut to this in the table; --json holds it longer."""
 

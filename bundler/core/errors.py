@@ -345,6 +345,20 @@ class WrongRepoType(HubAccessError):
         self.repo, self.repo_type = repo, repo_type
 
 
+class RepositoryNotEmpty(BundlerError):
+    """`init` found files where it was to start a leaderboard (`found`, each folder with a
+    trailing `/`): it writes nothing beside what it did not write unless asked to adopt them
+    (`adoptable`), and never over a file of theirs (`adoptable` False: `found` are the files
+    the board would write over). A person must look: exit 1."""
+
+    kind: ClassVar[str] = "repository-not-empty"
+
+    def __init__(self, repo: str, found: list[str], *, adoptable: bool) -> None:
+        what = "holds" if adoptable else "holds files the board writes:"
+        super().__init__(f"{repo} already {what} {_some(found)}")
+        self.repo, self.found, self.adoptable = repo, found, adoptable
+
+
 ReviewAction = Literal["comment", "merge"]
 """What a review does on the Hub when asked to: post its report, merge a clean PR."""
 _REVIEW_DOING = {"comment": "commenting", "merge": "merging"}

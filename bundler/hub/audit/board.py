@@ -28,7 +28,8 @@ from bundler.hub.client.remote import RemoteFile
 from bundler.hub.client.session import MAX_SMALL_FILE_BYTES, HubSession
 from bundler.hub.leaderboard.branch import BranchTables
 from bundler.hub.leaderboard.chart import charts_available
-from bundler.hub.leaderboard.columns import decoded, pylist, validated
+from bundler.hub.leaderboard.columns import decoded, validated
+from bundler.hub.leaderboard.format3 import format_3_table
 from bundler.hub.leaderboard.record import DerivedFile
 from bundler.hub.leaderboard.rows import TableRow
 from bundler.hub.leaderboard.tablecache import cached_table, keep_table
@@ -42,7 +43,7 @@ from bundler.hub.repo.paths import (
     part_number,
 )
 from bundler.hub.tasks.definitions import TaskDefinitions
-from bundler.hub.tasks.signers import AllowedSigners
+from bundler.local.allowed_signers import AllowedSigners
 
 BOARD_SECTIONS = ("## Across tasks", "## Leaderboards")
 """The card's headings under which the bundler writes its boards, up to the next heading of
@@ -63,6 +64,9 @@ class PublishedBoard:
     listed: dict[str, RemoteFile] = field(default_factory=dict)
     """The task tables, charts and card, by path."""
     parts: list[RemoteFile] = field(default_factory=list)
+    earlier_format: bool = False
+    """Whether a part is in the types of the record's format 3: the board was last written by
+    an earlier release, whose task tables, charts and card this one does not draw alike."""
 
 
 def list_board(session: HubSession, head: str) -> PublishedBoard:
@@ -95,8 +99,9 @@ def read_parts(session: HubSession, head: str, board: PublishedBoard, pacer: Pac
             data = _read(session, head, listed, MAX_TABLE_DECODED_BYTES, pacer)
             if (problem := table_problem(data, PART_ROWS)) is not None:
                 raise RowError(problem)
-            part = TablePart.read(data)
-            cells = pylist(part.full()) if part.rows else []
+            part, earlier = _published_part(path, data)
+            board.earlier_format |= earlier
+            cells = part.full().to_pylist() if part.rows else []
             rows = [validated(row, TableRow) for row in cells]
         except RowError as error:
             board.findings.append(_unreadable(path, str(error)))
@@ -114,6 +119,15 @@ def read_parts(session: HubSession, head: str, board: PublishedBoard, pacer: Pac
         if bundle_id not in within:
             where = board.held_in[bundle_id]
             board.findings.append(_twice(bundle_id, where, "in this part and another part"))
+
+
+def _published_part(path: str, data: bytes) -> tuple[TablePart, bool]:
+    """A part as this bundler writes it, or as the record's format 3 did (a board no commit
+    has written anew since: then True); RowError for anything else."""
+    try:
+        return TablePart.read(data), False
+    except RowError:
+        return next(iter(format_3_table({path: data}).parts.values())), True
 
 
 def _read(session: HubSession, head: str, listed: RemoteFile, limit: int, pacer: Pacer) -> bytes:
@@ -174,6 +188,12 @@ def board_findings(
     rendered = state.rendered(session.repo_id)
     found: list[AuditFinding] = []
     unchecked: list[str] = []
+    if board.earlier_format:
+        return [], [
+            f"{TASK_TABLES_DIR}/, {CHARTS_DIR}/ and {README}: not checked, the board was last"
+            " written by an earlier release (record format 3), which drew them otherwise;"
+            " `bundler card` writes them anew, and the next audit checks them"
+        ]
     tables = {p for p in [*rendered, *board.listed] if p.startswith(f"{TASK_TABLES_DIR}/")}
     given = {row.bundle_id for row in rows}
     for path in sorted(tables):

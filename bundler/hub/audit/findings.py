@@ -25,7 +25,7 @@ from bundler.core.model import Model
 from bundler.hub.leaderboard.ranking import TaskScoring, first_metric
 from bundler.hub.leaderboard.rows import TableRow
 from bundler.hub.tasks.definitions import TaskDefinitions
-from bundler.hub.tasks.signers import AllowedSigners
+from bundler.local.allowed_signers import AllowedSigners
 from bundler.local.layout import BundleId
 
 FindingKind = Literal[

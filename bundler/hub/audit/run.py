@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bundler.core.errors import HubAccessError, HubError, TemporaryError
+from bundler.core.limits import MAX_SIGNERS_FILE_BYTES, MAX_TASKS_FILE_BYTES
 from bundler.core.progress import NoProgress, ProgressSink
 from bundler.core.version import VERSION
 from bundler.hub.audit.board import board_findings, list_board, read_parts
@@ -59,8 +60,8 @@ from bundler.hub.repo.paths import (
     unsharded_bundle_of,
     unsharded_paths,
 )
-from bundler.hub.tasks.definitions import MAX_TASKS_FILE_BYTES, TaskDefinitions
-from bundler.hub.tasks.signers import MAX_SIGNERS_FILE_BYTES, AllowedSigners
+from bundler.hub.tasks.definitions import TaskDefinitions
+from bundler.local.allowed_signers import AllowedSigners
 from bundler.local.layout import TEMP_PREFIX, BundleId
 from bundler.local.verify import read_bundle
 

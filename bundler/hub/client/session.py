@@ -59,6 +59,7 @@ from bundler.core.version import VERSION
 from bundler.core.waiting import RETRY_WAITS
 from bundler.hub.client import ratelimit
 from bundler.hub.client.access import AccessRights, no_write_access
+from bundler.hub.client.limits import HubLimits
 from bundler.hub.client.remote import (
     CommitAuthors,
     LastCommit,
@@ -154,6 +155,9 @@ class HubSession:
         self.api = HfApi(token=token, library_name=LIBRARY_NAME, library_version=VERSION)
         self._whoami: dict[str, object] | None = None
         ratelimit.configure(max_wait)
+        self.limits = HubLimits()
+        """What a commit may leave in the repository; made here, so that every Hub command
+        reads BUNDLER_MAX_REPO_FILES as it starts, inside its error handling."""
 
     def on_wait(self, listener: Callable[[str], None]) -> None:
         """Tell `listener` (one line each) of every wait for a rate-limit window to reset."""
@@ -516,7 +520,7 @@ def _remote_entries(entries: list[RepoFile | RepoFolder]) -> dict[str, RemoteEnt
     found: dict[str, RemoteEntry] = {}
     for entry in entries:
         last = entry.last_commit
-        last_commit = None if last is None else LastCommit(oid=last.oid, date=last.date)
+        last_commit = None if last is None else LastCommit(last.oid, last.date, last.title)
         if isinstance(entry, RepoFile):
             found[entry.path] = RemoteFile(
                 path=entry.path,

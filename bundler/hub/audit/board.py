@@ -192,7 +192,7 @@ def board_findings(
         return [], [
             f"{TASK_TABLES_DIR}/, {CHARTS_DIR}/ and {README}: not checked, the board was last"
             " written by an earlier release (record format 3), which drew them otherwise;"
-            " `bundler card` writes them anew, and the next audit checks them"
+            " the board's next commit writes them anew, and the next audit checks them"
         ]
     tables = {p for p in [*rendered, *board.listed] if p.startswith(f"{TASK_TABLES_DIR}/")}
     given = {row.bundle_id for row in rows}

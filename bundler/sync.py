@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from bundler.core import exitcodes
+from bundler.core.environment import check_hub_environment
 from bundler.core.errors import BundlerError, Terminated, UsageError, WriteError
 from bundler.core.jsontext import valid_unicode
 from bundler.core.model import Model, RemedyField
@@ -185,6 +186,7 @@ def sync(
     error_code = exitcodes.OK
     stopped: BaseException | None = None
     try:
+        check_hub_environment(upload_options.max_wait_seconds)
         with bundles_lock(bundles_dir, operation="sync", wait=options.lock_wait):
             if options.sign_key is not None:  # cryptography loads only for a signed sync
                 from bundler.local.sign import sign

@@ -63,7 +63,7 @@ from scalelib import (
     seed_bundles,
 )
 
-from bundler.hub.client.limits import MAX_FILES_ENV
+from bundler.core.environment import MAX_REPO_FILES_ENV
 from bundler.local.submitter import Submitter
 
 OWNER_TOKEN = "hf_BenchmarkWriteToken0123456789abcdef"
@@ -125,7 +125,7 @@ class Bench:
         self._runs += 1
         home = self.workdir / f"home-{self._runs}"
         env = os.environ | client_env(self.hub, token, hf_home=str(home))
-        env[MAX_FILES_ENV] = str(AGREED_FILES)
+        env[MAX_REPO_FILES_ENV] = str(AGREED_FILES)
         self.hub.reset_requests()
         measured = run_measured([str(BUNDLER), *args, "--json"], env=env, capture=True)
         counts, sent = self.hub.request_counts(), self.hub.request_bytes()

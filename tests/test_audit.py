@@ -67,6 +67,23 @@ def kinds(report: dict[str, Any]) -> list[tuple[str, str | None, str | None]]:
     return [(f["kind"], f["bundle_id"], f["field"]) for f in report["findings"]]
 
 
+BOARD_KINDS = ("task-table-differs", "chart-differs", "card-differs")
+
+
+def row_kinds(report: dict[str, Any]) -> list[tuple[str, str | None, str | None]]:
+    """The findings about rows and bundles, leaving out those about the task tables, charts
+    and card that follow from them."""
+    return [found for found in kinds(report) if found[0] not in BOARD_KINDS]
+
+
+def board_findings(report: dict[str, Any]) -> list[tuple[str, str | None, str]]:
+    return [
+        (f["kind"], f["bundle_id"], f["path"])
+        for f in report["findings"]
+        if f["kind"] in BOARD_KINDS
+    ]
+
+
 def test_a_clean_board_audits_clean_with_no_token(
     hub: HubServer, repo_id: str, published: Path
 ) -> None:
@@ -77,11 +94,12 @@ def test_a_clean_board_audits_clean_with_no_token(
     assert report["bundles_on_branch"] == 3 and report["rows_published"] == 3
     assert [b["verdict"] for b in report["audited"]] == ["verified"] * 3
     assert "clean" in stderr
-    # two file requests a bundle, and the table's one part; api: the head, the listing of
-    # bundles, two lookups, the listing of the table's parts
+    # two file requests a bundle (the table's one part is the copy the upload kept on this
+    # machine); api: the head, the listing of bundles, two lookups, the listings of the
+    # table's parts and of the task tables
     counts = hub.request_counts(repo_id)
-    assert counts["file"] == report["file_requests"] == 2 * 3 + 1
-    assert counts["api"] == 5, counts
+    assert counts["file"] == report["file_requests"] == 2 * 3
+    assert counts["api"] == 6, counts
 
 
 def forged_score(row: dict[str, Any], score: float) -> dict[str, Any]:
@@ -133,10 +151,16 @@ def test_a_bundle_left_off_the_board_and_a_changed_field_are_found(
     commit_by_hand(repo_id, {table_part(0): with_rows(original, [changed, rows[2]])})
     code, report, stderr = audit(repo_id)
     assert code == 1, stderr
-    assert kinds(report) == [
+    assert row_kinds(report) == [
         ("field-differs", rows[1]["bundle_id"], "input_tokens"),
         ("missing-from-board", rows[0]["bundle_id"], None),
     ]
+    # the task table still ranks the bundle no part holds now; the card still shows it
+    left_off, task = rows[0]["bundle_id"], rows[0]["task_name"]
+    assert ("task-table-differs", left_off, f"leaderboard/tasks/{task}.parquet") in (
+        board_findings(report)
+    )
+    assert ("card-differs", left_off, "README.md") in board_findings(report)
     (differs,) = [f for f in report["findings"] if f["field"] == "input_tokens"]
     assert differs["derived"] == str(rows[1]["input_tokens"])
 
@@ -149,7 +173,10 @@ def test_a_row_whose_archive_is_gone_is_supported_by_nothing(
     code, report, stderr = audit(repo_id)
     assert code == 1, stderr
     bundle = str(bundle_of_path(archive))
-    assert kinds(report) == [("unsupported-row", bundle, None)]
+    assert row_kinds(report) == [("unsupported-row", bundle, None)]
+    (ranked,) = [f for f in report["findings"] if f["kind"] == "task-table-differs"]
+    assert ranked["bundle_id"] == bundle
+    assert "no verified bundle supports its row" in ranked["detail"]
     assert "its archive is missing" in report["findings"][0]["detail"]
     assert report["bundles_on_branch"] == 3 and len(report["audited"]) == 2
 
@@ -158,9 +185,11 @@ def test_an_unreadable_table_is_a_finding(hub: HubServer, repo_id: str, publishe
     commit_by_hand(repo_id, {table_part(0): b"not a table"})
     code, report, _ = audit(repo_id)
     assert code == 1
-    assert [f["kind"] for f in report["findings"]] == ["unreadable-table"] + [
+    assert [kind for kind, _, _ in row_kinds(report)] == ["unreadable-table"] + [
         "missing-from-board"
     ] * 3
+    assert report["findings"][0]["path"] == table_part(0)
+    assert "not a Parquet table" in report["findings"][0]["detail"]
 
 
 def test_a_private_repository_needs_a_token_that_may_read_it(
@@ -226,7 +255,7 @@ def test_every_signature_is_checked_against_the_allowed_signers(
     code, report, stderr = audit(repo_id)
     assert code == 1, stderr
     alpha_id = str(bundle_of_path(alpha))
-    assert kinds(report) == [
+    assert row_kinds(report) == [
         ("unsupported-row", alpha_id, None),
         ("signature", delta_id, None),
         ("signature", alpha_id, None),
@@ -304,9 +333,10 @@ def test_a_run_stopped_by_the_rate_limit_resumes_where_it_stopped(
     code, report, stderr = audit(repo_id, "--max-wait", 0)
     assert code == 0, stderr
     assert [b["cached"] for b in report["audited"]] == [True, True, False]
-    assert report["file_requests"] == hub.request_counts(repo_id)["file"] == 1 + 2
-    code, report, _ = audit(repo_id)  # all three judged: only the table is downloaded
-    assert code == 0 and report["file_requests"] == 1
+    # the third bundle; the table's part is the copy kept on this machine
+    assert report["file_requests"] == hub.request_counts(repo_id)["file"] == 2
+    code, report, _ = audit(repo_id)  # all three judged, the part kept: nothing downloaded
+    assert code == 0 and report["file_requests"] == 0
 
 
 def test_the_pacer_waits_for_room_and_stops_when_that_is_too_long(
@@ -339,4 +369,4 @@ def test_an_audit_out_of_budget_stops_and_the_next_run_resumes(
         )
     report = run_audit(HubSession(repo_id, token=False), AuditOptions())
     assert [bundle.cached for bundle in report.audited] == [True, False, False]
-    assert report.exit_code == 0 and report.file_requests == 1 + 2 * 2
+    assert report.exit_code == 0 and report.file_requests == 2 * 2

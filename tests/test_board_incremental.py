@@ -69,14 +69,21 @@ def synthetic_rows(template: TableRow, count: int, start: int) -> list[TableRow]
     return rows
 
 
-def seeded(hub: HubServer, repo_id: str, tmp_path: Path, *, tallied: bool = True) -> Board:
-    """The repository: two real bundles (one per task), the rows of SYNTHETIC more, task00
+def seeded(
+    hub: HubServer,
+    repo_id: str,
+    tmp_path: Path,
+    *,
+    tallied: bool = True,
+    synthetic: int = SYNTHETIC,
+) -> Board:
+    """The repository: two real bundles (one per task), the rows of `synthetic` more, task00
     defined; with `tallied` False, its record is an older version's (no tallies)."""
     seeds = seed_bundles(bundles_of(tmp_path / "real", run_specs(6, tasks=2)))
     held, new = seeds[:2], seeds[2:]
     rows = [seed.row for seed in held]
     for number, seed in enumerate(held):
-        rows += synthetic_rows(seed.row, SYNTHETIC // 2, number * SYNTHETIC)
+        rows += synthetic_rows(seed.row, synthetic // 2, number * synthetic)
     everything = defined_tasks(seeds)
     definitions = TaskDefinitions(tasks={"task00": everything.tasks["task00"]})
     files = {path: data for seed in held for path, data in seed.files.items()}

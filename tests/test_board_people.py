@@ -1,8 +1,8 @@
 """The board for people, end to end against the test Hub: bundles collected, one signed, and
 published by upload; then the card on the Hub names each bundle's model, submitter, run date
 and signer with a link to the bundle, shows one overview across the tasks, and the tables
-hold the run date as a nanosecond timestamp, the signer's fingerprint and a stale column, as
-pyarrow alone reads them."""
+hold the run date as a microsecond timestamp with its text to the nanosecond beside it, the
+signer's fingerprint and a stale column, as pyarrow alone reads them."""
 
 from __future__ import annotations
 
@@ -32,7 +32,8 @@ from bundler.local.sign import sign
 from bundler.local.submitter import Submitter
 
 RUN_DATE = "2026-06-15T12:42:22.045588909+02:00"
-"""A run date with nanoseconds and an offset: the tables hold its instant to the nanosecond."""
+"""A run date with nanoseconds and an offset: the tables hold its instant to the microsecond,
+and its text to the nanosecond."""
 RUN_NANOSECONDS = (
     int(
         (
@@ -138,10 +139,11 @@ def test_the_tables_hold_the_run_date_to_the_nanosecond_the_signer_and_stale(
     everything = all_tasks_table(hub, repo_id)
     task = table(hub, repo_id, task_table("expert-vqa"))
     for read in (everything, task):
-        assert read.schema.field("run_date").type == pa.timestamp("ns", tz="UTC")
-        assert read.schema.field("published_at").type == pa.timestamp("ms", tz="UTC")
+        assert read.schema.field("run_date").type == pa.timestamp("us", tz="UTC")
+        assert read.schema.field("published_at").type == pa.timestamp("us", tz="UTC")
         dates = read.column("run_date").cast(pa.int64()).to_pylist()
-        assert set(dates) == {RUN_NANOSECONDS}
+        assert set(dates) == {RUN_NANOSECONDS // 1000}
+        assert set(read.column("run_date_text").to_pylist()) == {"2026-06-15T10:42:22.045588909Z"}
         assert read.schema.field("stale").type == pa.bool_()
         signers = dict(zip(read.column("bundle_id").to_pylist(),
                            read.column("signer_fingerprint").to_pylist(), strict=True))  # fmt: skip

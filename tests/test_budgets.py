@@ -155,7 +155,7 @@ def test_a_nightly_with_nothing_new_downloads_the_table_only_when_it_changed(
     assert len(parts) > 1 and files == len(parts) + 1  # the first one reads the table's parts
     assert size > 3_000 * 50  # and the record
     assert nightly() == (0, 0)
-    copy = sorted((home / "statics-bundler" / "tables").glob("*.parquet"))[0]
+    copy = sorted((home / "statics-bundler" / "tables").rglob("*.parquet"))[0]
     copy.write_bytes(copy.read_bytes()[:-1] + b"\0")  # a copy that is not the part is no copy
     files, again = nightly()
     assert files == 1 and again < size / 2  # that part alone: the other copies hold

@@ -41,7 +41,7 @@ from bundler.hub.leaderboard.ranking import TaskBoard
 from bundler.hub.leaderboard.rows import TableRow, metric_column
 from bundler.hub.leaderboard.tables import TASK_TABLE_ROWS, AllTasksTable
 from bundler.hub.tasks.definitions import TaskDefinition
-from bundler.hub.tasks.signers import AllowedSigners
+from bundler.local.allowed_signers import AllowedSigners, read_public_key
 from bundler.local.signature import fingerprint
 
 REPO = "org/board"
@@ -413,8 +413,8 @@ def test_the_card_stays_well_under_100_kb_at_100_000_bundles_over_50_tasks() -> 
     tasks = [f"ktane-{kind}-module-{i:02d}" for i, kind in enumerate(["vqa", "maze"] * 25)]
     signers = AllowedSigners()
     for name in ("gptnt-maintainers", "ada-lovelace", "some-lab"):
-        signers = signers.with_signer(name, public_key_line())
-    keys = [signer.fingerprint for signer in signers.signers] + [None, fingerprint_of_a_key()]
+        signers = signers.with_signer(name, read_public_key(public_key_line()))
+    keys = [entry.fingerprint for entry in signers.entries()] + [None, fingerprint_of_a_key()]
     setups = []
     for i in range(2000):
         model = MODELS[i % len(MODELS)]
@@ -461,7 +461,7 @@ def test_the_card_stays_well_under_100_kb_at_100_000_bundles_over_50_tasks() -> 
 
 def test_a_board_names_who_signed_by_the_allowed_signers() -> None:
     allowed, stranger = public_key_line(), public_key_line()
-    signers = AllowedSigners().with_signer("ada", allowed)
+    signers = AllowedSigners().with_signer("ada", read_public_key(allowed))
     key_of = {line: fingerprint(base64.b64decode(line.split()[1])) for line in (allowed, stranger)}
     rows = [
         make_row("allowed", signer_fingerprint=key_of[allowed], submitter_name=None),

@@ -135,8 +135,10 @@ def test_the_posted_review_words_remedies_as_the_command_line_does() -> None:
         assert f"({markdown_text(REMEDIES[remedy])})" in markdown
     in_the_way = [note for note in pr.acceptance_notes if note.status == "in-the-way"]
     assert len(in_the_way) == 2
-    for note in in_the_way:
-        assert f"- {markdown_text(acceptance_words(note))}\n" in markdown
+    for note in in_the_way:  # the command as a code span, as it pastes, with its repo and PR
+        words, command, _ = acceptance_words(note).split("`")
+        command = command.replace("review", f"review --repo {report.repo_id} --pr {pr.num}", 1)
+        assert f"- {markdown_text(words)} `{command}`\n" in markdown
         assert "--accept" not in note.line  # the library's own words name no flag
     data = review_in_words(report).model_dump(mode="json")["pull_requests"][0]
     hints = [check["hint"] for check in data["bundles"][0]["checks"]]

@@ -22,6 +22,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import pytest
@@ -640,6 +641,51 @@ def test_non_owner_write_token_opens_and_updates_its_own_pull_request_only(
 
     api.merge_pull_request(repo, 1, repo_type="dataset")
     assert hub.file_bytes(repo, "c.json") == b"3"
+
+
+def test_a_comment_is_edited_by_its_author_or_a_writer_only(
+    hub: HubServer, api: HfApi, repo: str
+) -> None:
+    """`HfApi.edit_discussion_comment` (how the bundler puts a pull request's own number in
+    its description, the PR's first comment): its author may, and the repository's owner (the
+    Hub lets those with write access edit a discussion's title; its docs say nothing more of
+    comments); another submitter, a read token and anonymous may not. The content must be a
+    non-blank string; the client sends whatever it is given."""
+    bob = HfApi(endpoint=hub.url, token=SUBMITTER_TOKEN)
+    opened = bob.create_commit(
+        repo,
+        [add("b.json", b"1")],
+        commit_message="Bob's run",
+        commit_description="refs/pr/N",
+        repo_type="dataset",
+        create_pr=True,
+    )
+    num = opened.pr_num
+    assert num is not None
+    first = api.get_discussion_details(repo, num, repo_type="dataset").events[0]
+    edit = partial(edit_comment, repo, num, first.id)
+    edited = edit(bob, f"refs/pr/{num}")
+    assert edited.content == f"refs/pr/{num}" and edited.edited and edited.author == "bob"
+    assert hub.pull_requests(repo)[0].description == f"refs/pr/{num}"
+    carol = HfApi(endpoint=hub.url, token=OTHER_SUBMITTER_TOKEN)
+    assert status_of(lambda: edit(carol, "Carol's words")) == 403
+    reader = HfApi(endpoint=hub.url, token=READ_TOKEN)
+    assert status_of(lambda: edit(reader, "a reader's words")) == 403
+    assert status_of(lambda: edit(HfApi(endpoint=hub.url, token=False), "anyone's")) == 401
+    assert edit(api, "the owner's words").content == "the owner's words"
+    for content in (None, 7, ["x"], {"raw": "x"}, "", "  \n "):
+        assert status_of(partial(edit, bob, content)) == 400, content
+    assert status_of(lambda: api.edit_discussion_comment(
+        repo, num, "f" * 24, "x", repo_type="dataset"
+    )) == 404  # fmt: skip
+    assert hub.pull_requests(repo)[0].description == "the owner's words"
+
+
+def edit_comment(repo: str, num: int, comment_id: str, who: HfApi, content: object) -> Any:
+    return who.edit_discussion_comment(
+        repo, num, comment_id, content,  # type: ignore[arg-type]
+        repo_type="dataset",
+    )  # fmt: skip
 
 
 def test_discussions_listed_by_author(hub: HubServer, api: HfApi, repo: str) -> None:

@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
 from dataclasses import dataclass
 from email.parser import Parser
@@ -26,11 +27,18 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+import typer
 from conftest import SUBMITTER_TOKEN, WRITE_TOKEN
 from factory import RunSpec, gptnt_capabilities, make_row, write_tree
 from hubserver import HubServer, client_env
+from huggingface_hub import HfApi
+from test_allowed_signers import weak_rsa_key
+from test_card_refresh import commit_by_hand
+from test_sign import make_key
+from typer.core import TyperGroup
 
-from bundler.hub.repo.paths import bundle_of_path
+from bundler.cli.app import app
+from bundler.hub.repo.paths import ALLOWED_SIGNERS, TASKS_FILE, bundle_of_path
 
 ROOT = Path(__file__).parent.parent
 FIXTURES = Path(__file__).parent / "fixtures" / "gptnt"
@@ -95,6 +103,51 @@ def build(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
     return out
+
+
+def source_files() -> set[str]:
+    """Every file of the package as the source tree holds it, named where an install puts
+    it: bundler/ as it is, the top-level templates/ as bundler/templates/ (pyproject.toml's
+    package-dir). Python's caches aside, a file here that an install lacks is a bug."""
+    found: set[str] = set()
+    for folder, installed_as in (("bundler", "bundler"), ("templates", "bundler/templates")):
+        for path in (ROOT / folder).rglob("*"):
+            if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+                found.add(f"{installed_as}/{path.relative_to(ROOT / folder).as_posix()}")
+    return found
+
+
+def compared(what: str, held: set[str], source: set[str]) -> list[str]:
+    """What `what` lacks of the source tree's files, and holds beyond them, one line each."""
+    return [f"{what} lacks {name}" for name in sorted(source - held)] + [
+        f"{what} holds {name}, which the source tree does not" for name in sorted(held - source)
+    ]
+
+
+def test_the_wheel_and_the_sdist_hold_every_module_and_template(dist: Dist) -> None:
+    """The packages are found, not listed (setup.py): a hand-written list once left out
+    `bundler.hub.audit`, and every installed `bundler audit` crashed while every test of the
+    source tree passed. Both files, every module and template, named when missing."""
+    source = source_files()
+    assert {"bundler/hub/audit/run.py", "bundler/templates/dataset_card.md.j2"} <= source
+    with zipfile.ZipFile(dist.wheel) as wheel:
+        in_wheel = {
+            name
+            for name in wheel.namelist()
+            if not name.endswith("/") and not name.partition("/")[0].endswith(".dist-info")
+        }
+    with tarfile.open(dist.sdist) as sdist:
+        # statics_bundler-VERSION/bundler/..., statics_bundler-VERSION/templates/...
+        paths = [member.name.partition("/")[2] for member in sdist.getmembers() if member.isfile()]
+    in_sdist = {
+        f"bundler/{path}" if path.startswith("templates/") else path
+        for path in paths
+        if path.startswith(("bundler/", "templates/"))
+    }
+    problems = compared("the wheel", in_wheel, source) + compared("the sdist", in_sdist, source)
+    assert not problems, "\n".join(problems)
+    print(f"wheel: {dist.wheel.stat().st_size:,} bytes, {len(in_wheel)} files")
+    print(f"sdist: {dist.sdist.stat().st_size:,} bytes")
 
 
 def requirements(wheel: Path) -> list[str]:
@@ -202,18 +255,64 @@ def test_the_tables_work_where_nothing_else_loads_pyarrow_compute(
     assert outcome["table_bytes"] > 0
 
 
-class User:
-    """One person (or job) at a terminal of the clean environment, in a folder of their own."""
+def app_commands(group: TyperGroup | None = None, prefix: str = "") -> set[str]:
+    """Every command of the `bundler` typer app, subcommands named with their group
+    (`tasks define`): what the installed journey must run, each at least once."""
+    group = group or typer.main.get_group(app)
+    found: set[str] = set()
+    for name, command in group.commands.items():
+        if isinstance(command, TyperGroup):
+            found |= app_commands(command, f"{prefix}{name} ")
+        else:
+            found.add(f"{prefix}{name}")
+    return found
 
-    def __init__(self, installed: Installed, hub: HubServer, home: Path, token: str) -> None:
+
+def command_of(args: list[str]) -> str:
+    """The command a `bundler` command line runs (`upload`, `tasks define`): its leading
+    words that name commands, the group's own options (and their values) skipped."""
+    node: Any = typer.main.get_group(app)
+    words: list[str] = []
+    rest = iter(args)
+    for arg in rest:
+        if not isinstance(node, TyperGroup):
+            break
+        if arg.startswith("-"):
+            option = next((p for p in node.params if arg in getattr(p, "opts", ())), None)
+            if option is not None and not option.is_flag:
+                next(rest, None)  # `--config FILE`: its value is no command
+            continue
+        node = node.commands.get(arg)
+        if node is None:
+            break
+        words.append(arg)
+    return " ".join(words)
+
+
+class User:
+    """One person (or job) at a terminal of the clean environment, in a folder of their own.
+    Every `bundler` command they run is added to `ran`: the journey that shares it must run
+    every command (`app_commands`)."""
+
+    def __init__(
+        self,
+        installed: Installed,
+        hub: HubServer,
+        home: Path,
+        token: str | None,
+        ran: set[str] | None = None,
+    ) -> None:
         self.installed = installed
         self.hub = hub
         self.home = home
         self.token = token
+        self.ran = set() if ran is None else ran
         home.mkdir(parents=True, exist_ok=True)
 
     def run(self, *args: object) -> subprocess.CompletedProcess[str]:
         command = [str(arg) for arg in args]
+        if command[0] == "bundler":
+            self.ran.add(command_of(command[1:]))
         result = subprocess.run(
             [str(self.installed.bin / command[0]), *command[1:]],
             capture_output=True,
@@ -224,10 +323,12 @@ class User:
             timeout=300,
             check=False,
         )
+        output = result.stdout + result.stderr
         for secret in (WRITE_TOKEN, SUBMITTER_TOKEN):
-            assert secret not in result.stdout + result.stderr
-        assert "Traceback" not in result.stderr
-        assert "Warning" not in result.stderr, result.stderr  # nothing that is not theirs to act on
+            assert secret not in output
+        assert "Traceback" not in output, output[-3000:]
+        assert "internal error" not in output.lower(), output[-3000:]
+        assert "Warning" not in result.stderr, result.stderr  # nothing not theirs to act on
         return result
 
     def bundler(self, *args: object, code: int = 0) -> dict[str, Any]:
@@ -235,6 +336,7 @@ class User:
         result = self.run("bundler", *args, "--json")
         assert result.returncode == code, (args, result.stderr[-3000:], result.stdout[-3000:])
         report: dict[str, Any] = json.loads(result.stdout)
+        assert report["exit_code"] == code, report
         return report
 
 
@@ -242,12 +344,36 @@ def archives(hub: HubServer, repo_id: str, revision: str = "main") -> list[str]:
     return [p for p in hub.list_files(repo_id, revision=revision) if p.endswith(".tar.zst")]
 
 
-def test_every_role_s_journey_through_the_console_script(
+def comments(repo_id: str, num: int) -> list[str]:
+    """What the pull request's discussion holds, as the Hub's API gives it."""
+    details = HfApi(token=WRITE_TOKEN).get_discussion_details(repo_id, num, repo_type="dataset")
+    return [event.content for event in details.events if event.type == "comment"]  # type: ignore[attr-defined]
+
+
+def test_every_command_is_listed() -> None:
+    """The list the journey is held to walks the subcommands too."""
+    commands = app_commands()
+    assert {"init", "audit", "template", "tasks define", "signers remove"} <= commands
+    assert "tasks" not in commands and "signers" not in commands
+    assert command_of(["--config", "b.toml", "tasks", "define", "x", "--repo", "r"]) == (
+        "tasks define"
+    )
+
+
+def test_every_command_in_every_role_s_journey_through_the_console_script(
     installed: Installed, hub: HubServer, repo_id: str, tmp_path: Path
 ) -> None:
-    maintainer = User(installed, hub, tmp_path / "maintainer", WRITE_TOKEN)
-    nightly = User(installed, hub, tmp_path / "nightly", WRITE_TOKEN)
-    submitter = User(installed, hub, tmp_path / "submitter", SUBMITTER_TOKEN)
+    """Each command as its user runs it, each step checked by its exit code, by what the Hub
+    then holds, and (User.run) by an output free of tracebacks and internal errors; at the
+    end, every command of the app must have been run."""
+    ran: set[str] = set()
+    maintainer = User(installed, hub, tmp_path / "maintainer", WRITE_TOKEN, ran)
+    nightly = User(installed, hub, tmp_path / "nightly", WRITE_TOKEN, ran)
+    submitter = User(installed, hub, tmp_path / "submitter", SUBMITTER_TOKEN, ran)
+    stranger = User(installed, hub, tmp_path / "stranger", None, ran)
+
+    def head() -> str:
+        return hub.commits(repo_id)[0].oid
 
     # The evaluated dataset is on the Hub, its card saying how many rows its split has.
     dataset = f"GPTNT/expert-VQA-{repo_id[-10:]}"
@@ -255,16 +381,33 @@ def test_every_role_s_journey_through_the_console_script(
     hub.create_repo(dataset, files={"README.md": card.encode()})
     pin = {"hf_repo_id": dataset, "resolved_revision": hub.commits(dataset)[0].oid, "rows": 3}
 
-    # The maintainer starts a leaderboard (in the repository `hf repos create` made) and
-    # defines its task.
+    # The maintainer starts a leaderboard (in the repository `hf repos create` made), defines
+    # its task, and allows the submitter's key and their own to sign bundles.
     started = maintainer.bundler("init", "--repo", repo_id)
-    assert started["commit"] is not None and started["created"] is False
+    assert started["created"] is False and started["commit"] == head()
     maintainer.bundler(
         "tasks", "define", "expert-vqa", "--repo", repo_id, "--dataset", dataset,
         "--split", "test", "--metric", "exact_match.accuracy",
     )  # fmt: skip
-    definitions = json.loads(hub.file_bytes(repo_id, "leaderboard/tasks.json") or b"{}")
+    definitions = json.loads(hub.file_bytes(repo_id, TASKS_FILE) or b"{}")
     assert "exact_match.accuracy" in json.dumps(definitions)
+    listed = maintainer.bundler("tasks", "list", "--repo", repo_id)
+    assert listed["tasks"]["expert-vqa"]["metric"] == "exact_match.accuracy"
+    submitter_key = make_key(submitter.home, "id_ed25519")
+    maintainer_key = make_key(maintainer.home, "id_ed25519")
+    for name, key in (("submitter", submitter_key), ("leaderboard-bot", maintainer_key)):
+        added = maintainer.bundler(
+            "signers", "add", name, "--key", key.with_suffix(".pub"), "--repo", repo_id
+        )
+        assert added["changed"] and added["commit"] == head()
+    allowed = (hub.file_bytes(repo_id, ALLOWED_SIGNERS) or b"").decode()
+    assert submitter_key.with_suffix(".pub").read_text().split()[1] in allowed
+    # anyone may see who signs for a public leaderboard
+    shown_signers = stranger.bundler("signers", "list", "--repo", repo_id)
+    assert sorted(p for s in shown_signers["signers"] for p in s["principals"]) == [
+        "leaderboard-bot",
+        "submitter",
+    ]
 
     # The nightly job publishes what the harness wrote, then finds nothing new.
     runs = [RunSpec(model=model, **pin) for model in ("qwen3", "llama4")]
@@ -274,68 +417,100 @@ def test_every_role_s_journey_through_the_console_script(
         "--submitter-name", "nightly",
     )  # fmt: skip
     first = nightly.bundler(*nightly_sync)
-    assert first["counts"]["published"] == 2
+    assert first["counts"]["published"] == 2 and len(archives(hub, repo_id)) == 2
     commits = len(hub.commits(repo_id))
     again = nightly.bundler(*nightly_sync)
     assert again["counts"]["published"] == 0 and again["counts"]["already_there"] == 2
     assert len(hub.commits(repo_id)) == commits
 
-    # A submitter bundles, checks, plans and proposes a run of their own.
+    # The maintainer bundles a baseline, signs it and publishes it themselves.
+    write_tree(maintainer.home / "output", [RunSpec(model="baseline", **pin)])
+    maintainer.bundler(
+        "collect", "output", "--expect", "expert-vqa=3", "--submitter-name", "GPTNT maintainers"
+    )
+    signed = maintainer.bundler("sign", "bundles", "--key", maintainer_key)
+    assert [bundle["outcome"] for bundle in signed["bundles"]] == ["signed"]
+    uploaded = maintainer.bundler("upload", "bundles", "--repo", repo_id)
+    assert [bundle["outcome"] for bundle in uploaded["bundles"]] == ["published"]
+    assert len(archives(hub, repo_id)) == 3 and uploaded["commits"] == [head()]
+
+    # A submitter bundles and signs, checks, inspects, plans and proposes a run of their own.
     gptnt_run = RunSpec(
         player_name="gpt-5-2",
         exact_capabilities=gptnt_capabilities("gpt-5-2"),
         **pin,
     )
     write_tree(submitter.home / "output", [gptnt_run])
-    key = submitter.home / "id_ed25519"
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key], check=True)
     collected = submitter.bundler(
         "collect", "output", "-o", "bundles", "--expect", "expert-vqa=3",
-        "--submitter-name", "Ada Lovelace", "--submitter-contact", "@ada", "--sign-key", key,
+        "--submitter-name", "Ada Lovelace", "--submitter-contact", "@ada",
+        "--sign-key", submitter_key,
     )  # fmt: skip
-    assert collected["exit_code"] == 0 and len(collected["bundles"]) == 1
+    assert len(collected["bundles"]) == 1
     assert [b["outcome"] for b in collected["signing"]["bundles"]] == ["signed"]
     verified = submitter.bundler("verify", "bundles")
-    assert verified["exit_code"] == 0
     assert verified["bundles"][0]["signer"] == collected["signing"]["bundles"][0]["signer"]
+    (local,) = sorted((submitter.home / "bundles").rglob("*.tar.zst"))
+    inspected = submitter.bundler("inspect", local)
+    assert inspected["claim"]["player_name"] == "gpt-5-2"
+    assert inspected["verification"]["signer"] == verified["bundles"][0]["signer"]
     submitter.bundler("upload", "bundles", "--repo", repo_id, "--create-pr", "--dry-run")
     assert hub.pull_requests(repo_id) == []
-    submitter.bundler("upload", "bundles", "--repo", repo_id, "--create-pr")
+    proposal = submitter.bundler("upload", "bundles", "--repo", repo_id, "--create-pr")
     (proposed,) = hub.pull_requests(repo_id)
     assert proposed.status == "open" and proposed.author == "submitter"
+    assert proposal["pull_request_num"] == proposed.num
     (mine,) = [p for p in archives(hub, repo_id, proposed.ref) if "/gpt-5-2_" in p]
+    assert hub.file_bytes(repo_id, mine, revision=proposed.ref) == local.read_bytes()
 
-    # The maintainer reviews and merges it, refreshes the card, downloads and compares.
+    # The maintainer looks at the pull request's bundle, then reviews and merges it.
+    before_review = head()
+    fetched_pr = maintainer.bundler(
+        "download", "--repo", repo_id, "--pr", proposed.num, "-o", "review"
+    )
+    assert len(fetched_pr["bundles"]) == 1
+    (pr_copy,) = (maintainer.home / "review").rglob("*.tar.zst")
+    assert pr_copy.read_bytes() == local.read_bytes()
     reviewed = maintainer.bundler("review", "--repo", repo_id, "--comment", "--merge")
-    assert reviewed["exit_code"] == 0
     assert [pr["merge"] for pr in reviewed["pull_requests"]] == ["merged"]
     (closed,) = hub.pull_requests(repo_id)  # its files are on main, committed by review
-    assert closed.status == "closed"
-    assert len(archives(hub, repo_id)) == 3
+    assert closed.status == "closed" and head() != before_review
+    (bundle_review,) = reviewed["pull_requests"][0]["bundles"]
+    (signature,) = [c for c in bundle_review["checks"] if c["name"] == "signature"]
+    assert signature["status"] == "passed" and "signed by submitter" in signature["detail"]
+    posted = comments(repo_id, closed.num)
+    assert any(f"review of PR #{closed.num}: clean" in text for text in posted), posted
+    assert hub.file_bytes(repo_id, mine) == local.read_bytes()
+    assert len(archives(hub, repo_id)) == 4
     table = pq.read_table(
         io.BytesIO(hub.file_bytes(repo_id, "leaderboard/bundles/part-00000.parquet") or b"")
     )
-    assert table.num_rows == 3
     assert sorted(table.column("submitter_name").to_pylist()) == [
         "Ada Lovelace",
+        "GPTNT maintainers",
         "nightly",
         "nightly",
     ]
-    card = maintainer.bundler("card", "--repo", repo_id)
-    assert card["exit_code"] == 0
+
+    # The card is up to date (CI's check), so refreshing it commits nothing.
+    after_review = head()
+    checked = maintainer.bundler("card", "--repo", repo_id, "--check")
+    assert checked["changed"] is False
+    refreshed = maintainer.bundler("card", "--repo", repo_id)
+    assert refreshed["commit"] is None and head() == after_review
     readme = (hub.file_bytes(repo_id, "README.md") or b"").decode()
-    assert "**3** submission bundle(s)" in readme and dataset in readme
+    assert "**4** submission bundle(s)" in readme and dataset in readme
     assert f"pip install statics-bundler=={installed.versions['statics-bundler']} " in readme
+
+    # The maintainer downloads the board and compares two of its bundles.
     downloaded = maintainer.bundler("download", "--repo", repo_id, "-o", "board")
-    assert downloaded["exit_code"] == 0
-    local = sorted((submitter.home / "bundles").rglob("*.tar.zst"))
+    assert len(downloaded["bundles"]) == 4
     mine_id = bundle_of_path(mine)  # what the test expects, from the source's own layout
     assert mine_id is not None
     fetched = mine_id.local_archive(maintainer.home / "board")
-    assert fetched.read_bytes() == local[0].read_bytes()
-    assert hub.file_bytes(repo_id, mine) == local[0].read_bytes()
+    assert fetched.read_bytes() == local.read_bytes()
     nightly_archive = next(
-        p for p in (maintainer.home / "board").rglob("*.tar.zst") if "gpt-5-2_" not in p.parent.name
+        p for p in (maintainer.home / "board").rglob("*.tar.zst") if "qwen3" in p.parent.name
     )
     differs = maintainer.run("bundler", "diff", nightly_archive, fetched, "--json")
     assert differs.returncode == 1, differs.stderr  # two runs: they differ, and it says how
@@ -349,6 +524,28 @@ def test_every_role_s_journey_through_the_console_script(
     assert [bundle["outcome"] for bundle in exported["bundles"]] == ["exported"]
     (folder,) = (submitter.home / "submissions").iterdir()
     assert sorted(p.name for p in folder.iterdir()) == ["metrics.json", "submission.yaml"]
+
+    # The maintainer writes the nightly workflow from the shipped template.
+    workflow = maintainer.home / ".github" / "workflows" / "nightly-sync.yml"
+    written = maintainer.bundler("template", "nightly-sync", "-o", workflow)
+    assert written["output"] == str(workflow)
+    assert workflow.read_bytes() == (ROOT / "templates" / "nightly-sync.yml").read_bytes()
+
+    # A stranger, with no token, re-checks the board from its bundles: clean.
+    audited = stranger.bundler("audit", "--repo", repo_id)
+    assert audited["findings"] == [] and audited["bundles_on_branch"] == 4
+    assert sorted(bundle["verdict"] for bundle in audited["audited"]) == ["verified"] * 4
+    assert head() == after_review
+
+    # The submitter's key is withdrawn.
+    removed = maintainer.bundler("signers", "remove", "submitter", "--repo", repo_id)
+    assert removed["changed"] and removed["commit"] == head()
+    allowed = (hub.file_bytes(repo_id, ALLOWED_SIGNERS) or b"").decode()
+    assert "submitter" not in allowed and "leaderboard-bot" in allowed
+
+    never = sorted(app_commands() - ran)
+    assert not never, f"the installed journey never ran: {', '.join(never)}"
+    print(f"{installed.resolution}: ran {len(ran)} commands: {', '.join(sorted(ran))}")
 
 
 def test_the_first_upload_into_a_new_leaderboard(
@@ -364,3 +561,26 @@ def test_the_first_upload_into_a_new_leaderboard(
     assert [bundle["outcome"] for bundle in uploaded["bundles"]] == ["published"] * 2
     table = hub.file_bytes(repo_id, "leaderboard/bundles/part-00000.parquet") or b""
     assert pq.read_table(io.BytesIO(table)).num_rows == 2
+
+
+def test_what_a_maintainer_finds_is_kept_and_a_key_openssh_refuses_is_refused(
+    installed: Installed, hub: HubServer, repo_id: str, tmp_path: Path
+) -> None:
+    """Issue 36, as installed: `init` on a repository with the owner's card and licence
+    refuses, then with --adopt keeps them; `signers add` refuses a 768-bit RSA key."""
+    maintainer = User(installed, hub, tmp_path, WRITE_TOKEN)
+    card = b"---\nlicense: mit\n---\n\n# Mine\n\nMy text.\n"
+    commit_by_hand(repo_id, {"README.md": card, "LICENSE": b"MIT\n"})
+    refused = maintainer.bundler("init", "--repo", repo_id, code=1)
+    assert refused["error_kind"] == "repository-not-empty"
+    assert maintainer.bundler("init", "--repo", repo_id, "--adopt")["adopted"] == [
+        "LICENSE",
+        "README.md",
+    ]
+    kept = (hub.file_bytes(repo_id, "README.md") or b"").decode()
+    assert "license: mit" in kept and "My text." in kept and hub.file_bytes(repo_id, "LICENSE")
+    weak = weak_rsa_key(tmp_path, "weak")
+    added = maintainer.bundler(
+        "signers", "add", "ada", "--repo", repo_id, "--key", weak.with_suffix(".pub"), code=2
+    )
+    assert "768 bits" in added["error"]

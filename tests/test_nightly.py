@@ -20,6 +20,7 @@ import pytest
 from factory import RunSpec, write_tree
 from helpers import FORK_COUNTER, run_python
 
+from bundler.core.limits import MAX_CACHE_BYTES
 from bundler.core.progress import NoProgress
 from bundler.hub.publish.upload import gather_local
 from bundler.local.collect import (
@@ -36,7 +37,6 @@ from bundler.local.layout import (
     VERIFY_CACHE_NAME,
 )
 from bundler.local.manifest import Sidecar
-from bundler.local.statcache import MAX_CACHE_BYTES
 from bundler.local.submitter import Submitter
 from bundler.local.verifycache import SidecarFacts
 

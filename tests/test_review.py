@@ -582,9 +582,11 @@ def test_markdown_escaping_leaves_strangers_text_inert() -> None:
         "a \\# Title &lt;b&gt;x&lt;/b&gt; \\[l\\]\\(u\\) \\*e\\* \\`c\\` \\| p &#64;who &amp;amp;"
     )
     assert markdown_code("id") == "`id`"
-    assert markdown_code("a`b|c") == "``a`b\\|c``"
+    assert markdown_code("a`b|c") == "``a`b|c``"  # a code span shows its text as it is
+    assert markdown_code("a`b|c", cell=True) == "``a`b\\|c``"  # the table's own escape
     assert markdown_code("`x`") == "`` `x` ``"
-    assert markdown_code("a\x1b[2J\n b") == "`a [2J b`"
+    with pytest.raises(ValueError, match="one line"):
+        markdown_code("a\x1b[2J\n b")  # refused, never silently changed
 
 
 # ------------------------------------------------------------------------ hostile PRs

@@ -13,6 +13,7 @@ import pytest
 from conftest import LAB, OTHER_SUBMITTER_TOKEN, SUBMITTER_TOKEN, WRITE_TOKEN
 from helpers import run_cli
 from hubserver import HubServer
+from test_allowed_signers import weak_rsa_key
 from test_card_refresh import commit_by_hand
 from test_review import World, checks, make_world, propose, review
 from test_sign import make_key
@@ -171,20 +172,63 @@ def test_a_pull_request_touching_the_allowed_signers_fails_layout(world: World) 
 def test_a_line_allows_no_more_than_openssh_would(tmp_path: Path, line: str, allows: bool) -> None:
     key = make_key(tmp_path, "ada").with_suffix(".pub").read_text().split()
     parsed = AllowedSigners.parse(line.format(key=f"{key[0]} {key[1]}").encode())
-    (signer,) = parsed.signers
+    (signer,) = parsed.entries()
     assert bool(parsed.principals_of(signer.fingerprint)) is allows
 
 
 @pytest.mark.parametrize(
-    ("line", "problem"),
+    "line",
     [
-        ("* ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIA", "not a Hub user or organization name"),
-        ("ada ssh-dss AAAA", "a key of type"),
-        ("ada ssh-ed25519 !!!", "not base64"),
-        ("ada", "expected PRINCIPALS"),
+        "* ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIA",
+        "ada ssh-dss AAAA",
+        "ada ssh-ed25519 !!!",
+        "ada",
     ],
 )
-def test_a_line_that_is_no_allowed_signer_is_named(line: str, problem: str) -> None:
-    with pytest.raises(Exception, match=problem) as raised:
-        AllowedSigners.parse(f"# comment\n{line}\n".encode())
-    assert "line 2" in str(raised.value)
+def test_a_line_openssh_cannot_read_allows_nothing(line: str) -> None:
+    """OpenSSH skips such a line and reads on; so does the bundler."""
+    assert AllowedSigners.parse(f"# comment\n{line}\n".encode()).entries() == []
+
+
+def test_a_key_hidden_behind_a_comment_passes_no_review(world: World, tmp_path: Path) -> None:
+    """A web-page merge that adds eve's key after a comment holding a lone CR: OpenSSH reads a
+    comment, and so does review (Python's splitlines() read a key for eve)."""
+    (tmp_path / "keys").mkdir()
+    key = make_key(tmp_path / "keys", "eve")
+    public = " ".join(key.with_suffix(".pub").read_text().split()[:2])
+    hidden = f"# reviewed by the maintainers\rsubmitter {public}\n".encode()
+    commit_by_hand(world.repo_id, {ALLOWED_SIGNERS: hidden})
+    num = propose(world, SUBMITTER_TOKEN, signed(world, "eve", key))
+    check = signature_of(world, num)
+    assert check["status"] == "failed" and "do not list" in str(check["detail"])
+    assert signers(world, "list", token="")[1]["signers"] == []
+
+
+def test_a_key_openssh_refuses_is_refused_by_signers_add_and_review(
+    world: World, tmp_path: Path
+) -> None:
+    (tmp_path / "keys").mkdir()
+    weak = weak_rsa_key(tmp_path / "keys", "weak")
+    code, _, stderr = signers(world, "add", "submitter", "--key", weak.with_suffix(".pub"))
+    assert code == 2 and "768 bits" in stderr and str(weak.with_suffix(".pub")) in stderr
+    assert len(stderr.strip().splitlines()) == 1
+    assert world.hub.file_bytes(world.repo_id, ALLOWED_SIGNERS) is None
+    public = " ".join(weak.with_suffix(".pub").read_text().split()[:2])
+    commit_by_hand(world.repo_id, {ALLOWED_SIGNERS: f"submitter {public}\n".encode()})
+    num = propose(world, SUBMITTER_TOKEN, signed(world, "weak", weak))
+    check = signature_of(world, num)
+    assert check["status"] == "failed", check
+
+
+def test_signers_add_and_remove_keep_the_lines_they_do_not_touch(
+    world: World, tmp_path: Path
+) -> None:
+    kept = make_key(tmp_path, "kept").with_suffix(".pub").read_text().split()[:2]
+    by_hand = f"# the maintainers' notes\r\nlab\t{kept[0]} {kept[1]} laptop\r\n".encode()
+    commit_by_hand(world.repo_id, {ALLOWED_SIGNERS: by_hand})
+    key = make_key(tmp_path, "submitter")
+    assert signers(world, "add", "submitter", "--key", key.with_suffix(".pub"))[0] == 0
+    added = world.hub.file_bytes(world.repo_id, ALLOWED_SIGNERS) or b""
+    assert added.startswith(by_hand) and added.count(b"\n") == 3
+    assert signers(world, "remove", "submitter")[0] == 0
+    assert world.hub.file_bytes(world.repo_id, ALLOWED_SIGNERS) == by_hand

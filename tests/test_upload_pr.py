@@ -11,7 +11,7 @@ from pathlib import Path
 from conftest import READ_TOKEN, SUBMITTER_TOKEN, WRITE_TOKEN
 from factory import RunSpec
 from helpers import run_cli
-from hubserver import HubServer
+from hubserver import Fault, HubServer
 from huggingface_hub import HfApi
 from test_upload import define_expert_vqa, make_bundles, upload
 
@@ -305,18 +305,28 @@ def test_a_submitters_write_token_opens_its_pull_request_with_the_right_title_an
 ) -> None:
     """A submitter (a write token without write access to the repository) opens its pull
     request and, as its author, may rename it and edit its description (the Hub lets a PR's
-    author do both). One commit: the title and description it opened with are already right,
-    so nothing is edited and nothing warned. More bundles than one commit holds: the title
-    and the description are updated to count them all, without a warning."""
+    author do both). One commit: the title it opened with is already right, and the
+    description is edited once, to give the review command the number the Hub gave the pull
+    request: two requests (reading the description's comment id, then the edit), nothing
+    warned. More bundles than one commit holds: the title and the description are updated to
+    count them all, without a warning."""
     hub.create_repo(repo_id)
     few = make_bundles(tmp_path / "few", [RunSpec(task="alpha", rows=2)])
     before = len(hub.request_log)
     code, report, stderr = upload(few, "--repo", repo_id, "--create-pr", token=SUBMITTER_TOKEN)
     assert code == 0, stderr
     assert report["warnings"] == []
-    assert not [r for r in hub.request_log[before:] if "/comment/" in r.path or "/title" in r.path]
+    after_opening = [
+        (r.method, r.path.rsplit("/discussions/", 1)[1])
+        for r in hub.request_log[before:]
+        if "/discussions/" in r.path
+    ]
+    comment_id = after_opening[-1][1].split("/")[2]
+    assert after_opening == [("GET", "1"), ("POST", f"1/comment/{comment_id}/edit")]
     (pr,) = hub.pull_requests(repo_id)
     assert pr.title.startswith("Add 1 GPTNT") and "This pull request from" in pr.description
+    command = f"bundler download --repo {repo_id} --revision refs/pr/{pr.num} -o review"
+    assert f"To review: `{command}`\n" in pr.description
 
     many = make_bundles(
         tmp_path / "many",
@@ -342,3 +352,23 @@ def test_a_read_token_opens_no_pull_request(hub: HubServer, repo_id: str, tmp_pa
     assert hub.pull_requests(repo_id) == []
     assert hub.commits(repo_id)[0].oid == main_before
     assert READ_TOKEN not in stderr + json.dumps(report)
+
+
+def test_a_new_pull_request_whose_number_cannot_be_written_in_says_so(
+    hub: HubServer, repo_id: str, tmp_path: Path
+) -> None:
+    """The bundles are proposed all the same; the warning says what the description lacks."""
+    hub.create_repo(repo_id)
+    few = make_bundles(tmp_path / "few", [RunSpec(task="alpha", rows=2)])
+    hub.inject("POST", r"/discussions/\d+/comment/[0-9a-f]+/edit$", Fault.status(403), times=5)
+    code, report, stderr = upload(few, "--repo", repo_id, "--create-pr", token=SUBMITTER_TOKEN)
+    hub.clear_faults()
+    (pr,) = hub.pull_requests(repo_id)
+    assert code == 0 and "Traceback" not in stderr, (code, stderr)
+    assert [b["outcome"] for b in report["bundles"]] == ["proposed"]
+    (warning,) = report["warnings"]
+    assert warning.startswith(
+        f"pull request #{pr.num}: its description could not be updated, so its review command "
+        f"says refs/pr/N for refs/pr/{pr.num} ("
+    ), warning
+    assert f"--repo {repo_id} --revision refs/pr/N -o review`" in pr.description

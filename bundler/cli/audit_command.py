@@ -9,7 +9,7 @@ import typer
 from bundler.cli.console import shown, stderr_console
 from bundler.cli.errors import run_command
 from bundler.cli.options import DebugOption, JsonOption, MaxWaitOption, RepoOption, TokenOption
-from bundler.cli.render import TABLE_MAX_BUNDLES, finish, print_id_table, progress_on
+from bundler.cli.render import NO_VALUE, TABLE_MAX_BUNDLES, finish, print_id_table, progress_on
 from bundler.cli.tokens import secrets_of, token_to_send
 
 if TYPE_CHECKING:
@@ -20,8 +20,8 @@ if TYPE_CHECKING:
 
 def render_audit(report: AuditReport, console: Console) -> None:
     where = f"{shown(report.repo_id)}@{shown(report.revision)} ({report.commit[:12]})"
-    for wait in report.waits:
-        console.print(f"[yellow]note[/] {shown(wait)}")
+    for note in [*report.waits, *report.unchecked]:
+        console.print(f"[yellow]note[/] {shown(note)}")
     cached = sum(bundle.cached for bundle in report.audited)
     sample = f" (a sample, seed {report.seed})" if report.sample is not None else ""
     console.print(
@@ -34,16 +34,17 @@ def render_audit(report: AuditReport, console: Console) -> None:
         return
     rows = [
         (
-            shown(finding.bundle_id or ""),
+            shown(finding.bundle_id or NO_VALUE),
+            shown(finding.path or NO_VALUE),
             finding.kind,
-            shown(finding.field or ""),
+            shown(finding.field or NO_VALUE),
             shown(_cut(finding.published)),
             shown(_cut(finding.derived)),
             shown(finding.detail),
         )
         for finding in report.findings[:TABLE_MAX_BUNDLES]
     ]
-    headers = ("bundle", "finding", "field", "published", "derived", "detail")
+    headers = ("bundle", "file", "finding", "field", "published", "derived", "detail")
     print_id_table(console, f"{len(report.findings)} finding(s)", headers, rows)
     if len(report.findings) > TABLE_MAX_BUNDLES:
         left = len(report.findings) - TABLE_MAX_BUNDLES
@@ -56,7 +57,7 @@ SHOWN_VALUE_CHARS = 40
 
 def _cut(value: str | None) -> str:
     if value is None:
-        return ""
+        return NO_VALUE
     return value if len(value) <= SHOWN_VALUE_CHARS else value[: SHOWN_VALUE_CHARS - 3] + "..."
 
 

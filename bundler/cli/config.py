@@ -28,9 +28,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bundler.core.errors import UsageError
-from bundler.core.limits import MAX_LEVEL
-
-MAX_CONFIG_BYTES = 1 << 20
+from bundler.core.limits import MAX_CONFIG_BYTES, MAX_LEVEL
 
 
 class _Table(BaseModel):
@@ -134,13 +132,9 @@ def load_config(path: Path) -> BundlerConfig:
     not TOML, has an unknown table or key, or a value of the wrong type."""
     import tomllib
 
-    try:
-        with path.open("rb") as handle:
-            data = handle.read(MAX_CONFIG_BYTES + 1)
-    except OSError as error:
-        raise UsageError(f"{path}: cannot read the config file ({error.strerror})") from None
-    if len(data) > MAX_CONFIG_BYTES:
-        raise UsageError(f"{path}: larger than {MAX_CONFIG_BYTES} bytes; not a config file")
+    from bundler.local.fileio import read_named_file  # only when there is a config to read
+
+    data = read_named_file(path, MAX_CONFIG_BYTES, "config file")
     try:
         parsed = tomllib.loads(data.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:

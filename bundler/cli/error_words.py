@@ -29,6 +29,7 @@ from bundler.core.errors import (
     RateLimitOutlasts,
     ReadOnlyToken,
     Remedy,
+    RepositoryNotEmpty,
     RepositoryNotFound,
     ReviewNotAllowed,
     RevisionNotFound,
@@ -177,6 +178,13 @@ ERROR_WORDS: dict[type[BundlerError], Callable[[Any], Words]] = {
     UnusableSetting: lambda e: (f"{FLAGS[e.setting]} {e.value!r}: {e.problem}", e.hint),
     PullRequestRevision: _pull_request_revision,
     NoRunSelectedError: _no_run_selected,
+    RepositoryNotEmpty: lambda e: (
+        e.message,
+        f"to keep them and add the board's section to README.md: bundler init --repo {e.repo} "
+        "--adopt"
+        if e.adoptable
+        else "move or remove them first: init writes over no file it did not write",
+    ),
 }
 """Each named error whose words on the command line differ from the library's: its message and
 hint there. A subclass not named here is worded as its nearest base that is."""

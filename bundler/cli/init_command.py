@@ -37,6 +37,8 @@ def render_start(report: StartReport, console: Console) -> None:
     if report.created:
         visibility = "private" if report.private else "public"
         console.print(f"created the {visibility} dataset repository {where}")
+    if report.adopted:
+        console.print(f"kept what {where} held: {shown(', '.join(report.adopted))}")
     if report.commit is None:
         console.print(f"{where} already holds a leaderboard: nothing to start")
     else:
@@ -51,13 +53,22 @@ def init_command(
     private: Annotated[
         bool, typer.Option("--private", help="Create the repository private (default public).")
     ] = False,
+    adopt: Annotated[
+        bool,
+        typer.Option(
+            "--adopt",
+            help="Start the leaderboard in a repository that holds files already: keep them "
+            "all, and add the board's section to its README.md, beside the text there.",
+        ),
+    ] = False,
     token: TokenOption = None,
     json_output: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
     """Start a leaderboard: create the dataset repository and commit an empty board (the card,
     the tables and the task definitions), then say each role's next command. Nothing changes
-    on a repository that already holds a leaderboard. Needs a write token of an account that
+    on a repository that already holds a leaderboard; one that holds anything else is refused
+    (exit 1, naming what it holds) unless --adopt keeps it. Needs a write token of an account that
     may create repositories in the namespace (exit 2 otherwise)."""
     from bundler.hub.client.session import HubSession
     from bundler.hub.leaderboard.start import start_leaderboard
@@ -66,7 +77,7 @@ def init_command(
 
     def action() -> int:
         session = HubSession(repo, token=token_to_send(token))
-        report = start_leaderboard(session, private=private)
+        report = start_leaderboard(session, private=private, adopt=adopt)
         return finish(report, render_start, console, json_output)
 
     raise typer.Exit(

@@ -72,6 +72,9 @@ TABLE_MAX_BUNDLES = 40
 rows is no reading for a person (and took rich a second to lay out); --json lists them all."""
 
 
+NO_VALUE = "-"  # a table's cell where its row has no such value (left out of the narrow form)
+
+
 def print_id_table(
     console: Console,
     title: str,
@@ -92,11 +95,9 @@ def print_id_table(
     if needed > console.width:
         console.print(title)
         for row in rows:
-            console.print(f"  {row[0]}")
-            values = ", ".join(
-                f"{header} {value}" for header, value in zip(headers[1:], row[1:], strict=True)
-            )
-            console.print(f"    {values}")
+            named = zip(headers[1:], row[1:], strict=True)  # no value: no bare name
+            shown = [f"{header} {value}" for header, value in named if value not in ("", NO_VALUE)]
+            console.print(f"  {row[0]}\n    " + ", ".join(shown))
         return
     table = Table(
         Column(headers[0], no_wrap=True, min_width=widest),
@@ -401,10 +402,12 @@ def _upload_rows_to_table(bundles: list[BundlePlan]) -> tuple[list[BundlePlan], 
 
 
 def render_card(refresh: CardRefresh, console: Console) -> None:
+    from bundler.hub.leaderboard.tables import LAYOUT_VERSION  # loaded by the refresh already
+
     where = f"{shown(refresh.repo_id)} @ {shown(refresh.revision)}"
     for problem in [*refresh.unreadable_rows, *refresh.charts_not_drawn]:
         console.print(f"[yellow]warning[/] {shown(problem)}")
-    what = "upgraded to layout 2: " if refresh.upgraded else ""
+    what = f"upgraded to layout {LAYOUT_VERSION}: " if refresh.upgraded else ""
     if not refresh.changed:
         console.print(
             f"the tables and card of {where} are up to date ({refresh.bundle_count} bundles)"

@@ -14,17 +14,17 @@ from bundler.cli.errors import run_command
 from bundler.cli.options import DebugOption, JsonOption, RepoOption, TokenOption
 from bundler.cli.render import finish
 from bundler.cli.tokens import secrets_of, token_to_send
-from bundler.core.errors import UsageError
+from bundler.core.limits import MAX_PUBLIC_KEY_BYTES
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from bundler.hub.tasks.signers import AllowedSigners, SignersReport
+    from bundler.hub.tasks.signers import SignersReport
+    from bundler.local.allowed_signers import AllowedSigners
 
 NameArgument = Annotated[
     str, typer.Argument(metavar="NAME", help="A Hub user or organization name (the principal).")
 ]
-MAX_PUBLIC_KEY_BYTES = 64 << 10
 
 
 def render_signers(report: SignersReport, console: Console) -> None:
@@ -40,7 +40,7 @@ def render_signers(report: SignersReport, console: Console) -> None:
     for column in ("principals", "key type", "fingerprint", "honoured"):
         table.add_column(column)
     for signer in report.signers:
-        honoured = "yes" if signer.honoured else "no (options the bundler does not honour)"
+        honoured = "yes" if signer.honoured else "no (options or patterns it does not trust)"
         cells = (", ".join(signer.principals), signer.key_type, signer.fingerprint, honoured)
         table.add_row(*(shown(cell) for cell in cells))
     console.print(table)
@@ -51,9 +51,15 @@ Change = tuple[Callable[["AllowedSigners"], "AllowedSigners"], str]
 
 
 def _run(
-    repo: str, token: str | None, json_output: bool, debug: bool, change: Change | None
+    repo: str,
+    token: str | None,
+    json_output: bool,
+    debug: bool,
+    change: Callable[[], Change] | None,
 ) -> None:
-    """Run a signers command: `change` to commit, or None to list."""
+    """Run a signers command: the change `change` makes to commit, or None to list. `change`
+    runs first, inside the command's error handling and before the Hub is asked: a key file
+    that cannot be used stops the command before any request."""
     from bundler.hub.client.session import HubSession
     from bundler.hub.tasks.signers import list_signers
     from bundler.hub.tasks.signers_change import change_signers
@@ -61,8 +67,9 @@ def _run(
     console = stderr_console()
 
     def action() -> int:
+        planned = None if change is None else change()
         session = HubSession(repo, token=token_to_send(token))
-        report = list_signers(session) if change is None else change_signers(session, *change)
+        report = list_signers(session) if planned is None else change_signers(session, *planned)
         return finish(report, render_signers, console, json_output)
 
     raise typer.Exit(
@@ -87,15 +94,16 @@ def signers_add_command(
     leaderboard/allowed_signers naming its parent (none when NAME already has that key). Review
     then passes a bundle this key signed in a pull request NAME opened. Needs a write token."""
 
-    def add(signers: AllowedSigners) -> AllowedSigners:
-        try:
-            with key.open("rb") as handle:
-                text = handle.read(MAX_PUBLIC_KEY_BYTES).decode("utf-8", "replace")
-        except OSError as error:
-            raise UsageError(f"{key}: cannot read the public key ({error.strerror})") from None
-        return signers.with_signer(name, text)
+    def add() -> Change:
+        from bundler.hub.tasks.signers import add_signer
+        from bundler.local.fileio import read_named_file
 
-    _run(repo, token, json_output, debug, (add, f"Allow {name} to sign bundles"))
+        text = read_named_file(key, MAX_PUBLIC_KEY_BYTES, "public key").decode("utf-8", "replace")
+        return (
+            lambda signers: add_signer(signers, name, text, source=str(key))
+        ), f"Allow {name} to sign bundles"
+
+    _run(repo, token, json_output, debug, add)
 
 
 def signers_remove_command(
@@ -108,10 +116,10 @@ def signers_remove_command(
     """Take NAME off the leaderboard's allowed signers (every key of theirs): one commit naming
     its parent, none when NAME is not there. Needs a write token."""
 
-    def remove(signers: AllowedSigners) -> AllowedSigners:
-        return signers.without(name)
+    def remove() -> Change:
+        return (lambda signers: signers.without(name)), f"Stop allowing {name} to sign bundles"
 
-    _run(repo, token, json_output, debug, (remove, f"Stop allowing {name} to sign bundles"))
+    _run(repo, token, json_output, debug, remove)
 
 
 def signers_list_command(

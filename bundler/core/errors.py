@@ -345,6 +345,20 @@ class WrongRepoType(HubAccessError):
         self.repo, self.repo_type = repo, repo_type
 
 
+class RepositoryNotEmpty(BundlerError):
+    """`init` found files where it was to start a leaderboard (`found`, each folder with a
+    trailing `/`): it writes nothing beside what it did not write unless asked to adopt them
+    (`adoptable`), and never over a file of theirs (`adoptable` False: `found` are the files
+    the board would write over). A person must look: exit 1."""
+
+    kind: ClassVar[str] = "repository-not-empty"
+
+    def __init__(self, repo: str, found: list[str], *, adoptable: bool) -> None:
+        what = "holds" if adoptable else "holds files the board writes:"
+        super().__init__(f"{repo} already {what} {_some(found)}")
+        self.repo, self.found, self.adoptable = repo, found, adoptable
+
+
 ReviewAction = Literal["comment", "merge"]
 """What a review does on the Hub when asked to: post its report, merge a clean PR."""
 _REVIEW_DOING = {"comment": "commenting", "merge": "merging"}
@@ -461,17 +475,14 @@ class HubDidNotAnswer(HubUnavailableError):
 
 
 class MalformedAnswer(HubUnavailableError):
-    """The Hub answered, but not with what it documents (not JSON, cut short, another shape,
-    a field of another type), after the retries: a proxy's page, a bug, or an attack. What it
-    sent is never quoted (it is untrusted text); the same request may be answered properly
-    later (exit 75)."""
+    """The Hub answered, after the retries, not with what it documents (not JSON, cut short,
+    another shape); what it sent is never quoted (untrusted text), and a later try may do."""
 
     kind: ClassVar[str] = "hub-malformed-answer"
 
     def __init__(self, *, doing: str) -> None:
-        message = f"{doing}: the Hub's answer was not the JSON it documents"
+        self.doing, message = doing, f"{doing}: the Hub's answer was not the JSON it documents"
         super().__init__(message, hint="run the same command again; it resumes where it stopped")
-        self.doing = doing
 
 
 class RefusedByHub(HubError):

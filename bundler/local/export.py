@@ -32,6 +32,7 @@ import yaml
 from pydantic import ConfigDict, Field, ValidationError
 
 from bundler.core.errors import BundlerError, InputError, UsageError, WriteError
+from bundler.core.limits import MAX_PLAYER_CONFIG_BYTES
 from bundler.core.model import Model, RemedyField
 from bundler.core.progress import NoProgress, ProgressSink
 from bundler.local.fileio import read_bounded, unusable_output_folder, write_error
@@ -81,9 +82,6 @@ unknown keys inside these, so the export must name them itself."""
 GPTNT_PROVENANCE_FIELDS = ("gptnt_version", "git_sha")
 STATICS_ROLE: Literal["defuser"] = "defuser"
 """A statics submission has exactly one player, the defuser."""
-
-MAX_PLAYER_CONFIG_BYTES = 1 << 20
-"""A player config is a short YAML file; anything larger is not one."""
 
 
 # GPTNT's submission.yaml, field for field, in its order ---------------------------------------

@@ -8,6 +8,7 @@ import errno
 import fcntl
 import hashlib
 import os
+import select
 import signal
 import stat
 import tempfile
@@ -18,6 +19,7 @@ from typing import BinaryIO
 
 from bundler.core.errors import STOP_SIGNALS, InputError, UsageError, WriteError
 from bundler.core.forked import threads_that_end
+from bundler.core.limits import FIFO_WRITER_WAIT_SECONDS
 from bundler.local.layout import CACHE_NAMES, TEMP_SUFFIX, is_temporary_name, temporary_prefix
 
 CHUNK_SIZE = 1 << 20
@@ -73,6 +75,47 @@ def read_bounded(path: Path | str, limit: int) -> bytes:
     finally:
         os.close(descriptor)
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def read_named_file(path: Path | str, limit: int, what: str) -> bytes:
+    """A file the person named for the bundler to read (a key, a config file), whatever it is:
+    a regular file, a link to one, a FIFO (`--key <(...)`), a device. At most `limit` + 1
+    bytes are read, so /dev/zero or a file growing under the read costs no more than the
+    bound. A FIFO's writer is waited for FIFO_WRITER_WAIT_SECONDS at most (the open itself
+    does not wait: O_NONBLOCK; Linux's poll reports a FIFO no writer has opened yet as neither
+    readable nor hung up). UsageError (exit 2), naming the file, past `limit` bytes ("larger
+    than"), when no writer comes, or when it cannot be read; `what` names the file's role
+    ("key file")."""
+    chunks: list[bytes] = []
+    total = 0
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as error:
+        raise UsageError(f"{path}: cannot read the {what} ({error.strerror})") from None
+    try:
+        if stat.S_ISFIFO(os.fstat(descriptor).st_mode) and not _writer_came(descriptor):
+            raise UsageError(
+                f"{path}: no writer opened this FIFO within {FIFO_WRITER_WAIT_SECONDS} s;"
+                f" not a {what}"
+            )
+        os.set_blocking(descriptor, True)
+        while total <= limit and (chunk := os.read(descriptor, min(CHUNK_SIZE, limit + 1 - total))):
+            chunks.append(chunk)
+            total += len(chunk)
+    except OSError as error:
+        raise UsageError(f"{path}: cannot read the {what} ({error.strerror})") from None
+    finally:
+        os.close(descriptor)
+    if total > limit:
+        raise UsageError(f"{path}: larger than {limit:,} bytes; not a {what}")
+    return b"".join(chunks)
+
+
+def _writer_came(descriptor: int) -> bool:
+    """Whether a writer opened the FIFO (it wrote, or came and went) within the wait."""
+    poller = select.poll()
+    poller.register(descriptor, select.POLLIN | select.POLLHUP)
+    return bool(poller.poll(FIFO_WRITER_WAIT_SECONDS * 1000))
 
 
 def sha256_file(path: Path) -> tuple[str, int]:

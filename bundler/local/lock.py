@@ -26,13 +26,13 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from bundler.core.errors import BundlesLockedError, UsageError, WriteError
+from bundler.core.errors import BundlesLockedError, InputError, UsageError, WriteError
+from bundler.core.limits import MAX_LOCK_RECORD_BYTES
 from bundler.core.model import Model
-from bundler.local.fileio import describe_os_error, write_error
+from bundler.local.fileio import describe_os_error, read_bounded, write_error
 from bundler.local.layout import LOCK_NAME
 
 POLL_SECONDS = 0.1
-MAX_RECORD_BYTES = 4096
 
 _operation: ContextVar[str | None] = ContextVar("bundler_lock_operation", default=None)
 
@@ -107,9 +107,9 @@ def read_holder(bundles_dir: Path) -> LockHolder:
     lock an instant ago and has not written its record yet), so it is not shown as the holder.
     """
     try:
-        with open(lock_path(bundles_dir), "rb") as handle:
-            holder = LockHolder.model_validate(json.loads(handle.read(MAX_RECORD_BYTES)))
-    except (OSError, ValueError, ValidationError):
+        record = read_bounded(lock_path(bundles_dir), MAX_LOCK_RECORD_BYTES)
+        holder = LockHolder.model_validate(json.loads(record))
+    except (InputError, ValueError, ValidationError):
         return LockHolder()
     if holder.host == socket.gethostname() and holder.pid is not None and not _alive(holder.pid):
         return LockHolder()

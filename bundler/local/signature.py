@@ -39,9 +39,9 @@ from cryptography.hazmat.primitives.asymmetric.utils import (
     encode_dss_signature,
 )
 
-from bundler.core.errors import SignatureError
-from bundler.core.limits import MAX_SIGNATURE_CHARS
-from bundler.local.fileio import CHUNK_SIZE
+from bundler.core.errors import SignatureError, UsageError
+from bundler.core.limits import MAX_PRIVATE_KEY_BYTES, MAX_SIGNATURE_CHARS
+from bundler.local.fileio import CHUNK_SIZE, read_named_file
 
 NAMESPACE = "statics-bundler"
 """The namespace every bundle signature is made in: a signature made for git commits, or for
@@ -213,9 +213,9 @@ class Signer:
     def __init__(self, key: Path) -> None:
         self.key = key
         try:
-            text = key.read_bytes()
-        except OSError as error:
-            raise SignatureError(f"{key}: cannot read the key ({error.strerror})") from None
+            text = read_named_file(key, MAX_PRIVATE_KEY_BYTES, "key file")
+        except UsageError as error:  # the key cannot sign: SignatureError, as sign() says
+            raise SignatureError(error.message) from None
         self._private: object | None = None
         try:
             self._private = serialization.load_ssh_private_key(text, password=None)

@@ -36,14 +36,12 @@ from pathlib import Path
 from typing import Any
 
 from bundler.core.errors import WriteError
+from bundler.core.limits import MAX_CACHE_BYTES
 from bundler.core.version import bundler_version
 from bundler.local.fileio import StagedFile, signals_held
 from bundler.local.layout import CACHE_NAMES, COLLECT_CACHE_NAME, TEMP_PREFIX, VERIFY_CACHE_NAME
 
 CACHE_FORMAT = 1
-MAX_CACHE_BYTES = 64 << 20
-"""A cache file larger than this is ignored, never loaded: a huge or hostile file in the
-bundles folder cannot blow the memory. A cache that would be larger is not written."""
 MAX_CACHED_METRICS_BYTES = 64 << 10
 """metrics.json texts up to this size are kept in the verification cache (real ones are a few
 hundred bytes; the format allows 1 MiB, which 2,000 bundles could not keep under the cap)."""

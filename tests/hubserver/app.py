@@ -968,16 +968,27 @@ class HubApp:
     def edit_comment(
         self, request: Request, match: re.Match[str], who: TokenInfo | None
     ) -> Response:
-        """Edit a comment (a PR's description is its first comment); only its author may."""
+        """Edit a comment (a PR's description is its first comment), as huggingface_hub's
+        `HfApi.edit_discussion_comment` asks: `POST .../discussions/{num}/comment/{id}/edit`
+        with `{"content": str}`, answered `{"updatedComment": <event>}`. Its author may, and
+        anyone with write access to the repository, as the Hub documents for a discussion's
+        title (hub-docs repositories-pull-requests-discussions: "If you opened a PR or
+        discussion, are the author of the repository, or have write access to it"); its docs
+        say nothing more of comments, so no one else may. A read token may not (Hub docs
+        security-tokens). The content must be a string (JSON's null or a number is no text)
+        and not blank, as for a new comment."""
         repo = self._repo(match)
-        author = require_contributor(who, repo.repo_id).name
+        user = require_contributor(who, repo.repo_id)
         d = self._discussion(repo, match)
         event = next((e for e in d.events if e["id"] == match.group("cid")), None)
         if event is None or event["type"] != "comment":
             raise HubError(404, f"Comment {match.group('cid')} not found")
-        if event["author"]["name"] != author:
+        if event["author"]["name"] != user.name and not has_write(user, repo.repo_id):
             raise HubError(403, "You can only edit your own comments")
-        content = str(request.json_object().get("content") or "").strip()
+        content = request.json_object().get("content")
+        if not isinstance(content, str):
+            raise HubError(400, "content must be a string")
+        content = content.strip()
         if not content:
             raise HubError(400, "Comment cannot be empty")
         data = event["data"]

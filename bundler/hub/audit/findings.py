@@ -25,11 +25,19 @@ from bundler.core.model import Model
 from bundler.hub.leaderboard.ranking import TaskScoring, first_metric
 from bundler.hub.leaderboard.rows import TableRow
 from bundler.hub.tasks.definitions import TaskDefinitions
-from bundler.hub.tasks.signers import AllowedSigners
+from bundler.local.allowed_signers import AllowedSigners
 from bundler.local.layout import BundleId
 
 FindingKind = Literal[
-    "unsupported-row", "missing-from-board", "field-differs", "signature", "unreadable-table"
+    "unsupported-row",
+    "missing-from-board",
+    "field-differs",
+    "signature",
+    "unreadable-table",
+    "duplicate-row",
+    "task-table-differs",
+    "chart-differs",
+    "card-differs",
 ]
 Verdict = Literal["verified", "failed", "unreadable"]
 """`failed`: the bundle failed verification; `unreadable`: it could not be downloaded (too
@@ -45,6 +53,9 @@ class AuditFinding(Model):
     """One thing a person must look at."""
 
     kind: FindingKind
+    path: str | None = None
+    """The file of the repository that holds what is found: the part of the all-tasks table
+    holding the row, the task table, chart or card, the bundle's archive."""
     bundle_id: str | None = None
     field: str | None = None
     published: str | None = None
@@ -89,6 +100,9 @@ class AuditReport(Model):
     compared_fields: list[str] = Field(default_factory=lambda: list(COMPARED_FIELDS))
     audited: list[AuditedBundle] = Field(default_factory=list)
     findings: list[AuditFinding] = Field(default_factory=list)
+    unchecked: list[str] = Field(default_factory=list)
+    """Files of the board this run could not check, each with why (a chart, without the
+    charts extra)."""
     file_requests: int = 0
     """File downloads (the Hub's "resolvers") this run made."""
     waits: list[str] = Field(default_factory=list)
@@ -107,12 +121,13 @@ def sampled(listed: Iterable[BundleId], rows: set[str], size: int | None, seed: 
     ids = sorted(str(bundle) for bundle in listed)
     if size is None:
         return set(ids)
-
-    def rank(bundle_id: str) -> str:
-        return hashlib.sha256(f"{seed}:{bundle_id}".encode()).hexdigest()
-
-    on_board = sorted((i for i in ids if i in rows), key=rank)
+    on_board = sorted((i for i in ids if i in rows), key=lambda i: sample_rank(seed, i))
     return set(on_board[:size]) | {i for i in ids if i not in rows}
+
+
+def sample_rank(seed: int, bundle_id: str) -> str:
+    """Where a bundle comes in the sample's order: the sha256 of `seed:bundle id`."""
+    return hashlib.sha256(f"{seed}:{bundle_id}".encode()).hexdigest()
 
 
 @dataclass
@@ -129,30 +144,59 @@ class AuditInputs:
     """The row each verified bundle derives."""
     signers: AllowedSigners | None = None
     definitions: TaskDefinitions = field(default_factory=TaskDefinitions)
+    held_in: dict[str, str] = field(default_factory=dict)
+    """The part of the all-tasks table each published row was read from."""
+    archives: dict[str, str] = field(default_factory=dict)
+    """The archive of each bundle on the branch, by bundle id."""
+
+
+ROW_KINDS = ("unsupported-row", "field-differs")
+"""Findings about a published row: they name its part; the others name the bundle's archive."""
 
 
 def findings_of(inputs: AuditInputs) -> list[AuditFinding]:
-    """Every finding, in a stable order: rows, then bundles, then signatures, then scores."""
+    """Every finding, in a stable order: rows, then bundles, then signatures, then scores;
+    each naming the file it is about."""
     found = [*_row_findings(inputs), *_bundle_findings(inputs), *_signature_findings(inputs)]
-    return found + _score_findings(inputs, {f.bundle_id for f in found if _unsupported(f)})
+    found += _score_findings(inputs)
+    return [_located(finding, inputs) for finding in found]
 
 
-def _unsupported(finding: AuditFinding) -> bool:
-    return finding.kind == "unsupported-row"
+def _located(finding: AuditFinding, inputs: AuditInputs) -> AuditFinding:
+    bundle_id = finding.bundle_id or ""
+    where = inputs.held_in if finding.kind in ROW_KINDS else inputs.archives
+    return finding.model_copy(update={"path": where.get(bundle_id)})
 
 
 def _row_findings(inputs: AuditInputs) -> list[AuditFinding]:
     found: list[AuditFinding] = []
     for bundle_id, row in sorted(inputs.published.items()):
-        audited = inputs.audited.get(bundle_id)
-        if bundle_id not in inputs.on_branch:
-            why = inputs.incomplete.get(bundle_id, "no such bundle on the branch")
+        if (why := _unsupported_why(inputs, bundle_id)) is not None:
             found.append(_unsupported_row(bundle_id, why))
-        elif audited is not None and audited.verdict != "verified":
-            found.append(_unsupported_row(bundle_id, f"{audited.verdict}: {audited.detail}"))
         elif bundle_id in inputs.derived:
             found += compare_rows(row, inputs.derived[bundle_id])
     return found
+
+
+def _unsupported_why(inputs: AuditInputs, bundle_id: str) -> str | None:
+    """Why no bundle can support the published row of `bundle_id` (None: one may)."""
+    audited = inputs.audited.get(bundle_id)
+    if bundle_id not in inputs.on_branch:
+        return inputs.incomplete.get(bundle_id, "no such bundle on the branch")
+    if audited is not None and audited.verdict != "verified":
+        return f"{audited.verdict}: {audited.detail}"
+    return None
+
+
+def checked_rows(inputs: AuditInputs) -> list[TableRow]:
+    """The board's rows as its bundles give them: the published rows, each audited one
+    replaced by the row its bundle derives and those no bundle supports left out (rows not in
+    a sample are taken as published)."""
+    return [
+        inputs.derived.get(bundle_id, row)
+        for bundle_id, row in inputs.published.items()
+        if _unsupported_why(inputs, bundle_id) is None
+    ]
 
 
 def _unsupported_row(bundle_id: str, why: str) -> AuditFinding:
@@ -230,17 +274,12 @@ def _signature_findings(inputs: AuditInputs) -> list[AuditFinding]:
     return found
 
 
-def _score_findings(inputs: AuditInputs, unsupported: set[str | None]) -> list[AuditFinding]:
+def _score_findings(inputs: AuditInputs) -> list[AuditFinding]:
     """What the task's definition makes of each audited row (`ranking_metric`, `score`,
     `stale`, `ci_low`, `ci_high`), scored again from the row its bundle derives. A task nobody
-    defined ranks by the first numeric metric of its earliest-published row: taken from the
-    published rows, each audited one replaced by the row its bundle derives and those no
-    bundle supports left out (rows not in a sample are taken as published)."""
-    rows = [
-        inputs.derived.get(bundle_id, row)
-        for bundle_id, row in inputs.published.items()
-        if bundle_id not in unsupported
-    ]
+    defined ranks by the first numeric metric of its earliest-published row, of the board's
+    rows as its bundles give them (`checked_rows`)."""
+    rows = checked_rows(inputs)
     scorings: dict[str, TaskScoring] = {}
     for row in sorted(rows, key=lambda row: (row.published, row.bundle_id)):
         if row.task_name not in scorings:
@@ -250,7 +289,7 @@ def _score_findings(inputs: AuditInputs, unsupported: set[str | None]) -> list[A
                 fallback = first_metric(r for r in rows if r.task_name == row.task_name)
             scorings[row.task_name] = TaskScoring(definition, fallback)
     found: list[AuditFinding] = []
-    for bundle_id in sorted(inputs.derived.keys() & inputs.published.keys() - unsupported):
+    for bundle_id in sorted(inputs.derived.keys() & inputs.published.keys()):
         published, derived = inputs.published[bundle_id], inputs.derived[bundle_id]
         want = asdict(scorings[derived.task_name].score(derived))
         for name in SCORE_FIELDS:

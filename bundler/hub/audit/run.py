@@ -1,56 +1,67 @@
 """Auditing one revision of a leaderboard: read what it publishes, download and verify its
-bundles (or a sample of them), and judge (bundler.hub.audit.findings).
+bundles (or a sample of them), and judge (bundler.hub.audit.findings, for the rows;
+bundler.hub.audit.board, for the parts, task tables, charts and card).
 
-Cost, for B bundles on the branch of which D are downloaded (all, or the sample): API requests,
-which the Hub counts apart, 3 plus a listing page per 1,000 files of `bundles/`; file requests
-(the Hub's "resolvers"), 2 per downloaded bundle (its archive and its sidecar) plus the table,
-the task definitions and the allowed signers (3 at most); for bundles signed by a listed key,
-what finding their committers costs (bundler.hub.audit.committers). A bundle judged by an
-earlier run (bundler.hub.audit.verdicts) costs none. Downloads are paced
-(bundler.hub.audit.pace) and one at a time, each verified and removed before the next: the disk
-holds one bundle at a time.
+The work is ordered so that a run stopped by the rate limit leaves the most for the next: the
+bundles the sample takes whatever the board holds (all of them, without a sample) are judged
+first, then the parts of the all-tasks table are read, then the rest of the sample (the bundles
+the board has no row for). Each verdict is kept (bundler.hub.audit.verdicts) and each part's
+bytes too (bundler.hub.leaderboard.tablecache): the next run downloads neither again.
+
+Cost, for B bundles on the branch of which D are downloaded (all, or the sample), and P parts:
+API requests, which the Hub counts apart, 3 (the head, two lookups) plus a listing page per
+1,000 files of `bundles/`, of the table's parts, of the task tables and of the charts (6 for a
+small board without charts, measured by tests/test_audit.py); file requests
+(the Hub's "resolvers"), 2 per downloaded bundle (its archive and its sidecar), one per part
+not kept by an earlier run, the task definitions and the allowed signers (2 at most), and each
+task table or card that is not what the bundles give (one that is costs none: the listing names
+its bytes); for bundles signed by a listed key, what finding their committers costs
+(bundler.hub.audit.committers). Downloads are paced (bundler.hub.audit.pace) and one at a time,
+each verified and removed before the next: the disk holds one bundle at a time, the memory one
+part at a time besides the rows read (each part checked before it is decoded,
+bundler.hub.audit.parts).
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bundler.core.errors import HubAccessError, HubError, RowError, TemporaryError
+from bundler.core.errors import HubAccessError, HubError, TemporaryError
+from bundler.core.limits import MAX_SIGNERS_FILE_BYTES, MAX_TASKS_FILE_BYTES
 from bundler.core.progress import NoProgress, ProgressSink
 from bundler.core.version import VERSION
+from bundler.hub.audit.board import board_findings, list_board, read_parts
 from bundler.hub.audit.committers import judge_committers
 from bundler.hub.audit.findings import (
     AuditedBundle,
-    AuditFinding,
     AuditInputs,
     AuditReport,
+    checked_rows,
     findings_of,
+    sample_rank,
     sampled,
 )
 from bundler.hub.audit.pace import Pacer
 from bundler.hub.audit.verdicts import KeptVerdict, VerdictKey, keep, recall
 from bundler.hub.client.remote import RemoteFile
 from bundler.hub.client.session import HubSession
-from bundler.hub.leaderboard.branch import MAX_TABLE_BYTES
 from bundler.hub.leaderboard.rows import TableRow, build_row
-from bundler.hub.leaderboard.tables import AllTasksTable
 from bundler.hub.repo.download import fetch_bundle
 from bundler.hub.repo.paths import (
     ALLOWED_SIGNERS,
     BUNDLES_DIR,
-    TABLE_PARTS_DIR,
     TASKS_FILE,
     bundle_of_path,
-    part_number,
     repo_paths,
     unsharded_bundle_of,
     unsharded_paths,
 )
-from bundler.hub.tasks.definitions import MAX_TASKS_FILE_BYTES, TaskDefinitions
-from bundler.hub.tasks.signers import MAX_SIGNERS_FILE_BYTES, AllowedSigners
+from bundler.hub.tasks.definitions import TaskDefinitions
+from bundler.local.allowed_signers import AllowedSigners
 from bundler.local.layout import TEMP_PREFIX, BundleId
 from bundler.local.verify import read_bundle
 
@@ -80,66 +91,91 @@ def audit(
     progress, pacer = progress or NoProgress(), pacer or Pacer()
     head = session.head(options.revision)
     bundles, incomplete = bundles_on_branch(session.list_files(BUNDLES_DIR, head))
-    problem = None
-    try:
-        published = published_rows(session, head, pacer)
-    except RowError as error:
-        published, problem = {}, AuditFinding(kind="unreadable-table", detail=str(error))
     definitions, signers = _read_rules(session, head, pacer)
-    chosen = sampled(bundles, set(published), options.sample, options.seed)
+    board = list_board(session, head)
     inputs = AuditInputs(
-        published,
+        {},
         {str(bundle) for bundle in bundles},
         incomplete,
         signers=signers,
         definitions=definitions,
+        archives={str(bundle): files[0].path for bundle, files in bundles.items()},
     )
     report = AuditReport(
         repo_id=session.repo_id,
         revision=options.revision,
         commit=head,
         bundles_on_branch=len(bundles) + len(incomplete),
-        rows_published=len(published),
+        rows_published=0,
         sample=options.sample,
         seed=options.seed,
     )
+    first = first_judged(bundles, options.sample, options.seed)
     staging = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}audit-"))
     try:
-        progress.begin(f"auditing {session.repo_id}", len(chosen), unit="bundles")
-        for bundle in sorted(b for b in bundles if str(b) in chosen):
-            audited, row = _audit_one(session, head, bundle, bundles[bundle], staging, pacer)
-            if audited.signer is not None and signers is not None:
-                audited.principals = sorted(signers.principals_of(audited.signer))
-            inputs.audited[audited.bundle_id] = audited
-            if row is not None:
-                stamp = (
-                    published[row.bundle_id].published_at if row.bundle_id in published else None
-                )
-                inputs.derived[row.bundle_id] = row.model_copy(
-                    update={"published_at": stamp or UNPUBLISHED}
-                )
-            progress.advance()
+        progress.begin(f"auditing {session.repo_id}", len(first), unit="bundles")
+        _judge(session, head, first, bundles, inputs, staging, pacer, progress)
+        read_parts(session, head, board, pacer)
+        done = {str(bundle) for bundle in first}
+        chosen = sampled(bundles, set(board.rows), options.sample, options.seed) - done
+        rest = [bundle for bundle in sorted(bundles) if str(bundle) in chosen]
+        progress.begin(f"auditing {session.repo_id}", len(rest), unit="bundles")
+        _judge(session, head, rest, bundles, inputs, staging, pacer, progress)
+        inputs.published, inputs.held_in = board.rows, board.held_in
+        inputs.derived = {
+            bundle_id: _stamped(row, board.rows.get(bundle_id))
+            for bundle_id, row in inputs.derived.items()
+        }
+        found, report.unchecked = board_findings(
+            session, head, board, checked_rows(inputs), pacer, definitions, signers
+        )
     finally:
         shutil.rmtree(staging, ignore_errors=True)
         report.file_requests, report.waits = pacer.total, pacer.waits
     judge_committers(session, head, inputs.audited, {str(b): f[1] for b, f in bundles.items()})
+    report.rows_published = len(board.rows)
     report.audited = [inputs.audited[bundle_id] for bundle_id in sorted(inputs.audited)]
-    report.findings = ([problem] if problem else []) + findings_of(inputs)
+    report.findings = board.findings + findings_of(inputs) + found
     return report
 
 
-def published_rows(session: HubSession, head: str, pacer: Pacer) -> dict[str, TableRow]:
-    """The rows the leaderboard publishes at `head`, by bundle id: its all-tasks table's (none
-    when it has none). RowError for a table that is not one the bundler writes."""
-    if TABLE_PARTS_DIR not in session.entries([TABLE_PARTS_DIR], head):
-        return {}
-    files: dict[str, bytes] = {}
-    for path in sorted(session.list_folder(TABLE_PARTS_DIR, head)):
-        if part_number(path) is not None:
-            pacer.take(1)
-            files[path] = session.read_file(path, head, MAX_TABLE_BYTES)
-    table = AllTasksTable.read(files)
-    return {row.bundle_id: row for row in table.rows()}
+def _stamped(derived: TableRow, published: TableRow | None) -> TableRow:
+    """The row a bundle derives, with the `published_at` of the board's row for it (never
+    compared: the board's stamp is in no file of the bundle)."""
+    stamp = UNPUBLISHED if published is None else published.published_at
+    return derived.model_copy(update={"published_at": stamp})
+
+
+def first_judged(bundles: Iterable[BundleId], size: int | None, seed: int) -> list[BundleId]:
+    """The bundles judged before the board's parts are read, so that a run the rate limit
+    stops has judged them: every bundle, in the order of their ids, without a `size`; else the
+    first `size` in the sample's order (`sample_rank`), each of which the sample takes,
+    whatever the parts hold (one the board has a row for is among its first `size` of those;
+    one it has none for is taken anyway)."""
+    if size is None:
+        return sorted(bundles)
+    return sorted(bundles, key=lambda bundle: sample_rank(seed, str(bundle)))[:size]
+
+
+def _judge(
+    session: HubSession,
+    head: str,
+    chosen: list[BundleId],
+    bundles: dict[BundleId, Listed],
+    inputs: AuditInputs,
+    staging: Path,
+    pacer: Pacer,
+    progress: ProgressSink,
+) -> None:
+    """Judge each of `chosen`, into `inputs` (its row derived when it verifies)."""
+    for bundle in chosen:
+        audited, row = _audit_one(session, head, bundle, bundles[bundle], staging, pacer)
+        if audited.signer is not None and inputs.signers is not None:
+            audited.principals = sorted(inputs.signers.principals_of(audited.signer))
+        inputs.audited[audited.bundle_id] = audited
+        if row is not None:
+            inputs.derived[row.bundle_id] = row
+        progress.advance()
 
 
 def _read_rules(

@@ -25,6 +25,7 @@ from huggingface_hub import constants
 from pydantic import ValidationError
 
 from bundler.core.errors import InputError, SignatureError, WriteError
+from bundler.core.limits import MAX_VERDICT_BYTES
 from bundler.core.model import Model
 from bundler.core.version import VERSION
 from bundler.hub.client.remote import git_blob_id
@@ -33,8 +34,6 @@ from bundler.local.manifest import Sidecar
 from bundler.local.signature import parse_signature
 
 CACHE_FOLDER = ("statics-bundler", "audit")
-MAX_VERDICT_BYTES = 16 << 20
-"""A verdict holds a sidecar and a metrics.json at most: far less than this."""
 
 
 @dataclass(frozen=True)

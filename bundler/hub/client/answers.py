@@ -67,6 +67,7 @@ class ProfileAnswer(HubAnswer):
 class LastCommitAnswer(HubAnswer):
     oid: StrictStr
     date: datetime
+    title: StrictStr = ""
 
 
 class LfsAnswer(HubAnswer):
@@ -206,7 +207,7 @@ def remote_entries(
 
 
 def _last(last: LastCommitAnswer | None) -> LastCommit | None:
-    return None if last is None else LastCommit(oid=last.oid, date=last.date)
+    return None if last is None else LastCommit(oid=last.oid, date=last.date, title=last.title)
 
 
 CLIENT_PARSE_ERRORS = (ValueError, TypeError, KeyError, AttributeError, IndexError)

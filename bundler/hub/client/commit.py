@@ -29,7 +29,7 @@ from bundler.core.errors import (
     TemporaryError,
 )
 from bundler.core.waiting import RETRY_WAITS
-from bundler.hub.client.limits import HUB_LIMITS, HubLimits, check_commit
+from bundler.hub.client.limits import HubLimits, check_commit
 from bundler.hub.client.retry import RETRY_MAX_SECONDS
 from bundler.hub.client.session import (
     REPO_TYPE,
@@ -95,10 +95,10 @@ def commit_replanned(
     attempts: int,
     retry_wait: float,
     on_transient: Callable[[], None] | None = None,
-    limits: HubLimits = HUB_LIMITS,
+    limits: HubLimits | None = None,
 ) -> CommitInfo | None:
     """Plan a commit on the current head and make it, naming that head as its parent; a
-    commit past the Hub's `limits` is never sent (HubLimitReached, see
+    commit past the Hub's `limits` (None: the session's) is never sent (HubLimitReached, see
     bundler.hub.client.limits).
 
     When another commit got there first (409, 412), or the Hub failed or rate-limited the
@@ -116,7 +116,7 @@ def commit_replanned(
         try:
             planned = plan()
             if planned is not None:
-                _check_limits(session, planned, limits)
+                _check_limits(session, planned, limits or session.limits)
         except TemporaryError as error:
             if attempt == 0 or isinstance(error, HubRateLimitError):
                 raise  # nothing was tried yet: the Hub's state is as it was read before

@@ -21,29 +21,20 @@ so that the options models can name the limits without loading the Hub client.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
-from bundler.core.errors import BundlerError, UsageError
+from bundler.core.environment import MAX_REPO_FILES_ENV, max_repo_files
+from bundler.core.errors import BundlerError
 
 Limit = Literal["folder-entries", "repository-files"]
 
 
-MAX_FILES_ENV = "BUNDLER_MAX_REPO_FILES"
-"""Files the repositories of this environment may hold, where their owners agreed more with the
-Hub (its docs invite owners of large repositories to ask): two files a bundle reach the Hub's
-recommended 100,000 at about 50,000 bundles."""
-
-
 def max_files_from_env() -> int:
-    value = os.environ.get(MAX_FILES_ENV, "").strip()
-    if not value:
-        return RECOMMENDED_FILES
-    if not value.isdecimal() or int(value) < 1:
-        raise UsageError(f"{MAX_FILES_ENV}={value!r}: expected a number of files (1 or more)")
-    return int(value)
+    """MAX_REPO_FILES_ENV's number, read when a command runs, else RECOMMENDED_FILES: two files a
+    bundle reach the Hub's recommended 100,000 at about 50,000 bundles."""
+    return max_repo_files() or RECOMMENDED_FILES
 
 
 RECOMMENDED_FILES = 100_000
@@ -52,15 +43,13 @@ RECOMMENDED_FILES = 100_000
 @dataclass(frozen=True)
 class HubLimits:
     """What a repository may hold after a commit: the Hub's documented numbers, unless a
-    caller knows its repository may hold more (MAX_FILES_ENV) or, in tests, less."""
+    caller knows its repository may hold more (MAX_REPO_FILES_ENV) or, in tests, less. Made when a
+    command runs (HubSession.limits), never at import: MAX_REPO_FILES_ENV is read then."""
 
     folder_entries: int = 10_000
     """Entries (files and folders) a folder may hold: the Hub refuses a commit past it."""
     repository_files: int = field(default_factory=max_files_from_env)
     """Files a repository should hold: the Hub recommends staying under RECOMMENDED_FILES."""
-
-
-HUB_LIMITS = HubLimits()
 
 
 class HubLimitReached(BundlerError):
@@ -84,7 +73,7 @@ class HubLimitReached(BundlerError):
             allowed = (
                 "the Hub recommends a repository hold"
                 if maximum == RECOMMENDED_FILES
-                else f"allowed here ({MAX_FILES_ENV})"
+                else f"allowed here ({MAX_REPO_FILES_ENV})"
             )
             message = (
                 f"this commit would bring the repository to {count:,} files, more than the "
@@ -92,7 +81,7 @@ class HubLimitReached(BundlerError):
             )
             hint = (
                 "publish further bundles to another repository, or, where the Hub has agreed "
-                f"more files with the repository's owners, set {MAX_FILES_ENV}"
+                f"more files with the repository's owners, set {MAX_REPO_FILES_ENV}"
             )
         super().__init__(message, hint=hint)
         self.limit, self.count, self.maximum, self.folder = limit, count, maximum, folder
@@ -119,7 +108,7 @@ def check_commit(
     existing: Callable[[list[str]], set[str]],
     entries_in: Callable[[str], int],
     files_before: int | None,
-    limits: HubLimits = HUB_LIMITS,
+    limits: HubLimits | None = None,
 ) -> None:
     """Refuse (HubLimitReached) a commit adding the files `added` that would leave the
     repository with more files than `limits` allow, when `files_before` (the files it holds
@@ -128,6 +117,7 @@ def check_commit(
     counts a folder's entries (see the module docstring for what they cost)."""
     if not added:
         return
+    limits = limits or HubLimits()
     entries = entries_added(added)
     named = sorted({_inside(folder, name) for folder, names in entries.items() for name in names})
     held = existing(named)

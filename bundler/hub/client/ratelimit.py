@@ -19,7 +19,6 @@ command's report shows it as a warning) and waited out, by the client or by our 
 from __future__ import annotations
 
 import math
-import os
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -31,15 +30,16 @@ from huggingface_hub.utils import (  # type: ignore[attr-defined]  # a lazily ex
     parse_ratelimit_headers,
 )
 
-from bundler.core.errors import RateLimitOutlasts, UsageError
+from bundler.core.environment import max_wait_seconds
+from bundler.core.errors import RateLimitOutlasts
+from bundler.core.limits import MAX_WAIT_SETTING
 
-MAX_WAIT_ENV = "BUNDLER_MAX_WAIT"
 DEFAULT_MAX_WAIT = 300.0
 """Seconds a command waits for one rate-limit window to reset: the Hub's windows are 5
 minutes, so a nightly job waits out one window and gives up (exit 75) on anything longer."""
 
 
-MAX_ANNOUNCED_SECONDS = 100 * 365 * 24 * 3600.0
+MAX_ANNOUNCED_SECONDS = MAX_WAIT_SETTING
 """A wait longer than a century is no wait a clock should show: it counts as unbounded."""
 
 
@@ -93,16 +93,9 @@ def waiting_note(wait: Announced) -> str:
 
 
 def max_wait_from_env() -> float:
-    value = os.environ.get(MAX_WAIT_ENV, "").strip()
-    if not value:
-        return DEFAULT_MAX_WAIT
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = -1.0
-    if not seconds >= 0:
-        raise UsageError(f"{MAX_WAIT_ENV}={value!r}: expected a number of seconds (0 or more)")
-    return seconds
+    """MAX_WAIT_ENV's seconds, read when a command runs, else DEFAULT_MAX_WAIT."""
+    seconds = max_wait_seconds()
+    return DEFAULT_MAX_WAIT if seconds is None else seconds
 
 
 @dataclass

@@ -29,6 +29,8 @@ class RemoteFile:
 class LastCommit:
     oid: str
     date: datetime
+    title: str = ""
+    """As the Hub titles it: one that merged a pull request ends `(#N)`."""
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,7 @@ from bundler.hub.client.answers import (
     unparsed,
     validated,
 )
+from bundler.hub.client.limits import HubLimits
 from bundler.hub.client.remote import (
     CommitAuthors,
     RemoteEntry,
@@ -163,6 +164,9 @@ class HubSession:
         self.api = HfApi(token=token, library_name=LIBRARY_NAME, library_version=VERSION)
         self._whoami: dict[str, object] | None = None
         ratelimit.configure(max_wait)
+        self.limits = HubLimits()
+        """What a commit may leave in the repository; made here, so that every Hub command
+        reads BUNDLER_MAX_REPO_FILES as it starts, inside its error handling."""
 
     def on_wait(self, listener: Callable[[str], None]) -> None:
         """Tell `listener` (one line each) of every wait for a rate-limit window to reset."""

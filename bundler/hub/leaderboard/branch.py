@@ -2,16 +2,19 @@
 the files a commit writes to keep its tables and card true.
 
 Every commit of the bundler that writes the tables writes beside them the record of what it
-derived (`bundler.hub.leaderboard.record`). Reading a branch costs the same few requests at any
-size: its head, the expanded entries of the tables, `bundles/`, the card and the record (one
-request), the record, and the task tables' listing. The all-tasks table is taken as the
-record's commit wrote it, checked byte for byte (a local copy of those bytes is used when there
-is one), each part when first needed: a commit that only adds bundles reads the last part and
-the task tables, and ranks each task from its table's best rows and those added
-(`AllTasksTable.best`), at the same cost at any size; `bundles/` is compared with that commit's
-tree, and what changed since is caught up (`bundler.hub.leaderboard.catchup`) at the cost of
-what changed. A table, task table or card that no longer holds the bytes recorded was edited
-outside the bundler and is derived again by the next commit. A branch whose tables no record
+derived (`bundler.hub.leaderboard.record`); the record believed is the last one written by a
+commit that is not a pull request merged on the Hub (`bundler.hub.leaderboard.provenance`).
+Reading a branch costs the same few requests at any size: its head, the expanded entries of the
+tables, `bundles/`, the card and the record (one request), the record, and the task tables'
+listing. The all-tasks table is taken as the record's commit wrote it, checked byte for byte (a
+local copy of those bytes is used when there is one), each part when first needed (a part the
+branch no longer holds as recorded is read at once, to be written again): a commit that only
+adds bundles reads the last part and the task tables as that commit wrote them, and ranks each
+task from its table's best rows and those added (`AllTasksTable.best`), at the same cost at any
+size; `bundles/` is compared with that commit's tree, and what changed since is caught up
+(`bundler.hub.leaderboard.catchup`) at the cost of what changed. A table, task table, chart or
+card that no longer holds the bytes recorded was edited outside the bundler and is derived again
+by the next commit. A branch whose tables no record
 vouches for (one written by an older version, or by hand), and a repository still in layout 1
 (a row file per bundle under `rows/` and `tasks/`, removed by the commit that writes its
 tables), have their board derived from every bundle. So has one in layout 2, whose record is of
@@ -27,15 +30,24 @@ from dataclasses import asdict, dataclass, field, replace
 from huggingface_hub import CommitOperationAdd, CommitOperationCopy, CommitOperationDelete
 
 from bundler.core.errors import HubAccessError, HubError, RowError, TemporaryError
+from bundler.core.limits import MAX_SIGNERS_FILE_BYTES, MAX_TASKS_FILE_BYTES
 from bundler.core.progress import NoProgress, ProgressSink
 from bundler.hub.client.commit import Operation
 from bundler.hub.client.remote import RemoteFile, RemoteFolder
-from bundler.hub.client.session import MAX_SMALL_FILE_BYTES, PATHS_PER_REQUEST, HubSession
+from bundler.hub.client.session import PATHS_PER_REQUEST, HubSession
 from bundler.hub.leaderboard.card import BOARD_ROWS, render_dataset_card
+from bundler.hub.leaderboard.card_section import has_section, placed, with_board_section
 from bundler.hub.leaderboard.catchup import catch_up
 from bundler.hub.leaderboard.chart import charted_tasks, drawn_charts, shown_charts, stale_charts
+from bundler.hub.leaderboard.format3 import format_3_table
+from bundler.hub.leaderboard.provenance import read_kept, vouched_record
 from bundler.hub.leaderboard.ranking import TaskScoring
-from bundler.hub.leaderboard.record import LAST_ONE_FILE_FORMAT, BoardRecord, DerivedFile
+from bundler.hub.leaderboard.record import (
+    LAST_NANOSECOND_FORMAT,
+    LAST_ONE_FILE_FORMAT,
+    BoardRecord,
+    DerivedFile,
+)
 from bundler.hub.leaderboard.rows import TableRow
 from bundler.hub.leaderboard.tablecache import cached_table, keep_table
 from bundler.hub.leaderboard.tables import (
@@ -57,6 +69,7 @@ from bundler.hub.repo.paths import (
     RECORD,
     TABLE_PARTS_DIR,
     TABLE_SUFFIX,
+    TABLES_DIR,
     TASK_TABLES_DIR,
     TASKS_FILE,
     part_number,
@@ -66,8 +79,8 @@ from bundler.hub.repo.paths import (
     task_table,
     unsharded_paths,
 )
-from bundler.hub.tasks.definitions import MAX_TASKS_FILE_BYTES, TaskDefinitions
-from bundler.hub.tasks.signers import MAX_SIGNERS_FILE_BYTES, AllowedSigners
+from bundler.hub.tasks.definitions import TaskDefinitions
+from bundler.local.allowed_signers import AllowedSigners
 from bundler.local.layout import BundleId
 
 MAX_TABLE_BYTES = 1 << 30
@@ -86,8 +99,7 @@ class BranchTables:
     legacy: list[str] = field(default_factory=list)
     """Layout-1 folders the next commit removes."""
     record: BoardRecord | None = None
-    """What the bundler's last commit to the branch derived; None when nothing vouches for
-    the tables there."""
+    """What the bundler's last commit to the branch derived; None: nothing vouches for them."""
     left_off: dict[str, str] = field(default_factory=dict)
     """Bundles left off the board, by the path of the file that names them, with why: a file
     missing, a bundle that could not be read or failed verification."""
@@ -98,8 +110,8 @@ class BranchTables:
     """Bundles of `moves` that the next commit writes anew in their shards: their files where
     layout 2 kept them are removed, never copied over the new ones."""
     changed_tasks: set[str] = field(default_factory=set)
-    """Tasks whose bundles changed since the record's commit (caught up): their tables are
-    written again by the next commit."""
+    """Tasks whose bundles changed since the record's commit (caught up), or every task of a
+    format-3 record (tables in nanoseconds): the next commit writes their tables again."""
     scores: dict[str, str] = field(default_factory=dict)
     """What each task's rows are scored by (`TaskScoring.digest`), as the record says: a task
     whose definition has changed since is scored again."""
@@ -108,11 +120,17 @@ class BranchTables:
     signers: AllowedSigners | None = None
     """Who may sign the branch's bundles (None: it names nobody): the card names the
     principal of each signing key they list."""
+    card: str | None = None
+    """The card on the branch where its owner shares it (bundler.hub.leaderboard.card_section,
+    `init --adopt`): the next card keeps all but the board's section. None: the board's own."""
     absent: set[str] = field(default_factory=set)
     """Bundles the branch holds no file of (`remote_files`): a commit adds their rows to the
-    table's last part, and reads no other."""
+    last part, reading no other."""
     undrawn: dict[str, str] = field(default_factory=dict)
     """The charts the last `rendered` could not draw, with why (`drawn_charts`)."""
+    passed_over: bool = False
+    """A merged pull request wrote (or deleted) the branch's record, which is not believed
+    (bundler.hub.leaderboard.provenance): the next commit writes the record again."""
 
     @property
     def problems(self) -> list[str]:
@@ -156,7 +174,7 @@ class BranchTables:
         charts = shown_charts(boards, self.held, self.record, written)
         count = len(self.leaderboard)
         card = render_dataset_card(repo_id, boards, count, self.signers, charts=charts)
-        written[README] = card.encode("utf-8")
+        written[README] = placed(card, self.card).encode("utf-8", "surrogateescape")
         return written
 
     def settle(self, touched: set[str] | None) -> dict[str, TaskScoring]:
@@ -279,6 +297,7 @@ class BranchTables:
         self.moves, self.retired, self.changed_tasks = {}, set(), set()
         self.absent -= change.bundles
         self.undrawn = dict(change.undrawn)
+        self.passed_over = False
         for path, data in change.written.items():
             derived = DerivedFile.of(data)
             if path == RECORD:
@@ -296,6 +315,7 @@ class BranchTables:
             left_off=self.left_off,
             scoring=self.scores,
             tasks=self.leaderboard.tallies(),
+            card_shared=self.card is not None and has_section(self.card),
         )
 
     def file_count(self) -> int:
@@ -389,11 +409,11 @@ def table_operations(
         state.record.scoring,
     )  # a record of no tallies (an older version's) is written again by the next commit
     upgrade = state.legacy or state.moves or state.retired
-    if unchanged and not (written or stale or upgrade or with_bundles):
+    if unchanged and not (written or stale or upgrade or with_bundles or state.passed_over):
         return []
     written[RECORD] = record.to_bytes()
     for kept_path, data in written.items():  # the next read of the branch downloads none
-        if kept_path == RECORD or part_number(kept_path) is not None:
+        if kept_path in (RECORD, README) or part_number(kept_path) is not None:
             keep_table(session, kept_path, data)
     operations: list[Operation] = [CommitOperationAdd(path, data) for path, data in written.items()]
     operations += _moves(state.moves, state.retired)
@@ -423,7 +443,7 @@ def read_branch(
     """The branch's leaderboard as its bundles make it (see the module docstring)."""
     progress = progress or NoProgress()
     head = session.head(revision)
-    wanted = [ALL_TABLE, TABLE_PARTS_DIR, BUNDLES_DIR, README, RECORD, *LEGACY_DIRS]
+    wanted = [ALL_TABLE, TABLES_DIR, TABLE_PARTS_DIR, BUNDLES_DIR, README, RECORD, *LEGACY_DIRS]
     rules = [TASKS_FILE, ALLOWED_SIGNERS]
     top = session.entries([*wanted, TASK_TABLES_DIR, CHARTS_DIR, *rules], head)
     held = {
@@ -443,13 +463,19 @@ def read_branch(
         data = session.read_file(ALLOWED_SIGNERS, head, MAX_SIGNERS_FILE_BYTES)
         state.signers = AllowedSigners.parse(data)
     state.legacy = [f"{folder}/" for folder in LEGACY_DIRS if folder in top]
-    listed_record = top.get(RECORD)
-    if isinstance(listed_record, RemoteFile) and not state.legacy:
-        state.record = BoardRecord.parse(_read_kept(session, RECORD, listed_record, head))
-    since = listed_record.last_commit if isinstance(listed_record, RemoteFile) else None
+    entry = top.get(RECORD)
+    listed_record = entry if isinstance(entry, RemoteFile) else None
+    found = None
+    if not state.legacy:
+        found = vouched_record(session, listed_record, top.get(TABLES_DIR))
+        last = listed_record.last_commit if listed_record is not None else None
+        state.passed_over = found is not None and (last is None or found.commit != last.oid)
+    since = found.commit if found is not None else None
+    state.record = found.record if found is not None else None
+    state.card = _shared_card(session, state.record, held.get(README), head)
     vouched = None
     if since is not None and state.record is not None:
-        vouched = _vouched_table(session, state.record, since.oid, held)
+        vouched = _vouched_table(session, state.record, since, held)
     bundles = top.get(BUNDLES_DIR)
     if vouched is None or since is None or state.record is None:
         if isinstance(bundles, RemoteFolder):  # nothing vouches for the tables: derive them
@@ -457,20 +483,31 @@ def read_branch(
         return state
     state.leaderboard, state.left_off = vouched, dict(state.record.left_off)
     state.scores = dict(state.record.scoring)
+    if state.record.format == LAST_NANOSECOND_FORMAT:  # its task tables are written again too
+        state.changed_tasks |= set(vouched.tasks())
     if bundles is None:
         state.leaderboard = AllTasksTable.empty()
-    elif isinstance(bundles, RemoteFolder) and not _unchanged_since(session, bundles, since.oid):
-        catch_up(session, state, since.oid, progress)
+    elif isinstance(bundles, RemoteFolder) and not _unchanged_since(session, bundles, since):
+        catch_up(session, state, since, progress)
     return state
 
 
-def _read_kept(session: HubSession, path: str, listed: RemoteFile, head: str) -> bytes:
-    """A file of the branch's: the local copy of the bytes listed, else read (and kept)."""
-    data = cached_table(session, path, listed, MAX_SMALL_FILE_BYTES)
-    if data is None:
-        data = session.read_small_file(path, head)
-        keep_table(session, path, data)
-    return data
+def _shared_card(
+    session: HubSession, record: BoardRecord | None, listed: RemoteFile | None, head: str
+) -> str | None:
+    """The branch's card where it may hold its owner's text beside the board's section: where
+    the record says so, or where there is no record yet (`init --adopt` marks the card it
+    found). A card the board owns whole is not read, even when edited since: a merged pull
+    request that wrote markers into it must not make its text the owner's. A shared card whose
+    section's markers were taken out gets a new section: the text in it is the owner's."""
+    if listed is None:
+        return None
+    if record is not None and not record.card_shared:
+        return None  # the board's own card: written again whole
+    card = read_kept(session, README, listed, head).decode("utf-8", "surrogateescape")
+    if record is not None and record.card_shared and not has_section(card):
+        return with_board_section(card)
+    return card
 
 
 def _vouched_table(
@@ -478,16 +515,19 @@ def _vouched_table(
 ) -> AllTasksTable | None:
     """The all-tasks table as the record's commit wrote it: each part from the local copy of
     its bytes (bundler.hub.leaderboard.tablecache), else as it was at that commit, if it holds
-    them; a record of format 2 names the table in one file, split into parts here. None when
-    no such table is there (the record was edited, or names none).
+    them; a record of format 2 names the table in one file, split into parts here, and one of
+    format 3 names parts in nanoseconds, each read and written again in today's types. None
+    when no such table is there (the record was edited, or names none).
 
-    Where the branch still holds every part as the record names it, and the record tallies
-    the tasks, no part is read here: each is read when first needed (`TablePart.later`), and
-    each task whose table the branch holds as recorded is ranked from that table's rows and
-    those added since (`BestRows`). So a commit adding bundles reads the last part and the
-    task tables, whatever the size of the table."""
+    Where the record tallies the tasks, no part is read here but those the branch no longer
+    holds as recorded (edited since, to be written again): each other is read when first
+    needed (`TablePart.later`), and each task is ranked from its table as the record's commit
+    wrote it and the rows added since (`BestRows`). So a commit adding bundles reads the last
+    part and the task tables, and one after a merge that edited the tables reads what it
+    edited besides, whatever the size of the table."""
     parts = [path for path in record.files if part_number(path) is not None]
-    if record.tasks is not None and all(record.holds(path, held.get(path)) for path in parts):
+    current = record.format > LAST_NANOSECOND_FORMAT
+    if current and record.tasks is not None:
 
         def vouched(path: str) -> Callable[[], bytes]:
             return lambda: _vouched_bytes(session, record, path, commit)
@@ -495,9 +535,12 @@ def _vouched_table(
         best = {
             task: BestRows.of_table(vouched(task_table(task)))
             for task in record.tasks
-            if record.holds(task_table(task), held.get(task_table(task)))
+            if task_table(task) in record.files
         }
         lazy = {part_number(path) or 0: TablePart.later(vouched(path)) for path in parts}
+        for path in parts:
+            if not record.holds(path, held.get(path)):
+                _ = lazy[part_number(path) or 0].data  # fetched: `files` writes it again
         return AllTasksTable(lazy, dict(record.tasks), best)
     if record.format == LAST_ONE_FILE_FORMAT:
         data = _vouched_file(session, record, ALL_TABLE, commit)
@@ -511,7 +554,7 @@ def _vouched_table(
             return None
         files[path] = data
     try:
-        return AllTasksTable.read(files)
+        return AllTasksTable.read(files) if current else format_3_table(files)
     except RowError:
         return None
 
@@ -538,8 +581,8 @@ def _vouched_file(session: HubSession, record: BoardRecord, path: str, commit: s
 
 def _vouched_bytes(session: HubSession, record: BoardRecord, path: str, commit: str) -> bytes:
     """The bytes the record names at `path`, read when a lazy part or task table is needed:
-    the branch held them when it was read, so anything else is the Hub's fault, and ends the
-    command (RowError)."""
+    the record's commit held them (the bundler's commit wrote or found them so), so anything
+    else is the Hub's fault, and ends the command (RowError)."""
     data = _vouched_file(session, record, path, commit)
     if data is None:
         raise RowError(f"{path} no longer holds the bytes {RECORD} names")

@@ -39,7 +39,7 @@ from bundler.hub.leaderboard.rows import (
     BoardRow,
 )
 from bundler.hub.leaderboard.tables import MAX_METRIC_COLUMNS, PART_ROWS, TASK_TABLE_ROWS
-from bundler.hub.repo.markdown import template_text
+from bundler.hub.repo.markdown import code_span, markdown_filters, template_text
 from bundler.hub.repo.paths import (
     ALL_TABLE_FILES,
     ALL_TASKS_CONFIG,
@@ -48,7 +48,7 @@ from bundler.hub.repo.paths import (
     task_chart,
     task_table,
 )
-from bundler.hub.tasks.signers import AllowedSigners
+from bundler.local.allowed_signers import AllowedSigners
 
 if TYPE_CHECKING:
     import jinja2
@@ -133,11 +133,13 @@ def card_refused(report: CardRefusalReport, error: HubError) -> None:
 
 @functools.cache
 def compiled_template(name: str) -> jinja2.Template:
-    """A plain-Jinja template from `templates/`, compiled once per process. jinja2 loads only
-    for the commands that render one."""
+    """A plain-Jinja template from `templates/` with the Markdown filters (`code` for a value in
+    backticks), compiled once per process. jinja2 loads only for the commands that render one."""
     import jinja2
 
-    template: jinja2.Template = jinja2.Template(template_text(name))
+    environment = jinja2.Environment()
+    environment.filters.update(markdown_filters())
+    template: jinja2.Template = environment.from_string(template_text(name))
     return template
 
 
@@ -192,8 +194,8 @@ def _broken_link(found: re.Match[str]) -> str:
 
 
 def _code(text: str) -> str:
-    """A value the bundler validated to safe characters (a bundle id, a column name)."""
-    return f"`{text}`"
+    """A value in a table cell's code span, as it is (a column name, a setup, a key)."""
+    return code_span(text, cell=True)
 
 
 def _number(value: float | None) -> str:

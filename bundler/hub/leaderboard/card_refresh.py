@@ -21,6 +21,7 @@ from bundler.hub.client.session import HubSession
 from bundler.hub.leaderboard.branch import read_branch, table_operations
 from bundler.hub.leaderboard.card import check_card
 from bundler.hub.leaderboard.chart import not_drawn
+from bundler.hub.leaderboard.tables import LAYOUT_VERSION
 from bundler.hub.repo.paths import README
 
 
@@ -95,7 +96,11 @@ def refresh_card(
                     raise HubError(f"the dataset card was not committed: {problem}")
         if dry_run:
             return None
-        what = "Upgrade the repository to layout 3" if result.upgraded else "Regenerate"
+        what = (
+            f"Upgrade the repository to layout {LAYOUT_VERSION}"
+            if result.upgraded
+            else "Regenerate"
+        )
         return PlannedCommit(
             revision=revision,
             parent=state.head,

@@ -1,9 +1,13 @@
 """How the tables' rows become Parquet and back: the Arrow schema of a row model, a row's
 cells, and files written the same way every time, so that equal rows give equal bytes.
 
-Parquet holds no seconds unit and Python's datetime no nanoseconds: `published_at` is written
-in milliseconds, `run_date` in nanoseconds and read back as integers, into the text the rows
-hold. pyarrow is imported only by the modules that write or read the tables.
+Every timestamp is written in microseconds, UTC (Parquet's TIMESTAMP(MICROS), adjusted to UTC),
+the one unit every common reader takes: pyarrow's `to_pylist` without pandas and Spark's
+default Parquet reader both refuse nanoseconds. `run_date` is cut to the microsecond, and its
+text to the nanosecond is written beside it (`run_date_text`), which the rows are read back
+from. Tables of the record's format 3 (run dates in nanoseconds, publication in milliseconds)
+are read once more, to be written in these types (`microsecond_table`). pyarrow is imported
+only by the modules that write or read the tables.
 """
 
 from __future__ import annotations
@@ -33,26 +37,63 @@ _ARROW_TYPES: dict[Any, pa.DataType] = {
     float: pa.float64(),
     bool: pa.bool_(),
 }
-_TIMESTAMPS = {
-    "timestamp[s, tz=UTC]": pa.timestamp("ms", tz="UTC"),
-    "timestamp[ns, tz=UTC]": pa.timestamp("ns", tz="UTC"),
+_TIMESTAMPS = {"timestamp[us, tz=UTC]": pa.timestamp("us", tz="UTC")}
+"""The Arrow type of each `Dtype`."""
+TEXT_SUFFIX = "_text"
+"""Names the text column written beside a timestamp column whose `Dtype` says `text`."""
+_PUBLISHED = "published_at"
+_RUN_DATE = "run_date"
+_RUN_DATE_TEXT = _RUN_DATE + TEXT_SUFFIX
+NANOSECONDS_PER_MICROSECOND = 1_000
+FORMAT_3_TYPES = {
+    _PUBLISHED: pa.timestamp("ms", tz="UTC"),
+    _RUN_DATE: pa.timestamp("ns", tz="UTC"),
 }
-"""The Arrow type of each `Dtype`. Parquet holds no seconds unit: whole seconds in milliseconds
-read back the same. Nanoseconds (Parquet's NANOS, format 2.6) reach 2262, past any run date."""
-_NANOSECONDS = "run_date"
-"""The column written from, and read back into, `RunDate` text through nanoseconds."""
+"""The timestamps' types in the tables of the record's format 3, which had no text column."""
 
 
 def arrow_schema(model: type[BaseModel]) -> pa.Schema:
     """The table's schema, derived from the row model itself so that the declared columns can
     never drift from the rows actually written."""
     return pa.schema(
-        [_field(name, f.annotation, f.metadata) for name, f in model.model_fields.items()]
+        [
+            field
+            for name, f in model.model_fields.items()
+            for field in _fields(name, f.annotation, f.metadata)
+        ]
     )
 
 
-def _field(name: str, annotation: Any, metadata: list[Any]) -> pa.Field:
-    return pa.field(name, _arrow_type(annotation, metadata), nullable=True)
+def _fields(name: str, annotation: Any, metadata: list[Any]) -> list[pa.Field]:
+    """The field's column, and its text column where its `Dtype` asks for one."""
+    column = pa.field(name, _arrow_type(annotation, metadata), nullable=True)
+    if any(isinstance(item, Dtype) and item.text for item in metadata):
+        return [column, pa.field(name + TEXT_SUFFIX, pa.string(), nullable=True)]
+    return [column]
+
+
+def format_3_schema(schema: pa.Schema) -> pa.Schema:
+    """`schema` as the record's format 3 wrote it: its timestamps in FORMAT_3_TYPES, and no
+    text column beside the run date."""
+    return pa.schema(
+        [
+            pa.field(field.name, FORMAT_3_TYPES.get(field.name, field.type))
+            for field in schema
+            if field.name != _RUN_DATE_TEXT
+        ],
+        metadata=schema.metadata,
+    )
+
+
+def microsecond_table(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """A table of the record's format 3 (`format_3_schema(schema)`) in `schema`'s types: the
+    run date's text, to the nanosecond, beside it, and the run date cut to the microsecond."""
+    where = table.schema.get_field_index(_RUN_DATE)
+    nanoseconds = pc.cast(table.column(where), pa.int64()).to_pylist()
+    text = [None if n is None else nanosecond_instant(n) for n in nanoseconds]
+    microseconds = pc.cast(table.column(where), schema.field(_RUN_DATE).type, safe=False)
+    table = table.set_column(where, _RUN_DATE, microseconds)
+    return table.add_column(where + 1, _RUN_DATE_TEXT, pa.array(text, pa.string())).cast(schema)
 
 
 def _arrow_type(annotation: Any, metadata: Sequence[Any] = ()) -> pa.DataType:
@@ -101,19 +142,14 @@ def parquet_bytes(table: pa.Table) -> bytes:
 
 
 def cells_of(row: BaseModel) -> dict[str, Any]:
+    """The row's cells as the tables hold them: the run date in microseconds (floored), and
+    its text beside it."""
     cells = row.model_dump()
-    cells["published_at"] = datetime.fromisoformat(cells["published_at"].replace("Z", "+00:00"))
-    cells[_NANOSECONDS] = instant_nanoseconds(cells[_NANOSECONDS])
+    cells[_PUBLISHED] = datetime.fromisoformat(cells[_PUBLISHED].replace("Z", "+00:00"))
+    text = cells[_RUN_DATE]
+    cells[_RUN_DATE] = instant_nanoseconds(text) // NANOSECONDS_PER_MICROSECOND
+    cells[_RUN_DATE_TEXT] = text
     return cells
-
-
-def pylist(table: pa.Table) -> list[dict[str, Any]]:
-    """The table's rows as `cells_of` wrote them: nanosecond timestamps as integers, which
-    Python's datetime cannot hold (and pyarrow gives as pandas objects, or refuses)."""
-    where = table.schema.get_field_index(_NANOSECONDS)
-    nanoseconds = pc.cast(table.column(where), pa.int64())
-    rows: list[dict[str, Any]] = table.set_column(where, _NANOSECONDS, nanoseconds).to_pylist()
-    return rows
 
 
 def decoded(data: bytes, columns: list[str] | None = None) -> pa.Table:
@@ -145,13 +181,13 @@ def _unnamed(kind: pa.DataType) -> pa.DataType:
 
 
 def validated(cells: dict[str, Any], model: type[Row]) -> Row:
-    """The row of these cells as `pylist` gives them, validated as a row this bundler
-    writes."""
-    published = cells.get("published_at")
+    """The row of these cells as `to_pylist` gives them, validated as a row this bundler
+    writes: the run date read from its text (a table of layout 2 held only the text)."""
+    published = cells.get(_PUBLISHED)
     if isinstance(published, datetime):
-        cells["published_at"] = utc_timestamp(published.astimezone(UTC))
-    if isinstance(cells.get(_NANOSECONDS), int):
-        cells[_NANOSECONDS] = nanosecond_instant(cells[_NANOSECONDS])
+        cells[_PUBLISHED] = utc_timestamp(published.astimezone(UTC))
+    if _RUN_DATE_TEXT in cells:
+        cells[_RUN_DATE] = cells.pop(_RUN_DATE_TEXT)
     try:
         row = model.model_validate(cells)
         BundleId.parse(row.bundle_id)

@@ -3,16 +3,18 @@ tells the tables and card it wrote from anything changed outside it.
 
 `leaderboard/derived.json` is written in the same commit as the tables. It names the bytes of
 every table and of the card as derived (sha256 and git blob id), the head the commit was
-planned on, and the bundles left off the board, each with why. Only the bundler's commits
-write it (review refuses a pull request that touches `leaderboard/`), so the commit that last
-changed it is the bundler's own: a read takes the tables as that commit wrote them, checked
+planned on, and the bundles left off the board, each with why. Review refuses a pull request
+that touches `leaderboard/`, but a maintainer can merge one in the Hub's web page, record and
+all: a read believes only a record written by a commit that is no such merge
+(`bundler.hub.leaderboard.provenance`), takes the tables as that commit wrote them, checked
 byte for byte against the record, and compares `bundles/` with that commit's tree. Whatever
 changed since (a merge in the Hub's web page, a hand edit or deletion, a table or card edited
 by anyone) no longer matches, and what it affects is derived again. A branch without a record
 has tables nobody vouches for: they are never read, and the board is derived from its bundles.
 So has a branch whose record is of another format: format 1 was written in layout 2, before
 `bundles/` had shards, and its board is derived again so that its bundles are moved into their
-shards (bundler.hub.repo.paths).
+shards (bundler.hub.repo.paths). Format 3 wrote the tables' timestamps in nanoseconds (and
+milliseconds): its parts are read once more, and every table written again in microseconds.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from bundler.hub.client.remote import RemoteFile, git_blob_id
 
 LAST_ONE_FILE_FORMAT = 2
 """The last format of the record whose all-tasks table is one file."""
+LAST_NANOSECOND_FORMAT = 3
+"""The last format of the record whose tables hold run dates in nanoseconds."""
 
 
 class DerivedFile(Model):
@@ -67,10 +71,12 @@ class TaskTally(Model):
 class BoardRecord(Model):
     """What one bundler commit derived (see the module docstring)."""
 
-    format: Literal[2, 3] = 3
-    """3 since the all-tasks table is in parts, each row scored; 2 had it in one file (read
-    once more, to be split: LAST_ONE_FILE_FORMAT); a record of format 1, before bundles had
-    shards, vouches for nothing."""
+    format: Literal[2, 3, 4] = 4
+    """4 since every timestamp in the tables is in microseconds, the run date's text beside
+    it; 3 had run dates in nanoseconds (read once more, to be written again:
+    LAST_NANOSECOND_FORMAT); 3 and 2 before it hold the all-tasks table in parts, each row
+    scored; 2 had it in one file (read once more, to be split: LAST_ONE_FILE_FORMAT); a record
+    of format 1, before bundles had shards, vouches for nothing."""
     parent: str
     """The head the commit was planned on: every record differs from the one before it, so a
     commit of bundles always rewrites it and marks itself as the bundler's."""
@@ -85,6 +91,10 @@ class BoardRecord(Model):
     tasks: dict[str, TaskTally] | None = None
     """Each task's tally; None in a record written before tallies were kept (its next commit
     reads every part of the table once, and writes them)."""
+    card_shared: bool = Field(default=False, exclude_if=lambda shared: not shared)
+    """The card holds its owner's text beside the board's section (`init --adopt`,
+    bundler.hub.leaderboard.card_section): a read reads the card, to keep that text. Absent
+    (false) where the board owns the whole card, which a read then need not download."""
 
     def holds(self, path: str, listed: RemoteFile | None) -> bool:
         """Whether the branch's file at `path`, as `listed`, holds the bytes this record names

@@ -36,21 +36,27 @@ from bundler.local.signature import parse_signature
 
 @dataclass(frozen=True)
 class Dtype:
-    """A column's dataset type, where the Python type alone does not say it."""
+    """A column's dataset type, where the Python type alone does not say it; `text`: the
+    column is written twice, as this type and, under `<name>_text`, as the text itself (which
+    the type cannot hold to its last digit)."""
 
     name: str
+    text: bool = False
 
 
-PublishedAt = Annotated[str, Dtype("timestamp[s, tz=UTC]")]
+PublishedAt = Annotated[str, Dtype("timestamp[us, tz=UTC]")]
 """When the bundle was first published, as `YYYY-MM-DDTHH:MM:SSZ`; a UTC timestamp column in
 the tables, so that it shows and sorts as a date."""
 
 
-RunDate = Annotated[str, Dtype("timestamp[ns, tz=UTC]")]
+RunDate = Annotated[str, Dtype("timestamp[us, tz=UTC]", text=True)]
 """When the run was stamped, in GPTNT's one form (`gptnt_instant`: UTC,
-`YYYY-MM-DDTHH:MM:SS[.fraction]Z`, to the nanosecond), so that equal instants give equal rows;
-a nanosecond UTC timestamp column in the tables, which holds every run date a bundle can carry
-(1970 to 2242) to the nanosecond. The bundle keeps the string exactly as the harness wrote it."""
+`YYYY-MM-DDTHH:MM:SS[.fraction]Z`, to the nanosecond), so that equal instants give equal rows.
+In the tables, a microsecond UTC timestamp column (the instant cut to the microsecond), which
+every common reader takes: pyarrow's `to_pylist` without pandas, Spark's default Parquet
+reader, DuckDB and Polars; nanoseconds are refused by the first two. Beside it,
+`run_date_text` holds this text, to the nanosecond, and the row is read back from it. The
+bundle keeps the string exactly as the harness wrote it."""
 
 
 class UsageCount(Model):

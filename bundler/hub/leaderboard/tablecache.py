@@ -6,10 +6,12 @@ bundle, 10 MB at 100,000 bundles).
 
 The branch's listing gives the table's sha256 (or git blob id) before anything is downloaded,
 and a copy holding exactly those bytes is as good as the Hub's. A few copies per endpoint,
-repository and file under HF_HOME (`statics-bundler/tables/`), one written atomically whenever a
-file is read from the Hub or written by a commit (the bytes a commit is about to write are
-kept before it is made: a commit that then fails leaves a copy that matches no listing, which
-is never used). Any copy that does not hold the listed bytes is ignored, so a stale, corrupt
+repository and file, in a folder of their own under HF_HOME (`statics-bundler/tables/`, so
+that finding them lists no other file's: an audit of 3,000 parts took 18 s to find its copies
+in one folder, 0.2 s in a folder each), one written atomically whenever a file is read from
+the Hub or written by a commit (the bytes a commit is about to write are kept before it is
+made: a commit that then fails leaves a copy that matches no listing, which is never used).
+Any copy that does not hold the listed bytes is ignored, so a stale, corrupt
 or planted copy costs only the download it saves (so copies are not fsynced: a fresh runner
 keeps one per part of the table; measured at 30,000 bundles, 1.33 s an upload against 1.39 s
 fsynced, 5 rounds alternating, every one faster); no link is followed, and a copy that cannot
@@ -36,10 +38,11 @@ reach the branch, and must not push out the copy of the bytes that did."""
 
 
 def _copies_of(session: HubSession, path: str) -> tuple[Path, str]:
-    """The folder of the copies and the start of the name of each copy of this file."""
+    """The folder of the copies of this file (one a file: finding them lists its own copies
+    only, not those of thousands of parts) and the start of the name of each copy."""
     where = f"{session.api.endpoint}\0{session.repo_id}\0{path}"
     key = hashlib.sha256(where.encode()).hexdigest()[:32]
-    return Path(constants.HF_HOME, *CACHE_FOLDER), f"{key}-"
+    return Path(constants.HF_HOME, *CACHE_FOLDER, key), f"{key}-"
 
 
 def _kept(folder: Path, prefix: str) -> list[Path]:

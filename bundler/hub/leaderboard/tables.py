@@ -36,8 +36,8 @@ from bundler.hub.leaderboard.columns import (
     arrow_schema,
     cells_of,
     decoded,
+    format_3_schema,
     parquet_bytes,
-    pylist,
     same_columns,
     validated,
 )
@@ -192,7 +192,7 @@ ALL_SCHEMA_INDEX = pa.schema([ALL_SCHEMA.field(name) for name in INDEX_COLUMNS])
 LAYOUT_2_SCHEMA = pa.schema(
     [
         pa.field(field.name, pa.string()) if field.name == "run_date" else field
-        for field in ALL_SCHEMA
+        for field in format_3_schema(ALL_SCHEMA)
         if field.name not in ("signer_fingerprint", "stale", "ci_low", "ci_high")
     ]
 )
@@ -320,7 +320,7 @@ class AllTasksTable:
                 continue
             full = part.full()
             held = full.filter(pc.is_in(full.column("bundle_id"), value_set=wanted))
-            found |= {row.bundle_id: row for row in map(_table_row, pylist(held))}
+            found |= {row.bundle_id: row for row in map(_table_row, held.to_pylist())}
         return found
 
     def rows(self, task: str | None = None) -> list[TableRow]:
@@ -549,10 +549,12 @@ class BestRows:
         held = held.filter(
             pc.is_in(held.column("bundle_id"), pa.array(sorted(wanted), pa.string()))
         )
-        found |= {row.bundle_id: row for row in (validated(c, ShownRow) for c in pylist(held))}
+        found |= {row.bundle_id: row for row in (validated(c, ShownRow) for c in held.to_pylist())}
         return found
 
 
+SHOWN_SCHEMA = arrow_schema(ShownRow)
+"""The columns of a task table that a board shows and ranks by, in their types."""
 PUBLISHED_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 """`published_at` as the rows hold it, from a task table's timestamp column."""
 
@@ -563,10 +565,11 @@ def task_table_rows(data: bytes) -> pa.Table:
     table = decoded(data)
     if (table.schema.metadata or {}).get(LAYOUT_KEY) != str(LAYOUT_VERSION).encode():
         raise RowError("not a task table of this layout")
-    names = list(ShownRow.model_fields)
-    if not set(names) <= set(table.column_names):
+    if not set(SHOWN_SCHEMA.names) <= set(table.column_names) or not same_columns(
+        table.select(SHOWN_SCHEMA.names).schema, SHOWN_SCHEMA
+    ):
         raise RowError("the task table's columns are not the ones this bundler writes")
-    return table.select(names)
+    return table.select(SHOWN_SCHEMA.names)
 
 
 def task_table_bytes(board: TaskBoard) -> bytes:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 
-from huggingface_hub.community import DiscussionComment
+from huggingface_hub.community import DiscussionComment, DiscussionWithDetails
 
 from bundler.core.errors import BundlerError
 from bundler.hub.client.answers import checked_details, checked_discussions
@@ -82,26 +82,34 @@ class Destination:
             key=lambda discussion: discussion.num,
         )
         for discussion in mine:
-            details = session.call(
-                f"reading pull request #{discussion.num}",
-                partial(
-                    checked_details,
-                    session.api.get_discussion_details,
-                    session.repo_id,
-                    discussion.num,
-                    repo_type=REPO_TYPE,
-                ),
-            )
+            details = self._details(session, discussion.num)
             if details.target_branch not in (self.base, f"refs/heads/{self.base}"):
                 continue
-            first = next((event for event in details.events if event.type == "comment"), None)
             self.pr_num, self.pr_url = discussion.num, discussion.url
             self.pr_title = discussion.title
-            if first is not None:
-                content = first.content if isinstance(first, DiscussionComment) else ""
-                self.pr_description, self.pr_comment_id = content, first.id
-                self.pr_state = read_pr_state(content)
+            self._read_description(details)
             return
+
+    @staticmethod
+    def _details(session: HubSession, num: int) -> DiscussionWithDetails:
+        return session.call(
+            f"reading pull request #{num}",
+            partial(
+                checked_details,
+                session.api.get_discussion_details,
+                session.repo_id,
+                num,
+                repo_type=REPO_TYPE,
+            ),
+        )
+
+    def _read_description(self, details: DiscussionWithDetails) -> None:
+        """The description (the pull request's first comment), its id and the state it holds."""
+        first = next((event for event in details.events if event.type == "comment"), None)
+        if first is not None:
+            content = first.content if isinstance(first, DiscussionComment) else ""
+            self.pr_description, self.pr_comment_id = content, first.id
+            self.pr_state = read_pr_state(content)
 
     def proposals(self, now: dict[str, ProposedBundle]) -> list[ProposedBundle]:
         """What the whole pull request proposes: its earlier proposals, updated by `now`'s."""
@@ -125,16 +133,18 @@ class Destination:
         assert num is not None
         author = user or "unknown"
         title = pr_title(proposed, author, message)
-        description = render_pr_description(session.repo_id, author, proposed, version)
+        description = render_pr_description(session.repo_id, author, proposed, version, pr_num=num)
         warnings: list[str] = []
 
-        def update(what: str, change: Callable[[], object]) -> None:
+        stale = "it does not say all the pull request proposes"
+
+        def update(what: str, change: Callable[[], object], outcome: str = stale) -> None:
             try:
                 change()
             except BundlerError as error:
                 warnings.append(
-                    f"pull request #{num}: {what} could not be updated, so it does not say "
-                    f"all the pull request proposes ({error.message})"
+                    f"pull request #{num}: {what} could not be updated, so {outcome} "
+                    f"({error.message})"
                 )
 
         if title != self.pr_title:
@@ -143,15 +153,20 @@ class Destination:
             )
             update("its title", partial(session.call, "renaming the pull request", rename))
         if description != self.pr_description:
-            update("its description", partial(self._edit_description, session, user, description))
+            same = _by_id(proposed) == _by_id(self.pr_state)
+            unnumbered = f"its review command says refs/pr/N for refs/pr/{num}"
+            edit = partial(self._edit_description, session, num, description)
+            update("its description", edit, unnumbered if same else stale)
         return warnings
 
-    def _edit_description(self, session: HubSession, user: str | None, description: str) -> None:
-        """The description is the pull request's first comment."""
+    def _edit_description(self, session: HubSession, num: int, description: str) -> None:
+        """The description is the pull request's first comment, whose id the commit that opened
+        the pull request does not give: one request reads it (so the number in the description
+        of a new pull request costs two requests, this and the edit)."""
         if self.pr_comment_id is None:
-            self.find_open_pr(session, user)
-        num, comment_id = self.pr_num, self.pr_comment_id
-        if num is not None and comment_id is not None:
+            self._read_description(self._details(session, num))
+        comment_id = self.pr_comment_id
+        if comment_id is not None:
             session.call(
                 "updating the pull request's description",
                 partial(
@@ -163,3 +178,7 @@ class Destination:
                     repo_type=REPO_TYPE,
                 ),
             )
+
+
+def _by_id(proposed: list[ProposedBundle]) -> dict[str, ProposedBundle]:
+    return {bundle.bundle_id: bundle for bundle in proposed}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from bundler.core.limits import MAX_TASKS_FILE_BYTES
 from bundler.core.progress import ProgressSink
 from bundler.hub.client.commit import Operation
 from bundler.hub.client.remote import RemoteFile
@@ -19,7 +20,7 @@ from bundler.hub.leaderboard.branch import BranchTables, TableChange, read_branc
 from bundler.hub.publish.destination import Destination
 from bundler.hub.publish.plan import LocalBundle, RepositoryView, companions_present, holds
 from bundler.hub.repo.paths import README, TASKS_FILE, repo_archive, repo_paths
-from bundler.hub.tasks.definitions import MAX_TASKS_FILE_BYTES, TaskDefinitions
+from bundler.hub.tasks.definitions import TaskDefinitions
 
 
 class Holdings:

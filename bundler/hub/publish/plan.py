@@ -28,7 +28,7 @@ from pydantic import ConfigDict, Field, SecretStr
 
 from bundler.core.errors import TemporaryError
 from bundler.core.model import Model, RemedyField
-from bundler.hub.client.limits import HUB_LIMITS, HubLimits
+from bundler.hub.client.limits import HubLimits
 from bundler.hub.client.remote import RemoteFile, git_blob_id
 from bundler.hub.client.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
 from bundler.hub.leaderboard.rows import TableRow, build_row
@@ -92,10 +92,11 @@ class UploadOptions(Model):
         description="longest wait for a Hub rate-limit window to reset (None: "
         "BUNDLER_MAX_WAIT, else 300 s); a longer one ends the upload with exit 75",
     )
-    limits: HubLimits = Field(
-        default=HUB_LIMITS,
-        description="what a commit may leave in the repository (the Hub's numbers); a batch "
-        "past them is refused before it is sent, and the later batches go on",
+    limits: HubLimits | None = Field(
+        default=None,
+        description="what a commit may leave in the repository (None: the Hub's numbers, or "
+        "BUNDLER_MAX_REPO_FILES); a batch past them is refused before it is sent, and the "
+        "later batches go on",
     )
 
 

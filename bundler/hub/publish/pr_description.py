@@ -83,8 +83,17 @@ def pr_title(proposed: Sequence[ProposedBundle], user: str, message: str | None 
 
 
 def render_pr_description(
-    repo_id: str, user: str, proposed: Sequence[ProposedBundle], bundler_version: str
+    repo_id: str,
+    user: str,
+    proposed: Sequence[ProposedBundle],
+    bundler_version: str,
+    *,
+    pr_num: int | None,
 ) -> str:
+    """The pull request's description, with the command that downloads it for review. That
+    command names the pull request's ref (`refs/pr/N`), whose number the Hub gives only when
+    the pull request opens: the commit that opens it says `N`, and the upload then edits the
+    description to hold the number (`Destination.describe`)."""
     ordered = sorted(proposed, key=lambda bundle: bundle.bundle_id)
     warnings = [f"{b.bundle_id}: {warning}" for b in ordered for warning in b.warnings]
     state = json.dumps([bundle.model_dump(mode="json") for bundle in ordered], sort_keys=True)
@@ -93,6 +102,7 @@ def render_pr_description(
     state = state.replace("<", "\\u003c").replace(">", "\\u003e").replace("@", "\\u0040")
     text: str = markdown_template(PR_TEMPLATE).render(
         repo_id=repo_id,
+        pr_num=pr_num,
         user=user,
         bundles=ordered,
         changes=describe_changes(ordered),

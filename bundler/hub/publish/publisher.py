@@ -239,7 +239,7 @@ class Publisher:
             user = self.user or "unknown"
             summary = pr_title(proposed, user, self.options.message)
             description = render_pr_description(
-                self.options.repo_id, user, proposed, bundler_version()
+                self.options.repo_id, user, proposed, bundler_version(), pr_num=None
             )
         else:
             summary, description = commit_message(todo, plans, self.options.message)

@@ -56,8 +56,9 @@ from bundler.hub.review.judge import (
     verified_claim,
 )
 from bundler.hub.tasks.definitions import TaskDefinitions, read_definitions
-from bundler.hub.tasks.signers import AllowedSigners, Memberships, read_signers
+from bundler.hub.tasks.signers import Memberships, read_signers
 from bundler.hub.tasks.split_size import RowCountResolver
+from bundler.local.allowed_signers import AllowedSigners
 from bundler.local.diff import diff_verified
 from bundler.local.layout import TEMP_PREFIX, BundleId
 from bundler.local.manifest import Sidecar

@@ -44,7 +44,7 @@ from bundler.hub.review.acceptance import AcceptanceNote, acceptance_notes, clea
 from bundler.hub.review.changes import PullRequestChanges, changed_on_target, diff_check, few
 from bundler.hub.review.signing import signature_check
 from bundler.hub.tasks.definitions import TaskDefinitions
-from bundler.hub.tasks.signers import AllowedSigners
+from bundler.local.allowed_signers import AllowedSigners
 from bundler.local.diff import BundleDiff
 from bundler.local.layout import BundleId
 from bundler.local.manifest import BundleClaim

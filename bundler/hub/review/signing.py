@@ -12,7 +12,7 @@ not name the author).
 from __future__ import annotations
 
 from bundler.core.checks import CheckResult, failed, passed, warned
-from bundler.hub.tasks.signers import AllowedSigners
+from bundler.local.allowed_signers import AllowedSigners
 
 
 def signature_check(

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from bundler.core.errors import HubError
+from bundler.core.limits import MAX_TASKS_FILE_BYTES
 from bundler.core.model import Model
 from bundler.core.naming import SAFE_TASK_NAME
 from bundler.hub.repo.paths import TASKS_FILE
@@ -41,7 +42,6 @@ if TYPE_CHECKING:
     from bundler.hub.client.session import HubSession
     from bundler.local.schema import StaticsIdentity
 
-MAX_TASKS_FILE_BYTES = 1 << 20
 _FULL_SHA = re.compile(r"[0-9a-f]{40}")
 Direction = Literal["higher", "lower"]
 

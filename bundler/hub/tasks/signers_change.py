@@ -15,7 +15,8 @@ from bundler.hub.client.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
 from bundler.hub.client.session import HubSession
 from bundler.hub.leaderboard.branch import read_branch, table_operations
 from bundler.hub.repo.paths import ALLOWED_SIGNERS
-from bundler.hub.tasks.signers import AllowedSigners, SignersReport
+from bundler.hub.tasks.signers import SignersReport
+from bundler.local.allowed_signers import AllowedSigners
 
 
 def change_signers(

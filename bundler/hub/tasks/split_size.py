@@ -14,12 +14,9 @@ from typing import Any
 from urllib.parse import quote
 
 from bundler.core.errors import BundlerError, HubError
-from bundler.core.limits import INT64_MAX
+from bundler.core.limits import INT64_MAX, MAX_CARD_BYTES
 from bundler.hub.client.session import REPO_TYPE, HubSession
 from bundler.local.schema import StaticsIdentity
-
-MAX_CARD_BYTES = 1 << 20
-"""The Hub's answer with a card's metadata: far more than any dataset card's YAML header."""
 
 
 class RowCountResolver:

@@ -28,6 +28,7 @@ from test_card_refresh import card
 from test_upload import upload
 
 from bundler.hub.client.remote import LastCommit
+from bundler.hub.leaderboard.card_section import BEGIN, END
 from bundler.hub.leaderboard.provenance import merged
 from bundler.hub.leaderboard.record import BoardRecord, DerivedFile
 from bundler.hub.repo.paths import README, RECORD, TABLES_DIR, table_part, task_chart, task_table
@@ -270,3 +271,33 @@ def test_only_the_title_the_hub_gives_a_merge_marks_one() -> None:
     }
     for title, merge in titles.items():
         assert merged(LastCommit("0" * 40, when, title)) is merge, title
+
+
+def test_a_merge_that_writes_board_markers_into_the_card_does_not_make_its_text_the_owners(
+    hub: HubServer, repo_id: str, tmp_path: Path
+) -> None:
+    """The card of a board that owns it whole, rewritten in a merged pull request as a card
+    shared with an owner (`init --adopt`'s markers around the board, a ghost outside them):
+    the next `card` writes the whole card again, and the record does not call it shared."""
+    seeded(hub, repo_id, tmp_path, synthetic=300)
+    honest = hub.file_bytes(repo_id, README) or b""
+    front, _, body = honest.decode().partition("\n---\n")
+    forged = (
+        f"{front}\n---\n\n**{GHOST}** is first on every board.\n\n{BEGIN}\n{body}\n{END}\n"
+    ).encode()
+    proposed = HfApi(token=SUBMITTER_TOKEN).create_commit(
+        repo_id,
+        [CommitOperationAdd(README, forged)],
+        commit_message="Regenerate: the leaderboard tables and card",
+        repo_type="dataset",
+        create_pr=True,
+    )
+    assert proposed.pr_num is not None
+    HfApi(token=WRITE_TOKEN).merge_pull_request(repo_id, proposed.pr_num, repo_type="dataset")
+    fresh_runner()
+    code, result, stderr = card(repo_id)
+    assert code == 0, stderr
+    assert README in result["changed_files"]
+    assert hub.file_bytes(repo_id, README) == honest
+    record = BoardRecord.model_validate_json(hub.file_bytes(repo_id, RECORD) or b"")
+    assert not record.card_shared

@@ -63,6 +63,18 @@ def instant_retries() -> Iterator[RetryWaits]:
     RETRY_WAITS.instant = False
 
 
+@pytest.fixture(autouse=True)
+def rate_limit_policy_of_its_own() -> Iterator[None]:
+    """Each test starts with the rate-limit policy a new process has: a command run in this
+    process (`--max-wait 5`, BUNDLER_MAX_WAIT=0.5) sets the policy of the client's shared
+    session, which would otherwise outlive it into the next test of this worker."""
+    from bundler.hub.client import ratelimit  # not at import: the client reads the env then
+
+    ratelimit.POLICY.max_wait, ratelimit.POLICY.listener = ratelimit.DEFAULT_MAX_WAIT, None
+    yield
+    ratelimit.POLICY.max_wait, ratelimit.POLICY.listener = ratelimit.DEFAULT_MAX_WAIT, None
+
+
 @pytest.fixture(scope="session")
 def hub() -> Iterator[HubServer]:
     yield HUB

@@ -5,7 +5,10 @@ A setup is a player and its capabilities (`<player>_<fp8>`, the bundle's folder)
 on a task is its best-placed bundle there that has a rank, among the task's best
 OVERVIEW_DEPTH (what a commit reads of every task: the card is drawn from every task's best
 rows, never from all of them). The overview shows OVERVIEW_ROWS
-setups: those ranked on the most tasks, then by the lowest mean of those ranks, then by name.
+setups: those ranked on the most tasks, then by the lowest mean of those ranks, then by the
+highest mean score (`Setup.mean_score`), then by model name and setup: at 40 rows a proportion's
+Wilson intervals often all overlap, every entry of a task shares rank 1, and the scores are
+what still tells the setups apart.
 Its columns are at most OVERVIEW_TASKS tasks, in the card's order: where more tasks are
 ranked, those on which most of the shown setups are ranked (then by name). So it stays a few
 kilobytes however many bundles and tasks the leaderboard holds.
@@ -13,8 +16,9 @@ kilobytes however many bundles and tasks the leaderboard holds.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from bundler.hub.leaderboard.ranking import TaskBoard
 from bundler.hub.leaderboard.rows import BoardRow
@@ -35,6 +39,9 @@ class Entry:
     rank: int
     score: float | None
     stale: bool
+    scaled: float | None = None
+    """The score on the task's scale from 0 (the worst of the overview's entries there) to 1
+    (the best), in the task's direction (`Setup.mean_score`); None for no finite score."""
 
     @property
     def marked(self) -> bool:
@@ -55,8 +62,27 @@ class Setup:
     def mean_rank(self) -> float:
         return sum(entry.rank for entry in self.entries.values()) / len(self.entries)
 
-    def order(self) -> tuple[int, float, str]:
-        return (-len(self.entries), self.mean_rank, self.name)
+    @property
+    def mean_score(self) -> float | None:
+        """The mean of its entries' scaled scores (`Entry.scaled`); None where none has one.
+
+        Raw scores are not averaged: tasks score on their own scales (a proportion in [0, 1]
+        beside, say, a latency in seconds, lower better), so the mean would be one task's.
+        Each task's scores are scaled from the worst of its entries found here (0) to the best
+        (1), turned round where lower is better, so that every task weighs alike; where all of
+        a task's entries score alike, each is 1."""
+        scaled = [entry.scaled for entry in self.entries.values() if entry.scaled is not None]
+        return sum(scaled) / len(scaled) if scaled else None
+
+    def order(self) -> tuple[int, float, float, str, str]:
+        score = self.mean_score
+        return (
+            -len(self.entries),
+            self.mean_rank,
+            -math.inf if score is None else -score,
+            self.model_name,
+            self.name,
+        )
 
 
 @dataclass(frozen=True)
@@ -87,8 +113,32 @@ def overview(
             if board.task not in setup.entries:
                 score = board.value(row, board.sort_column)
                 setup.entries[board.task] = Entry(row, rank, score, board.stale(row))
+    for board in ranked:
+        on_task = [setup for setup in setups.values() if board.task in setup.entries]
+        scores = [setup.entries[board.task].score for setup in on_task]
+        for setup, scaled in zip(on_task, _scaled(board.direction, scores), strict=True):
+            setup.entries[board.task] = replace(setup.entries[board.task], scaled=scaled)
     best = sorted(setups.values(), key=Setup.order)[:rows]
     names = [board.task for board in ranked]
     covered = {task: sum(task in setup.entries for setup in best) for task in names}
     kept = set(sorted(names, key=lambda task: (-covered[task], task))[:tasks])
     return Overview([task for task in names if task in kept], best, len(setups), len(ranked))
+
+
+def _scaled(direction: str, scores: list[float | None]) -> list[float | None]:
+    """Each of a task's `scores` on the scale `Entry.scaled` says: 0 the worst finite one, 1
+    the best, by `direction`; 1 for every one where they all score alike; None for none."""
+    finite = [score for score in scores if score is not None and math.isfinite(score)]
+    if not finite:
+        return [None] * len(scores)
+    low, high = min(finite), max(finite)
+    scaled: list[float | None] = []
+    for score in scores:
+        if score is None or not math.isfinite(score):
+            scaled.append(None)
+        elif high == low:
+            scaled.append(1.0)
+        else:
+            up = (score - low) / (high - low)
+            scaled.append(up if direction == "higher" else 1.0 - up)
+    return scaled

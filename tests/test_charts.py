@@ -29,6 +29,7 @@ from bundler.hub.leaderboard.chart import (
     MARKED,
     STALE,
     chart_bars,
+    chart_height,
     chart_png,
 )
 from bundler.hub.leaderboard.ranking import TaskBoard
@@ -90,7 +91,7 @@ def test_a_chart_shows_the_best_twenty_scored_entries_with_intervals_and_marks()
     assert len(scored) == 23 and len(bars) == CHART_ROWS == 20
     ranks = dict(zip((row.bundle_id for row in board.rows), board.ranks(), strict=True))
     for bar, row in zip(bars, scored, strict=False):
-        assert bar.label == f"{ranks[row.bundle_id]}. {row.key.player_dir}"
+        assert bar.label == f"{ranks[row.bundle_id]}. {row.model_name}"
         score = float(json.loads(row.metrics_json)["em"]["acc"])
         assert bar.score == score
         assert bar.interval is not None
@@ -129,12 +130,13 @@ def png_chunks(data: bytes) -> list[tuple[bytes, bytes]]:
     return chunks
 
 
-def test_a_chart_is_a_png_of_fixed_size_that_names_no_software_and_no_date() -> None:
+def test_a_chart_is_a_png_sized_to_its_entries_that_names_no_software_and_no_date() -> None:
     for board in (proportion_board(), proportion_board(2)):
         chunks = png_chunks(chart_png(board) or b"")
         kinds = [kind for kind, _ in chunks]
         assert kinds[0] == b"IHDR" and kinds[-1] == b"IEND"
-        assert struct.unpack(">II", chunks[0][1][:8]) == (800, 600)
+        height = round(chart_height(len(chart_bars(board))) * 100)
+        assert struct.unpack(">II", chunks[0][1][:8]) == (800, height)
         assert b"tIME" not in kinds
         texts = b"".join(body for kind, body in chunks if kind in (b"tEXt", b"iTXt", b"zTXt"))
         assert b"Software" not in texts and b"matplotlib" not in texts

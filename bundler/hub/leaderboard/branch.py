@@ -128,6 +128,8 @@ class BranchTables:
     last part, reading no other."""
     undrawn: dict[str, str] = field(default_factory=dict)
     """The charts the last `rendered` could not draw, with why (`drawn_charts`)."""
+    chart_look: str | None = None
+    """The look of the charts once the last `rendered` drew them (`DrawnCharts.look`)."""
     passed_over: bool = False
     """A merged pull request wrote (or deleted) the branch's record, which is not believed
     (bundler.hub.leaderboard.provenance): the next commit writes the record again."""
@@ -168,9 +170,9 @@ class BranchTables:
         wanted = set(limits) if touched is None else touched
         written = self.leaderboard.files()
         written |= {task_table(b.task): task_table_bytes(b) for b in boards if b.task in wanted}
-        drawing = drawn_charts(boards, wanted, self.held, self.edited())
+        drawing = drawn_charts(boards, wanted, self.held, self.edited(), self.record)
         written |= drawing.drawn
-        self.undrawn = drawing.failed
+        self.undrawn, self.chart_look = drawing.failed, drawing.look
         charts = shown_charts(boards, self.held, self.record, written)
         count = len(self.leaderboard)
         card = render_dataset_card(repo_id, boards, count, self.signers, charts=charts)
@@ -315,6 +317,7 @@ class BranchTables:
             left_off=self.left_off,
             scoring=self.scores,
             tasks=self.leaderboard.tallies(),
+            charts=self.chart_look,
             card_shared=self.card is not None and has_section(self.card),
         )
 

@@ -30,28 +30,35 @@ import functools
 import gc
 import io
 import math
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from bundler.hub.client.remote import RemoteFile
 from bundler.hub.leaderboard.ranking import TaskBoard
-from bundler.hub.leaderboard.record import BoardRecord, DerivedFile
+from bundler.hub.leaderboard.record import CHART_LOOK, BoardRecord, DerivedFile
+from bundler.hub.leaderboard.rows import BoardRow
 from bundler.hub.repo.paths import CHARTS_DIR, chart_task, task_chart, task_table
 from bundler.hub.tasks.definitions import TaskDefinitions
+from bundler.local.layout import FINGERPRINT_PREFIX_LENGTH
 
 if TYPE_CHECKING:
     from matplotlib.font_manager import FontProperties
 
 CHART_ROWS = 20
 """Entries a chart shows, best first: as many as the card's board."""
-WIDTH_INCHES, HEIGHT_INCHES, DPI = 8.0, 6.0, 100
-"""800 x 600 pixels, whatever the number of entries."""
-SLOTS = 10
-"""A chart of fewer entries keeps room for this many, so that one entry is no wall of colour."""
+WIDTH_INCHES, DPI = 8.0, 100
+"""800 pixels wide."""
+HEAD_INCHES, BAR_INCHES, FOOT_INCHES = 0.65, 0.3, 0.6
+"""The height: the title above the bars, each bar's slot, the axis and legend below. A chart is
+as tall as its entries need (180 pixels for one, 735 for CHART_ROWS), where a fixed 800 x 600
+canvas left one to eight entries 85% to 50% blank."""
+LEFT, RIGHT = 0.33, 0.97
+"""Where the axes start and end across the canvas: the bars' labels are left of them."""
 LABEL_LENGTH = 38
-"""A bar's label (rank, player folder) is cut to this, to fit the left margin."""
+"""A bar's label (rank, model name, the setup's fingerprint where two setups share the name) is
+cut to this, to fit the left margin."""
 CURRENT, MARKED, STALE = "#4c72b0", "#a6bddb", "#b0b0b0"
 """A complete current entry; one marked ⚠ on the card (partial, unknown, unpinned); a stale one."""
 LEGEND = ((CURRENT, "complete"), (MARKED, "partial, unknown or unpinned"), (STALE, "stale"))
@@ -71,6 +78,7 @@ class _Matplotlib(NamedTuple):
     font: Any
     patch: Any
     locator: Any
+    font_file: Any
 
 
 @functools.cache
@@ -82,11 +90,14 @@ def _matplotlib() -> _Matplotlib | None:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
         from matplotlib.font_manager import FontProperties
+        from matplotlib.ft2font import FT2Font
         from matplotlib.patches import Patch
         from matplotlib.ticker import MaxNLocator
     except ImportError:
         return None
-    return _Matplotlib(matplotlib, FigureCanvasAgg, Figure, FontProperties, Patch, MaxNLocator)
+    return _Matplotlib(
+        matplotlib, FigureCanvasAgg, Figure, FontProperties, Patch, MaxNLocator, FT2Font
+    )
 
 
 def charts_available() -> bool:
@@ -111,10 +122,13 @@ def chart_png(board: TaskBoard) -> bytes | None:
     gc.disable()  # so that every object of the figure is still young when it is collected
     try:
         with mpl.matplotlib.style.context("default"):  # whatever a matplotlibrc says
-            figure = mpl.figure(figsize=(WIDTH_INCHES, HEIGHT_INCHES), dpi=DPI)
+            bars = chart_bars(board, _glyphs(mpl))
+            height = chart_height(len(bars))
+            figure = mpl.figure(figsize=(WIDTH_INCHES, height), dpi=DPI)
             mpl.canvas(figure)
-            figure.subplots_adjust(left=0.33, right=0.97, top=0.89, bottom=0.09)
-            _draw(board, figure.add_subplot(), mpl)
+            top, bottom = 1 - HEAD_INCHES / height, FOOT_INCHES / height
+            figure.subplots_adjust(left=LEFT, right=RIGHT, top=top, bottom=bottom)
+            _draw(board, bars, figure.add_subplot(), mpl)
             sink = io.BytesIO()
             figure.savefig(sink, format="png", dpi=DPI, metadata={"Software": None})
         del figure
@@ -125,11 +139,26 @@ def chart_png(board: TaskBoard) -> bytes | None:
     return sink.getvalue()
 
 
+def chart_height(bars: int) -> float:
+    """The chart's height in inches for `bars` bars (one slot for a chart of none, which says
+    so)."""
+    return HEAD_INCHES + BAR_INCHES * max(bars, 1) + FOOT_INCHES
+
+
+def _font_file(mpl: _Matplotlib) -> Path:
+    """The font matplotlib ships: a system font of the same name (another version) would give
+    other bytes."""
+    return Path(mpl.matplotlib.get_data_path(), *FONT_FILE)
+
+
 def _fonts(mpl: _Matplotlib) -> dict[str, FontProperties]:
-    """The font matplotlib ships, by its file: a system font of the same name (another
-    version) would give other bytes."""
-    file = Path(mpl.matplotlib.get_data_path(), *FONT_FILE)
-    return {name: mpl.font(fname=file, size=size) for name, size in FONT_SIZES.items()}
+    return {name: mpl.font(fname=_font_file(mpl), size=size) for name, size in FONT_SIZES.items()}
+
+
+@functools.cache
+def _glyphs(mpl: _Matplotlib) -> frozenset[int]:
+    """The characters (code points) the font has a glyph for."""
+    return frozenset(mpl.font_file(str(_font_file(mpl))).get_charmap())
 
 
 MAX_DRAWN = 1e300
@@ -152,29 +181,52 @@ class ChartBar:
     drawn: bool = True
 
 
-def chart_bars(board: TaskBoard) -> list[ChartBar]:
+def chart_bars(board: TaskBoard, glyphs: Container[int] | None = None) -> list[ChartBar]:
     """The board's best CHART_ROWS entries that have a score, best first: each labelled with
-    its rank and player folder, and marked as the card marks it (partial, unknown, unpinned,
-    stale)."""
+    its rank and model name (`_labels`; `glyphs`, the characters the font has, None for all),
+    and marked as the card marks it (partial, unknown, unpinned, stale)."""
     ranks = dict(zip((row.bundle_id for row in board.rows), board.ranks(), strict=True))
+    scored = [row for row in board.rows if board.value(row, board.sort_column) is not None]
+    scored = scored[:CHART_ROWS]
     bars = []
-    for row in board.rows:
+    for row, label in zip(scored, _labels(scored, ranks, glyphs), strict=True):
         score = board.value(row, board.sort_column)
-        if score is None:
-            continue
+        assert score is not None  # scored
         marks = [] if row.coverage == "complete" else [row.coverage]
         marks += [] if row.is_pinned else ["unpinned"]
         marks += ["stale"] if board.stale(row) else []
-        rank = ranks[row.bundle_id]
-        label = f"{'-' if rank is None else rank}. {row.key.player_dir}"
-        label = label if len(label) <= LABEL_LENGTH else label[: LABEL_LENGTH - 3] + "..."
         colour = STALE if board.stale(row) else MARKED if marks else CURRENT
         drawn = _drawable(score, proportion=board.by_intervals)
         interval = board.interval(row) if drawn else None
         bars.append(ChartBar(label, score, interval, " ".join(marks), colour, drawn))
-        if len(bars) == CHART_ROWS:
-            break
     return bars
+
+
+def _labels(
+    rows: Sequence[BoardRow], ranks: Mapping[str, int | None], glyphs: Container[int] | None
+) -> list[str]:
+    """Each bar's label: its rank and the model's name as its run recorded it, which a reader
+    knows (the folder's slug of `Straße-AI/Größe-7B` is `gr-e-7b`); where two setups among
+    the bars share a name, the setup's fingerprint (its folder's `<fp8>`) beside it. The one
+    font a chart may use (see the module docstring) has no CJK characters, among others: a
+    character not among `glyphs` is written `?` (never a missing glyph, which matplotlib warns
+    of on stderr), and such a name has the fingerprint beside it too, to tell the setup. The
+    name is cut to fit LABEL_LENGTH, the fingerprint never."""
+    setups: dict[str, set[str]] = {}
+    for row in rows:
+        setups.setdefault(row.model_name, set()).add(row.key.player_dir)
+    labels = []
+    for row in rows:
+        rank = ranks[row.bundle_id]
+        head = f"{'-' if rank is None else rank}. "
+        name = "".join(c if glyphs is None or ord(c) in glyphs else "?" for c in row.model_name)
+        tail = ""
+        if len(setups[row.model_name]) > 1 or name != row.model_name:
+            tail = f" ({row.capability_fingerprint[:FINGERPRINT_PREFIX_LENGTH]})"
+        room = LABEL_LENGTH - len(head) - len(tail)
+        name = name if len(name) <= room else name[: room - 3] + "..."
+        labels.append(head + name + tail)
+    return labels
 
 
 def _drawable(score: float, *, proportion: bool) -> bool:
@@ -184,16 +236,15 @@ def _drawable(score: float, *, proportion: bool) -> bool:
     return 0.0 <= score <= 1.0 if proportion else abs(score) <= MAX_DRAWN
 
 
-def _draw(board: TaskBoard, axes: Any, mpl: _Matplotlib) -> None:
+def _draw(board: TaskBoard, bars: Sequence[ChartBar], axes: Any, mpl: _Matplotlib) -> None:
     fonts = _fonts(mpl)
     metric = board.sort_column or (board.definition.metric if board.definition else "-")
-    bars = chart_bars(board)
     known = [(place, bar) for place, bar in enumerate(bars) if bar.interval is not None]
     title = f"{board.task}: {metric}, {board.direction} is better"
-    subtitle = f"the best {len(bars)} of {len(board.rows)} entries"
+    subtitle = f"the best {len(bars)} of {board.total} entries"  # however many rows it read
     subtitle += ", with their 95% Wilson intervals" if known else ""
     axes.set_title(f"{title}\n{subtitle}", fontproperties=fonts["title"])
-    slots = max(len(bars), SLOTS)
+    slots = max(len(bars), 1)
     axes.set_ylim(slots - 0.5, -0.5)
     if not bars:
         axes.set_xlim(0, 1)
@@ -219,19 +270,13 @@ def _draw(board: TaskBoard, axes: Any, mpl: _Matplotlib) -> None:
         )
     low, high = _extent(bars, board.by_intervals)
     axes.set_xlim(low, high)
-    top = 1.0 if board.by_intervals else high  # a proportion's axis ends at 1
-    ticks = [float(t) for t in mpl.locator(nbins=6).tick_values(low, top) if low <= t <= top]
+    ticks = [float(t) for t in mpl.locator(nbins=6).tick_values(low, high) if low <= t <= high]
     axes.set_xticks(ticks, labels=[f"{t:g}" for t in ticks], fontproperties=fonts["label"])
     axes.set_yticks(positions, labels=[bar.label for bar in bars], fontproperties=fonts["label"])
     axes.axvline(0, color=EDGE, linewidth=0.8)
     axes.grid(axis="x", color=GRID, linewidth=0.6)
     axes.set_axisbelow(True)
-    for place, bar in enumerate(bars):
-        end = max(scores[place], bar.interval[1] if bar.interval else 0.0)
-        text = f"{bar.score:.4g}" + ("" if bar.drawn else " (no bar: off the axis)")
-        text += f" {WARNING} {bar.marks}" if bar.marks else ""
-        x = end + (high - low) * 0.01
-        axes.text(x, place, text, va="center", fontproperties=fonts["label"])
+    _write_scores(bars, scores, axes, (low, high), fonts["label"])
     legend = [
         mpl.patch(facecolor=colour, edgecolor=EDGE, label=text)
         for colour, text in LEGEND
@@ -239,19 +284,45 @@ def _draw(board: TaskBoard, axes: Any, mpl: _Matplotlib) -> None:
     ]
     axes.legend(
         handles=legend,
-        loc="upper center",
-        bbox_to_anchor=(0.5, -0.05),
+        loc="lower center",  # below the axis, however tall the chart
+        bbox_to_anchor=((LEFT + RIGHT) / 2, 0.0),
+        bbox_transform=axes.figure.transFigure,
         ncols=len(legend),
         prop=fonts["label"],
         frameon=False,
     )
 
 
+def _write_scores(
+    bars: Sequence[ChartBar],
+    scores: Sequence[float],
+    axes: Any,
+    extent: tuple[float, float],
+    font: FontProperties,
+) -> None:
+    """Each bar's score and marks, after the bar and its interval where the text fits inside
+    the axes, else at the bar's foot, which no score reaches (a proportion's axis ends at 1,
+    so a high score leaves no room after it). Where the text goes is measured on the canvas:
+    the same bars give the same places. A light box keeps it legible over a bar."""
+    low, high = extent
+    gap = (high - low) * 0.01
+    right = axes.get_window_extent().x1
+    renderer = axes.figure.canvas.get_renderer()
+    box = {"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1}
+    for place, bar in enumerate(bars):
+        end = max(scores[place], bar.interval[1] if bar.interval else 0.0)
+        text = f"{bar.score:.4g}" + ("" if bar.drawn else " (no bar: off the axis)")
+        text += f" {WARNING} {bar.marks}" if bar.marks else ""
+        written = axes.text(end + gap, place, text, va="center", fontproperties=font, bbox=box)
+        if written.get_window_extent(renderer).x1 > right:
+            written.set_x(max(low, 0.0) + gap)
+
+
 def _extent(bars: Sequence[ChartBar], proportion: bool) -> tuple[float, float]:
-    """The x range: 0 to 1 for a proportion; else 0 and every score and interval; with room
-    for the score written after each bar."""
+    """The x range: 0 to 1 for a proportion (its axis ends at 1); else 0 and every score and
+    interval, with room for the score written after each bar."""
     if proportion:
-        return 0.0, 1.25
+        return 0.0, 1.0
     values = [0.0, *(bar.score for bar in bars if bar.drawn)]
     values += [bound for bar in bars if bar.interval for bound in bar.interval]
     low, high = min(values), max(values)
@@ -265,6 +336,11 @@ class DrawnCharts:
 
     drawn: dict[str, bytes] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
+    look: str | None = None
+    """The look of the branch's charts once they are written (the record's `charts`): this
+    bundler's (CHART_LOOK), as it draws every chart of another look; None where it could not
+    (no matplotlib, or a chart of another look failed and is kept), so that the next bundler
+    that can draws them all again."""
 
 
 def drawn_charts(
@@ -272,9 +348,12 @@ def drawn_charts(
     wanted: Collection[str],
     held: Mapping[str, RemoteFile],
     edited: Collection[str],
+    record: BoardRecord | None,
 ) -> DrawnCharts:
     """The charts a commit draws: of each defined task among `wanted` (whose table it derives
-    again), or whose chart is not held or was `edited`; none without matplotlib.
+    again), or whose chart is not held or was `edited`, or of every defined task where the
+    `record` vouches for charts of another look than this bundler's (CHART_LOOK); none without
+    matplotlib.
 
     A chart is an illustration of a board its tables hold in full, so one that fails to draw
     (whatever matplotlib raises) never stops the commit: the commit goes without it, as
@@ -283,10 +362,11 @@ def drawn_charts(
     charts = DrawnCharts()
     if not charts_available():
         return charts
+    every = record is None or record.charts != CHART_LOOK
     for board in boards:
         path = task_chart(board.task)
         if board.definition is not None and (
-            board.task in wanted or path not in held or path in edited
+            every or board.task in wanted or path not in held or path in edited
         ):
             try:
                 png = chart_png(board)
@@ -295,6 +375,7 @@ def drawn_charts(
                 continue
             if png is not None:
                 charts.drawn[path] = png
+    charts.look = None if every and charts.failed else CHART_LOOK
     return charts
 
 

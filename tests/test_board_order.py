@@ -5,14 +5,33 @@ entries, a proportion's axis ends at 1, and bars are named by the model's name a
 
 from __future__ import annotations
 
+import io
+import json
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
-from factory import make_row
+from factory import RunSpec, make_row
+from hubserver import HubServer
+from PIL import Image
+from test_card_refresh import card
+from test_charts import define, published_board
+from test_upload import make_bundles, publish, upload
 
+from bundler.hub.leaderboard.chart import (
+    CHART_ROWS,
+    CURRENT,
+    LEFT,
+    RIGHT,
+    chart_bars,
+    chart_height,
+    chart_png,
+)
 from bundler.hub.leaderboard.overview import overview
 from bundler.hub.leaderboard.ranking import TaskBoard
+from bundler.hub.leaderboard.record import CHART_LOOK, BoardRecord, DerivedFile
 from bundler.hub.leaderboard.rows import TableRow
+from bundler.hub.repo.paths import RECORD, task_chart
 from bundler.hub.tasks.definitions import TaskDefinition
 
 PROPORTION = TaskDefinition(
@@ -59,3 +78,127 @@ def test_a_lower_is_better_task_counts_turned_round_and_each_task_on_its_own_sca
     scores = {setup.model_name: setup.mean_score for setup in found.setups}
     assert scores == pytest.approx({"c": 0.75, "b": 0.5, "a": 0.375})
     assert [setup.model_name for setup in found.setups] == ["c", "b", "a"]
+
+
+# ------------------------------------------------------------------------------------- charts
+WHITE = (255, 255, 255)
+
+
+def image(png: bytes | None) -> Image.Image:
+    assert png is not None
+    return Image.open(io.BytesIO(png)).convert("RGB")
+
+
+@pytest.mark.parametrize("entries", [1, 3, 8, 30])
+def test_a_chart_is_as_tall_as_its_entries_need(entries: int) -> None:
+    rows = [
+        make_row(f"m{i:02d}", metrics={"em": {"acc": 0.9 - 0.02 * i}}, rows_present=40)
+        for i in range(entries)
+    ]
+    board = TaskBoard.of("t", rows, PROPORTION)
+    bars = chart_bars(board)
+    assert len(bars) == min(entries, CHART_ROWS)
+    drawn = image(chart_png(board))
+    assert drawn.size == (800, round(chart_height(len(bars)) * 100))
+    # the plot is the bars' slots and no more: on a fixed 800 x 600, one bar crossed 7.5% of the
+    # canvas's rows and three 19%; drawn now, every chart's bars cross over a fifth of them
+    pixels = drawn.load()
+    barred = [y for y in range(drawn.height) if pixels[400, y] != WHITE]
+    assert len(barred) / drawn.height > 0.2
+    assert drawn.height <= {1: 160, 3: 220, 8: 370, 30: 730}[entries]
+
+
+def test_a_proportions_axis_ends_at_1_and_every_score_is_written_inside_it() -> None:
+    rows = [
+        make_row(name, metrics={"em": {"acc": score}}, rows_present=n, **more)
+        for name, score, n, more in (
+            ("perfect", 1.0, 10, {"expected_rows": 10}),
+            ("high", 0.97, 30, {"coverage": "partial", "expected_rows": 40}),
+            ("half", 0.5, 40, {"expected_rows": 40}),
+        )
+    ]
+    board = TaskBoard.of("t", rows, PROPORTION)
+    drawn = image(chart_png(board))
+    pixels = drawn.load()
+    left, right = round(LEFT * 800), round(RIGHT * 800)
+    bar_colour = tuple(int(CURRENT[i : i + 2], 16) for i in (1, 3, 5))
+
+    def bar_end(row: int) -> int:
+        """The last column of the bar of the `row`th entry (below its interval's line)."""
+        y = 65 + 30 * row + 15 + 6  # the title, the slots above, the middle of its own, 6 px
+        return max(x for x in range(drawn.width) if pixels[x, y] == bar_colour)
+
+    # the perfect score fills the axis, the half one half of it: the axis is 0 to 1
+    assert abs(bar_end(0) - right) <= 2
+    assert abs(bar_end(2) - (left + (right - left) / 2)) <= 2
+    # nothing is written past the axis, though 1 and 0.97 ⚠ partial leave no room after them
+    margin = [(x, y) for x in range(right + 3, 800) for y in range(drawn.height)]
+    assert [xy for xy in margin if pixels[xy] != WHITE] == []
+
+
+def test_bars_carry_the_models_name_and_the_fingerprint_where_two_setups_share_it() -> None:
+    rows = [
+        make_row("gr-e-7b", model_name="Straße-AI/Größe-7B", metrics={"em": {"acc": 0.9}}),
+        make_row("twin-a", model_name="org/twin", metrics={"em": {"acc": 0.8}}),
+        make_row(
+            "twin-b",
+            model_name="org/twin",
+            capability_fingerprint="02e754b8" * 4,
+            metrics={"em": {"acc": 0.7}},
+        ),
+        make_row("x-cjk", model_name="模型-β", metrics={"em": {"acc": 0.6}}),
+        make_row("long", model_name="an-organisation/" + "m" * 40, metrics={"em": {"acc": 0.5}}),
+    ]
+    board = TaskBoard.of("t", rows, PROPORTION.model_copy(update={"metric_kind": "score"}))
+    labels = [bar.label for bar in chart_bars(board)]
+    assert labels[:3] == [
+        "1. Straße-AI/Größe-7B",
+        "2. org/twin (1054f537)",
+        "3. org/twin (02e754b8)",
+    ]
+    assert labels[3] == "4. 模型-β"  # every character, where no font limits it
+    assert labels[4].startswith("5. an-organisation/mmm") and labels[4].endswith("...")
+    assert len(labels[4]) == 38
+    # drawn: the font has no CJK glyph, so the name is written with ? and the setup named
+    drawn = [bar.label for bar in chart_bars(board, frozenset(range(0x250)))]
+    assert drawn[3] == "4. ??-? (1054f537)"
+
+
+def test_every_chart_of_an_older_look_is_drawn_again_by_the_next_commit(
+    hub: HubServer, repo_id: str, tmp_path: Path
+) -> None:
+    specs = [
+        RunSpec(task=task, model=model, rows=4)
+        for task in ("alpha", "beta")
+        for model in ("m1", "m2")
+    ]
+    publish(make_bundles(tmp_path / "first", specs), repo_id)
+    define(repo_id, "alpha")
+    define(repo_id, "beta")
+    today = {task: hub.file_bytes(repo_id, task_chart(task)) for task in ("alpha", "beta")}
+    record = BoardRecord.parse(hub.file_bytes(repo_id, RECORD) or b"")
+    assert record is not None
+    assert {record.files[task_chart(t)].look for t in ("alpha", "beta")} == {CHART_LOOK}
+    # the branch as an older bundler left it: charts of the old look, the record naming none
+    files = {path: hub.file_bytes(repo_id, path) or b"" for path in hub.list_files(repo_id)}
+    old_record = json.loads(files[RECORD])
+    for task in ("alpha", "beta"):
+        files[task_chart(task)] = b"\x89PNG\r\n\x1a\n an 800 x 600 chart of " + task.encode()
+        old_record["files"][task_chart(task)] = DerivedFile.of(files[task_chart(task)]).model_dump(
+            mode="json", exclude_none=True
+        )
+    files[RECORD] = json.dumps(old_record).encode()
+    old = f"{repo_id}-old"
+    hub.create_repo(old, files=files)
+    more = make_bundles(tmp_path / "more", [RunSpec(task="alpha", model="m3", rows=4)])
+    code, _, stderr = upload(more, "--repo", old)  # a bundle of alpha only
+    assert code == 0, stderr
+    (commit, *_) = hub.commits(old)
+    assert {task_chart("alpha"), task_chart("beta")} <= set(commit.files_changed)
+    assert hub.file_bytes(old, task_chart("beta")) == today["beta"]  # its board is unchanged
+    assert hub.file_bytes(old, task_chart("alpha")) == chart_png(published_board(hub, old, "alpha"))
+    record = BoardRecord.parse(hub.file_bytes(old, RECORD) or b"")
+    assert record is not None
+    assert {record.files[task_chart(t)].look for t in ("alpha", "beta")} == {CHART_LOOK}
+    code, result, stderr = card(old)  # drawn again: the very same bytes
+    assert code == 0 and result["changed"] is False, stderr

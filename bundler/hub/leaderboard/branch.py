@@ -128,8 +128,6 @@ class BranchTables:
     last part, reading no other."""
     undrawn: dict[str, str] = field(default_factory=dict)
     """The charts the last `rendered` could not draw, with why (`drawn_charts`)."""
-    chart_look: str | None = None
-    """The look of the charts once the last `rendered` drew them (`DrawnCharts.look`)."""
     passed_over: bool = False
     """A merged pull request wrote (or deleted) the branch's record, which is not believed
     (bundler.hub.leaderboard.provenance): the next commit writes the record again."""
@@ -172,7 +170,7 @@ class BranchTables:
         written |= {task_table(b.task): task_table_bytes(b) for b in boards if b.task in wanted}
         drawing = drawn_charts(boards, wanted, self.held, self.edited(), self.record)
         written |= drawing.drawn
-        self.undrawn, self.chart_look = drawing.failed, drawing.look
+        self.undrawn = drawing.failed
         charts = shown_charts(boards, self.held, self.record, written)
         count = len(self.leaderboard)
         card = render_dataset_card(repo_id, boards, count, self.signers, charts=charts)
@@ -317,7 +315,6 @@ class BranchTables:
             left_off=self.left_off,
             scoring=self.scores,
             tasks=self.leaderboard.tallies(),
-            charts=self.chart_look,
             card_shared=self.card is not None and has_section(self.card),
         )
 
@@ -404,7 +401,7 @@ def table_operations(
     }
     kept = {} if state.record is None else state.record.files
     files = {p: kept[p] for p in state.held if p in kept and p not in rendered and p not in stale}
-    files |= {path: DerivedFile.of(data) for path, data in rendered.items()}
+    files |= {path: DerivedFile.of(data, path) for path, data in rendered.items()}
     record = state.record_of(files)
     unchanged = state.record is not None and (files, state.left_off, state.scores) == (
         state.record.files,

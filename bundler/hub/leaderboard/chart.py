@@ -336,11 +336,6 @@ class DrawnCharts:
 
     drawn: dict[str, bytes] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
-    look: str | None = None
-    """The look of the branch's charts once they are written (the record's `charts`): this
-    bundler's (CHART_LOOK), as it draws every chart of another look; None where it could not
-    (no matplotlib, or a chart of another look failed and is kept), so that the next bundler
-    that can draws them all again."""
 
 
 def drawn_charts(
@@ -351,9 +346,8 @@ def drawn_charts(
     record: BoardRecord | None,
 ) -> DrawnCharts:
     """The charts a commit draws: of each defined task among `wanted` (whose table it derives
-    again), or whose chart is not held or was `edited`, or of every defined task where the
-    `record` vouches for charts of another look than this bundler's (CHART_LOOK); none without
-    matplotlib.
+    again), or whose chart is not held or was `edited`, or is of another look than this
+    bundler's (CHART_LOOK, as the `record` names it); none without matplotlib.
 
     A chart is an illustration of a board its tables hold in full, so one that fails to draw
     (whatever matplotlib raises) never stops the commit: the commit goes without it, as
@@ -362,11 +356,14 @@ def drawn_charts(
     charts = DrawnCharts()
     if not charts_available():
         return charts
-    every = record is None or record.charts != CHART_LOOK
     for board in boards:
         path = task_chart(board.task)
+        drawn = None if record is None else record.files.get(path)
         if board.definition is not None and (
-            every or board.task in wanted or path not in held or path in edited
+            board.task in wanted
+            or path not in held
+            or path in edited
+            or (drawn is not None and drawn.look != CHART_LOOK)
         ):
             try:
                 png = chart_png(board)
@@ -375,7 +372,6 @@ def drawn_charts(
                 continue
             if png is not None:
                 charts.drawn[path] = png
-    charts.look = None if every and charts.failed else CHART_LOOK
     return charts
 
 

@@ -27,16 +27,17 @@ from pydantic import Field, ValidationError
 
 from bundler.core.model import Model
 from bundler.hub.client.remote import RemoteFile, git_blob_id
+from bundler.hub.repo.paths import CHARTS_DIR
 
 LAST_ONE_FILE_FORMAT = 2
 """The last format of the record whose all-tasks table is one file."""
 LAST_NANOSECOND_FORMAT = 3
 """The last format of the record whose tables hold run dates in nanoseconds."""
 CHART_LOOK = "2"
-"""How this bundler draws a chart (bundler.hub.leaderboard.chart), named in the record: 2 is
-sized to its entries and names each by its model, where 1 (no name in the record) was a fixed
-800 x 600 of folder names. A commit by a bundler that draws charts draws again every chart of
-another look, so that a board's charts never show two looks side by side."""
+"""How this bundler draws a chart (bundler.hub.leaderboard.chart), named by the record beside
+each chart it wrote: 2 is sized to its entries and names each by its model, where 1 (a chart
+named no look) was a fixed 800 x 600 of folder names. A commit by a bundler that draws charts
+draws again every chart of another look, so that a board's charts show one look."""
 
 
 class DerivedFile(Model):
@@ -45,10 +46,15 @@ class DerivedFile(Model):
 
     sha256: str
     blob_id: str
+    look: str | None = Field(default=None, exclude_if=lambda look: look is None)
+    """A chart's look (CHART_LOOK) as drawn; None for a chart drawn before looks were named,
+    and absent for a table or the card."""
 
     @classmethod
-    def of(cls, data: bytes) -> DerivedFile:
-        return cls(sha256=hashlib.sha256(data).hexdigest(), blob_id=git_blob_id(data))
+    def of(cls, data: bytes, path: str | None = None) -> DerivedFile:
+        """The bytes written at `path`: a chart there is of this bundler's look."""
+        look = CHART_LOOK if path is not None and path.startswith(f"{CHARTS_DIR}/") else None
+        return cls(sha256=hashlib.sha256(data).hexdigest(), blob_id=git_blob_id(data), look=look)
 
     def matches(self, remote: RemoteFile | None) -> bool:
         """Whether the Hub's file holds exactly these bytes."""
@@ -96,11 +102,6 @@ class BoardRecord(Model):
     tasks: dict[str, TaskTally] | None = None
     """Each task's tally; None in a record written before tallies were kept (its next commit
     reads every part of the table once, and writes them)."""
-    charts: str | None = None
-    """The look (CHART_LOOK) of every chart the record vouches for; None where the record was
-    written before looks were named, or by a commit that could not draw every chart
-    (`bundler.hub.leaderboard.chart.DrawnCharts.look`): the next commit that can draws them all
-    again, and writes only those whose bytes changed."""
     card_shared: bool = Field(default=False, exclude_if=lambda shared: not shared)
     """The card holds its owner's text beside the board's section (`init --adopt`,
     bundler.hub.leaderboard.card_section): a read reads the card, to keep that text. Absent

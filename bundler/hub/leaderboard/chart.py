@@ -7,7 +7,8 @@ it is imported here only, and only when a chart is drawn, so a bundler without i
 works as before, its card saying how to get charts (`chart_png` returns None).
 
 The same board gives the same bytes from the same matplotlib (and Pillow, which writes the
-PNG): the Agg canvas at a fixed size and resolution, matplotlib's default style whatever a
+PNG): the Agg canvas at a size set by the number of bars (`chart_height`) and a fixed
+resolution, each score's place measured on that canvas, matplotlib's default style whatever a
 `matplotlibrc` says, every text in the DejaVu Sans font matplotlib ships (never a system font
 of that name), and no `Software` in the PNG's metadata (the only entry that varied). So a
 chart is rewritten only when its board changed, and the record (`leaderboard/derived.json`)
@@ -15,7 +16,8 @@ vouches for it as for a table: a chart edited by hand is drawn again by the next
 
 Which charts a commit writes or removes (`drawn_charts`, `stale_charts`): of each defined task
 with bundles, the chart is drawn when the task's table is derived again, when it is not on the
-branch, and when it was changed outside the bundler. A chart is removed when its task has no
+branch, when it was changed outside the bundler, and when the record names another look for it
+than this bundler draws (`bundler.hub.leaderboard.record.CHART_LOOK`). A chart is removed when its task has no
 bundle left or is no longer defined, and, where a commit draws no new one (a bundler without
 matplotlib, or a chart that failed to draw), when it is edited or its task's table changed: a
 chart never shows a board the tables no longer hold, and never stops one being written.
@@ -52,7 +54,7 @@ WIDTH_INCHES, DPI = 8.0, 100
 """800 pixels wide."""
 HEAD_INCHES, BAR_INCHES, FOOT_INCHES = 0.65, 0.3, 0.6
 """The height: the title above the bars, each bar's slot, the axis and legend below. A chart is
-as tall as its entries need (180 pixels for one, 735 for CHART_ROWS), where a fixed 800 x 600
+as tall as its entries need (155 pixels for one, 725 for CHART_ROWS), where a fixed 800 x 600
 canvas left one to eight entries 85% to 50% blank."""
 LEFT, RIGHT = 0.33, 0.97
 """Where the axes start and end across the canvas: the bars' labels are left of them."""

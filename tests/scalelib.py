@@ -140,7 +140,7 @@ def board_files(
         files[TASKS_FILE] = definitions.to_bytes()
         tables.definitions = definitions
     derived = tables.rendered(repo_id)
-    vouched = {p: DerivedFile.of(d) for p, d in derived.items()}
+    vouched = {p: DerivedFile.of(d, p) for p, d in derived.items()}
     return files | derived | {RECORD: tables.record_of(vouched).to_bytes()}
 
 

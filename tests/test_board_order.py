@@ -202,3 +202,15 @@ def test_every_chart_of_an_older_look_is_drawn_again_by_the_next_commit(
     assert {record.files[task_chart(t)].look for t in ("alpha", "beta")} == {CHART_LOOK}
     code, result, stderr = card(old)  # drawn again: the very same bytes
     assert code == 0 and result["changed"] is False, stderr
+
+
+def test_a_chart_is_the_same_bytes_whether_its_board_read_the_best_rows_or_all() -> None:
+    # A commit draws again a chart whose task's table it does not write (an older look): from
+    # the task's best rows only. The chart once said "the best 20 of <rows read>".
+    rows = [
+        make_row(f"m{i:02d}", metrics={"em": {"acc": (i * 37 % 101) / 101}}, rows_present=40)
+        for i in range(60)
+    ]
+    full = TaskBoard.of("t", rows, PROPORTION)
+    best = TaskBoard.shown("t", full.rows[:20], full.ranks()[:20], 60, 60, full.scoring)
+    assert chart_png(best) == chart_png(full)

@@ -17,10 +17,11 @@ vouches for it as for a table: a chart edited by hand is drawn again by the next
 Which charts a commit writes or removes (`drawn_charts`, `stale_charts`): of each defined task
 with bundles, the chart is drawn when the task's table is derived again, when it is not on the
 branch, when it was changed outside the bundler, and when the record names another look for it
-than this bundler draws (`bundler.hub.leaderboard.record.CHART_LOOK`). A chart is removed when its task has no
-bundle left or is no longer defined, and, where a commit draws no new one (a bundler without
-matplotlib, or a chart that failed to draw), when it is edited or its task's table changed: a
-chart never shows a board the tables no longer hold, and never stops one being written.
+than this bundler draws (`bundler.hub.leaderboard.record.CHART_LOOK`). A chart is removed
+when its task has no bundle left or is no longer defined, and, where a commit draws no new one
+(a bundler without matplotlib, or a chart that failed to draw), when it is edited or its task's
+table changed: a chart never shows a board the tables no longer hold, and never stops one
+being written.
 
 Any score can be charted: one no bar can show (beyond MAX_DRAWN, or outside [0, 1] on a
 proportion's axis) is named and written without its bar (`ChartBar.drawn`).

@@ -27,7 +27,7 @@ from bundler.hub.leaderboard.chart import (
     chart_height,
     chart_png,
 )
-from bundler.hub.leaderboard.overview import overview
+from bundler.hub.leaderboard.overview import Entry, Setup, overview
 from bundler.hub.leaderboard.ranking import TaskBoard
 from bundler.hub.leaderboard.record import CHART_LOOK, BoardRecord, DerivedFile
 from bundler.hub.leaderboard.rows import TableRow
@@ -78,6 +78,28 @@ def test_a_lower_is_better_task_counts_turned_round_and_each_task_on_its_own_sca
     scores = {setup.model_name: setup.mean_score for setup in found.setups}
     assert scores == pytest.approx({"c": 0.75, "b": 0.5, "a": 0.375})
     assert [setup.model_name for setup in found.setups] == ["c", "b", "a"]
+
+
+def test_a_setup_without_a_finite_score_goes_after_those_with_one_and_any_scale_is_finite() -> None:
+    rows = [
+        entry("huge", "t1", {"em": {"acc": 1e308}}, 40),
+        entry("tiny", "t1", {"em": {"acc": -1e308}}, 40),
+        entry("nan", "t1", {"em": {"acc": float("nan")}}, 40),
+        entry("huge", "t2", {"em": {"acc": 0.5}}, 40),
+        entry("tiny", "t2", {"em": {"acc": 0.5}}, 40),
+        entry("nan", "t2", {"em": {"acc": 0.5}}, 40),
+    ]
+    by_value = PROPORTION.model_copy(update={"metric_kind": "score"})
+    found = overview(boards(rows, {"t1": by_value, "t2": by_value}))
+    scores = {setup.model_name: setup.mean_score for setup in found.setups}
+    assert scores["huge"] == 1.0 and scores["tiny"] == 0.5  # t2 ties: 1 each
+    (nan,) = [setup for setup in found.setups if setup.model_name == "nan"]
+    assert nan.mean_score == 1.0  # from t2 alone: no rank on t1, or no scale there
+    row = make_row("a")
+    unscored = Setup("a_1054f537", "a", {"t1": Entry(row, 1, None, False)})
+    scored = Setup("z_1054f537", "z", {"t1": Entry(row, 1, 0.1, False, scaled=0.0)})
+    assert unscored.mean_score is None
+    assert sorted([unscored, scored], key=Setup.order) == [scored, unscored]
 
 
 # ------------------------------------------------------------------------------------- charts

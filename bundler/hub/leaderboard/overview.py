@@ -79,7 +79,7 @@ class Setup:
         return (
             -len(self.entries),
             self.mean_rank,
-            -math.inf if score is None else -score,
+            math.inf if score is None else -score,  # none: after every score
             self.model_name,
             self.name,
         )
@@ -139,6 +139,6 @@ def _scaled(direction: str, scores: list[float | None]) -> list[float | None]:
         elif high == low:
             scaled.append(1.0)
         else:
-            up = (score - low) / (high - low)
+            up = (score / 2 - low / 2) / (high / 2 - low / 2)  # halved: finite at any scale
             scaled.append(up if direction == "higher" else 1.0 - up)
     return scaled

@@ -16,6 +16,7 @@ from conftest import SUBMITTER_TOKEN, WRITE_TOKEN
 from factory import RunSpec, gptnt_capabilities, write_tree
 from helpers import run_cli
 from hubserver import HubServer
+from huggingface_hub import HfApi
 
 from bundler.core.naming import capability_fingerprint
 from bundler.hub.repo.paths import README, bundle_of_path, repo_archive, table_part
@@ -126,10 +127,21 @@ def test_review_takes_a_pull_request_of_such_a_name(
         "upload", bundles, "--repo", repo_id, "--create-pr", token=SUBMITTER_TOKEN
     )
     assert code == 0, stderr
-    code, report, stderr = cli("review", "--repo", repo_id)
-    assert code in (0, 1), stderr
-    (pr,) = report["pull_requests"]
-    assert [bundle["bundle_id"] for bundle in pr["bundles"]] == [UNICODE_ID]
     code, report, stderr = cli("download", "--repo", repo_id, "-o", tmp_path / "d", "--pr", "1")
     assert code == 0, stderr
     assert BundleId.parse(UNICODE_ID).local_archive(tmp_path / "d").is_file()
+
+    # No task defined and no dataset on this Hub: warnings only, accepted.
+    code, report, stderr = cli(
+        "review", "--repo", repo_id, "--comment", "--merge",
+        "--accept", "task", "--accept", "dataset-rows", token=WRITE_TOKEN,
+    )  # fmt: skip
+    assert code == 0, stderr
+    (pr,) = report["pull_requests"]
+    assert [bundle["bundle_id"] for bundle in pr["bundles"]] == [UNICODE_ID]
+    details = HfApi(token=WRITE_TOKEN).get_discussion_details(repo_id, 1, repo_type="dataset")
+    said = [event.content for event in details.events if event.type == "comment"]  # type: ignore[attr-defined]
+    assert any(f"`{UNICODE_ID}`" in comment for comment in said)  # a code span: no emphasis
+    rows = {row["bundle_id"]: row for row in board_rows(hub, repo_id)}
+    assert rows[UNICODE_ID]["model_name"] == "Zürich-Ünïcode/模型-β"
+    assert "Zürich-Ünïcode/模型-β" in (hub.file_bytes(repo_id, README) or b"").decode()

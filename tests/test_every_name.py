@@ -19,7 +19,13 @@ from hubserver import HubServer
 from huggingface_hub import HfApi
 
 from bundler.core.naming import capability_fingerprint
-from bundler.hub.repo.paths import README, bundle_of_path, repo_archive, table_part
+from bundler.hub.repo.paths import (
+    README,
+    bundle_of_path,
+    repo_archive,
+    table_part,
+    task_chart,
+)
 from bundler.local.layout import BundleId
 
 TASK = "expert-vqa"
@@ -104,6 +110,12 @@ def test_a_name_without_ascii_letters_goes_all_the_way(
 
     code, report, stderr = cli("card", "--repo", repo_id, token=WRITE_TOKEN)
     assert code == 0, stderr
+    defined = run_cli(
+        "tasks", "define", TASK, "--repo", repo_id, "--dataset", "GPTNT/expert-VQA",
+        "--split", "test", "--metric", "exact_match.accuracy", env={"HF_TOKEN": WRITE_TOKEN},
+    )  # fmt: skip
+    assert defined.returncode == 0, defined.stderr
+    assert hub.file_bytes(repo_id, task_chart(TASK))  # drawn, and audited below
 
     code, report, stderr = cli(
         "download", "--repo", repo_id, "-o", tmp_path / "down", "--bundle", UNICODE_ID

@@ -157,3 +157,16 @@ def test_review_takes_a_pull_request_of_such_a_name(
     rows = {row["bundle_id"]: row for row in board_rows(hub, repo_id)}
     assert rows[UNICODE_ID]["model_name"] == "Zürich-Ünïcode/模型-β"
     assert "Zürich-Ünïcode/模型-β" in (hub.file_bytes(repo_id, README) or b"").decode()
+
+
+def test_sync_publishes_such_a_name_chosen_by_its_model_name(
+    hub: HubServer, repo_id: str, tmp_path: Path
+) -> None:
+    write_tree(tmp_path / "output", [UNICODE, MIXED])
+    code, _, stderr = cli(
+        "sync", tmp_path / "output", "-o", tmp_path / "bundles", "--repo", repo_id,
+        "--expect", f"{TASK}={ROWS}", "--model", "模型-β", token=WRITE_TOKEN,
+    )  # fmt: skip
+    assert code == 0, stderr
+    published = {str(bundle_of_path(path)) for path in hub.list_files(repo_id)} - {"None"}
+    assert published == {UNICODE_ID}

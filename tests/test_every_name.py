@@ -170,3 +170,14 @@ def test_sync_publishes_such_a_name_chosen_by_its_model_name(
     assert code == 0, stderr
     published = {str(bundle_of_path(path)) for path in hub.list_files(repo_id)} - {"None"}
     assert published == {UNICODE_ID}
+
+
+def test_a_named_bundle_moved_to_the_fingerprint_alone_fails_location(tmp_path: Path) -> None:
+    bundles = collected(tmp_path, [MIXED])
+    (folder,) = [path for path in bundles.iterdir() if not path.name.startswith(".")]
+    moved = folder.rename(bundles / ("_" + folder.name.rpartition("_")[2]))
+    code, report, stderr = cli("verify", moved)
+    assert code == 1, stderr
+    (bundle,) = report["bundles"]
+    failed = [check["name"] for check in bundle["checks"] if check["status"] == "failed"]
+    assert failed == ["location"]

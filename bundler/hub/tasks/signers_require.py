@@ -71,7 +71,7 @@ def require_signatures(
             operations=[operation, *table_operations(session, state, set())],
             summary="Require signed bundles" if required else "Stop requiring signed bundles",
             description=(
-                "Upload, sync and review refuse a bundle no allowed signer signed."
+                "An upload to this branch refuses an unsigned bundle; review and audit fail it."
                 if required
                 else "An unsigned bundle is published again, with a warning in review."
             ),

@@ -104,6 +104,50 @@ def test_review_passes_the_authors_own_signature_and_fails_anyone_elses(
     assert signature_of(world, unsigned)["status"] == "failed"
 
 
+def test_review_judges_a_key_s_validity_now_as_the_bundle_would_land(
+    world: World, tmp_path: Path
+) -> None:
+    """A pull request has not landed: review judges `valid-after`/`valid-before` at its own
+    now, as stock `ssh-keygen -Y verify -Overify-time` does. A retired key passes no new
+    bundle; a key valid only from a date to come passes none yet; one valid since a past date
+    passes."""
+    old, later, since = (make_key(tmp_path, name) for name in ("old", "later", "since"))
+    assert signers(world, "add", "submitter", "--key", old.with_suffix(".pub"))[0] == 0
+    before = propose(world, SUBMITTER_TOKEN, signed(world, "before", old))
+    assert signature_of(world, before)["status"] == "passed"
+    retired = signers(world, "retire", "submitter")[1]["signers"][0]["valid_before"]
+    # valid-before holds through its second, as OpenSSH reads it: review in the next one
+    time.sleep(max(0.0, read_utc_time(retired) + 1 - time.time()))
+    after = propose(world, SUBMITTER_TOKEN, signed(world, "after", old))
+    check = signature_of(world, after)
+    assert check["status"] == "failed" and "do not list as valid at" in str(check["detail"])
+    for key, valid_after in ((later, "20990101Z"), (since, "20200101Z")):
+        added = signers(
+            world,
+            "add",
+            "submitter",
+            "--key",
+            key.with_suffix(".pub"),
+            "--valid-after",
+            valid_after,
+        )
+        assert added[0] == 0, added[2]
+    statuses = {}
+    allowed = tmp_path / "allowed_signers"
+    allowed.write_bytes(world.hub.file_bytes(world.repo_id, ALLOWED_SIGNERS) or b"")
+    for key in (old, later, since):
+        num = propose(world, SUBMITTER_TOKEN, signed(world, f"by-{key.name}", key))
+        statuses[key.name] = signature_of(world, num)["status"]
+        sig = signature_file(world, tmp_path, key)
+        found = subprocess.run(
+            ["ssh-keygen", "-Y", "find-principals", "-f", allowed, "-s", sig,
+             f"-Overify-time={openssh_time(int(time.time()))}"],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert (found.returncode == 0) is (statuses[key.name] == "passed"), key.name
+    assert statuses == {"old": "failed", "later": "failed", "since": "passed"}
+
+
 def test_an_organizations_key_passes_for_the_members_the_hub_lists(
     world: World, tmp_path: Path
 ) -> None:

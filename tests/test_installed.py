@@ -544,6 +544,9 @@ def test_every_command_in_every_role_s_journey_through_the_console_script(
         'submitter namespaces="statics-bundler",valid-before="'
         in (hub.file_bytes(repo_id, ALLOWED_SIGNERS) or b"").decode()
     )
+    # what the key signed before it retired still stands: history is not rewritten
+    still = stranger.bundler("audit", "--repo", repo_id)
+    assert still["findings"] == [] and "submitter" in str(still["audited"])
     removed = maintainer.bundler("signers", "remove", "submitter", "--repo", repo_id)
     assert removed["changed"] and removed["commit"] == head()
     allowed = (hub.file_bytes(repo_id, ALLOWED_SIGNERS) or b"").decode()

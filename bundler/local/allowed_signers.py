@@ -272,6 +272,10 @@ class AllowedSigners(Model):
                 names.update(allowed)
         return names
 
+    def lists(self, key_fingerprint: str) -> bool:
+        """Whether an honoured line lists the key, at any time."""
+        return key_fingerprint in self._trusted
+
     def with_signer(
         self, name: str, key: SignerKey, valid_after: int = 0, valid_before: int = 0
     ) -> AllowedSigners:

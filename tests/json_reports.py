@@ -60,6 +60,7 @@ def reports() -> dict[str, type[BaseModel]]:
         "tasks list": TaskListing,
         "signers add": SignersReport,
         "signers remove": SignersReport,
+        "signers retire": SignersReport,
         "signers list": SignersReport,
         "signers require": RequireReport,
     }

@@ -537,7 +537,16 @@ def test_every_command_in_every_role_s_journey_through_the_console_script(
     assert sorted(bundle["verdict"] for bundle in audited["audited"]) == ["verified"] * 4
     assert head() == after_review
 
-    # The submitter's key is withdrawn.
+    # The submitter's key is retired (its line kept, valid until now), then withdrawn.
+    retired = maintainer.bundler("signers", "retire", "submitter", "--repo", repo_id)
+    assert retired["changed"] and retired["commit"] == head()
+    assert (
+        'submitter namespaces="statics-bundler",valid-before="'
+        in (hub.file_bytes(repo_id, ALLOWED_SIGNERS) or b"").decode()
+    )
+    # what the key signed before it retired still stands: history is not rewritten
+    still = stranger.bundler("audit", "--repo", repo_id)
+    assert still["findings"] == [] and "submitter" in str(still["audited"])
     removed = maintainer.bundler("signers", "remove", "submitter", "--repo", repo_id)
     assert removed["changed"] and removed["commit"] == head()
     allowed = (hub.file_bytes(repo_id, ALLOWED_SIGNERS) or b"").decode()

@@ -143,6 +143,7 @@ def test_every_command_says_what_it_means(hub: HubServer, repo_id: str, tmp_path
     maintainer.both("inspect", sorted((maintainer.home / "bundles").rglob("*.tar.zst"))[0])
     maintainer.both("diff", ours[0], ours[1], codes=(1,))
     maintainer.both("audit", "--repo", repo_id)
+    maintainer.both("signers", "retire", "submitter", "--repo", repo_id)
     maintainer.both("signers", "remove", "submitter", "--repo", repo_id)
     # Signatures required while no signer is listed (a warning): the nightly's unsigned run is
     # refused, named; then the rule is cleared again.

@@ -18,6 +18,7 @@ review, so the checks can be tested on values, without a server.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,6 +127,10 @@ class GatheredPullRequest:
     """The organizations the Hub lists the author in, asked only when a signing key's
     principals do not name the author."""
     max_bundles: int = MAX_BUNDLES
+    at: int = field(default_factory=lambda: int(time.time()))
+    """When the allowed signers are judged (seconds since the epoch): now, as the bundles would
+    land if merged now; on the branch, a bundle is judged at the time it landed, as git judges
+    a commit by its time."""
 
 
 # ------------------------------------------------------------------------- verdicts
@@ -272,7 +277,12 @@ def judge_bundle(
     signer, required = reading.verification().signer, pr.definitions.require_signature
     review.checks.append(
         signature_check(
-            signer, pr.facts.author, pr.signers, required=required, author_orgs=pr.author_orgs
+            signer,
+            pr.facts.author,
+            pr.signers,
+            required=required,
+            author_orgs=pr.author_orgs,
+            at=pr.at,
         )
     )
     review.checks.extend(policy_checks(claim, gathered.row_count, max_exception_rate))

@@ -17,6 +17,7 @@ HUB_COMMANDS: dict[str, list[str]] = {
     "download": ["download", "-o", "out"],
     "sync": ["sync", "output"],
     "review": ["review", "--pr", "1"],
+    "status": ["status", "--pr", "1"],
     "audit": ["audit"],
     "tasks define": ["tasks", "define", "t", "--dataset", "d/e", "--split", "s", "--metric", "a.b"],
     "tasks list": ["tasks", "list"],

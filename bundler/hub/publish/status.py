@@ -70,12 +70,16 @@ class ReviewSeen(Model):
     """The latest review comment believed (by an account with write access)."""
 
     reviewer: str
+    """The account that posted it."""
     posted_at: datetime
+    """When the Hub says it was posted."""
     head: str
     current: bool
     """Whether it judged the pull request's present head."""
     clean: bool
+    """Whether every check it ran passed."""
     reviewed: bool
+    """False when the review itself failed (its `review` check says why)."""
     checks: list[CheckResult] = Field(default_factory=list)
 
 
@@ -83,7 +87,9 @@ class SetAside(Model):
     """A comment shaped like a review, by an account without write access to the repository."""
 
     author: str
+    """The account that posted it."""
     posted_at: datetime
+    """When the Hub says it was posted."""
 
 
 class PullRequestStatus(Model):
@@ -96,8 +102,13 @@ class PullRequestStatus(Model):
     head: str
     bundles: list[BundleStatus] = Field(default_factory=list)
     review: ReviewSeen | None = None
+    """The latest review posted by an account with write access; None before any."""
     set_aside: list[SetAside] = Field(default_factory=list)
+    """Review-shaped comments by accounts without write access: not the review."""
     next_step: NextStep
+    """What comes next: merged or closed (nothing), wait-for-review (none of the present
+    head), wait-for-merge (reviewed clean), decide (a maintainer, on warnings), fix (the
+    author, then upload again)."""
     to_fix: list[str] = Field(default_factory=list)
     """Each failed check of the present head's review: `<bundle or pull request>: <check>:
     <detail>`."""

@@ -3,6 +3,7 @@ what to do next, in the command line's words."""
 
 from __future__ import annotations
 
+from datetime import UTC
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -53,7 +54,7 @@ def render_pull_request(pr: PullRequestStatus, console: Console) -> None:
         console.print("  review: none posted yet")
     else:
         verdict = "clean" if review.clean else "needs a maintainer"
-        when = review.posted_at.strftime("%Y-%m-%d %H:%M UTC")
+        when = review.posted_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
         of = "its present head" if review.current else f"an older head, {review.head[:12]}"
         console.print(f"  review: {verdict}, by {shown(review.reviewer)} at {when}, of {of}")
         render_checks([c for c in review.checks if c.status != "passed"], console, "    ")

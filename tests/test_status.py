@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from conftest import SUBMITTER_TOKEN, WRITE_TOKEN
+from factory import RunSpec, write_tree
 from helpers import one_line_error, run_cli
 from huggingface_hub import HfApi
 from test_review import World, make_world
@@ -162,3 +163,16 @@ def test_only_the_line_above_the_digest_is_read() -> None:
     assert "-->" not in tricky[:-3] and "@" not in tricky
     found = read_posted(f"report\n{tricky}\n{DIGEST}\n")
     assert found is not None and found.checks[0].detail == "x --> <b>@you</b>"
+
+
+def test_collect_says_when_a_run_fails_more_than_review_accepts(tmp_path: Path) -> None:
+    """2 of 23 predictions raised (8.7%): above the 5% review accepts by default, which collect
+    says of that run's bundle, with the rate (it reads no repository's limit)."""
+    write_tree(tmp_path / "output", [RunSpec(model="m-raises", rows=23)])
+    result = run_cli(
+        "collect", tmp_path / "output", "-o", tmp_path / "bundles", "--expect", "expert-vqa=23"
+    )
+    assert result.returncode == 0, result.stderr
+    said = " ".join(result.stderr.split())
+    assert "m-raises" in said and "exception rate 8.7% (2 of 23 predictions) is above" in said
+    assert "the 5.0% review accepts by default" in said

@@ -136,6 +136,20 @@ def test_a_merged_pull_request_reads_merged(hub: Any, repo_id: str, tmp_path: Pa
     assert "no open bundler pull request of submitter" in none_open["human"]
 
 
+def test_warnings_alone_are_a_maintainer_s_to_decide(
+    hub: Any, repo_id: str, tmp_path: Path
+) -> None:
+    """A bundle that names no submitter is only warned: waiting on a maintainer, exit 0."""
+    world = make_world(hub, repo_id, tmp_path)
+    upload(world, world.bundles("anonymous", [world.spec(model="m-one", rows=4)], submitter=None))
+    review(world, "--comment")
+    deciding = status(repo_id, token=SUBMITTER_TOKEN)
+    (pr,) = deciding["pull_requests"]
+    assert pr["next_step"] == "decide" and pr["to_fix"] == []
+    assert [line.split(": ")[1] for line in pr["to_decide"]] == ["submitter"]
+    assert "a maintainer decides whether to accept them" in " ".join(deciding["human"].split())
+
+
 def test_whose_pull_requests_needs_a_token(hub: Any, repo_id: str) -> None:
     result = run_cli("status", "--repo", repo_id, env={"HF_TOKEN": ""})
     assert result.returncode == 2

@@ -28,8 +28,8 @@ NEXT_STEPS: dict[NextStep, str] = {
     "wait-for-merge": "reviewed clean: wait for a maintainer to merge it",
     "decide": "only warnings: a maintainer decides whether to accept them (`bundler review "
     "--merge --accept CHECK`), or fix them and upload again with --create-pr",
-    "fix": "fix what failed and upload again with --create-pr (to this pull request; "
-    "--replace for a bundle it already holds): review judges it anew",
+    "fix": "fix what failed and upload again with --create-pr: the new copies go to this pull "
+    "request, and review judges them anew",
 }
 """What comes next (bundler.hub.publish.status.NextStep), in the command line's words."""
 VERDICT_STYLE = {"clean": "green", "warned": "yellow", "failed": "bold red", "not-reviewed": "dim"}

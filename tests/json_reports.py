@@ -33,6 +33,7 @@ def reports() -> dict[str, type[BaseModel]]:
     from bundler.hub.tasks.define import DefineReport
     from bundler.hub.tasks.definitions import TaskListing
     from bundler.hub.tasks.signers import SignersReport
+    from bundler.hub.tasks.signers_require import RequireReport
     from bundler.local.collect import CollectReport
     from bundler.local.diff import BundleDiff
     from bundler.local.export import ExportReport
@@ -62,6 +63,7 @@ def reports() -> dict[str, type[BaseModel]]:
         "signers add": SignersReport,
         "signers remove": SignersReport,
         "signers list": SignersReport,
+        "signers require": RequireReport,
     }
 
 

@@ -550,6 +550,17 @@ def test_every_command_in_every_role_s_journey_through_the_console_script(
     allowed = (hub.file_bytes(repo_id, ALLOWED_SIGNERS) or b"").decode()
     assert "submitter" not in allowed and "leaderboard-bot" in allowed
 
+    # The maintainer requires signed bundles: the nightly's next run, unsigned, is refused and
+    # named, and the bundles already on the board stay.
+    required = maintainer.bundler("signers", "require", "--repo", repo_id)
+    assert required["require_signature"] is True and required["commit"] == head()
+    assert json.loads(hub.file_bytes(repo_id, TASKS_FILE) or b"{}")["require_signature"] is True
+    write_tree(nightly.home / "output", [RunSpec(model="mistral", **pin)], how_do_you=False)
+    refused = nightly.bundler(*nightly_sync, code=1)
+    (late,) = [bundle for bundle in refused["bundles"] if bundle["outcome"] == "refused"]
+    assert "/" in late["bundle_id"] and late["bundle_id"].startswith("mistral_")
+    assert "unsigned" in late["detail"] and len(archives(hub, repo_id)) == 4
+
     never = sorted(app_commands() - ran)
     assert not never, f"the installed journey never ran: {', '.join(never)}"
     print(f"{installed.resolution}: ran {len(ran)} commands: {', '.join(sorted(ran))}")

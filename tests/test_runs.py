@@ -219,11 +219,15 @@ def test_missing_run_meta(tmp_path: Path) -> None:
     assert caught.value.hint == "finish or resume the run"
 
 
-def test_player_name_without_letters_is_refused(tmp_path: Path) -> None:
-    write_run(tmp_path, RunSpec(rows=1, player_name="---"))
+@pytest.mark.parametrize("player_name", ["模型-β", "---"])
+def test_a_player_name_without_ascii_letters_is_named_by_its_fingerprint(
+    tmp_path: Path, player_name: str
+) -> None:
+    write_run(tmp_path, RunSpec(rows=1, player_name=player_name))
     (run,) = discover(tmp_path).runs
-    with pytest.raises(InputError, match="player_name has no letters or digits"):
-        read_header(run)
+    header = read_header(run)
+    assert header.bundle_id.player_dir == f"_{header.fingerprint[:8]}"
+    assert header.meta.capabilities.player_name == player_name
 
 
 def test_missing_metrics(tmp_path: Path) -> None:

@@ -407,4 +407,5 @@ signers_app = typer.Typer(
 add_command(signers_app, "add", signers_command.signers_add_command)
 add_command(signers_app, "remove", signers_command.signers_remove_command)
 add_command(signers_app, "list", signers_command.signers_list_command)
+add_command(signers_app, "require", signers_command.signers_require_command)
 app.add_typer(signers_app)

@@ -1,5 +1,6 @@
-"""`bundler signers add|remove|list`: who may sign a leaderboard's bundles
-(bundler.hub.tasks.signers), kept by its maintainers."""
+"""`bundler signers add|remove|list|require`: who may sign a leaderboard's bundles
+(bundler.hub.tasks.signers), and whether every bundle must be signed
+(bundler.hub.tasks.signers_require), kept by its maintainers."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from bundler.hub.tasks.signers import SignersReport
+    from bundler.hub.tasks.signers_require import RequireReport
     from bundler.local.allowed_signers import AllowedSigners
 
 NameArgument = Annotated[
@@ -132,3 +134,45 @@ def signers_list_command(
     principals, type and SHA256 fingerprint. Any token that can read the repository will do,
     or none for a public one."""
     _run(repo, token, json_output, debug, None)
+
+
+def render_require(report: RequireReport, console: Console) -> None:
+    where = f"{shown(report.repo_id)}@{shown(report.revision)}"
+    rule = "requires" if report.require_signature else "does not require"
+    if report.commit is not None:
+        console.print(f"committed the task definitions of {where}: {report.commit}")
+    console.print(f"{where} {rule} a signature on every bundle")
+    for warning in report.warnings:
+        console.print(f"[yellow]warning[/] {shown(warning)}")
+
+
+def signers_require_command(
+    off: Annotated[
+        bool,
+        typer.Option(
+            "--off", help="Stop requiring signatures: an unsigned bundle is published again."
+        ),
+    ] = False,
+    repo: RepoOption = ...,  # type: ignore[assignment]
+    token: TokenOption = None,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Require every bundle to be signed (`require_signature` in leaderboard/tasks.json), or
+    with --off stop requiring it: one commit naming its parent, none when the rule already is
+    so. Where it is set, upload and sync to the branch refuse an unsigned bundle (the others
+    are still published), upload --create-pr warns that review will fail it, and review and
+    audit fail it. Needs a write token."""
+    from bundler.hub.client.session import HubSession
+    from bundler.hub.tasks.signers_require import require_signatures
+
+    console = stderr_console()
+
+    def action() -> int:
+        session = HubSession(repo, token=token_to_send(token))
+        report = require_signatures(session, required=not off)
+        return finish(report, render_require, console, json_output)
+
+    raise typer.Exit(
+        run_command(action, json_output=json_output, debug=debug, secrets=secrets_of(token))
+    )

@@ -28,7 +28,7 @@ from bundler.core.limits import (
     MAX_PREDICTIONS,
     MAX_RUN_META_BYTES,
 )
-from bundler.core.naming import capability_fingerprint, slugify
+from bundler.core.naming import capability_fingerprint
 from bundler.core.progress import NoProgress
 from bundler.local.discover import (
     METRICS_NAME,
@@ -191,8 +191,6 @@ def identify(
 ) -> tuple[str, BundleId]:
     """The capability fingerprint and bundle id of a run, from run_meta.json and its raw
     `capabilities`; InputError for a run that cannot be bundled at all."""
-    if not slugify(meta.capabilities.player_name):
-        raise InputError(where, "capabilities.player_name has no letters or digits to name a path")
     fingerprint = capability_fingerprint(capabilities)
     try:
         bundle_id = BundleId.of(meta.capabilities.player_name, fingerprint, meta.statics.target)

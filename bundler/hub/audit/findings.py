@@ -253,20 +253,22 @@ def _bundle_findings(inputs: AuditInputs) -> list[AuditFinding]:
 def _signature_findings(inputs: AuditInputs) -> list[AuditFinding]:
     """A signature that does not verify; one by a key the allowed signers do not list; an
     unsigned bundle where the leaderboard requires signatures; a key whose principals are not
-    its committer's. A leaderboard naming no
-    signers asks for none (as review)."""
+    its committer's. A leaderboard naming no signers asks for none (as review), unless it
+    requires signatures."""
     found: list[AuditFinding] = []
     signers, required = inputs.signers, inputs.definitions.require_signature
     for bundle_id, audited in sorted(inputs.audited.items()):
         detail = None
         if audited.signature_problem is not None:
             detail = f"its signature does not verify: {audited.signature_problem}"
-        elif audited.verdict != "verified" or signers is None:
+        elif audited.verdict != "verified":
+            continue
+        elif audited.signer is None and required:
+            detail = "unsigned, where the leaderboard requires a signature"
+        elif signers is None:
             continue
         elif audited.signer is not None and not audited.principals:
             detail = f"signed by key {audited.signer}, which the allowed signers do not list"
-        elif audited.signer is None and required:
-            detail = "unsigned, where the leaderboard requires a signature"
         elif audited.committer_problem is not None:
             detail = audited.committer_problem
         if detail is not None:

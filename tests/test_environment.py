@@ -24,6 +24,7 @@ HUB_COMMANDS: dict[str, list[str]] = {
     "signers add": ["signers", "add", "eve", "--key", "key.pub"],
     "signers remove": ["signers", "remove", "eve"],
     "signers list": ["signers", "list"],
+    "signers require": ["signers", "require"],
 }
 """Every command that talks to the Hub, with the least it needs to start."""
 

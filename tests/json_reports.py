@@ -27,6 +27,7 @@ def reports() -> dict[str, type[BaseModel]]:
     from bundler.hub.leaderboard.card_refresh import CardRefresh
     from bundler.hub.leaderboard.start import StartReport
     from bundler.hub.publish.plan import UploadReport
+    from bundler.hub.publish.status import StatusReport
     from bundler.hub.repo.download import DownloadReport
     from bundler.hub.review.round import ReviewReport
     from bundler.hub.tasks.define import DefineReport
@@ -54,6 +55,7 @@ def reports() -> dict[str, type[BaseModel]]:
         "diff": BundleDiff,
         "export-gptnt": ExportReport,
         "review": ReviewReport,
+        "status": StatusReport,
         "audit": AuditReport,
         "template": TemplateReport,
         "tasks define": DefineReport,

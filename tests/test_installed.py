@@ -462,6 +462,10 @@ def test_every_command_in_every_role_s_journey_through_the_console_script(
     assert proposal["pull_request_num"] == proposed.num
     (mine,) = [p for p in archives(hub, repo_id, proposed.ref) if "/gpt-5-2_" in p]
     assert hub.file_bytes(repo_id, mine, revision=proposed.ref) == local.read_bytes()
+    # The submitter asks where it stands: proposed, waiting for a review.
+    waiting = submitter.bundler("status", "--repo", repo_id)
+    (standing,) = waiting["pull_requests"]
+    assert standing["num"] == proposed.num and standing["next_step"] == "wait-for-review"
 
     # The maintainer looks at the pull request's bundle, then reviews and merges it.
     before_review = head()
@@ -480,6 +484,9 @@ def test_every_command_in_every_role_s_journey_through_the_console_script(
     assert signature["status"] == "passed" and "signed by submitter" in signature["detail"]
     posted = comments(repo_id, closed.num)
     assert any(f"review of PR #{closed.num}: clean" in text for text in posted), posted
+    merged = submitter.bundler("status", "--repo", repo_id, "--pr", closed.num)
+    assert merged["pull_requests"][0]["next_step"] == "merged"
+    assert merged["pull_requests"][0]["review"]["reviewer"] == "leaderboard-bot"
     assert hub.file_bytes(repo_id, mine) == local.read_bytes()
     assert len(archives(hub, repo_id)) == 4
     table = pq.read_table(

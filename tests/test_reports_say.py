@@ -133,8 +133,13 @@ def test_every_command_says_what_it_means(hub: HubServer, repo_id: str, tmp_path
     submitter.json("upload", "bundles", "--repo", repo_id, "--create-pr", "--dry-run")
     submitter.human("upload", "bundles", "--repo", repo_id, "--create-pr", "--dry-run")
     submitter.human("upload", "bundles", "--repo", repo_id, "--create-pr")
+    submitter.both("status", "--repo", repo_id)  # waiting for a review
     maintainer.json("review", "--repo", repo_id)
+    maintainer.human("review", "--repo", repo_id, "--comment")
+    reviewed = submitter.both("status", "--repo", repo_id)  # its verdicts, then the merge
+    num = reviewed["pull_requests"][0]["num"]
     maintainer.human("review", "--repo", repo_id, "--comment", "--merge")
+    submitter.both("status", "--repo", repo_id, "--pr", num)  # merged
     maintainer.both("card", "--repo", repo_id)
     maintainer.both("card", "--repo", repo_id, "--check")
     maintainer.both("download", "--repo", repo_id, "-o", "board")

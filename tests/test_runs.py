@@ -72,6 +72,11 @@ def test_counts_and_usage_are_summed(tmp_path: Path) -> None:
         "rows_present": 23,
     }
     assert "2 prediction(s) did not complete (exception)" in run.warnings
+    # 2 of 23 is above what review accepts by default: the run's bundle is warned, with the rate
+    (above,) = [warning for warning in run.warnings if warning.startswith("exception rate")]
+    assert "8.7% (2 of 23 predictions)" in above and "above the 5.0% review accepts" in above
+    run = validated(tmp_path / "none", RunSpec(rows=3), expected=3)  # none raised
+    assert not [warning for warning in run.warnings if warning.startswith("exception rate")]
 
 
 def test_predictions_are_in_numeric_order(tmp_path: Path) -> None:

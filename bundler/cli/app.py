@@ -43,6 +43,7 @@ from bundler.cli import (
     init_command,
     local_commands,
     signers_command,
+    status_command,
     sync_command,
     template_command,
 )
@@ -371,6 +372,7 @@ COMMANDS: tuple[tuple[str, Callable[..., None]], ...] = (
     ("diff", local_commands.diff_command),
     ("export-gptnt", local_commands.export_gptnt_command),
     ("review", hub_commands.review_command),
+    ("status", status_command.status_command),
     ("audit", audit_command.audit_command),
     ("template", template_command.template_command),
 )

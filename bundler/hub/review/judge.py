@@ -27,7 +27,7 @@ from typing import Literal
 from pydantic import Field, computed_field
 
 from bundler.core import exitcodes
-from bundler.core.checks import CheckResult, failed, passed, warned
+from bundler.core.checks import CheckResult, exception_rate, failed, passed, warned
 from bundler.core.limits import MAX_ARCHIVE_BYTES, MAX_SIDECAR_BYTES
 from bundler.core.model import Model, RemedyField
 from bundler.hub.client.remote import RemoteFile
@@ -537,7 +537,7 @@ def harness_check(claim: BundleClaim) -> CheckResult:
 
 def exception_check(claim: BundleClaim, limit: float) -> CheckResult:
     counts = claim.predictions
-    rate = counts.exceptions / counts.count if counts.count else 0.0
+    rate = exception_rate(counts.exceptions, counts.count)
     detail = f"{counts.exceptions} of {counts.count} predictions raised ({rate:.1%})"
     if rate > limit:
         return failed("exceptions", f"{detail}, above {limit:.1%}")

@@ -25,6 +25,7 @@ HUB_COMMANDS: dict[str, list[str]] = {
     "signers remove": ["signers", "remove", "eve"],
     "signers list": ["signers", "list"],
     "signers require": ["signers", "require"],
+    "signers retire": ["signers", "retire", "eve"],
 }
 """Every command that talks to the Hub, with the least it needs to start."""
 

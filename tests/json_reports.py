@@ -27,11 +27,13 @@ def reports() -> dict[str, type[BaseModel]]:
     from bundler.hub.leaderboard.card_refresh import CardRefresh
     from bundler.hub.leaderboard.start import StartReport
     from bundler.hub.publish.plan import UploadReport
+    from bundler.hub.publish.status import StatusReport
     from bundler.hub.repo.download import DownloadReport
     from bundler.hub.review.round import ReviewReport
     from bundler.hub.tasks.define import DefineReport
     from bundler.hub.tasks.definitions import TaskListing
     from bundler.hub.tasks.signers import SignersReport
+    from bundler.hub.tasks.signers_require import RequireReport
     from bundler.local.collect import CollectReport
     from bundler.local.diff import BundleDiff
     from bundler.local.export import ExportReport
@@ -53,13 +55,16 @@ def reports() -> dict[str, type[BaseModel]]:
         "diff": BundleDiff,
         "export-gptnt": ExportReport,
         "review": ReviewReport,
+        "status": StatusReport,
         "audit": AuditReport,
         "template": TemplateReport,
         "tasks define": DefineReport,
         "tasks list": TaskListing,
         "signers add": SignersReport,
         "signers remove": SignersReport,
+        "signers retire": SignersReport,
         "signers list": SignersReport,
+        "signers require": RequireReport,
     }
 
 

@@ -20,6 +20,7 @@ from test_sign import make_key
 
 from bundler.local.allowed_signers import AllowedSigners, SignerKey, read_public_key
 from bundler.local.signature import NAMESPACE, archive_digest, sign_digest
+from bundler.local.sshtime import openssh_time, read_utc_time
 
 pytestmark = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="needs OpenSSH")
 
@@ -99,12 +100,14 @@ def stock_find(allowed: Path, signature: Path) -> list[str] | None:
     return done.stdout.decode().split("\n")[:-1] if done.returncode == 0 else None
 
 
-def stock_verify(allowed: Path, signature: Path, principal: str) -> bool:
+def stock_verify(allowed: Path, signature: Path, principal: str, at: int | None = None) -> bool:
+    """`ssh-keygen -Y verify`, at `at` (`-Overify-time`) when given, else now."""
     message = signature.parent / "message"
+    when = [] if at is None else [f"-Overify-time={openssh_time(at)}"]
     with message.open("rb") as stdin:
         done = subprocess.run(
             ["ssh-keygen", "-Y", "verify", "-f", allowed, "-I", principal, "-n", NAMESPACE,
-             "-s", signature],
+             "-s", signature, *when],
             stdin=stdin, capture_output=True, check=False,
         )  # fmt: skip
     return done.returncode == 0
@@ -215,11 +218,12 @@ def test_a_hostile_file_means_to_the_bundler_what_it_means_to_ssh_keygen(
         found = find_principals(parsed, key, now)
         assert found == stock_find(allowed, signed.signature), (signer, found)
         trusted = parsed.principals_of(key.fingerprint)
+        trusted_now = parsed.principals_of(key.fingerprint, now)
         for principal in PRINCIPALS:
             stock = stock_verify(allowed, signed.signature, principal)
             assert verifies(parsed, key, principal, now) is stock, (signer, principal)
-            # the bundler may trust less than OpenSSH (a time, a pattern), never more
-            assert principal not in trusted or stock, (signer, principal)
+            # the bundler may trust less than OpenSSH (a pattern), never more
+            assert principal not in trusted | trusted_now or stock, (signer, principal)
 
 
 def test_the_hidden_key_of_the_issue_trusts_nobody(keys: dict[str, Signed]) -> None:
@@ -284,3 +288,85 @@ def test_a_file_of_hostile_patterns_costs_linear_work(keys: dict[str, Signed]) -
     key = read_public_key(eve)
     assert parsed.principals_of(key.fingerprint) == set()
     assert time.monotonic() - started < 5
+
+
+BOUNDED = {
+    "retired": 'eve valid-before="20240301120000Z" {eve}\n',
+    "from a day": 'eve namespaces="statics-bundler",valid-after="20240301Z" {eve}\n',
+    "a window": 'eve valid-after="20240101Z",valid-before="20240301120000Z" {eve}\n',
+    "retired, then a new line": (
+        'eve valid-before="20240301Z" {eve}\neve valid-after="20240601Z" {eve}\n'
+    ),
+    "retired for eve, not bob": 'eve valid-before="20240301Z" {eve}\nbob {eve}\n',
+    "to the minute": 'eve valid-before="202403011200Z" {eve}\n',
+    "capital options": 'eve VALID-BEFORE="20240301Z" {eve}\n',
+    "namespaces of git, bounded": 'eve namespaces="git",valid-before="20990101Z" {eve}\n',
+    "cert-authority, bounded": 'eve cert-authority,valid-before="20990101Z" {eve}\n',
+}
+MOMENTS = (
+    "20231231235959Z",
+    "20240101000000Z",
+    "20240229000000Z",
+    "20240301000000Z",
+    "20240301120000Z",
+    "20240301120001Z",
+    "20240401000000Z",
+    "20240601000000Z",
+    "20990101000000Z",
+)
+
+
+@pytest.mark.parametrize("name", sorted(BOUNDED))
+def test_a_bounded_key_means_what_ssh_keygen_means_at_every_time(
+    name: str, keys: dict[str, Signed], tmp_path: Path
+) -> None:
+    """`valid-after`/`valid-before` judged at a time: the bundler's principals at that time
+    are exactly stock `ssh-keygen -Y verify -Overify-time`'s, bounds included; namespaces
+    without ours and cert-authority still vouch for nobody."""
+    data = hostile_bytes(BOUNDED[name], keys)
+    allowed = tmp_path / "allowed_signers"
+    allowed.write_bytes(data)
+    parsed = AllowedSigners.parse(data)
+    eve = read_public_key(keys["eve"].text)
+    for moment in MOMENTS:
+        at = read_utc_time(moment)
+        stock = {p for p in PRINCIPALS if stock_verify(allowed, keys["eve"].signature, p, at)}
+        trusted = parsed.principals_of(eve.fingerprint, at)
+        if "git" in name or "cert" in name:
+            assert trusted == set(), moment
+        else:
+            assert trusted == stock, (moment, trusted, stock)
+
+
+def test_a_retired_key_vouches_until_its_retirement_as_ssh_keygen_says(
+    keys: dict[str, Signed], tmp_path: Path
+) -> None:
+    """`retired` writes `valid-before` on the key's lines only (a shared line is split), keeps
+    every other line byte for byte, and ssh-keygen agrees at, before and after the moment."""
+    eve, bob = keys["eve"].text, keys["bob"].text
+    others = f"# notes\r\nbob {bob} laptop\n"
+    data = (others + f'"eve,mallory" {eve} shared\neve namespaces="{NAMESPACE}" {eve}').encode()
+    retired_at = read_utc_time("20240301120000Z")
+    signers = AllowedSigners.parse(data)
+    key = read_public_key(eve)
+    retired = signers.retired("eve", key, retired_at)
+    assert (
+        retired.to_bytes()
+        == (
+            others + f'"mallory" {eve} shared\n"eve" valid-before="20240301120000Z" {eve} shared\n'
+            f'eve namespaces="{NAMESPACE}",valid-before="20240301120000Z" {eve}'
+        ).encode()
+    )
+    assert retired.retired("eve", key, retired_at + 10) == retired
+    assert signers.retired("eve", read_public_key(bob), retired_at) == signers
+    allowed = tmp_path / "allowed_signers"
+    allowed.write_bytes(retired.to_bytes())
+    for at in (retired_at - 1, retired_at, retired_at + 1):
+        for principal in PRINCIPALS:
+            stock = stock_verify(allowed, keys["eve"].signature, principal, at)
+            assert (principal in retired.principals_of(key.fingerprint, at)) is stock
+    assert retired.principals_of(key.fingerprint, retired_at) == {"eve", "mallory"}
+    assert retired.principals_of(key.fingerprint, retired_at + 1) == {"mallory"}
+    assert retired.principals_of(key.fingerprint) == {"mallory"}
+    later = AllowedSigners.parse(f'eve valid-after="20990101Z" {eve}\n'.encode())
+    assert later.retirable("eve", None, retired_at) == []

@@ -17,12 +17,15 @@ HUB_COMMANDS: dict[str, list[str]] = {
     "download": ["download", "-o", "out"],
     "sync": ["sync", "output"],
     "review": ["review", "--pr", "1"],
+    "status": ["status", "--pr", "1"],
     "audit": ["audit"],
     "tasks define": ["tasks", "define", "t", "--dataset", "d/e", "--split", "s", "--metric", "a.b"],
     "tasks list": ["tasks", "list"],
     "signers add": ["signers", "add", "eve", "--key", "key.pub"],
     "signers remove": ["signers", "remove", "eve"],
     "signers list": ["signers", "list"],
+    "signers require": ["signers", "require"],
+    "signers retire": ["signers", "retire", "eve"],
 }
 """Every command that talks to the Hub, with the least it needs to start."""
 

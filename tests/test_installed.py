@@ -462,6 +462,10 @@ def test_every_command_in_every_role_s_journey_through_the_console_script(
     assert proposal["pull_request_num"] == proposed.num
     (mine,) = [p for p in archives(hub, repo_id, proposed.ref) if "/gpt-5-2_" in p]
     assert hub.file_bytes(repo_id, mine, revision=proposed.ref) == local.read_bytes()
+    # The submitter asks where it stands: proposed, waiting for a review.
+    waiting = submitter.bundler("status", "--repo", repo_id)
+    (standing,) = waiting["pull_requests"]
+    assert standing["num"] == proposed.num and standing["next_step"] == "wait-for-review"
 
     # The maintainer looks at the pull request's bundle, then reviews and merges it.
     before_review = head()
@@ -480,6 +484,9 @@ def test_every_command_in_every_role_s_journey_through_the_console_script(
     assert signature["status"] == "passed" and "signed by submitter" in signature["detail"]
     posted = comments(repo_id, closed.num)
     assert any(f"review of PR #{closed.num}: clean" in text for text in posted), posted
+    merged = submitter.bundler("status", "--repo", repo_id, "--pr", closed.num)
+    assert merged["pull_requests"][0]["next_step"] == "merged"
+    assert merged["pull_requests"][0]["review"]["reviewer"] == "leaderboard-bot"
     assert hub.file_bytes(repo_id, mine) == local.read_bytes()
     assert len(archives(hub, repo_id)) == 4
     table = pq.read_table(
@@ -537,11 +544,31 @@ def test_every_command_in_every_role_s_journey_through_the_console_script(
     assert sorted(bundle["verdict"] for bundle in audited["audited"]) == ["verified"] * 4
     assert head() == after_review
 
-    # The submitter's key is withdrawn.
+    # The submitter's key is retired (its line kept, valid until now), then withdrawn.
+    retired = maintainer.bundler("signers", "retire", "submitter", "--repo", repo_id)
+    assert retired["changed"] and retired["commit"] == head()
+    assert (
+        'submitter namespaces="statics-bundler",valid-before="'
+        in (hub.file_bytes(repo_id, ALLOWED_SIGNERS) or b"").decode()
+    )
+    # what the key signed before it retired still stands: history is not rewritten
+    still = stranger.bundler("audit", "--repo", repo_id)
+    assert still["findings"] == [] and "submitter" in str(still["audited"])
     removed = maintainer.bundler("signers", "remove", "submitter", "--repo", repo_id)
     assert removed["changed"] and removed["commit"] == head()
     allowed = (hub.file_bytes(repo_id, ALLOWED_SIGNERS) or b"").decode()
     assert "submitter" not in allowed and "leaderboard-bot" in allowed
+
+    # The maintainer requires signed bundles: the nightly's next run, unsigned, is refused and
+    # named, and the bundles already on the board stay.
+    required = maintainer.bundler("signers", "require", "--repo", repo_id)
+    assert required["require_signature"] is True and required["commit"] == head()
+    assert json.loads(hub.file_bytes(repo_id, TASKS_FILE) or b"{}")["require_signature"] is True
+    write_tree(nightly.home / "output", [RunSpec(model="mistral", **pin)], how_do_you=False)
+    refused = nightly.bundler(*nightly_sync, code=1)
+    (late,) = [bundle for bundle in refused["bundles"] if bundle["outcome"] == "refused"]
+    assert "/" in late["bundle_id"] and late["bundle_id"].startswith("mistral_")
+    assert "unsigned" in late["detail"] and len(archives(hub, repo_id)) == 4
 
     never = sorted(app_commands() - ran)
     assert not never, f"the installed journey never ran: {', '.join(never)}"

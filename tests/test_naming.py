@@ -15,7 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bundler.core.naming import SAFE_TASK_NAME, capability_fingerprint, slugify
-from bundler.local.layout import BundleId
+from bundler.hub.repo.paths import bundle_of_path, repo_archive, repo_sidecar
+from bundler.local.layout import BundleId, LayoutError
 from bundler.local.schema import StaticsIdentity
 
 PUBLISHED_CAPABILITIES = Path(
@@ -161,6 +162,48 @@ def test_bundle_id_shape(task: str, player: str, sha: str) -> None:
     assert BundleId.parse(str(bid)) == bid
     assert bid.archive_name == f"{target}.tar.zst"
     assert bid.sidecar_name == f"{target}.json"
+
+
+OLD_PLAYER_DIR = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*_[0-9a-f]{8}")
+"""The player folders accepted before a name without ASCII letters or digits was welcome."""
+fingerprints = st.text(alphabet="0123456789abcdef", min_size=32, max_size=32)
+
+
+@settings(deadline=None)
+@given(st.text(max_size=40), fingerprints, task_names, shas)
+def test_every_name_names_a_folder_and_names_accepted_before_keep_theirs(
+    player: str, fingerprint: str, task: str, sha: str
+) -> None:
+    bid = BundleId.of(player, fingerprint, identity(task, sha).target)
+    old = f"{reference_slug(player)}_{fingerprint[:8]}"
+    if OLD_PLAYER_DIR.fullmatch(old):
+        assert bid.player_dir == old  # the folder it always had
+    else:  # no ASCII letter or digit: the fingerprint alone, as GPTNT's empty slug leaves it
+        assert bid.player_dir == f"_{fingerprint[:8]}"
+    assert BundleId.parse(str(bid)) == bid
+    assert bundle_of_path(repo_archive(bid)) == bid
+    assert bundle_of_path(repo_sidecar(bid)) == bid
+
+
+@pytest.mark.parametrize(
+    ("player", "folder"),
+    [
+        ("模型-β", "_0123abcd"),
+        ("Größe-7B-模型", "gr-e-7b_0123abcd"),
+        ("Straße-AI/Größe-7B-模型", "stra-e-ai-gr-e-7b_0123abcd"),
+    ],
+)
+def test_unicode_player_names(player: str, folder: str) -> None:
+    assert BundleId.of(player, "0123abcd" + "0" * 24, "expert-vqa@unpinned").player_dir == folder
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["__01234567/t@unpinned", "-_01234567/t@unpinned", "_0123456/t@unpinned", "_/t@unpinned"],
+)
+def test_an_empty_slug_opens_no_other_shape(text: str) -> None:
+    with pytest.raises(LayoutError):
+        BundleId.parse(text)
 
 
 @settings(deadline=None)

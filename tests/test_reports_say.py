@@ -133,8 +133,13 @@ def test_every_command_says_what_it_means(hub: HubServer, repo_id: str, tmp_path
     submitter.json("upload", "bundles", "--repo", repo_id, "--create-pr", "--dry-run")
     submitter.human("upload", "bundles", "--repo", repo_id, "--create-pr", "--dry-run")
     submitter.human("upload", "bundles", "--repo", repo_id, "--create-pr")
+    submitter.both("status", "--repo", repo_id)  # waiting for a review
     maintainer.json("review", "--repo", repo_id)
+    maintainer.human("review", "--repo", repo_id, "--comment")
+    reviewed = submitter.both("status", "--repo", repo_id)  # its verdicts, then the merge
+    num = reviewed["pull_requests"][0]["num"]
     maintainer.human("review", "--repo", repo_id, "--comment", "--merge")
+    submitter.both("status", "--repo", repo_id, "--pr", num)  # merged
     maintainer.both("card", "--repo", repo_id)
     maintainer.both("card", "--repo", repo_id, "--check")
     maintainer.both("download", "--repo", repo_id, "-o", "board")
@@ -143,7 +148,17 @@ def test_every_command_says_what_it_means(hub: HubServer, repo_id: str, tmp_path
     maintainer.both("inspect", sorted((maintainer.home / "bundles").rglob("*.tar.zst"))[0])
     maintainer.both("diff", ours[0], ours[1], codes=(1,))
     maintainer.both("audit", "--repo", repo_id)
+    maintainer.both("signers", "retire", "submitter", "--repo", repo_id)
     maintainer.both("signers", "remove", "submitter", "--repo", repo_id)
+    # Signatures required while no signer is listed (a warning): the nightly's unsigned run is
+    # refused, named; then the rule is cleared again.
+    maintainer.both("signers", "require", "--repo", repo_id)
+    write_tree(maintainer.home / "output", [RunSpec(model="mistral", **pin)], how_do_you=False)
+    maintainer.both(
+        "sync", "output", "--repo", repo_id, "--expect", "expert-vqa=3",
+        "--submitter-name", "nightly", codes=(1,),
+    )  # fmt: skip
+    maintainer.both("signers", "require", "--off", "--repo", repo_id)
 
     # A board forged in the web page: a field changed, a ghost row, a bundle left off.
     original = table(hub, repo_id)

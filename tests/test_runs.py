@@ -72,6 +72,11 @@ def test_counts_and_usage_are_summed(tmp_path: Path) -> None:
         "rows_present": 23,
     }
     assert "2 prediction(s) did not complete (exception)" in run.warnings
+    # 2 of 23 is above what review accepts by default: the run's bundle is warned, with the rate
+    (above,) = [warning for warning in run.warnings if warning.startswith("exception rate")]
+    assert "8.7% (2 of 23 predictions)" in above and "above the 5.0% review accepts" in above
+    run = validated(tmp_path / "none", RunSpec(rows=3), expected=3)  # none raised
+    assert not [warning for warning in run.warnings if warning.startswith("exception rate")]
 
 
 def test_predictions_are_in_numeric_order(tmp_path: Path) -> None:
@@ -214,11 +219,15 @@ def test_missing_run_meta(tmp_path: Path) -> None:
     assert caught.value.hint == "finish or resume the run"
 
 
-def test_player_name_without_letters_is_refused(tmp_path: Path) -> None:
-    write_run(tmp_path, RunSpec(rows=1, player_name="---"))
+@pytest.mark.parametrize("player_name", ["模型-β", "---"])
+def test_a_player_name_without_ascii_letters_is_named_by_its_fingerprint(
+    tmp_path: Path, player_name: str
+) -> None:
+    write_run(tmp_path, RunSpec(rows=1, player_name=player_name))
     (run,) = discover(tmp_path).runs
-    with pytest.raises(InputError, match="player_name has no letters or digits"):
-        read_header(run)
+    header = read_header(run)
+    assert header.bundle_id.player_dir == f"_{header.fingerprint[:8]}"
+    assert header.meta.capabilities.player_name == player_name
 
 
 def test_missing_metrics(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from test_sign import make_key
 
 from bundler.hub.repo.paths import ALLOWED_SIGNERS, TASKS_FILE
 from bundler.hub.tasks.signers import AllowedSigners
+from bundler.local.sshtime import openssh_time, read_utc_time
 
 pytestmark = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="needs OpenSSH")
 
@@ -100,6 +102,50 @@ def test_review_passes_the_authors_own_signature_and_fails_anyone_elses(
         world.repo_id, {TASKS_FILE: json.dumps(tasks | {"require_signature": True}).encode()}
     )
     assert signature_of(world, unsigned)["status"] == "failed"
+
+
+def test_review_judges_a_key_s_validity_now_as_the_bundle_would_land(
+    world: World, tmp_path: Path
+) -> None:
+    """A pull request has not landed: review judges `valid-after`/`valid-before` at its own
+    now, as stock `ssh-keygen -Y verify -Overify-time` does. A retired key passes no new
+    bundle; a key valid only from a date to come passes none yet; one valid since a past date
+    passes."""
+    old, later, since = (make_key(tmp_path, name) for name in ("old", "later", "since"))
+    assert signers(world, "add", "submitter", "--key", old.with_suffix(".pub"))[0] == 0
+    before = propose(world, SUBMITTER_TOKEN, signed(world, "before", old))
+    assert signature_of(world, before)["status"] == "passed"
+    retired = signers(world, "retire", "submitter")[1]["signers"][0]["valid_before"]
+    # valid-before holds through its second, as OpenSSH reads it: review in the next one
+    time.sleep(max(0.0, read_utc_time(retired) + 1 - time.time()))
+    after = propose(world, SUBMITTER_TOKEN, signed(world, "after", old))
+    check = signature_of(world, after)
+    assert check["status"] == "failed" and "do not list as valid at" in str(check["detail"])
+    for key, valid_after in ((later, "20990101Z"), (since, "20200101Z")):
+        added = signers(
+            world,
+            "add",
+            "submitter",
+            "--key",
+            key.with_suffix(".pub"),
+            "--valid-after",
+            valid_after,
+        )
+        assert added[0] == 0, added[2]
+    statuses = {}
+    allowed = tmp_path / "allowed_signers"
+    allowed.write_bytes(world.hub.file_bytes(world.repo_id, ALLOWED_SIGNERS) or b"")
+    for key in (old, later, since):
+        num = propose(world, SUBMITTER_TOKEN, signed(world, f"by-{key.name}", key))
+        statuses[key.name] = signature_of(world, num)["status"]
+        sig = signature_file(world, tmp_path, key)
+        found = subprocess.run(
+            ["ssh-keygen", "-Y", "find-principals", "-f", allowed, "-s", sig,
+             f"-Overify-time={openssh_time(int(time.time()))}"],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert (found.returncode == 0) is (statuses[key.name] == "passed"), key.name
+    assert statuses == {"old": "failed", "later": "failed", "since": "passed"}
 
 
 def test_an_organizations_key_passes_for_the_members_the_hub_lists(
@@ -232,3 +278,63 @@ def test_signers_add_and_remove_keep_the_lines_they_do_not_touch(
     assert added.startswith(by_hand) and added.count(b"\n") == 3
     assert signers(world, "remove", "submitter")[0] == 0
     assert world.hub.file_bytes(world.repo_id, ALLOWED_SIGNERS) == by_hand
+
+
+def test_a_key_retires_with_valid_before_and_keeps_every_other_line(
+    world: World, tmp_path: Path
+) -> None:
+    """`signers retire` writes `valid-before` (now, UTC) on that key's line instead of
+    deleting it; `signers add --valid-after/--valid-before` write those options; a name with
+    nothing to retire exits 1 saying so, a time OpenSSH would read as local time exits 2."""
+    old, new, lab = (make_key(tmp_path, name).with_suffix(".pub") for name in ("o", "n", "lab"))
+    public = {key: " ".join(key.read_text().split()[:2]) for key in (old, new, lab)}
+    by_hand = f"# notes\r\nlab\t{public[lab]} laptop\r\n".encode()
+    commit_by_hand(world.repo_id, {ALLOWED_SIGNERS: by_hand})
+    assert signers(world, "add", "submitter", "--key", old)[0] == 0
+    code, report, stderr = signers(
+        world, "add", "submitter", "--key", new, "--valid-after", "20240101Z"
+    )
+    assert code == 0, stderr
+    assert [s["valid_after"] for s in report["signers"]] == [None, None, "20240101000000Z"]
+    started = int(time.time())
+    code, report, stderr = signers(world, "retire", "submitter", "--key", old)
+    assert code == 0 and report["changed"], stderr
+    assert report["commit"] == world.hub.commits(world.repo_id)[0].oid
+    after = world.hub.file_bytes(world.repo_id, ALLOWED_SIGNERS) or b""
+    lines = after.split(b"\n")
+    assert after.startswith(by_hand) and len(lines) == 5
+    retired_before = report["signers"][1]["valid_before"]
+    bound = f'namespaces="statics-bundler",valid-before="{retired_before}"'
+    assert lines[2] == f"submitter {bound} {public[old]}".encode()
+    assert lines[3].startswith(b'submitter namespaces="statics-bundler",valid-after="2024')
+    retired_at = read_utc_time(retired_before)
+    assert started <= retired_at <= time.time()
+    # stock OpenSSH reads the retirement as the bundler does, on each side of it
+    allowed = tmp_path / "allowed_signers"
+    allowed.write_bytes(after)
+    sig = signature_file(world, tmp_path, old.with_suffix(""))
+    for at, expected in ((retired_at, "submitter"), (retired_at + 1, None)):
+        found = subprocess.run(
+            ["ssh-keygen", "-Y", "find-principals", "-f", allowed, "-s", sig,
+             f"-Overify-time={openssh_time(at)}"],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert (found.stdout.strip() or None) == expected, found.stderr
+    code, report, stderr = signers(world, "retire", "nobody")
+    assert code == 1 and "nobody" in stderr and len(stderr.strip().splitlines()) == 1
+    assert report["error"]
+    assert signers(world, "add", "eve", "--key", new, "--valid-before", "20240101")[0] == 2
+    assert world.hub.file_bytes(world.repo_id, ALLOWED_SIGNERS) == after
+    # without --key, every line of theirs retires
+    assert signers(world, "retire", "submitter")[0] == 0
+    listed = signers(world, "list", token="")[1]["signers"]
+    assert [s["valid_before"] is not None for s in listed] == [False, True, True]
+
+
+def signature_file(world: World, tmp_path: Path, key: Path) -> Path:
+    """The SSHSIG of a bundle signed with `key`, as a `.sig` file for ssh-keygen."""
+    bundles = signed(world, f"signed-{key.name}", key)
+    (sidecar,) = bundles.rglob("*.json")
+    sig = tmp_path / f"{key.name}.sig"
+    sig.write_text(json.loads(sidecar.read_text())["signature"]["sshsig"])
+    return sig

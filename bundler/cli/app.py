@@ -43,6 +43,7 @@ from bundler.cli import (
     init_command,
     local_commands,
     signers_command,
+    status_command,
     sync_command,
     template_command,
 )
@@ -371,6 +372,7 @@ COMMANDS: tuple[tuple[str, Callable[..., None]], ...] = (
     ("diff", local_commands.diff_command),
     ("export-gptnt", local_commands.export_gptnt_command),
     ("review", hub_commands.review_command),
+    ("status", status_command.status_command),
     ("audit", audit_command.audit_command),
     ("template", template_command.template_command),
 )
@@ -404,5 +406,7 @@ signers_app = typer.Typer(
 )
 add_command(signers_app, "add", signers_command.signers_add_command)
 add_command(signers_app, "remove", signers_command.signers_remove_command)
+add_command(signers_app, "retire", signers_command.signers_retire_command)
 add_command(signers_app, "list", signers_command.signers_list_command)
+add_command(signers_app, "require", signers_command.signers_require_command)
 app.add_typer(signers_app)

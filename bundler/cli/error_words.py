@@ -79,6 +79,8 @@ REMEDIES: dict[Remedy, str] = {
     "derive-tables": "run `bundler card --full` with a write token to derive the tables again",
     "upgrade-layout": "run `bundler card` with a write token to upgrade it, then review again",
     "start-leaderboard": "a new leaderboard is started with `bundler init --repo OWNER/NAME`",
+    "sign-bundle": "sign it with a key the leaderboard allows: `bundler sign --key KEY`, or "
+    "--sign-key to collect or sync",
 }
 """What the person can do next (bundler.core.errors.Remedy), in the command line's words."""
 LOCKED_HINT = "run again later, or pass --wait SECONDS to wait for it"

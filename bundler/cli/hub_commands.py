@@ -25,6 +25,7 @@ from bundler.cli.options import (
 )
 from bundler.cli.render import finish, progress_on
 from bundler.cli.tokens import secrets_of, token_to_send
+from bundler.core.limits import MAX_EXCEPTION_RATE
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -268,7 +269,7 @@ def review_command(
             metavar="RATE",
             help="Highest share of predictions that may have raised in the harness (0 to 1).",
         ),
-    ] = 0.05,
+    ] = MAX_EXCEPTION_RATE,
     max_bundles: Annotated[
         int,
         typer.Option(

@@ -73,6 +73,8 @@ def collect_command(
 ) -> None:
     """Bundle every run under OUTPUT_ROOT into BUNDLES_DIR/<player>_<fp8>/<target>.tar.zst.
 
+    <player> is the run's player_name slugged as GPTNT slugs it; a name with no ASCII letter or
+    digit leaves it empty, and the folder is _<fp8>, named by the fingerprint alone.
     A run that is wrong, unattributable or (without --allow-partial) partial is refused with a
     one-line reason; the valid runs are still bundled. A bundle is never replaced by one that
     claims less without --replace: it is kept, saying what would be lost. Exit 1 if any input

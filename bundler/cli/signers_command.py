@@ -1,5 +1,6 @@
-"""`bundler signers add|remove|list`: who may sign a leaderboard's bundles
-(bundler.hub.tasks.signers), kept by its maintainers."""
+"""`bundler signers add|remove|retire|list|require`: who may sign a leaderboard's bundles
+(bundler.hub.tasks.signers), and whether every bundle must be signed
+(bundler.hub.tasks.signers_require), kept by its maintainers."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from bundler.hub.tasks.signers import SignersReport
+    from bundler.hub.tasks.signers_require import RequireReport
     from bundler.local.allowed_signers import AllowedSigners
 
 NameArgument = Annotated[
@@ -37,11 +39,22 @@ def render_signers(report: SignersReport, console: Console) -> None:
         console.print(f"{where} names no allowed signer: review asks for no signature")
         return
     table = Table(title=f"Allowed signers of {where}")
-    for column in ("principals", "key type", "fingerprint", "honoured"):
+    for column in ("principals", "key type", "fingerprint", "valid", "honoured"):
         table.add_column(column)
     for signer in report.signers:
         honoured = "yes" if signer.honoured else "no (options or patterns it does not trust)"
-        cells = (", ".join(signer.principals), signer.key_type, signer.fingerprint, honoured)
+        valid = " ".join(
+            f"{word} {moment}"
+            for word, moment in (("from", signer.valid_after), ("until", signer.valid_before))
+            if moment
+        )
+        cells = (
+            ", ".join(signer.principals),
+            signer.key_type,
+            signer.fingerprint,
+            valid or "always",
+            honoured,
+        )
         table.add_row(*(shown(cell) for cell in cells))
     console.print(table)
 
@@ -77,6 +90,15 @@ def _run(
     )
 
 
+def _public_key(key: Path) -> str:
+    from bundler.local.fileio import read_named_file
+
+    return read_named_file(key, MAX_PUBLIC_KEY_BYTES, "public key").decode("utf-8", "replace")
+
+
+UTC_TIME_FORM = "YYYYMMDD[HHMM[SS]]Z"
+
+
 def signers_add_command(
     name: NameArgument,
     key: Annotated[
@@ -86,24 +108,78 @@ def signers_add_command(
         ),
     ],
     repo: RepoOption = ...,  # type: ignore[assignment]
+    valid_after: Annotated[
+        str | None,
+        typer.Option(
+            metavar=UTC_TIME_FORM,
+            help="The key vouches only for bundles that land on the branch at or after this "
+            "UTC time (OpenSSH's valid-after).",
+        ),
+    ] = None,
+    valid_before: Annotated[
+        str | None,
+        typer.Option(
+            metavar=UTC_TIME_FORM,
+            help="The key vouches only for bundles that land on the branch at or before this "
+            "UTC time (OpenSSH's valid-before).",
+        ),
+    ] = None,
     token: TokenOption = None,
     json_output: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
     """Allow NAME to sign the leaderboard's bundles with the key in PUBKEY: one commit to
-    leaderboard/allowed_signers naming its parent (none when NAME already has that key). Review
-    then passes a bundle this key signed in a pull request NAME opened. Needs a write token."""
+    leaderboard/allowed_signers naming its parent (none when NAME already has that key at
+    every time). Review then passes a bundle this key signed in a pull request NAME opened.
+    Needs a write token."""
 
     def add() -> Change:
         from bundler.hub.tasks.signers import add_signer
-        from bundler.local.fileio import read_named_file
 
-        text = read_named_file(key, MAX_PUBLIC_KEY_BYTES, "public key").decode("utf-8", "replace")
+        text = _public_key(key)
         return (
-            lambda signers: add_signer(signers, name, text, source=str(key))
+            lambda signers: add_signer(
+                signers, name, text, str(key), valid_after=valid_after, valid_before=valid_before
+            )
         ), f"Allow {name} to sign bundles"
 
     _run(repo, token, json_output, debug, add)
+
+
+def signers_retire_command(
+    name: NameArgument,
+    repo: RepoOption = ...,  # type: ignore[assignment]
+    key: Annotated[
+        Path | None,
+        typer.Option(
+            "--key",
+            metavar="PUBKEY",
+            help="Retire only this key of NAME's (an OpenSSH public key file); all of them "
+            "without it.",
+        ),
+    ] = None,
+    token: TokenOption = None,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Retire NAME's keys (or the one in PUBKEY) as of now, without rewriting history: their
+    lines get valid-before="<now, UTC>" instead of being deleted, so bundles that landed on the
+    branch while the key was valid still count as signed, and bundles that land later do not
+    (as git judges a signed commit). One commit naming its parent; every other line is kept
+    byte for byte. Exits 1 when NAME has no such key. Needs a write token."""
+
+    def retire() -> Change:
+        import time
+
+        from bundler.hub.tasks.signers import retire_signer
+
+        public = None if key is None else (_public_key(key), str(key))
+        now = int(time.time())
+        return (
+            lambda signers: retire_signer(signers, name, public, now)
+        ), f"Retire {name}'s signing key{'' if key else 's'}"
+
+    _run(repo, token, json_output, debug, retire)
 
 
 def signers_remove_command(
@@ -132,3 +208,45 @@ def signers_list_command(
     principals, type and SHA256 fingerprint. Any token that can read the repository will do,
     or none for a public one."""
     _run(repo, token, json_output, debug, None)
+
+
+def render_require(report: RequireReport, console: Console) -> None:
+    where = f"{shown(report.repo_id)}@{shown(report.revision)}"
+    rule = "requires" if report.require_signature else "does not require"
+    if report.commit is not None:
+        console.print(f"committed the task definitions of {where}: {report.commit}")
+    console.print(f"{where} {rule} a signature on every bundle")
+    for warning in report.warnings:
+        console.print(f"[yellow]warning[/] {shown(warning)}")
+
+
+def signers_require_command(
+    off: Annotated[
+        bool,
+        typer.Option(
+            "--off", help="Stop requiring signatures: an unsigned bundle is published again."
+        ),
+    ] = False,
+    repo: RepoOption = ...,  # type: ignore[assignment]
+    token: TokenOption = None,
+    json_output: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Require every bundle to be signed (`require_signature` in leaderboard/tasks.json), or
+    with --off stop requiring it: one commit naming its parent, none when the rule already is
+    so. Where it is set, upload and sync to the branch refuse an unsigned bundle (the others
+    are still published), upload --create-pr warns that review will fail it, and review and
+    audit fail it. Needs a write token."""
+    from bundler.hub.client.session import HubSession
+    from bundler.hub.tasks.signers_require import require_signatures
+
+    console = stderr_console()
+
+    def action() -> int:
+        session = HubSession(repo, token=token_to_send(token))
+        report = require_signatures(session, required=not off)
+        return finish(report, render_require, console, json_output)
+
+    raise typer.Exit(
+        run_command(action, json_output=json_output, debug=debug, secrets=secrets_of(token))
+    )

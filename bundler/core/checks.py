@@ -39,3 +39,9 @@ def warned(
 
 def failed(name: str, detail: str, hint: str | None = None) -> CheckResult:
     return CheckResult(name=name, status="failed", detail=detail, hint=hint)
+
+
+def exception_rate(exceptions: int, count: int) -> float:
+    """The share of predictions that raised, as review judges it (0 for none at all): collect
+    warns by the same figure."""
+    return exceptions / count if count else 0.0

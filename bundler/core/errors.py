@@ -35,13 +35,13 @@ Remedy = Literal[
     "derive-tables",
     "upgrade-layout",
     "start-leaderboard",
+    "sign-bundle",
 ]
-"""What the person can do next when the command line offers it (a flag, a command): named,
-not worded, since the library does not know the command line's words (bundler.cli.error_words
-does): in this order, bundle, publish or export a partial run anyway; check the expected row
-count; replace; propose a pull request; ask for write access; accept a merge's warnings; name
-the submitter; define the task; name the harness's folder; verify a folder; derive the tables
-again; upgrade a branch's layout; start a leaderboard (create its repository)."""
+"""What the person can do next when the command line offers it (a flag, a command): named, not
+worded, since only bundler.cli.error_words knows the command line's words. In order: bundle,
+publish or export a partial run; check the expected rows; replace; open a pull request; ask for
+write access; accept a merge's warnings; name the submitter; define the task; name the harness's
+folder; verify a folder; derive the tables; upgrade a layout; start a leaderboard; sign a bundle."""
 
 
 class BundlerError(Exception):

@@ -7,6 +7,11 @@ pipeline (start-up is measured in tests/benchmark_collect.py).
 
 from __future__ import annotations
 
+MAX_EXCEPTION_RATE = 0.05
+"""The share of a run's predictions that may have raised an exception in the harness: review
+fails a bundle above it unless the maintainer gives another, and collect warns of one above it
+(it reads no repository, so it knows only this default)."""
+
 DEFAULT_LEVEL = 3
 MAX_LEVEL = 19
 """Levels 20-22 need windows of 32-128 MB that verify would have to hold in memory."""

@@ -18,18 +18,21 @@ us and a comment to OpenSSH. Here, as in OpenSSH:
 
 Where this module trusts less than OpenSSH, it says so (`Line.honoured`): keys of types the
 bundler cannot verify (`sk-`, certificates, DSA), keys whose base64 is not canonical,
-`cert-authority`, `valid-after`/`valid-before` (judged at a time, which would make the same
-board read differently tomorrow), and principals given only by a pattern (`*`, `?`): such a
-line vouches for nobody. It never trusts more.
+`cert-authority`, a `namespaces=` that leaves out statics-bundler, and principals given only
+by a pattern (`*`, `?`): such a line vouches for nobody. It never trusts more.
+
+`valid-after`/`valid-before` are honoured as git honours them: judged at one time the caller
+names (`AllowedSigners.principals_of`), the time a bundle landed on the branch, so that a key
+retired today still vouches for what it signed while it was valid, and the board reads the
+same tomorrow. A key is retired by writing `valid-before` on its line (`AllowedSigners.retired`),
+never by deleting it.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import calendar
 import re
-import time
 
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
@@ -38,6 +41,7 @@ from pydantic import PrivateAttr
 
 from bundler.core.model import Model
 from bundler.local.signature import NAMESPACE, fingerprint
+from bundler.local.sshtime import absolute_time, openssh_time
 
 KEY_TYPES = (
     "ssh-ed25519",
@@ -110,12 +114,21 @@ class SignerKey(Model):
 
 
 class Options(Model):
-    """A line's options, as `sshsigopt_parse` reads them."""
+    """A line's options, as `sshsigopt_parse` reads them, and where its `valid-before` option
+    sits among them (so that retiring a key rewrites only that option)."""
 
     cert_authority: bool = False
     namespaces: bytes | None = None
     valid_after: int = 0
     valid_before: int = 0
+    valid_before_span: tuple[int, int] | None = None
+
+    def valid_at(self, at: int) -> bool:
+        """Whether `check_allowed_keys_line` lets the line stand at `at` (both bounds
+        inclusive, as OpenSSH compares them)."""
+        return not (self.valid_after and at < self.valid_after) and not (
+            self.valid_before and at > self.valid_before
+        )
 
 
 class Line(Model):
@@ -125,6 +138,7 @@ class Line(Model):
     raw: bytes
     principals: bytes | None = None
     principals_span: tuple[int, int] = (0, 0)
+    options_span: tuple[int, int] = (0, 0)
     quoted: bool = False
     options: Options | None = None
     key: SignerKey | None = None
@@ -144,16 +158,14 @@ class Line(Model):
 
     @property
     def honoured(self) -> bool:
-        """Whether the bundler trusts this line as OpenSSH would, for every verification time
-        and its own namespace."""
+        """Whether the bundler trusts this line as OpenSSH would in its own namespace, at the
+        times its `valid-after`/`valid-before` allow."""
         options = self.options
         return (
             self.key is not None
             and self.names is not None
             and options is not None
             and not options.cert_authority
-            and not options.valid_after
-            and not options.valid_before
             and (
                 options.namespaces is None
                 or match_pattern_list(NAMESPACE.encode(), options.namespaces) == 1
@@ -176,19 +188,35 @@ class Line(Model):
             and match_pattern_list(namespace, options.namespaces) != 1
         ):
             return False
-        if options.valid_after and at < options.valid_after:
-            return False
-        return not (options.valid_before and at > options.valid_before)
+        return options.valid_at(at)
 
     def without(self, name: str) -> Line | None:
         """This line with `name` off its principals; None when no one is left."""
         kept = [p for p in (self.principals or b"").split(b",") if p != name.encode()]
-        if not kept:
-            return None
-        joined = b",".join(kept)
+        return self.for_principals(kept) if kept else None
+
+    def for_principals(self, principals: list[bytes]) -> Line:
+        """This line with `principals` in place of its own, the rest of its bytes kept."""
+        joined = b",".join(principals)
         text = b'"' + joined + b'"' if self.quoted else joined
         start, end = self.principals_span
         return read_line(self.raw[:start] + text + self.raw[end:])
+
+    def valid_before(self, at: int) -> Line:
+        """This line with `valid-before` at `at` (kept where it already ends sooner): the only
+        bytes that change are that option's, or the option added before the key."""
+        options = self.options
+        assert options is not None
+        if options.valid_before and options.valid_before <= at:
+            return self
+        written = f'valid-before="{openssh_time(at)}"'.encode()
+        start, end = self.options_span
+        if options.valid_before_span is not None:
+            begin, finish = options.valid_before_span
+            return read_line(self.raw[: start + begin] + written + self.raw[start + finish :])
+        if start == end:
+            return read_line(self.raw[:start] + written + b" " + self.raw[start:])
+        return read_line(self.raw[:end] + b"," + written + self.raw[end:])
 
 
 class SignerEntry(Model):
@@ -198,19 +226,28 @@ class SignerEntry(Model):
     key_type: str
     fingerprint: str
     honoured: bool
+    valid_after: str | None = None
+    """The line's `valid-after`, UTC (`YYYYMMDDHHMMSSZ`): the key vouches for no bundle that
+    landed before it. None: no such bound."""
+    valid_before: str | None = None
+    """The line's `valid-before`, UTC (`YYYYMMDDHHMMSSZ`), written when the key retired: the
+    key vouches for no bundle that landed after it. None: no such bound."""
 
 
 class AllowedSigners(Model):
     """The file's lines, in order, each with its bytes."""
 
     lines: tuple[Line, ...] = ()
-    _trusted: dict[str, set[str]] = PrivateAttr(default_factory=dict)
+    _trusted: dict[str, list[tuple[frozenset[str], Options]]] = PrivateAttr(default_factory=dict)
 
     def model_post_init(self, context: object, /) -> None:
-        """Who each key signs for, worked out once: review and the card ask per bundle."""
+        """Who each key signs for and when, worked out once: review and the card ask per
+        bundle."""
         for line in self.lines:
             if line.honoured and line.key is not None and line.names is not None:
-                self._trusted.setdefault(line.key.fingerprint, set()).update(line.names)
+                assert line.options is not None
+                trusted = self._trusted.setdefault(line.key.fingerprint, [])
+                trusted.append((line.names, line.options))
 
     @classmethod
     def parse(cls, data: bytes) -> AllowedSigners:
@@ -223,21 +260,75 @@ class AllowedSigners(Model):
     def to_bytes(self) -> bytes:
         return b"".join(line.raw for line in self.lines)
 
-    def principals_of(self, key_fingerprint: str) -> set[str]:
-        """The Hub names the key with this fingerprint signs for in the bundler's namespace,
-        whenever it is asked (nobody, for a key no honoured line lists)."""
-        return set(self._trusted.get(key_fingerprint, ()))
+    def principals_of(self, key_fingerprint: str, at: int | None = None) -> set[str]:
+        """The Hub names the key with this fingerprint signs for in the bundler's namespace at
+        `at` (seconds since the epoch, as `ssh-keygen -Y verify -Overify-time` takes it), or,
+        with None, at every time: only lines without `valid-after`/`valid-before` count then.
+        Nobody, for a key no honoured line lists."""
+        names: set[str] = set()
+        for allowed, options in self._trusted.get(key_fingerprint, ()):
+            timeless = not options.valid_after and not options.valid_before
+            if timeless if at is None else options.valid_at(at):
+                names.update(allowed)
+        return names
 
-    def with_signer(self, name: str, key: SignerKey) -> AllowedSigners:
+    def lists(self, key_fingerprint: str) -> bool:
+        """Whether an honoured line lists the key, at any time."""
+        return key_fingerprint in self._trusted
+
+    def with_signer(
+        self, name: str, key: SignerKey, valid_after: int = 0, valid_before: int = 0
+    ) -> AllowedSigners:
         """These lines and one more allowing `name` to sign with `key` in the bundler's
-        namespace (the same lines when one already does); every other line kept as it was."""
+        namespace between `valid_after` and `valid_before` (0: no bound); the same lines when
+        one already allows it at every time. Every other line is kept as it was."""
         if name in self.principals_of(key.fingerprint):
             return self
-        added = f'{name} namespaces="{NAMESPACE}" {key.text()}\n'.encode()
+        bounds = "".join(
+            f',{option}="{openssh_time(moment)}"'
+            for option, moment in (("valid-after", valid_after), ("valid-before", valid_before))
+            if moment
+        )
+        added = f'{name} namespaces="{NAMESPACE}"{bounds} {key.text()}\n'.encode()
+        return self._appended(read_line(added))
+
+    def _appended(self, line: Line) -> AllowedSigners:
         head = self.lines
         if head and not head[-1].raw.endswith(b"\n"):
             head = (*head[:-1], read_line(head[-1].raw + b"\n"))
-        return AllowedSigners(lines=(*head, read_line(added)))
+        return AllowedSigners(lines=(*head, line))
+
+    def retired(self, name: str, key: SignerKey | None, at: int) -> AllowedSigners:
+        """These lines with `name`'s keys (only `key`, if given) valid no later than `at`: each
+        line of theirs gets `valid-before`, so that what they signed before `at` still stands.
+        A line `name` shares with others is split: the others keep it as it was, and a copy
+        for `name` alone, right after it, gets the bound. Lines not theirs are kept byte for
+        byte. A line that only becomes valid after `at` would be refused by OpenSSH with such
+        a bound, so it is left as it is (`retirable` says which lines these are)."""
+        kept: list[Line] = []
+        for line in self.lines:
+            if line not in self.retirable(name, key, at):
+                kept.append(line)
+                continue
+            others = line.without(name)
+            if others is not None and others.raw != line.raw:
+                kept.append(others if others.raw.endswith(b"\n") else read_line(others.raw + b"\n"))
+                line = line.for_principals([name.encode()])
+            kept.append(line.valid_before(at))
+        return AllowedSigners(lines=tuple(kept))
+
+    def retirable(self, name: str, key: SignerKey | None, at: int) -> list[Line]:
+        """The lines listing `name` (with `key`, if given) that a `valid-before` at `at` can
+        retire: those valid at some time up to `at`."""
+        return [
+            line
+            for line in self.lines
+            if line.key is not None
+            and line.options is not None
+            and (key is None or line.key == key)
+            and name.encode() in (line.principals or b"").split(b",")
+            and not (line.options.valid_after and line.options.valid_after >= at)
+        ]
 
     def without(self, name: str) -> AllowedSigners:
         """These lines with `name` taken off every line listing it (a line left with no one
@@ -257,10 +348,16 @@ class AllowedSigners(Model):
                 key_type=line.key.key_type,
                 fingerprint=line.key.fingerprint,
                 honoured=line.honoured,
+                valid_after=_bound(line.options.valid_after if line.options else 0),
+                valid_before=_bound(line.options.valid_before if line.options else 0),
             )
             for line in self.lines
             if line.key is not None
         ]
+
+
+def _bound(moment: int) -> str | None:
+    return openssh_time(moment) if moment else None
 
 
 def read_public_key(text: str) -> SignerKey:
@@ -286,11 +383,14 @@ def read_line(raw: bytes) -> Line:
     span = (start, start + consumed)
     found = _sshkey_read(rest)
     opts: bytes | None = None
+    opts_at = len(text) - len(rest)
+    options_span = (opts_at, opts_at)
     if found is None:
         end = _advance_past_options(rest)
         if end is None or end == len(rest):
             return Line(raw=raw, principals=principals)
         opts, rest = rest[:end], rest[end + 1 :].lstrip(_LINE_SPACE)
+        options_span = (opts_at, opts_at + end)
         found = _sshkey_read(rest)
         if found is None:
             return Line(raw=raw, principals=principals)
@@ -301,6 +401,7 @@ def read_line(raw: bytes) -> Line:
         raw=raw,
         principals=principals,
         principals_span=span,
+        options_span=options_span,
         quoted=quoted,
         options=options,
         key=found,
@@ -362,6 +463,7 @@ def _options(opts: bytes | None) -> Options | None:
         return found
     i = 0
     while i < len(opts) and opts[i : i + 1] not in (b" ", b"\t"):
+        begin = i
         lowered = opts[i:].lower()
         if lowered.startswith(b"cert-authority"):
             found.cert_authority = True
@@ -377,10 +479,12 @@ def _options(opts: bytes | None) -> Options | None:
                 found.namespaces = value
             else:
                 field = "valid_after" if name == b"valid-after=" else "valid_before"
-                moment = _absolute_time(value)
+                moment = absolute_time(value)
                 if getattr(found, field) or not moment:
                     return None
                 setattr(found, field, moment)
+                if field == "valid_before":
+                    found.valid_before_span = (begin, i)
         if i == len(opts) or opts[i : i + 1] in (b" ", b"\t"):
             break
         if opts[i : i + 1] != b",":
@@ -407,31 +511,6 @@ def _dequote(s: bytes, i: int) -> tuple[bytes, int] | None:
     if i == len(s):
         return None
     return bytes(value), i + 1
-
-
-def _absolute_time(value: bytes) -> int:
-    """misc.c `parse_absolute_time`: seconds since the epoch for `YYYYMMDD[HHMM[SS]]`, UTC with
-    a `Z` or `UTC` suffix, local time without; 0 for what OpenSSH refuses (and for anything
-    but digits, which this reader refuses though glibc's strptime may not: it then trusts
-    less)."""
-    utc = False
-    if len(value) > 1 and value[-1:].upper() == b"Z":
-        utc, value = True, value[:-1]
-    elif len(value) > 3 and value[-3:].upper() == b"UTC":
-        utc, value = True, value[:-3]
-    if len(value) not in (8, 12, 14) or not value.isdigit():
-        return 0
-    digits = value.decode().ljust(14, "0")
-    year, month, day = int(digits[:4]), int(digits[4:6]), int(digits[6:8])
-    hour, minute, second = int(digits[8:10]), int(digits[10:12]), int(digits[12:14])
-    if not (1 <= month <= 12 and 1 <= day <= 31 and hour <= 23 and minute <= 59 and second <= 61):
-        return 0
-    fields = (year, month, day, hour, minute, second, 0, 0, -1)
-    try:
-        moment = calendar.timegm(fields) if utc else int(time.mktime(fields))
-    except (OverflowError, ValueError):
-        return 0
-    return max(moment, 0)
 
 
 def _b64_pton(encoded: bytes) -> bytes:

@@ -46,7 +46,11 @@ not ending in `.json` like a sidecar (JSON inside, all the same)."""
 FINGERPRINT_PREFIX_LENGTH = 8
 MAX_NAME_CHARS = 255
 """The longest file name a file system takes: a bundle's folder and file names stay within it."""
-_PLAYER_DIR = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*_[0-9a-f]{8}")
+_PLAYER_DIR = re.compile(r"(?:[a-z0-9]+(?:-[a-z0-9]+)*)?_[0-9a-f]{8}")
+"""`<player-slug>_<fp8>`. The slug is empty for a player name with no ASCII letter or digit
+(`模型-β`): the folder is then `_<fp8>`, named by the fingerprint alone, as GPTNT's own
+`<slug>_<fp8>` leaves it, so every name can be bundled and names accepted before keep their
+folders."""
 _REVISION_LABEL = re.compile(rf"[0-9a-f]{{8}}|{UNPINNED_LABEL}")
 """Lower-case hex only: one pin has one name, on a case-insensitive disk too."""
 
@@ -69,7 +73,8 @@ def check_target(task: str, revision_label: str) -> None:
 
 @dataclass(frozen=True, order=True)
 class BundleId:
-    """`<player-slug>_<fp8>/<task>@<rev8>`: one player setup's result on one dataset revision."""
+    """`<player-slug>_<fp8>/<task>@<rev8>`: one player setup's result on one dataset revision.
+    The slug may be empty (`_<fp8>`); the fingerprint alone names the setup uniquely."""
 
     player_dir: str
     task: str

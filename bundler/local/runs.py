@@ -17,16 +17,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from bundler.core.checks import exception_rate
 from bundler.core.errors import InputError
 from bundler.core.limits import (
     INT64_MAX,
+    MAX_EXCEPTION_RATE,
     MAX_LEFT_OUT_SHOWN,
     MAX_METRICS_BYTES,
     MAX_PREDICTION_BYTES,
     MAX_PREDICTIONS,
     MAX_RUN_META_BYTES,
 )
-from bundler.core.naming import capability_fingerprint, slugify
+from bundler.core.naming import capability_fingerprint
 from bundler.core.progress import NoProgress
 from bundler.local.discover import (
     METRICS_NAME,
@@ -189,8 +191,6 @@ def identify(
 ) -> tuple[str, BundleId]:
     """The capability fingerprint and bundle id of a run, from run_meta.json and its raw
     `capabilities`; InputError for a run that cannot be bundled at all."""
-    if not slugify(meta.capabilities.player_name):
-        raise InputError(where, "capabilities.player_name has no letters or digits to name a path")
     fingerprint = capability_fingerprint(capabilities)
     try:
         bundle_id = BundleId.of(meta.capabilities.player_name, fingerprint, meta.statics.target)
@@ -405,6 +405,13 @@ def _claim_warnings(meta: StaticsRunMetadata, summary: PredictionSummary) -> lis
         warnings.append("harness version unknown (gptnt_version 0.0.0)")
     if summary.exceptions:
         warnings.append(f"{summary.exceptions} prediction(s) did not complete (exception)")
+    rate = exception_rate(summary.exceptions, summary.count)
+    if rate > MAX_EXCEPTION_RATE:
+        warnings.append(
+            f"exception rate {rate:.1%} ({summary.exceptions} of {summary.count} predictions) is "
+            f"above the {MAX_EXCEPTION_RATE:.1%} review accepts by default: review fails this "
+            "bundle unless the leaderboard's maintainers allow more"
+        )
     if summary.missing_scored_output:
         warnings.append(
             f"{summary.missing_scored_output} prediction(s) lack scored_output (older harness)"

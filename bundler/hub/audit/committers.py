@@ -8,12 +8,18 @@ listing. A commit review made to merge a pull request (titled `Merge PR #N: ...`
 maintainer's account) counts for PR #N's author too, once the PR's head is seen to hold that
 very sidecar (same git blob id): the bundle was proposed by them and merged as reviewed.
 
-Asked only for bundles whose signature verified with a key the allowed signers list: nothing
-for a leaderboard with no signed bundle. Cost, in API requests: one per 500 such sidecars (the
-expanded paths-info), the branch's commit listing once (a page per 50 commits on the test
-server; the client reads every page), two per pull request merged by review (its details and
-its head's listing of those sidecars), and one per committer the key's principals do not name
-(their profile's organizations), each asked once an audit.
+The same listing says when each sidecar landed: the date of the commit that last changed it,
+as the Hub records it. A key's `valid-after`/`valid-before` are judged at that time, as git
+judges a signed commit at its own: a bundle that landed while its key was valid stays valid
+after the key retires, and one that landed after is not. This costs no request more than the
+committers do.
+
+Asked only for bundles whose signature verified with a key the allowed signers list (at any
+time): nothing for a leaderboard with no signed bundle. Cost, in API requests: one per 500 such
+sidecars (the expanded paths-info), the branch's commit listing once (a page per 50 commits on
+the test server; the client reads every page), two per pull request merged by review (its
+details and its head's listing of those sidecars), and one per committer the key's principals
+do not name (their profile's organizations), each asked once an audit.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ from bundler.hub.client.remote import CommitAuthors, RemoteFile
 from bundler.hub.client.session import HubSession, commit_authors
 from bundler.hub.review.gather import read_details
 from bundler.hub.tasks.signers import Memberships
+from bundler.local.allowed_signers import AllowedSigners
+from bundler.local.sshtime import openssh_time
 
 MERGE_TITLE = re.compile(r"Merge PR #(\d+): ")
 """The title of review's merge commit (bundler.hub.review.act)."""
@@ -36,14 +44,17 @@ def judge_committers(
     head: str,
     audited: dict[str, AuditedBundle],
     sidecars: dict[str, RemoteFile],
+    signers: AllowedSigners | None,
 ) -> None:
-    """Fill `committer` (and `committer_problem` when the key's principals are neither the
-    committer's nor an organization of theirs) of every audited bundle signed by a listed
-    key."""
+    """Fill `landed_at` and `principals` (judged then), `committer` and `committer_problem`
+    (when those principals are neither the committer's nor an organization of theirs) of every
+    audited bundle signed by a key the allowed signers list."""
+    if signers is None:
+        return
     signed = {
         bundle_id: sidecars[bundle_id]
         for bundle_id, bundle in audited.items()
-        if bundle.verdict == "verified" and bundle.signer and bundle.principals
+        if bundle.verdict == "verified" and bundle.signer and signers.lists(bundle.signer)
     }
     if not signed:
         return
@@ -54,7 +65,13 @@ def judge_committers(
     for bundle_id, sidecar in sorted(signed.items()):
         bundle = audited[bundle_id]
         entry = last.get(sidecar.path)
-        commit = history.get(entry.last_commit.oid) if entry and entry.last_commit else None
+        landed = entry.last_commit if entry else None
+        at = int(landed.date.timestamp()) if landed else None
+        bundle.landed_at = openssh_time(at) if at is not None else None
+        bundle.principals = sorted(signers.principals_of(bundle.signer or "", at))
+        if not bundle.principals:
+            continue  # a finding of its own: no line lists the key at that time
+        commit = history.get(landed.oid) if landed else None
         if commit is None:
             bundle.committer_problem = "who committed its sidecar is not in the branch's history"
             continue

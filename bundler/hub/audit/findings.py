@@ -76,7 +76,11 @@ class AuditedBundle(Model):
     signature_problem: str | None = None
     """Why the signature the sidecar holds does not verify, when it does not."""
     principals: list[str] = Field(default_factory=list)
-    """Whom the leaderboard's allowed signers give the signing key to."""
+    """Whom the leaderboard's allowed signers give the signing key to, at `landed_at`."""
+    landed_at: str | None = None
+    """When its sidecar landed on the branch (the Hub's date of the commit that last changed
+    it), UTC, as `ssh-keygen -Y verify -Overify-time` takes it: the time its key's
+    `valid-after`/`valid-before` are judged at. None for a bundle signed by no listed key."""
     cached: bool = False
     """Judged from a verdict kept by an earlier run (bundler.hub.audit.verdicts)."""
     committer: str | None = None
@@ -253,20 +257,23 @@ def _bundle_findings(inputs: AuditInputs) -> list[AuditFinding]:
 def _signature_findings(inputs: AuditInputs) -> list[AuditFinding]:
     """A signature that does not verify; one by a key the allowed signers do not list; an
     unsigned bundle where the leaderboard requires signatures; a key whose principals are not
-    its committer's. A leaderboard naming no
-    signers asks for none (as review)."""
+    its committer's. A leaderboard naming no signers asks for none (as review), unless it
+    requires signatures."""
     found: list[AuditFinding] = []
     signers, required = inputs.signers, inputs.definitions.require_signature
     for bundle_id, audited in sorted(inputs.audited.items()):
         detail = None
         if audited.signature_problem is not None:
             detail = f"its signature does not verify: {audited.signature_problem}"
-        elif audited.verdict != "verified" or signers is None:
+        elif audited.verdict != "verified":
             continue
-        elif audited.signer is not None and not audited.principals:
-            detail = f"signed by key {audited.signer}, which the allowed signers do not list"
         elif audited.signer is None and required:
             detail = "unsigned, where the leaderboard requires a signature"
+        elif signers is None:
+            continue
+        elif audited.signer is not None and not audited.principals:
+            when = f" as valid at {audited.landed_at}, when it landed" if audited.landed_at else ""
+            detail = f"signed by key {audited.signer}, which the allowed signers do not list{when}"
         elif audited.committer_problem is not None:
             detail = audited.committer_problem
         if detail is not None:

@@ -132,7 +132,8 @@ def audit(
     finally:
         shutil.rmtree(staging, ignore_errors=True)
         report.file_requests, report.waits = pacer.total, pacer.waits
-    judge_committers(session, head, inputs.audited, {str(b): f[1] for b, f in bundles.items()})
+    sidecars = {str(b): f[1] for b, f in bundles.items()}
+    judge_committers(session, head, inputs.audited, sidecars, signers)
     report.rows_published = len(board.rows)
     report.audited = [inputs.audited[bundle_id] for bundle_id in sorted(inputs.audited)]
     report.findings = board.findings + findings_of(inputs) + found
@@ -170,8 +171,6 @@ def _judge(
     """Judge each of `chosen`, into `inputs` (its row derived when it verifies)."""
     for bundle in chosen:
         audited, row = _audit_one(session, head, bundle, bundles[bundle], staging, pacer)
-        if audited.signer is not None and inputs.signers is not None:
-            audited.principals = sorted(inputs.signers.principals_of(audited.signer))
         inputs.audited[audited.bundle_id] = audited
         if row is not None:
             inputs.derived[row.bundle_id] = row

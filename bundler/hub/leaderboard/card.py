@@ -245,15 +245,17 @@ def _bundle_link(repo_id: str, row: BoardRow) -> str:
 
 def _signer(row: BoardRow, signers: AllowedSigners | None) -> str:
     """Who signed: the start of the key's fingerprint (the tables have all of it), after the
-    Hub names the leaderboard's allowed signers give that key; marked when they give it to
-    nobody. Unsigned: `-`."""
+    Hub names the leaderboard's allowed signers give that key when the bundle was published
+    (its row's `published_at`, stamped as it landed: a key retired since still vouches for
+    it, as git judges a signed commit at its time; the card asks the Hub nothing per bundle);
+    marked when they give it to nobody then. Unsigned: `-`."""
     fingerprint = row.signer_fingerprint
     if fingerprint is None:
         return NO_VALUE
     key = _code(fingerprint.removeprefix("SHA256:")[:SIGNER_SHOWN] + "…")
     if signers is None:
         return key
-    principals = sorted(signers.principals_of(fingerprint))
+    principals = sorted(signers.principals_of(fingerprint, int(row.published.timestamp())))
     if not principals:
         return f"{WARNING} {key}"
     return f"{md_cell(', '.join(principals))} {key}"

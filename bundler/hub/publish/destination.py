@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 
-from huggingface_hub.community import DiscussionComment, DiscussionWithDetails
+from huggingface_hub.community import Discussion, DiscussionComment, DiscussionWithDetails
 
 from bundler.core.errors import BundlerError
 from bundler.hub.client.answers import checked_details, checked_discussions
@@ -59,29 +59,7 @@ class Destination:
 
     def find_open_pr(self, session: HubSession, user: str | None) -> None:
         """The submitter's open bundler pull request on the base branch, if there is one."""
-        discussions = session.call(
-            "listing pull requests",
-            lambda: checked_discussions(
-                session.api.get_repo_discussions(
-                    session.repo_id,
-                    author=user,
-                    discussion_type="pull_request",
-                    discussion_status="open",
-                    repo_type=REPO_TYPE,
-                )
-            ),
-        )
-        mine = sorted(
-            (
-                discussion
-                for discussion in discussions
-                if discussion.author == user
-                and discussion.status in ("open", "draft")
-                and PR_MARKER in discussion.title
-            ),
-            key=lambda discussion: discussion.num,
-        )
-        for discussion in mine:
+        for discussion in bundler_pull_requests(session, user):
             details = self._details(session, discussion.num)
             if details.target_branch not in (self.base, f"refs/heads/{self.base}"):
                 continue
@@ -178,6 +156,33 @@ class Destination:
                     repo_type=REPO_TYPE,
                 ),
             )
+
+
+def bundler_pull_requests(session: HubSession, user: str | None) -> list[Discussion]:
+    """`user`'s open pull requests that the bundler opened (by the `[bundler]` title marker),
+    oldest first."""
+    discussions = session.call(
+        "listing pull requests",
+        lambda: checked_discussions(
+            session.api.get_repo_discussions(
+                session.repo_id,
+                author=user,
+                discussion_type="pull_request",
+                discussion_status="open",
+                repo_type=REPO_TYPE,
+            )
+        ),
+    )
+    return sorted(
+        (
+            discussion
+            for discussion in discussions
+            if discussion.author == user
+            and discussion.status in ("open", "draft")
+            and PR_MARKER in discussion.title
+        ),
+        key=lambda discussion: discussion.num,
+    )
 
 
 def _by_id(proposed: list[ProposedBundle]) -> dict[str, ProposedBundle]:

@@ -52,6 +52,7 @@ from bundler.hub.publish.plan import (
 )
 from bundler.hub.publish.pr_description import ProposedBundle, pr_title, render_pr_description
 from bundler.hub.publish.prepare import prepare_repository
+from bundler.hub.publish.signing_rule import apply_signing_rule
 from bundler.hub.repo.paths import README
 
 COMMITTING, OPENING_PR = "committing", "opening the pull request"
@@ -112,6 +113,11 @@ class Publisher:
             decision = decide(
                 bundle, view, self.evidence.about(bundle, view), self.options, self.published_at
             )
+            decision, warning = apply_signing_rule(
+                decision, bundle, view, create_pr=self.options.create_pr
+            )
+            if warning is not None:
+                self.report.warnings.append(warning)
             bundle.row = decision.row
             self._decisions[bundle.bundle_id] = decision
             plans[bundle.bundle_id] = decision.plan

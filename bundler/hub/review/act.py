@@ -1,7 +1,8 @@
 """Stage 7, acted on: what a review changes on the Hub, and only when asked.
 
-The report is posted on the PR as a comment that carries its digest, and not again while this
-account's latest report there is the same one (only this account's own, last marker counts).
+The report is posted on the PR as a comment that carries its verdicts as data (a hidden line,
+`bundler.hub.review.posted`) and its digest, and not again while this account's latest report
+there is the same one (only this account's own, last marker counts).
 
 Only a clean PR is merged, and not through the Hub's merge call: that call merges whatever the
 PR's head is when the Hub gets to it, and names no head, so a push between the review and the
@@ -44,6 +45,7 @@ from bundler.hub.repo.paths import README, repo_archive, repo_paths, repo_sideca
 from bundler.hub.review.acceptance import every_check
 from bundler.hub.review.gather import read_details
 from bundler.hub.review.judge import GatheredPullRequest, PullRequestReview, same_file
+from bundler.hub.review.posted import posted_line
 
 MARKER = re.compile(r"<!-- bundler-review sha256:([0-9a-f]{64}) -->")
 """The digest line a posted report ends with."""
@@ -81,7 +83,8 @@ def post_report(session: HubSession, pr: PullRequestReview, reviewer: str) -> No
     if latest == pr.digest:
         pr.comment = "already-posted"
         return
-    body = f"{pr.markdown.rstrip()}\n\n<!-- bundler-review sha256:{pr.digest} -->\n"
+    state = posted_line(pr)  # its verdicts as data, for the author to read (review.posted)
+    body = f"{pr.markdown.rstrip()}\n\n{state}\n<!-- bundler-review sha256:{pr.digest} -->\n"
     post = partial(
         session.api.comment_discussion, session.repo_id, pr.num, body, repo_type=REPO_TYPE
     )

@@ -216,11 +216,15 @@ class PullRequestGatherer:
                 self._bundle(bundle, head, head_files, tip, main_files, work, definitions)
             )
             self.progress.advance()
-        orgs = self._author_orgs(facts.author, gathered.signers, bundles)
+        orgs = self._author_orgs(facts.author, gathered.signers, bundles, gathered.at)
         return replace(gathered, bundles=tuple(bundles), author_orgs=orgs)
 
     def _author_orgs(
-        self, author: str, signers: AllowedSigners | None, bundles: list[GatheredBundle]
+        self,
+        author: str,
+        signers: AllowedSigners | None,
+        bundles: list[GatheredBundle],
+        at: int,
     ) -> frozenset[str]:
         """The author's organizations, asked only when a bundle's key is allowed for
         principals other than the author (none asked for the author's own keys)."""
@@ -228,7 +232,7 @@ class PullRequestGatherer:
             return frozenset()
         for bundle in bundles:
             signer = bundle.reading.verification().signer
-            principals = signers.principals_of(signer) if signer else set()
+            principals = signers.principals_of(signer, at) if signer else set()
             if principals and author not in principals:
                 return self.memberships.orgs(author)
         return frozenset()

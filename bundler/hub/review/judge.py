@@ -18,6 +18,7 @@ review, so the checks can be tested on values, without a server.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +27,7 @@ from typing import Literal
 from pydantic import Field, computed_field
 
 from bundler.core import exitcodes
-from bundler.core.checks import CheckResult, failed, passed, warned
+from bundler.core.checks import CheckResult, exception_rate, failed, passed, warned
 from bundler.core.limits import MAX_ARCHIVE_BYTES, MAX_SIDECAR_BYTES
 from bundler.core.model import Model, RemedyField
 from bundler.hub.client.remote import RemoteFile
@@ -126,6 +127,10 @@ class GatheredPullRequest:
     """The organizations the Hub lists the author in, asked only when a signing key's
     principals do not name the author."""
     max_bundles: int = MAX_BUNDLES
+    at: int = field(default_factory=lambda: int(time.time()))
+    """When the allowed signers are judged (seconds since the epoch): now, as the bundles would
+    land if merged now; on the branch, a bundle is judged at the time it landed, as git judges
+    a commit by its time."""
 
 
 # ------------------------------------------------------------------------- verdicts
@@ -272,7 +277,12 @@ def judge_bundle(
     signer, required = reading.verification().signer, pr.definitions.require_signature
     review.checks.append(
         signature_check(
-            signer, pr.facts.author, pr.signers, required=required, author_orgs=pr.author_orgs
+            signer,
+            pr.facts.author,
+            pr.signers,
+            required=required,
+            author_orgs=pr.author_orgs,
+            at=pr.at,
         )
     )
     review.checks.extend(policy_checks(claim, gathered.row_count, max_exception_rate))
@@ -527,7 +537,7 @@ def harness_check(claim: BundleClaim) -> CheckResult:
 
 def exception_check(claim: BundleClaim, limit: float) -> CheckResult:
     counts = claim.predictions
-    rate = counts.exceptions / counts.count if counts.count else 0.0
+    rate = exception_rate(counts.exceptions, counts.count)
     detail = f"{counts.exceptions} of {counts.count} predictions raised ({rate:.1%})"
     if rate > limit:
         return failed("exceptions", f"{detail}, above {limit:.1%}")

@@ -22,6 +22,7 @@ from pydantic import ConfigDict, Field, SecretStr
 
 from bundler.core import exitcodes
 from bundler.core.errors import BundlerError, RepositoryNotFound, TemporaryError
+from bundler.core.limits import MAX_EXCEPTION_RATE
 from bundler.core.model import Model
 from bundler.core.progress import NoProgress, ProgressSink
 from bundler.core.version import bundler_version
@@ -39,8 +40,6 @@ from bundler.hub.review.judge import (
 from bundler.hub.tasks.split_size import RowCountResolver
 from bundler.local.layout import TEMP_PREFIX
 
-MAX_EXCEPTION_RATE = 0.05
-"""Default share of predictions that may have raised an exception in the harness."""
 REVIEW_TEMPLATE = "review.md.j2"
 
 

@@ -89,8 +89,8 @@ class TaskDefinitions(Model):
     version: Literal[1] = 1
     tasks: dict[str, TaskDefinition] = Field(default_factory=dict)
     require_signature: bool = False
-    """Review fails (rather than warns on) a bundle no allowed signer signed
-    (`bundler.hub.review.signing`)."""
+    """Every bundle must be signed: an upload to the branch refuses an unsigned one, and review
+    and audit fail it rather than warn (bundler.hub.tasks.signers_require says where)."""
 
     @field_validator("tasks")
     @classmethod

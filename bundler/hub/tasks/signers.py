@@ -4,13 +4,16 @@
 ALLOWED SIGNERS), so that anyone can check a bundle with stock OpenSSH against the very file the
 leaderboard keeps; it is read exactly as OpenSSH reads it (bundler.local.allowed_signers). The
 principals are Hub user or organization names. Only the maintainers' commits change it
-(`bundler signers add|remove`, which keep every line they do not touch byte for byte); review
+(`bundler signers add|remove|retire`, which keep every line they do not touch byte for
+byte); review
 fails a pull request that touches it (anything under `leaderboard/`).
 """
 
 from __future__ import annotations
 
-from bundler.core.errors import UsageError
+from typing import ClassVar
+
+from bundler.core.errors import BundlerError, UsageError
 from bundler.core.limits import MAX_SIGNERS_FILE_BYTES
 from bundler.core.model import Model
 from bundler.hub.client.session import HubSession, user_orgs
@@ -20,21 +23,59 @@ from bundler.local.allowed_signers import (
     AllowedSigners,
     KeyRefused,
     SignerEntry,
+    SignerKey,
     read_public_key,
 )
+from bundler.local.sshtime import read_utc_time
 
 
-def add_signer(signers: AllowedSigners, name: str, public_key: str, source: str) -> AllowedSigners:
+def add_signer(
+    signers: AllowedSigners,
+    name: str,
+    public_key: str,
+    source: str,
+    valid_after: str | None = None,
+    valid_before: str | None = None,
+) -> AllowedSigners:
     """`signers` and `name` with the key of an OpenSSH public key line (`KEYTYPE BASE64
-    [COMMENT]`, read from `source`); UsageError for a name that is no Hub name, or a key
-    OpenSSH refuses or the bundler cannot verify."""
+    [COMMENT]`, read from `source`), valid between the UTC times given (none: always);
+    UsageError for a name that is no Hub name, a key OpenSSH refuses or the bundler cannot
+    verify, or times OpenSSH would not read as the same instant, or that leave no time."""
     if not HUB_NAME.fullmatch(name):
         raise UsageError(f"{name!r} is not a Hub user or organization name")
+    key = _key(public_key, source)
     try:
-        key = read_public_key(public_key)
+        after, before = (read_utc_time(t) if t else 0 for t in (valid_after, valid_before))
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    if after and before and before <= after:
+        raise UsageError(f"valid-before {valid_before} is not after valid-after {valid_after}")
+    return signers.with_signer(name, key, after, before)
+
+
+def retire_signer(
+    signers: AllowedSigners, name: str, public_key: tuple[str, str] | None, at: int
+) -> AllowedSigners:
+    """`signers` with `name`'s keys (only the one of `public_key`, its text and where it was
+    read, if given) valid no later than `at`; NotASigner when no such key can be retired."""
+    key = None if public_key is None else _key(*public_key)
+    if not signers.retirable(name, key, at):
+        whose = f"{name}'s key {key.fingerprint}" if key is not None else f"{name}'s keys"
+        raise NotASigner(f"the allowed signers hold no line of {whose} valid before now")
+    return signers.retired(name, key, at)
+
+
+class NotASigner(BundlerError):
+    """A signer to retire who has no line to retire: a person must check the name or key."""
+
+    kind: ClassVar[str] = "not-a-signer"
+
+
+def _key(public_key: str, source: str) -> SignerKey:
+    try:
+        return read_public_key(public_key)
     except KeyRefused as error:
         raise UsageError(f"{source}: not a public key the bundler accepts: {error}") from None
-    return signers.with_signer(name, key)
 
 
 def read_signers(session: HubSession, revision: str) -> AllowedSigners | None:

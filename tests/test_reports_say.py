@@ -143,7 +143,8 @@ def test_every_command_says_what_it_means(hub: HubServer, repo_id: str, tmp_path
     maintainer.both("inspect", sorted((maintainer.home / "bundles").rglob("*.tar.zst"))[0])
     maintainer.both("diff", ours[0], ours[1], codes=(1,))
     maintainer.both("audit", "--repo", repo_id)
-    maintainer.both("signers", "remove", "submitter", "--repo", repo_id)
+    maintainer.human("signers", "remove", "submitter", "--repo", repo_id)
+    maintainer.json("signers", "remove", "submitter", "--repo", repo_id, codes=(1,))  # gone
 
     # A board forged in the web page: a field changed, a ghost row, a bundle left off.
     original = table(hub, repo_id)

@@ -134,7 +134,7 @@ class UploadReport(Model):
     error: str | None = None
     """The Hub error that ended the upload early, if one did; else the first that refused a
     batch of it (the Hub's limits, or the Hub refusing its content), the later batches
-    going on."""
+    going on; else, when it exits 1, what a person must look at (bundler.hub.publish.outcome)."""
     hint: str | None = None
     """What to do about `error`."""
     error_kind: str | None = None

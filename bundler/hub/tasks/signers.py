@@ -13,6 +13,7 @@ from __future__ import annotations
 from bundler.core.errors import UsageError
 from bundler.core.limits import MAX_SIGNERS_FILE_BYTES
 from bundler.core.model import Model
+from bundler.core.rule_errors import UnknownSigner
 from bundler.hub.client.session import HubSession, user_orgs
 from bundler.hub.repo.paths import ALLOWED_SIGNERS
 from bundler.local.allowed_signers import (
@@ -35,6 +36,16 @@ def add_signer(signers: AllowedSigners, name: str, public_key: str, source: str)
     except KeyRefused as error:
         raise UsageError(f"{source}: not a public key the bundler accepts: {error}") from None
     return signers.with_signer(name, key)
+
+
+def remove_signer(signers: AllowedSigners, name: str) -> AllowedSigners:
+    """`signers` with `name` off every line listing it; UnknownSigner when no line lists it
+    (principals match exactly, as OpenSSH matches them): a mistyped name must not read as
+    done, and a maintainer retiring a signer must learn that no one was taken off."""
+    listed = sorted({p for entry in signers.entries() for p in entry.principals})
+    if name not in listed:
+        raise UnknownSigner(name, listed)
+    return signers.without(name)
 
 
 def read_signers(session: HubSession, revision: str) -> AllowedSigners | None:

@@ -11,10 +11,14 @@ from pathlib import Path
 
 import pytest
 from conftest import READ_TOKEN, WRITE_TOKEN
+from factory import make_row
 from helpers import run_cli
 from hubserver import HubServer
 from test_review import TASK, World, make_world
 
+from bundler.core.rule_errors import UnknownMetric
+from bundler.hub.leaderboard.tables import AllTasksTable
+from bundler.hub.leaderboard.task_metrics import checked_metric, numeric_metrics
 from bundler.hub.repo.paths import TASKS_FILE
 
 
@@ -84,3 +88,19 @@ def test_tasks_list_shows_each_task_s_metric_kind_and_accepted_revisions(world: 
     ).stderr
     assert "kind" in table and "proportion" in table and "score" in table
     assert revision[:12] in table and "any" in table
+
+
+def test_only_a_number_under_the_name_counts_and_other_tasks_rows_do_not() -> None:
+    rows = [
+        make_row("a", metrics={"judge": {"verdict": "pass", "score": 0.5}}),
+        make_row("b", task="maze", metrics={"maze": {"total": 3}}),
+    ]
+    table = AllTasksTable.of(rows)
+    assert numeric_metrics(table, "expert-vqa") == {"judge.score"}
+    assert checked_metric(table, "expert-vqa", "judge.score", "main") is None
+    with pytest.raises(UnknownMetric) as refused:
+        checked_metric(table, "expert-vqa", "judge.verdict", "main")  # a string: no score
+    assert refused.value.known == ["judge.score"] and refused.value.exit_code == 1
+    with pytest.raises(UnknownMetric):
+        checked_metric(table, "expert-vqa", "maze.total", "main")  # another task's metric
+    assert "no bundle on main yet" in (checked_metric(table, "wires", "x.y", "main") or "")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import difflib
 
-import pyarrow as pa
 import pyarrow.compute as pc
 
 from bundler.core.rule_errors import UnknownMetric
@@ -38,9 +37,7 @@ def _part_metrics(part: TablePart, task: str) -> set[str]:
         return set()
     rows = decoded(part.data, ["task_name", "metrics"])
     metrics = rows.filter(pc.equal(rows.column("task_name"), task)).column("metrics")
-    leaves = pc.list_flatten(metrics.combine_chunks() if metrics.num_chunks else pa.array([]))
-    if not len(leaves):
-        return set()
+    leaves = pc.list_flatten(metrics)
     numbered = leaves.filter(pc.is_valid(pc.struct_field(leaves, "number")))
     return set(pc.unique(pc.struct_field(numbered, "name")).to_pylist())
 
@@ -52,8 +49,8 @@ def checked_metric(table: AllTasksTable, task: str, metric: str, revision: str) 
     against); None when some bundle has the metric."""
     if task not in table.tallies():
         return (
-            f"task {task} has no bundle on {revision} yet: the metric {metric} is checked "
-            "against none; define it again once bundles are there if they name it otherwise"
+            f"task {task} has no bundle on {revision} yet: its metric {metric} is taken as "
+            "written, unchecked; a bundle that names it otherwise will show no score"
         )
     known = numeric_metrics(table, task, metric)
     if metric in known:

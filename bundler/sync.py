@@ -121,7 +121,8 @@ class SyncReport(Model):
     or not signed, and the upload's own `error`."""
     hint: str | None = None
     error_kind: str | None = None
-    """`error`'s kind (bundler.core.errors), what a reader acts on rather than the words."""
+    """`error`'s kind (bundler.core.errors; bundler.core.causes when no error stopped it), what a
+    reader acts on rather than the words."""
     report_path_error: str | None = None
     """Why the report file (`--report`) could not be written: this report is then the only one."""
     exit_code: int = exitcodes.OK
@@ -243,6 +244,8 @@ def _say_what_happened(report: SyncReport) -> None:
     """The report's `error`, `hint` and `error_kind` for a sync that exits 1: what its collect
     refused or kept, then what its upload said (bundler.core.causes)."""
     causes = _collect_causes(report.collect) if report.collect is not None else []
+    if not causes:
+        return  # the upload said it (bundler.hub.publish.outcome)
     if report.error is not None:
         causes.append(Cause(report.error, report.hint or "", report.error_kind or "error"))
     said = summary(causes)

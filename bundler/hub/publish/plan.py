@@ -138,7 +138,7 @@ class UploadReport(Model):
     hint: str | None = None
     """What to do about `error`."""
     error_kind: str | None = None
-    """`error`'s kind (bundler.core.errors), what a reader acts on rather than the words."""
+    """`error`'s kind (bundler.core.errors; bundler.core.causes when no error ended it)."""
     error_temporary: bool = False
     card_refused: str | None = None
     """Why the dataset card was left out of the commits (the bundles were committed without

@@ -17,6 +17,15 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from bundler.core import exitcodes
+from bundler.core.causes import (
+    BUNDLE_KEPT_KIND,
+    NOT_SIGNED_KIND,
+    RUNS_REFUSED_KIND,
+    Cause,
+    counted,
+    named,
+    summary,
+)
 from bundler.core.environment import check_hub_environment
 from bundler.core.errors import BundlerError, Terminated, UsageError, WriteError
 from bundler.core.jsontext import valid_unicode
@@ -108,10 +117,12 @@ class SyncReport(Model):
     """Why upload did not run although collect did (nothing in the folder to publish)."""
     error: str | None = None
     """The error that stopped the sync early (lock held, Hub unavailable, bad token, a stop
-    signal...)."""
+    signal...); else, when it exits 1, what a person must look at: runs refused, bundles kept
+    or not signed, and the upload's own `error`."""
     hint: str | None = None
     error_kind: str | None = None
-    """`error`'s kind (bundler.core.errors), what a reader acts on rather than the words."""
+    """`error`'s kind (bundler.core.errors; bundler.core.causes when no error stopped it), what a
+    reader acts on rather than the words."""
     report_path_error: str | None = None
     """Why the report file (`--report`) could not be written: this report is then the only one."""
     exit_code: int = exitcodes.OK
@@ -220,11 +231,44 @@ def sync(
             error_code,
         )
     )
+    if report.exit_code == exitcodes.LOOK and report.stopping_error is None:
+        _say_what_happened(report)
     if options.report_path is not None:
         keep_report(report, options.report_path)
     if stopped is not None:
         raise stopped
     return report
+
+
+def _say_what_happened(report: SyncReport) -> None:
+    """The report's `error`, `hint` and `error_kind` for a sync that exits 1: what its collect
+    refused or kept, then what its upload said (bundler.core.causes)."""
+    causes = _collect_causes(report.collect) if report.collect is not None else []
+    if not causes:
+        return  # the upload said it (bundler.hub.publish.outcome)
+    if report.error is not None:
+        causes.append(Cause(report.error, report.hint or "", report.error_kind or "error"))
+    said = summary(causes)
+    if said is not None:
+        report.error, report.hint, report.error_kind = said
+
+
+def _collect_causes(collected: CollectReport) -> list[Cause]:
+    causes = []
+    if refused := collected.refused:
+        what = f"{counted(len(refused), 'run')} refused, the first {refused[0].error}"
+        hint = "fix what each refused run's error names; the run is bundled by the next sync"
+        causes.append(Cause(what, hint, RUNS_REFUSED_KIND))
+    if kept := [b.bundle_id for b in collected.bundles if b.outcome == "kept"]:
+        what = f"{counted(len(kept), 'bundle')} kept rather than replaced: {named(kept)}"
+        hint = "each bundle's `kept` says what the new one would have lost, and how to keep it"
+        causes.append(Cause(what, hint, BUNDLE_KEPT_KIND))
+    signing = collected.signing.bundles if collected.signing is not None else []
+    if unsigned := [b for b in signing if b.outcome == "refused"]:
+        what = f"{counted(len(unsigned), 'bundle')} not signed, the first {unsigned[0].detail}"
+        hint = "fix what it names, then sign the bundles again"
+        causes.append(Cause(what, hint, NOT_SIGNED_KIND))
+    return causes
 
 
 def _stop_words(error: BaseException) -> tuple[str, int]:

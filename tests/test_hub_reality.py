@@ -152,7 +152,8 @@ def test_a_refused_card_never_blocks_the_bundles(
     assert code == 1, stderr
     assert [b["outcome"] for b in report["bundles"]] == ["published"]
     assert report["card_refused"] and "bundler card" in report["card_refused"]
-    assert report["error"] is None
+    assert report["error"].startswith("the dataset card was left out: ")  # said at the top
+    assert report["error_kind"] == "card-refused" and "bundler card" in report["hint"]
     assert README not in hub.list_files(repo_id)
     assert (
         len(report["commits"]) == 1 and posts(hub, repo_id, "commit") == 1

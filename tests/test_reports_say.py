@@ -149,7 +149,8 @@ def test_every_command_says_what_it_means(hub: HubServer, repo_id: str, tmp_path
     maintainer.both("diff", ours[0], ours[1], codes=(1,))
     maintainer.both("audit", "--repo", repo_id)
     maintainer.both("signers", "retire", "submitter", "--repo", repo_id)
-    maintainer.both("signers", "remove", "submitter", "--repo", repo_id)
+    maintainer.human("signers", "remove", "submitter", "--repo", repo_id)
+    maintainer.json("signers", "remove", "submitter", "--repo", repo_id, codes=(1,))  # gone
     # Signatures required while no signer is listed (a warning): the nightly's unsigned run is
     # refused, named; then the rule is cleared again.
     maintainer.both("signers", "require", "--repo", repo_id)

@@ -16,6 +16,7 @@ import shlex
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from bundler.core.causes import CARD_KIND, CONFLICT_KIND
 from bundler.core.errors import (
     MAINTAINER_TOKEN,
     SUBMITTER_TOKEN,
@@ -87,11 +88,16 @@ LOCKED_HINT = "run again later, or pass --wait SECONDS to wait for it"
 MAX_WAIT_HINT = (
     "run the same command again then, or allow longer waits (--max-wait, BUNDLER_MAX_WAIT)"
 )
-KIND_HINTS = {BundlesLockedError.kind: LOCKED_HINT, RateLimitOutlasts.kind: MAX_WAIT_HINT}
-"""The hints that depend on an error's kind alone, by which a report that keeps the kind of the
-error that ended it (upload's, collect's) is worded."""
 REFRESH_CARD = "fix the problem, then run `bundler card`"
 """What to do about a dataset card an upload left out."""
+KIND_HINTS = {
+    BundlesLockedError.kind: LOCKED_HINT,
+    RateLimitOutlasts.kind: MAX_WAIT_HINT,
+    CONFLICT_KIND: f"{REMEDIES['replace']}, if it is the right result",
+    CARD_KIND: REFRESH_CARD,
+}
+"""The hints that depend on an error's kind alone, by which a report that keeps the kind of the
+error that ended it (upload's, collect's) is worded."""
 
 
 def _no_write_access(error: NoWriteAccess) -> Words:

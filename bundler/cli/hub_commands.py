@@ -378,7 +378,9 @@ def tasks_define_command(
     maintainer: needs write access): the dataset and split its results must have run on, the
     metric it is ranked by and its direction, and the dataset revisions accepted. review fails
     a bundle that contradicts its task's definition, the card ranks by the defined metric, and
-    upload to the branch refuses such a bundle (exit 1)."""
+    upload to the branch refuses such a bundle (exit 1). A metric none of the task's bundles on
+    the branch has is refused (exit 1), naming those they have; with no bundle of the task yet,
+    it is committed with a warning."""
     from pydantic import ValidationError
 
     from bundler.core.errors import UsageError
@@ -422,7 +424,8 @@ def tasks_list_command(
     debug: DebugOption = False,
 ) -> None:
     """List the leaderboard's task definitions (leaderboard/tasks.json): each task's dataset,
-    split, ranking metric and direction, and how many dataset revisions it accepts (none: any).
+    split, ranking metric, its kind (proportion or score) and direction, and the dataset
+    revisions it accepts (none: any; abbreviated in the table, in full with --json).
     Any token that can read the repository will do, or none for a public one."""
     from bundler.hub.client.session import HubSession
     from bundler.hub.tasks.definitions import list_definitions
@@ -438,6 +441,11 @@ def tasks_list_command(
     )
 
 
+SHORT_SHA = 12
+"""A dataset revision as the task list's table shows it, as git abbreviates a commit (--json
+gives each in full)."""
+
+
 def render_task_list(listing: TaskListing, console: Console) -> None:
     from rich.table import Table
 
@@ -447,19 +455,19 @@ def render_task_list(listing: TaskListing, console: Console) -> None:
         console.print(f"no task is defined on {shown(listing.repo_id)}@{shown(listing.revision)}")
         return
     table = Table(title=f"Tasks of {shown(listing.repo_id)}@{shown(listing.revision)}")
-    for column in ("task", "dataset", "split", "metric", "direction", "revisions"):
+    for column in ("task", "dataset", "split", "metric", "kind", "direction", "revisions"):
         table.add_column(column)
     for name, task in sorted(listing.tasks.items()):
-        accepted = str(len(task.revisions)) if task.revisions else "any"
-        cells = (name, task.hf_repo_id, task.split, task.metric, task.direction, accepted)
-        table.add_row(*(shown(cell) for cell in cells))
+        accepted = "\n".join(sha[:SHORT_SHA] for sha in task.revisions) or "any"
+        cells = (name, task.hf_repo_id, task.split, task.metric, task.metric_kind, task.direction)
+        table.add_row(*(shown(cell) for cell in cells), accepted)
     console.print(table)
 
 
 def render_define(report: DefineReport, console: Console) -> None:
     from bundler.cli.console import shown
 
-    for warning in report.charts_not_drawn:
+    for warning in [*report.warnings, *report.charts_not_drawn]:
         console.print(f"[yellow]warning[/] {shown(warning)}")
     done = f"committed {report.commit[:12]}" if report.commit else "already so defined"
     console.print(f"task {shown(report.task)}: {done}")

@@ -190,10 +190,15 @@ def signers_remove_command(
     debug: DebugOption = False,
 ) -> None:
     """Take NAME off the leaderboard's allowed signers (every key of theirs): one commit naming
-    its parent, none when NAME is not there. Needs a write token."""
+    its parent. A NAME the file does not list is refused (exit 1), naming those it lists, and
+    nothing is committed. Needs a write token."""
 
     def remove() -> Change:
-        return (lambda signers: signers.without(name)), f"Stop allowing {name} to sign bundles"
+        from bundler.hub.tasks.signers import remove_signer
+
+        return (
+            lambda signers: remove_signer(signers, name)
+        ), f"Stop allowing {name} to sign bundles"
 
     _run(repo, token, json_output, debug, remove)
 

@@ -134,11 +134,11 @@ class UploadReport(Model):
     error: str | None = None
     """The Hub error that ended the upload early, if one did; else the first that refused a
     batch of it (the Hub's limits, or the Hub refusing its content), the later batches
-    going on."""
+    going on; else, when it exits 1, what a person must look at (bundler.hub.publish.outcome)."""
     hint: str | None = None
     """What to do about `error`."""
     error_kind: str | None = None
-    """`error`'s kind (bundler.core.errors), what a reader acts on rather than the words."""
+    """`error`'s kind (bundler.core.errors; bundler.core.causes when no error ended it)."""
     error_temporary: bool = False
     card_refused: str | None = None
     """Why the dataset card was left out of the commits (the bundles were committed without

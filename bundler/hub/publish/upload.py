@@ -22,6 +22,7 @@ from pathlib import Path
 from bundler.core.errors import HubError, PullRequestRevision
 from bundler.core.forked import Watch, ahead_in_child
 from bundler.core.progress import NoProgress, ProgressSink, Unit
+from bundler.hub.publish.outcome import say_what_happened
 from bundler.hub.publish.plan import BundlePlan, LocalBundle, UploadOptions, UploadReport
 from bundler.local.layout import find_archives
 from bundler.local.lock import bundles_lock
@@ -163,7 +164,7 @@ def upload(
 
             publisher = Publisher(options, progress)
             local, set_aside = gathered()
-        return publisher.run(local, set_aside)
+        return say_what_happened(publisher.run(local, set_aside))
 
 
 __all__ = ["HubError", "UploadOptions", "UploadReport", "load_hub_client", "upload"]

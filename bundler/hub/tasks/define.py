@@ -15,6 +15,7 @@ from bundler.hub.client.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
 from bundler.hub.client.session import HubSession
 from bundler.hub.leaderboard.branch import read_branch, table_operations
 from bundler.hub.leaderboard.chart import not_drawn
+from bundler.hub.leaderboard.task_metrics import checked_metric
 from bundler.hub.repo.paths import TASKS_FILE
 from bundler.hub.tasks.definitions import TaskDefinition, TaskDefinitions
 
@@ -30,6 +31,9 @@ class DefineReport(Model):
     commit: str | None = None
     charts_not_drawn: list[str] = Field(default_factory=list)
     """Charts the commit went without, each with why (matplotlib failed to draw it)."""
+    warnings: list[str] = Field(default_factory=list)
+    """What the definition could not be checked against: the task has no bundle on the
+    branch yet, so its metric is taken on trust."""
 
     @property
     def exit_code(self) -> int:
@@ -42,7 +46,9 @@ def define_task(
     """Write `task`'s definition into the task definitions on `revision`, with the tables and
     card ranked by it, in one commit naming its parent (a concurrent commit: read again, and
     planned again). Needs write access,
-    checked first; nothing is committed when the definition is already that one."""
+    checked first; nothing is committed when the definition is already that one. The metric
+    is checked against the task's bundles on the branch (`checked_metric`): UnknownMetric when
+    none has it, a warning when there is none yet."""
     if not SAFE_TASK_NAME.fullmatch(task):
         raise UsageError(f"{task!r} is not a safe task name")
     if revision.startswith("refs/pr/"):
@@ -54,6 +60,8 @@ def define_task(
 
     def plan() -> PlannedCommit | None:
         state = read_branch(session, revision)
+        warning = checked_metric(state.leaderboard, task, definition.metric, revision)
+        report.warnings = [warning] if warning is not None else []
         current = state.definitions
         if current.get(task) == definition:
             return None

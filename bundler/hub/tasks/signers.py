@@ -16,6 +16,7 @@ from typing import ClassVar
 from bundler.core.errors import BundlerError, UsageError
 from bundler.core.limits import MAX_SIGNERS_FILE_BYTES
 from bundler.core.model import Model
+from bundler.core.rule_errors import UnknownSigner
 from bundler.hub.client.session import HubSession, user_orgs
 from bundler.hub.repo.paths import ALLOWED_SIGNERS
 from bundler.local.allowed_signers import (
@@ -76,6 +77,16 @@ def _key(public_key: str, source: str) -> SignerKey:
         return read_public_key(public_key)
     except KeyRefused as error:
         raise UsageError(f"{source}: not a public key the bundler accepts: {error}") from None
+
+
+def remove_signer(signers: AllowedSigners, name: str) -> AllowedSigners:
+    """`signers` with `name` off every line listing it; UnknownSigner when no line lists it
+    (principals match exactly, as OpenSSH matches them): a mistyped name must not read as
+    done, and a maintainer retiring a signer must learn that no one was taken off."""
+    listed = sorted({p for entry in signers.entries() for p in entry.principals})
+    if name not in listed:
+        raise UnknownSigner(name, listed)
+    return signers.without(name)
 
 
 def read_signers(session: HubSession, revision: str) -> AllowedSigners | None:

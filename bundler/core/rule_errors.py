@@ -1,7 +1,7 @@
 """Refusals of a maintainer's change to the leaderboard's rules: a task defined by a metric its
-bundles do not have, a signer to remove whom the allowed signers do not list. Each changes
-nothing and asks a person to look (exit 1); kept apart from bundler.core.errors, the hierarchy
-they belong to, only to keep modules short."""
+bundles do not have, a signer to remove whom the allowed signers do not list, or to retire who
+has no line to retire. Each changes nothing and asks a person to look (exit 1); kept apart from
+bundler.core.errors, the hierarchy they belong to, only to keep modules short."""
 
 from __future__ import annotations
 
@@ -47,3 +47,10 @@ class UnknownSigner(BundlerError):
             hint="a name is matched exactly, letter case included",
         )
         self.name, self.listed = name, listed
+
+
+class NotASigner(BundlerError):
+    """A signer to retire who has no line to retire (none, or none valid now): nothing changes,
+    and a person must check the name or key (exit 1)."""
+
+    kind: ClassVar[str] = "not-a-signer"

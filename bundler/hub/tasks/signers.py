@@ -11,12 +11,10 @@ fails a pull request that touches it (anything under `leaderboard/`).
 
 from __future__ import annotations
 
-from typing import ClassVar
-
-from bundler.core.errors import BundlerError, UsageError
+from bundler.core.errors import UsageError
 from bundler.core.limits import MAX_SIGNERS_FILE_BYTES
 from bundler.core.model import Model
-from bundler.core.rule_errors import UnknownSigner
+from bundler.core.rule_errors import NotASigner, UnknownSigner
 from bundler.hub.client.session import HubSession, user_orgs
 from bundler.hub.repo.paths import ALLOWED_SIGNERS
 from bundler.local.allowed_signers import (
@@ -64,12 +62,6 @@ def retire_signer(
         whose = f"{name}'s key {key.fingerprint}" if key is not None else f"{name}'s keys"
         raise NotASigner(f"the allowed signers hold no line of {whose} valid before now")
     return signers.retired(name, key, at)
-
-
-class NotASigner(BundlerError):
-    """A signer to retire who has no line to retire: a person must check the name or key."""
-
-    kind: ClassVar[str] = "not-a-signer"
 
 
 def _key(public_key: str, source: str) -> SignerKey:

@@ -70,9 +70,25 @@ def rate_limit_policy_of_its_own() -> Iterator[None]:
     session, which would otherwise outlive it into the next test of this worker."""
     from bundler.hub.client import ratelimit  # not at import: the client reads the env then
 
-    ratelimit.POLICY.max_wait, ratelimit.POLICY.listener = ratelimit.DEFAULT_MAX_WAIT, None
     yield
     ratelimit.POLICY.max_wait, ratelimit.POLICY.listener = ratelimit.DEFAULT_MAX_WAIT, None
+
+
+@pytest.fixture
+def plain_client() -> Iterator[None]:
+    """The client as a process that never ran a bundler command has it: a command run in this
+    process installs its rate-limit hook on the client's shared session, which turns a 429
+    into the bundler's own refusal (tests of the server itself want the client's)."""
+    from huggingface_hub import set_client_factory
+    from huggingface_hub.utils._http import default_client_factory
+
+    from bundler.hub.client import ratelimit
+
+    with ratelimit._install_lock:
+        if ratelimit._installed:
+            set_client_factory(default_client_factory)
+            ratelimit._installed = False
+    yield
 
 
 @pytest.fixture(scope="session")

@@ -95,6 +95,11 @@ def hub() -> Iterator[HubServer]:
 
 
 @pytest.fixture(autouse=True)
+def _plain_client(plain_client: None) -> None:
+    """These tests judge the server by what the client itself makes of its answers."""
+
+
+@pytest.fixture(autouse=True)
 def _no_xet_no_telemetry(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)
     monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", True)

@@ -166,8 +166,7 @@ class Publisher:
         if isinstance(error, HubAccessError):
             raise error
         temporary = isinstance(error, TemporaryError)
-        self.report.error, self.report.hint = error.message, error.hint
-        self.report.error_kind = error.kind
+        self.report.say(error)
         self.report.error_temporary = temporary
         return temporary
 

@@ -27,6 +27,7 @@ from bundler.core.causes import (
     summary,
 )
 from bundler.core.environment import check_hub_environment
+from bundler.core.error_shape import ErrorShape
 from bundler.core.errors import BundlerError, Terminated, UsageError, WriteError
 from bundler.core.jsontext import valid_unicode
 from bundler.core.model import Model, RemedyField
@@ -99,7 +100,7 @@ class SyncCounts(Model):
     commits: int = 0
 
 
-class SyncReport(Model):
+class SyncReport(Model, ErrorShape):
     kind: Literal["sync"] = "sync"
     """What made the report, as every --json report says: the report file says it too."""
     output_root: str
@@ -133,7 +134,7 @@ class SyncReport(Model):
     def stopped_by(self, error: BundlerError) -> None:
         """Record the error that stopped the sync: its words, its kind, and the error itself,
         for a caller that words it its own way (the command line); never in the JSON."""
-        self.error, self.hint, self.error_kind = error.message, error.hint, error.kind
+        self.say(error)
         self._error = error
 
     @property
@@ -250,7 +251,7 @@ def _say_what_happened(report: SyncReport) -> None:
         causes.append(Cause(report.error, report.hint or "", report.error_kind or "error"))
     said = summary(causes)
     if said is not None:
-        report.error, report.hint, report.error_kind = said
+        report.say(said)
 
 
 def _collect_causes(collected: CollectReport) -> list[Cause]:
@@ -327,8 +328,7 @@ def _summarise(report: SyncReport) -> None:
         report.commits = list(report.upload.commits)
         report.pull_request_url = report.upload.pull_request_url
         if report.upload.error and report.error is None:
-            report.error, report.hint = report.upload.error, report.upload.hint
-            report.error_kind = report.upload.error_kind
+            report.say(report.upload)
     report.bundles = sorted(bundles.values(), key=lambda bundle: bundle.bundle_id)
     outcomes = [bundle.outcome for bundle in report.bundles]
     counts.published = outcomes.count("published")

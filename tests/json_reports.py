@@ -24,16 +24,16 @@ def reports() -> dict[str, type[BaseModel]]:
     """Each command (as typed after `bundler`, its report's `kind`) and its report's model."""
     from bundler.cli.template_command import TemplateReport
     from bundler.hub.audit.findings import AuditReport
-    from bundler.hub.leaderboard.card_refresh import CardRefresh
-    from bundler.hub.leaderboard.start import StartReport
+    from bundler.hub.maintain.board_start import StartReport
+    from bundler.hub.maintain.card_refresh import CardRefresh
+    from bundler.hub.maintain.signers_require import RequireReport
+    from bundler.hub.maintain.task_define import DefineReport
     from bundler.hub.publish.plan import UploadReport
     from bundler.hub.publish.status import StatusReport
     from bundler.hub.repo.download import DownloadReport
     from bundler.hub.review.round import ReviewReport
-    from bundler.hub.tasks.define import DefineReport
     from bundler.hub.tasks.definitions import TaskListing
     from bundler.hub.tasks.signers import SignersReport
-    from bundler.hub.tasks.signers_require import RequireReport
     from bundler.local.collect import CollectReport
     from bundler.local.diff import BundleDiff
     from bundler.local.export import ExportReport

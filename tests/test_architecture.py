@@ -125,6 +125,42 @@ def test_outside_libraries_stay_in_their_wing(library: str) -> None:
     assert offenders == []
 
 
+MAINTAIN = "bundler.hub.maintain"
+BRANCH = "bundler.hub.leaderboard.branch"
+
+
+def inside(name: str, package: str) -> bool:
+    return name == package or name.startswith(f"{package}.")
+
+
+def test_the_task_definitions_stand_below_the_board_and_its_commands() -> None:
+    """`hub/tasks` holds values the board is ranked by: it never reads a branch nor carries
+    a maintainer's command, or the board and its rules would stand on each other."""
+    graph = bundler_imports(modules())
+    against = sorted(
+        f"{importer} -> {target}"
+        for importer, targets in graph.items()
+        if inside(importer, "bundler.hub.tasks")
+        for target in targets
+        if inside(target, MAINTAIN) or target == BRANCH
+    )
+    assert against == []
+
+
+def test_only_the_command_line_runs_the_maintainers_commands() -> None:
+    """`hub/maintain` changes a leaderboard on a maintainer's behalf: a module of the Hub wing
+    importing it would make a value depend on a command."""
+    graph = bundler_imports(modules())
+    against = sorted(
+        f"{importer} -> {target}"
+        for importer, targets in graph.items()
+        if not inside(importer, MAINTAIN) and wing(importer) != "cli"
+        for target in targets
+        if inside(target, MAINTAIN)
+    )
+    assert against == []
+
+
 def line_count(path: Path) -> int:
     return len(path.read_text(encoding="utf-8").splitlines())
 

@@ -19,7 +19,7 @@ from huggingface_hub import CommitOperationAdd, HfApi
 from test_upload import make_bundles, publish, repo_files, table_rows, upload
 
 from bundler.hub.client.session import HubSession
-from bundler.hub.leaderboard.card_refresh import refresh_card
+from bundler.hub.maintain.card_refresh import refresh_card
 from bundler.hub.repo.paths import README, RECORD, bundle_of_path, table_part, task_table
 
 LAYOUT_1 = Path(__file__).parent / "fixtures" / "layout-v1"

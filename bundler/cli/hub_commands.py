@@ -30,8 +30,8 @@ from bundler.core.limits import MAX_EXCEPTION_RATE
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from bundler.hub.maintain.task_define import DefineReport
     from bundler.hub.publish.upload import UploadOptions
-    from bundler.hub.tasks.define import DefineReport
     from bundler.hub.tasks.definitions import TaskListing
 
 
@@ -152,7 +152,7 @@ def card_command(
     named and left out), or the card would be refused."""
     from bundler.cli.render import render_card
     from bundler.hub.client.session import HubSession
-    from bundler.hub.leaderboard.card_refresh import refresh_card
+    from bundler.hub.maintain.card_refresh import refresh_card
 
     console = stderr_console()
 
@@ -385,7 +385,7 @@ def tasks_define_command(
 
     from bundler.core.errors import UsageError
     from bundler.hub.client.session import HubSession
-    from bundler.hub.tasks.define import define_task
+    from bundler.hub.maintain.task_define import define_task
     from bundler.hub.tasks.definitions import TaskDefinition
 
     console = stderr_console()

@@ -1,4 +1,4 @@
-"""`bundler init --repo OWNER/NAME`: start a leaderboard (bundler.hub.leaderboard.start), and
+"""`bundler init --repo OWNER/NAME`: start a leaderboard (bundler.hub.maintain.board_start), and
 say each role's next command."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from bundler.cli.tokens import secrets_of, token_to_send
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from bundler.hub.leaderboard.start import StartReport
+    from bundler.hub.maintain.board_start import StartReport
 
 
 def next_commands(repo_id: str) -> dict[str, str]:
@@ -71,7 +71,7 @@ def init_command(
     (exit 1, naming what it holds) unless --adopt keeps it. Needs a write token of an account that
     may create repositories in the namespace (exit 2 otherwise)."""
     from bundler.hub.client.session import HubSession
-    from bundler.hub.leaderboard.start import start_leaderboard
+    from bundler.hub.maintain.board_start import start_leaderboard
 
     console = stderr_console()
 

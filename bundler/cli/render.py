@@ -20,7 +20,7 @@ from bundler.core.progress import NoProgress, ProgressSink
 
 if TYPE_CHECKING:
     from bundler.core.checks import CheckResult
-    from bundler.hub.leaderboard.card_refresh import CardRefresh
+    from bundler.hub.maintain.card_refresh import CardRefresh
     from bundler.hub.publish.plan import BundlePlan
     from bundler.hub.publish.upload import UploadReport
     from bundler.hub.repo.download import DownloadReport

@@ -1,6 +1,6 @@
 """`bundler signers add|remove|retire|list|require`: who may sign a leaderboard's bundles
 (bundler.hub.tasks.signers), and whether every bundle must be signed
-(bundler.hub.tasks.signers_require), kept by its maintainers."""
+(bundler.hub.maintain.signers_require), kept by its maintainers."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from bundler.core.limits import MAX_PUBLIC_KEY_BYTES
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from bundler.hub.maintain.signers_require import RequireReport
     from bundler.hub.tasks.signers import SignersReport
-    from bundler.hub.tasks.signers_require import RequireReport
     from bundler.local.allowed_signers import AllowedSigners
 
 NameArgument = Annotated[
@@ -74,8 +74,8 @@ def _run(
     runs first, inside the command's error handling and before the Hub is asked: a key file
     that cannot be used stops the command before any request."""
     from bundler.hub.client.session import HubSession
+    from bundler.hub.maintain.signers_change import change_signers
     from bundler.hub.tasks.signers import list_signers
-    from bundler.hub.tasks.signers_change import change_signers
 
     console = stderr_console()
 
@@ -243,7 +243,7 @@ def signers_require_command(
     are still published), upload --create-pr warns that review will fail it, and review and
     audit fail it. Needs a write token."""
     from bundler.hub.client.session import HubSession
-    from bundler.hub.tasks.signers_require import require_signatures
+    from bundler.hub.maintain.signers_require import require_signatures
 
     console = stderr_console()
 

@@ -46,10 +46,11 @@ def named(names: Sequence[str], limit: int = MAX_IDS_SHOWN) -> str:
     return f"{shown} and {more} more" if more > 0 else shown
 
 
-def summary(causes: Sequence[Cause]) -> tuple[str, str, str] | None:
-    """The report's `error`, `hint` and `error_kind` for these causes: every cause's line, the
-    first one's hint and kind (the causes come most pressing first); None for no cause."""
+def summary(causes: Sequence[Cause]) -> Cause | None:
+    """The one cause a report says (its `error`, `hint` and `error_kind`,
+    bundler.core.error_shape): every cause's line, the first one's hint and kind (the causes
+    come most pressing first); None for no cause."""
     if not causes:
         return None
     first = causes[0]
-    return "; ".join(cause.what for cause in causes), first.hint, first.kind
+    return Cause("; ".join(cause.what for cause in causes), first.hint, first.kind)

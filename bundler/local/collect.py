@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from pydantic import ConfigDict, Field
 
 from bundler.core import exitcodes
+from bundler.core.error_shape import ErrorShape
 from bundler.core.errors import (
     BundlerError,
     BundlesLockedError,
@@ -114,7 +115,7 @@ class RefusedInput(Model):
     remedy: RemedyField = None
 
 
-class CollectReport(Model):
+class CollectReport(Model, ErrorShape):
     output_root: str
     bundles_dir: str
     bundles: list[CollectedBundle] = Field(default_factory=list)
@@ -235,7 +236,7 @@ def collect(
     except BundlesLockedError as error:  # from the lock: _bundle_one reports its own errors
         if not report.refused:
             raise  # the lock is the whole story: its one line and exit 75, as for upload
-        report.error, report.hint, report.error_kind = error.message, error.hint, error.kind
+        report.say(error)
         report.skipped.extend(
             Skipped(path=str(header.run.path), reason=f"not bundled: {error}") for header in runs
         )

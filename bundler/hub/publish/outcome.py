@@ -62,5 +62,5 @@ def say_what_happened(report: UploadReport) -> UploadReport:
         return report
     said = summary(upload_causes(report))
     if said is not None:
-        report.error, report.hint, report.error_kind = said
+        report.say(said)
     return report

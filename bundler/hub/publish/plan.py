@@ -26,6 +26,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field, SecretStr
 
+from bundler.core.error_shape import ErrorShape
 from bundler.core.errors import TemporaryError
 from bundler.core.model import Model, RemedyField
 from bundler.hub.client.limits import HubLimits
@@ -119,7 +120,7 @@ class BundlePlan(Model):
         return self.action in VERB and self.outcome == "planned"
 
 
-class UploadReport(Model):
+class UploadReport(Model, ErrorShape):
     repo_id: str
     revision: str
     dry_run: bool

@@ -1,7 +1,7 @@
 """The repository an upload goes to: it must exist, and the token's rights are checked against
 it, before anything is transferred (bundler.hub.client.access says who may do what).
 
-Only `start_leaderboard` (bundler.hub.leaderboard.start) creates a repository: an upload into
+Only `start_leaderboard` (bundler.hub.maintain.board_start) creates a repository: an upload into
 one that does not exist, a typo in the id most likely, is refused, never published into a new
 repository nobody will read.
 """

@@ -1,7 +1,7 @@
 """Stage 5, carried out: read what the plan needs from the Hub, then make its commits.
 
 `bundler.hub.publish.plan` decides; this module does. It checks the token and the repository
-(which must exist: only `bundler.hub.leaderboard.start` creates one), finds the submitter's
+(which must exist: only `bundler.hub.maintain.board_start` creates one), finds the submitter's
 pull request (`Destination`), reads what it holds of the bundles being planned (`Holdings`)
 and, beyond that, only what `plan.triage` asks for (`HubEvidence`), and commits the plan's
 batches. Each commit is
@@ -166,8 +166,7 @@ class Publisher:
         if isinstance(error, HubAccessError):
             raise error
         temporary = isinstance(error, TemporaryError)
-        self.report.error, self.report.hint = error.message, error.hint
-        self.report.error_kind = error.kind
+        self.report.say(error)
         self.report.error_temporary = temporary
         return temporary
 

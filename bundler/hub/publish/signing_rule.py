@@ -1,5 +1,5 @@
 """The maintainers' rule that every bundle be signed (`require_signature` in the task
-definitions, bundler.hub.tasks.signers_require), applied to what an upload is about to publish.
+definitions, bundler.hub.maintain.signers_require), applied to what an upload is about to publish.
 
 A bundle that verified and holds a signature was signed by the key its signature names (the
 signature is checked against the archive's bytes when it is verified); whether that key is an

@@ -90,7 +90,7 @@ class TaskDefinitions(Model):
     tasks: dict[str, TaskDefinition] = Field(default_factory=dict)
     require_signature: bool = False
     """Every bundle must be signed: an upload to the branch refuses an unsigned one, and review
-    and audit fail it rather than warn (bundler.hub.tasks.signers_require says where)."""
+    and audit fail it rather than warn (bundler.hub.maintain.signers_require says where)."""
 
     @field_validator("tasks")
     @classmethod

@@ -177,7 +177,7 @@ def test_a_board_of_3000_empty_parts_under_a_rate_limit_resumes_on_the_next_run(
     code, report, stderr = audit(repo_id, "--sample", 1, "--max-wait", 0)
     assert code == 75, stderr
     assert report["error_kind"] == "rate-limit-outlasts-wait"
-    first = report["file_requests"]  # the bundle's 2, then parts until the limit stopped it
+    first = hub.request_counts(repo_id)["file"]  # the bundle's 2, then parts until the limit
     assert 2 < first < EMPTY_PARTS
     hub.advance_clock(hub.seconds_to_window_reset())
     hub.reset_requests()

@@ -1,0 +1,235 @@
+"""`bundler eval-results` end to end against the test Hub: a leaderboard's scores proposed to
+the models' own repositories as `.eval_results/<benchmark>.yaml`, one pull request per model,
+read back with huggingface_hub's own `parse_eval_result_entries`. Only what the board stands
+behind is proposed (ranked, complete, pinned, not stale, the model's best, its bundle
+verified), nothing twice, and a dry run opens nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from conftest import SUBMITTER_TOKEN, WRITE_TOKEN
+from factory import RunSpec, write_tree
+from helpers import run_cli
+from hubserver import HubServer
+from huggingface_hub import (
+    CommitOperationAdd,
+    EvalResultEntry,
+    HfApi,
+    parse_eval_result_entries,
+)
+from test_upload import publish
+
+from bundler.hub.repo.paths import repo_archive, task_table
+from bundler.local.collect import CollectOptions, collect
+from bundler.local.layout import BundleId
+
+TASK = "expert-vqa"
+METRIC = "exact_match.accuracy"
+EVAL_YAML = """\
+name: Expert VQA
+description: Questions only experts answer.
+evaluation_framework: gptnt
+tasks:
+  - id: vqa_validation
+    config: default
+    split: validation
+  - id: vqa_test
+    config: default
+    split: test
+"""
+
+
+def scored(accuracy: float, rows: int) -> dict[str, Any]:
+    return {"exact_match": {"accuracy": accuracy, "n": rows}}
+
+
+class Board:
+    """A leaderboard on the test Hub whose task runs on a benchmark dataset with eval.yaml."""
+
+    def __init__(self, hub: HubServer, repo_id: str, root: Path, *, eval_yaml: bool = True):
+        self.hub, self.repo_id, self.root = hub, repo_id, root
+        suffix = repo_id[-10:]
+        self.dataset = f"GPTNT/expert-VQA-{suffix}"
+        files = {"README.md": b"---\nlicense: mit\n---\n"}
+        if eval_yaml:
+            files["eval.yaml"] = EVAL_YAML.encode()
+        hub.create_repo(self.dataset, files=files)
+        self.revision = hub.commits(self.dataset)[0].oid
+        # model repositories of org gptnt: the maintainer owns them, the submitter does not
+        self.qwen = f"gptnt/Qwen3.5-27B-{suffix}"
+        self.small = f"gptnt/small-{suffix}"
+        for model in (self.qwen, self.small):
+            hub.create_repo(model, repo_type="model", files={"README.md": b"# a model\n"})
+        defined = run_cli(
+            "tasks", "define", TASK, "--repo", repo_id, "--dataset", self.dataset,
+            "--split", "test", "--metric", METRIC, env={"HF_TOKEN": WRITE_TOKEN},
+        )  # fmt: skip
+        assert defined.returncode == 0, defined.stderr
+
+    def spec(self, model: str, accuracy: float, rows: int = 4, **fields: Any) -> RunSpec:
+        return RunSpec(
+            task=TASK,
+            model=model,
+            rows=rows,
+            hf_repo_id=self.dataset,
+            resolved_revision=self.revision,
+            metrics=scored(accuracy, rows),
+            thoughts_chars=40,
+            directory=fields.get("player_name"),  # two setups of one model: two run folders
+            **fields,
+        )
+
+    def publish(self, name: str, specs: list[RunSpec], expected: int = 4) -> None:
+        output, bundles = self.root / name / "output", self.root / name / "bundles"
+        write_tree(output, specs, how_do_you=False)
+        options = CollectOptions(expected_rows={TASK: expected}, allow_partial=True)
+        assert not collect(output, bundles, options).refused
+        publish(bundles, self.repo_id, allow_partial=True)
+
+    def shown_rows(self) -> dict[str, dict[str, Any]]:
+        data = self.hub.file_bytes(self.repo_id, task_table(TASK)) or b""
+        return {row["bundle_id"]: row for row in pq.read_table(pa.BufferReader(data)).to_pylist()}
+
+
+@pytest.fixture
+def board(hub: HubServer, repo_id: str, tmp_path: Path) -> Board:
+    made = Board(hub, repo_id, tmp_path)
+    made.publish(
+        "first",
+        [
+            made.spec(made.qwen, 0.75),
+            made.spec(made.small, 0.5, player_name="small-a"),
+            made.spec(made.small, 0.25, player_name="small-b"),  # superseded by small-a
+            made.spec("gpt-5.2", 0.9),  # a provider's model: no repository
+            made.spec("Nobody/absent-model", 0.3),  # names a repository the Hub lacks
+        ],
+    )
+    made.publish(
+        "partial", [made.spec(made.qwen, 0.99, rows=2, player_name="qwen-partial")], expected=4
+    )
+    return made
+
+
+def eval_results(repo_id: str, *args: object, token: str = "") -> tuple[int, dict[str, Any]]:
+    result = run_cli("eval-results", "--repo", repo_id, *args, "--json", env={"HF_TOKEN": token})
+    assert "Traceback" not in result.stderr, result.stderr
+    return result.returncode, json.loads(result.stdout or "{}")
+
+
+def entries_of(text: str | bytes) -> list[EvalResultEntry]:
+    return parse_eval_result_entries(yaml.safe_load(text))
+
+
+def test_a_dry_run_proposes_what_the_board_stands_behind_and_opens_nothing(
+    hub: HubServer, board: Board
+) -> None:
+    code, report = eval_results(board.repo_id, "--dry-run")
+    assert code == 0, report
+    by_model = {p["model_repo"]: p for p in report["proposals"]}
+    assert sorted(by_model) == sorted([board.qwen, board.small])
+    shown = board.shown_rows()
+    for model, proposal in by_model.items():
+        assert proposal["pull_request"] is None and proposal["url"] is None
+        ((file),) = proposal["files"]
+        assert file["path"] == f".eval_results/expert-VQA-{board.repo_id[-10:]}.yaml"
+        (entry,) = entries_of(file["text"])
+        (proposed,) = proposal["entries"]
+        row = shown[proposed["bundle_id"]]
+        bundle = BundleId.parse(proposed["bundle_id"])
+        archive_commit = next(
+            c.oid for c in hub.commits(board.repo_id) if repo_archive(bundle) in c.files_changed
+        )
+        assert entry == EvalResultEntry(
+            dataset_id=board.dataset,
+            task_id="vqa_test",  # eval.yaml's task measured on the task's split
+            value=row["ranking_score"],
+            dataset_revision=board.revision,
+            date=row["run_date_text"],
+            source_url=f"{hub.url}/datasets/{board.repo_id}/resolve/{archive_commit}/"
+            f"{quote(repo_archive(bundle))}",
+            source_name=board.repo_id,
+            notes=f"bundle {proposed['bundle_id']}",
+        ), model
+        # the source is the very archive the board publishes, for good
+        assert hub.file_bytes(
+            board.repo_id, repo_archive(bundle), revision=archive_commit
+        ) == hub.file_bytes(board.repo_id, repo_archive(bundle))
+        assert hub.pull_requests(model, repo_type="model") == []
+    assert by_model[board.qwen]["entries"][0]["value"] == 0.75
+    assert by_model[board.small]["entries"][0]["value"] == 0.5
+    reasons = sorted((n["reason"], n["model_repo"] or "-") for n in report["not_proposed"])
+    assert reasons == [
+        ("no-model-repository", "-"),
+        ("no-model-repository", "Nobody/absent-model"),
+        ("partial", board.qwen),
+        ("superseded", board.small),
+    ]
+
+
+def test_pull_requests_are_opened_once_by_a_user_who_owns_no_model(board: Board) -> None:
+    """The submitter owns neither model: the Hub lets anyone open a pull request on a model
+    (hub-docs eval-results, "Community Contributions"), and the test Hub does too."""
+    code, report = eval_results(board.repo_id, token=SUBMITTER_TOKEN)
+    assert code == 0, report
+    for proposal in report["proposals"]:
+        (pr,) = board.hub.pull_requests(proposal["model_repo"], repo_type="model")
+        assert pr.author == "submitter" and pr.status == "open"
+        assert proposal["pull_request"] == pr.num and proposal["url"].endswith(f"/{pr.num}")
+        assert board.repo_id in pr.title and proposal["entries"][0]["bundle_id"] in pr.description
+        ((file),) = proposal["files"]
+        held = board.hub.file_bytes(
+            proposal["model_repo"], file["path"], repo_type="model", revision=pr.ref
+        )
+        assert held == file["text"].encode()
+        assert entries_of(held or b"")[0].value == proposal["entries"][0]["value"]
+        # main is the owner's to change: nothing landed there
+        assert board.hub.file_bytes(proposal["model_repo"], file["path"], repo_type="model") is None
+
+    again_code, again = eval_results(board.repo_id, token=SUBMITTER_TOKEN)
+    assert again_code == 0 and again["proposals"] == []
+    assert sorted(h["held_in"] for h in again["already_held"]) == ["refs/pr/1", "refs/pr/1"]
+    for model in (board.qwen, board.small):
+        assert len(board.hub.pull_requests(model, repo_type="model")) == 1
+
+
+def test_what_main_holds_is_kept_and_not_proposed_again(board: Board) -> None:
+    _, planned = eval_results(board.repo_id, "--dry-run")
+    qwen = next(p for p in planned["proposals"] if p["model_repo"] == board.qwen)
+    ((file),) = qwen["files"]
+    # the owner merged it: main holds the entry, so nothing is proposed to this model
+    commit_model(board.qwen, {file["path"]: file["text"].encode()})
+    # the other model's owner keeps a result of their own and an older one of this board
+    path = file["path"]
+    own = {"dataset": {"id": "cais/hle", "task_id": "default"}, "value": 12.5, "notes": "mine"}
+    older = {
+        "dataset": {"id": board.dataset, "task_id": "vqa_test"},
+        "value": 0.1,
+        "source": {"url": "https://example.org/old", "name": board.repo_id},
+    }
+    commit_model(board.small, {path: yaml.safe_dump([own, older]).encode()})
+    code, report = eval_results(board.repo_id, token=SUBMITTER_TOKEN)
+    assert code == 0, report
+    assert [h["model_repo"] for h in report["already_held"]] == [board.qwen]
+    (proposal,) = report["proposals"]
+    assert proposal["model_repo"] == board.small
+    entries = entries_of(proposal["files"][0]["text"])
+    assert [(e.dataset_id, e.value) for e in entries] == [("cais/hle", 12.5), (board.dataset, 0.5)]
+    assert board.hub.pull_requests(board.qwen, repo_type="model") == []
+
+
+def commit_model(model: str, files: dict[str, bytes]) -> None:
+    """The model's owner (org gptnt's maintainer) commits to its main branch."""
+    HfApi(token=WRITE_TOKEN).create_commit(
+        model,
+        [CommitOperationAdd(path, data) for path, data in files.items()],
+        commit_message="owner's edit",
+        repo_type="model",
+    )

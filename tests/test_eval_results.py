@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from conftest import SUBMITTER_TOKEN, WRITE_TOKEN
+from conftest import READ_TOKEN, SUBMITTER_TOKEN, WRITE_TOKEN
 from factory import RunSpec, write_tree
 from helpers import run_cli
 from hubserver import HubServer
@@ -25,6 +25,7 @@ from huggingface_hub import (
     HfApi,
     parse_eval_result_entries,
 )
+from test_card_refresh import commit_by_hand
 from test_upload import publish
 
 from bundler.hub.repo.paths import repo_archive, task_table
@@ -233,3 +234,88 @@ def commit_model(model: str, files: dict[str, bytes]) -> None:
         commit_message="owner's edit",
         repo_type="model",
     )
+
+
+def test_a_forged_score_and_an_unreadable_results_file_are_for_a_person(
+    board: Board, repo_id: str
+) -> None:
+    """The board's task table edited by hand (a score raised) is not what the bundle gives:
+    nothing of it is proposed; a model's results file that is no list of entries would have
+    to be overwritten: nothing is proposed to it. Both exit 1."""
+    data = board.hub.file_bytes(repo_id, task_table(TASK)) or b""
+    original = pq.read_table(pa.BufferReader(data))
+    rows = [
+        row | {"ranking_score": 0.97} if row["model_name"] == board.qwen else row
+        for row in original.to_pylist()
+    ]
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.Table.from_pylist(rows, schema=original.schema), sink)
+    commit_by_hand(repo_id, {task_table(TASK): sink.getvalue().to_pybytes()})
+    path = f".eval_results/expert-VQA-{repo_id[-10:]}.yaml"
+    commit_model(board.small, {path: b"dataset: [unclosed\n"})
+    code, report = eval_results(repo_id, token=SUBMITTER_TOKEN)
+    assert code == 1 and report["proposals"] == []
+    looked = {(n["reason"], n["model_repo"]): n["detail"] for n in report["not_proposed"]}
+    forged = looked[("not-verified", board.qwen)]
+    assert "0.97" in forged and "0.75" in forged
+    assert "not YAML" in looked[("unreadable-model-file", board.small)]
+    for model in (board.qwen, board.small):
+        assert board.hub.pull_requests(model, repo_type="model") == []
+    human = run_cli("eval-results", "--repo", repo_id, "--dry-run")
+    assert human.returncode == 1 and "not-verified" in human.stderr
+
+
+def test_a_revision_the_task_no_longer_accepts_is_stale(board: Board, repo_id: str) -> None:
+    redefined = run_cli(
+        "tasks", "define", TASK, "--repo", repo_id, "--dataset", board.dataset,
+        "--split", "test", "--metric", METRIC, "--revision", "f" * 40,
+        env={"HF_TOKEN": WRITE_TOKEN},
+    )  # fmt: skip
+    assert redefined.returncode == 0, redefined.stderr
+    code, report = eval_results(repo_id, "--dry-run")
+    assert code == 0 and report["proposals"] == []
+    assert {n["reason"] for n in report["not_proposed"] if n["model_repo"] == board.small} == {
+        "stale"
+    }
+
+
+def test_a_model_repository_named_for_one_setup(board: Board, repo_id: str) -> None:
+    """A provider's model name names no repository: the maintainer names it, for one setup."""
+    gpt = f"gptnt/gpt-5.2-{repo_id[-10:]}"
+    board.hub.create_repo(gpt, repo_type="model")
+    (setup,) = {b.split("/")[0] for b in board.shown_rows() if b.startswith("gpt-5-2_")}
+    code, report = eval_results(repo_id, "--dry-run", "--model-repo", gpt, "--setup", setup)
+    assert code == 0, report
+    assert sorted(p["model_repo"] for p in report["proposals"]) == sorted(
+        [board.qwen, board.small, gpt]
+    )
+    (mine,) = [p for p in report["proposals"] if p["model_repo"] == gpt]
+    assert entries_of(mine["files"][0]["text"])[0].value == 0.9
+
+    alone = run_cli("eval-results", "--repo", repo_id, "--model-repo", gpt, "--dry-run")
+    assert alone.returncode == 2 and len(alone.stderr.strip().splitlines()) <= 2
+    absent = run_cli(
+        "eval-results", "--repo", repo_id, "--model-repo", "gptnt/absent", "--setup", setup,
+        "--dry-run",
+    )  # fmt: skip
+    assert absent.returncode == 2 and "gptnt/absent" in absent.stderr
+
+
+def test_a_read_token_opens_nothing(board: Board, repo_id: str) -> None:
+    code, report = eval_results(repo_id, token=READ_TOKEN)
+    assert code == 2 and report["kind"] == "error"
+    for model in (board.qwen, board.small):
+        assert board.hub.pull_requests(model, repo_type="model") == []
+
+
+def test_a_dataset_without_eval_yaml_is_no_benchmark(
+    hub: HubServer, repo_id: str, tmp_path: Path
+) -> None:
+    plain = Board(hub, repo_id, tmp_path, eval_yaml=False)
+    plain.publish("only", [plain.spec(plain.qwen, 0.75)])
+    code, report = eval_results(repo_id, "--dry-run")
+    assert code == 0 and report["proposals"] == []
+    ((skipped),) = report["not_proposed"]
+    assert skipped["reason"] == "not-a-benchmark" and skipped["bundle_id"] is None
+    unknown = run_cli("eval-results", "--repo", repo_id, "--task", "nope", "--dry-run")
+    assert unknown.returncode == 2 and "nope" in unknown.stderr

@@ -25,6 +25,7 @@ from huggingface_hub import (
     HfApi,
     parse_eval_result_entries,
 )
+from huggingface_hub.errors import HfHubHTTPError
 from test_card_refresh import commit_by_hand
 from test_upload import publish
 
@@ -319,3 +320,41 @@ def test_a_dataset_without_eval_yaml_is_no_benchmark(
     assert skipped["reason"] == "not-a-benchmark" and skipped["bundle_id"] is None
     unknown = run_cli("eval-results", "--repo", repo_id, "--task", "nope", "--dry-run")
     assert unknown.returncode == 2 and "nope" in unknown.stderr
+
+
+def test_the_test_hub_lets_anyone_propose_to_a_model_and_validates_eval_yaml(
+    hub: HubServer, repo_id: str
+) -> None:
+    """As the Hub documents (hub-docs eval-results): "Anyone can submit evaluation results to
+    any model via Pull Request", while the model's main branch is its owner's; and a
+    benchmark's eval.yaml "is validated at push time"."""
+    model = f"gptnt/model-{repo_id[-10:]}"
+    hub.create_repo(model, repo_type="model")
+
+    def change() -> list[CommitOperationAdd]:  # the client spends an operation once made
+        return [CommitOperationAdd(".eval_results/x.yaml", b"[]\n")]
+
+    submitter = HfApi(token=SUBMITTER_TOKEN)
+    opened = submitter.create_commit(
+        model, change(), commit_message="results", repo_type="model", create_pr=True
+    )
+    assert opened.pr_num == 1
+    assert hub.pull_requests(model, repo_type="model")[0].author == "submitter"
+    for api, kwargs in ((submitter, {}), (HfApi(token=READ_TOKEN), {"create_pr": True})):
+        with pytest.raises(HfHubHTTPError) as refused:
+            api.create_commit(
+                model, change(), commit_message="results", repo_type="model", **kwargs
+            )
+        assert refused.value.response.status_code == 403
+    maintainer = HfApi(token=WRITE_TOKEN)
+    for bad in (b"name: x\n", b"name: x\ntasks:\n  - id: t\n", b"[unclosed\n"):
+        with pytest.raises(HfHubHTTPError) as invalid:
+            maintainer.upload_file(
+                path_or_fileobj=bad, path_in_repo="eval.yaml", repo_id=repo_id, repo_type="dataset"
+            )
+        assert invalid.value.response.status_code == 400 and "eval.yaml" in str(invalid.value)
+    maintainer.upload_file(
+        path_or_fileobj=EVAL_YAML.encode(), path_in_repo="eval.yaml", repo_id=repo_id,
+        repo_type="dataset",
+    )  # fmt: skip
+    assert hub.file_bytes(repo_id, "eval.yaml") == EVAL_YAML.encode()

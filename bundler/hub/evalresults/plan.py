@@ -40,6 +40,7 @@ from bundler.core import exitcodes
 from bundler.core.model import Model
 from bundler.hub.client.session import REPO_ID
 from bundler.hub.leaderboard.rows import ShownRow
+from bundler.hub.repo.markdown import code_span
 
 RESULTS_FOLDER = ".eval_results"
 COMPLETE = "complete"
@@ -277,7 +278,9 @@ def proposal_title(leaderboard: str) -> str:
 
 
 def proposal_description(leaderboard_url: str, entries: Sequence[ProposedEntry]) -> str:
-    """The pull request's description: each result, and where its evidence is."""
+    """The pull request's description: each result, and where its evidence is. The task's id
+    is the benchmark owner's text: in code spans, as every stranger's value the bundler posts
+    (bundler.hub.repo.markdown)."""
     lines = [
         f"Evaluation results from the leaderboard {leaderboard_url}, one per task, each the "
         "score its board shows for this model. Each links the verifiable submission bundle it "
@@ -285,6 +288,8 @@ def proposal_description(leaderboard_url: str, entries: Sequence[ProposedEntry])
         "",
     ]
     lines += [
-        f"- {e.dataset_id} / {e.task_id}: {e.value!r} ({e.notes}) {e.source_url}" for e in entries
+        f"- {code_span(e.dataset_id)} / {code_span(e.task_id)}: {e.value!r}, bundle "
+        f"{code_span(e.bundle_id)}: {e.source_url}"
+        for e in entries
     ]
     return "\n".join(lines) + "\n"

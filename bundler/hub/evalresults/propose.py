@@ -22,6 +22,7 @@ from huggingface_hub import CommitOperationAdd, hf_hub_url
 from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
 
 from bundler.core.errors import (
+    GatedRepo,
     HubAccessError,
     HubError,
     RepositoryNotFound,
@@ -232,8 +233,8 @@ def _task_entries(
             path=results_path(definition.hf_repo_id),
             dataset_id=definition.hf_repo_id,
             task_id=task_id,
-            dataset_revision=str(row.resolved_revision),
-            value=float(row.ranking_score or 0.0),
+            dataset_revision=str(row.resolved_revision),  # pinned: `choose` keeps no other
+            value=float(row.ranking_score or 0.0),  # ranked: `choose` keeps no other
             date=row.run_date,
             source_url=hf_hub_url(
                 reading.session.repo_id,
@@ -280,6 +281,8 @@ def _benchmark(reading: _Reading, dataset_id: str) -> Benchmark | str:
                 if EVAL_YAML in present
                 else f"no {EVAL_YAML}: the Hub does not know it as a benchmark"
             )
+        except GatedRepo:
+            found = "gated: its eval.yaml cannot be read with this token"
         except RepositoryNotFound:
             found = "the Hub has no such dataset (or hides it)"
         reading.benchmarks[dataset_id] = found
@@ -310,7 +313,7 @@ def _verify(
         derived = build_row(bundle.sidecar, bundle.metrics_text, row.published_at)
     finally:
         shutil.rmtree(reading.staging, ignore_errors=True)
-        reading.staging.mkdir()
+        reading.staging.mkdir(exist_ok=True)
     shown, claimed = (TaskRow.of(r).model_dump(exclude=set(BOARD_JUDGED)) for r in (row, derived))
     differing = sorted(name for name in shown if shown[name] != claimed[name])
     if differing:

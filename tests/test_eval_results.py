@@ -29,6 +29,7 @@ from huggingface_hub.errors import HfHubHTTPError
 from test_card_refresh import commit_by_hand
 from test_upload import publish
 
+from bundler.hub.evalresults.benchmark import Benchmark, parse_benchmark, task_id_of
 from bundler.hub.repo.paths import repo_archive, task_table
 from bundler.local.collect import CollectOptions, collect
 from bundler.local.layout import BundleId
@@ -358,3 +359,18 @@ def test_the_test_hub_lets_anyone_propose_to_a_model_and_validates_eval_yaml(
         repo_type="dataset",
     )  # fmt: skip
     assert hub.file_bytes(repo_id, "eval.yaml") == EVAL_YAML.encode()
+
+
+def test_which_task_of_the_benchmark_a_board_task_is() -> None:
+    """By its own id first, else the one task on its split; two on the split is a guess."""
+    benchmark = parse_benchmark(EVAL_YAML.encode())
+    assert isinstance(benchmark, Benchmark)
+    assert task_id_of(benchmark, "expert-vqa", "test") == "vqa_test"
+    assert task_id_of(benchmark, "vqa_validation", "test") == "vqa_validation"
+    assert task_id_of(benchmark, "expert-vqa", "train") is None
+    twice = parse_benchmark(
+        b"name: b\ntasks:\n- {id: a, config: x, split: test}\n- {id: b, config: y, split: test}\n"
+    )
+    assert isinstance(twice, Benchmark) and task_id_of(twice, "t", "test") is None
+    assert "tasks" in str(parse_benchmark(b"name: b\n"))
+    assert "not YAML" in str(parse_benchmark(b"[unclosed\n"))

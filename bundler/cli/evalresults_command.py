@@ -44,8 +44,8 @@ def render_eval_results(report: EvalResultsReport, console: Console) -> None:
             )
         for file in proposal.files:
             console.print(f"  {shown(file.path)}:")
-            for line in file.text.splitlines():
-                console.print(f"    {shown(line)}", highlight=False)
+            for line in file.text.splitlines():  # whole lines: YAML to copy, not to wrap
+                console.print(f"    {shown(line)}", highlight=False, soft_wrap=True)
     for held in report.already_held:
         console.print(
             f"already held: {shown(held.bundle_id)} on {shown(held.model_repo)} "

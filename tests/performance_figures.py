@@ -388,10 +388,10 @@ WORK: list[tuple[str, Callable[[re.Match[str], Row], str]]] = [
         ),
     ),
     (
-        r"runs-(\d+)x(\d+)-floor",
+        r"(.+)-floor",
         lambda m, row: (
-            f"the same {int(m[1]):,} runs, against a floor that only reads, parses, "
-            "hashes, frames, compresses and writes as durably"
+            f"{work_of(row.model_copy(update={'name': m[1]}))}, against the least a bundler "
+            "in Python must do for it"
         ),
     ),
     (r"help", lambda m, row: "`bundler --help`"),

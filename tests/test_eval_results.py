@@ -175,6 +175,10 @@ def test_a_dry_run_proposes_what_the_board_stands_behind_and_opens_nothing(
         ("partial", board.qwen),
         ("superseded", board.small),
     ]
+    human = run_cli("eval-results", "--repo", board.repo_id, "--dry-run")
+    assert human.returncode == 0 and human.stdout == ""
+    assert f"would open a pull request on {board.qwen} with 1 entry" in human.stderr
+    assert "task_id: vqa_test" in human.stderr and "not proposed" in human.stderr
 
 
 def test_pull_requests_are_opened_once_by_a_user_who_owns_no_model(board: Board) -> None:

@@ -46,7 +46,6 @@ RESULTS_FOLDER = ".eval_results"
 COMPLETE = "complete"
 
 Reason = Literal[
-    "undefined-task",
     "no-table",
     "not-a-benchmark",
     "task-not-in-benchmark",

@@ -47,6 +47,9 @@ class Measured:
     stdout: str = ""
     """What the command wrote, when run_measured was asked to `capture` it."""
     stderr: str = ""
+    cpu_seconds: float = 0.0
+    """User and system CPU time of the command and the children it waited for: on a loaded
+    machine a steadier figure than the wall time, which waits for the other processes too."""
 
 
 _LAUNCHER = """
@@ -56,7 +59,8 @@ process = subprocess.Popen(sys.argv[2:], stdin=subprocess.DEVNULL)
 _, status, usage = os.wait4(process.pid, 0)
 elapsed = time.perf_counter() - started
 with open(sys.argv[1], "w") as out:
-    out.write(f"{os.waitstatus_to_exitcode(status)} {elapsed} {usage.ru_maxrss}")
+    cpu = usage.ru_utime + usage.ru_stime
+    out.write(f"{os.waitstatus_to_exitcode(status)} {elapsed} {usage.ru_maxrss} {cpu}")
 """
 
 
@@ -81,7 +85,7 @@ def run_measured(
             env=env,
             check=True,
         )
-        code, elapsed, rss = figures.read_text().split()
+        code, elapsed, rss, cpu = figures.read_text().split()
     if int(code) not in (0, 1, 2):
         stderr = launched.stderr[-800:] if capture else ""
         raise SystemExit(f"{' '.join(command)} failed ({code}) {stderr}")
@@ -91,6 +95,7 @@ def run_measured(
         int(code),
         launched.stdout if capture else "",
         launched.stderr if capture else "",
+        float(cpu),
     )
 
 

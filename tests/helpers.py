@@ -125,6 +125,16 @@ def _command() -> Any:
     return typer.main.get_command(app)
 
 
+def subcommands(group: Any) -> dict[str, Any]:
+    """A group's commands by name, each built as when the command line names it: the app
+    registers them lazily (bundler.cli.commands), so a group's `commands` holds only those
+    built so far."""
+    import typer
+
+    ctx = typer.Context(group, info_name=group.name)
+    return {name: group.get_command(ctx, name) for name in group.list_commands(ctx)}
+
+
 DEFAULT_WARNING_FILTERS = (
     ("default", DeprecationWarning, "__main__"),
     ("ignore", DeprecationWarning, None),

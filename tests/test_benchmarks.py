@@ -74,6 +74,17 @@ def test_collect_benchmark_runs_every_row(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_startup_benchmark_runs_every_row(tmp_path: Path) -> None:
+    figures = run_benchmark("benchmark_startup.py", tmp_path)
+    check_rows(figures, {"help", "version", "collect-empty"})
+    comparisons = figures["comparisons"]
+    assert isinstance(comparisons, list)
+    for row in comparisons:
+        assert row["target_difference"] == 0.030  # the goal: within 30 ms of bare typer
+        assert row["extra"]["bare_peak_rss_mib"] > 0 and row["extra"]["cpu_ms"] > 0
+
+
+@pytest.mark.slow
 def test_verify_benchmark_runs_every_row(tmp_path: Path) -> None:
     figures = run_benchmark("benchmark_verify.py", tmp_path, "--rows", "40", "--large-rows", "60")
     check_rows(figures, {"verify-40", "verify-60"})

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 import typer
 from factory import RunSpec, write_tree
-from helpers import run_cli
+from helpers import run_cli, subcommands
 
 from bundler.cli.app import app
 from bundler.core.version import VERSION
 from bundler.local.collect import CollectOptions, collect
 
-COMMANDS = sorted(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
+COMMANDS = sorted(subcommands(typer.main.get_command(app)))
 TYPE_PLACEHOLDER = re.compile(
     r"<(?:bool|str|int|float|path|Path|text|int range|float range|list\[[^\]]*\]|datetime)>"
 )

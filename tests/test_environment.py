@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import _command, one_line_error, run_cli, run_cli_process, strict_json
+from helpers import _command, one_line_error, run_cli, run_cli_process, strict_json, subcommands
 
 HUB_COMMANDS: dict[str, list[str]] = {
     "init": ["init"],
@@ -41,7 +41,7 @@ def _commands_with_repo() -> set[str]:
     found: set[str] = set()
 
     def walk(command: object, prefix: str) -> None:
-        for name, sub in getattr(command, "commands", {}).items():
+        for name, sub in (subcommands(command) if hasattr(command, "commands") else {}).items():
             walk(sub, f"{prefix} {name}".strip())
         if any(param.name == "repo" for param in getattr(command, "params", [])):
             found.add(prefix)

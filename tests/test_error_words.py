@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from bundler.cli.app import COMMANDS
+from bundler.cli.commands import COMMANDS
 from bundler.cli.errors import described
 from bundler.core import errors
 
@@ -160,7 +160,7 @@ LIBRARY = [
 may name a flag or a command line (bundler.cli.error_words words them)."""
 FLAG = re.compile(r"(?<![\w-])--[a-z]")
 COMMAND_LINE = re.compile(
-    r"\bbundler (?:" + "|".join(re.escape(name) for name, _ in COMMANDS) + r"|tasks)\b"
+    r"\bbundler (?:" + "|".join(re.escape(entry.name) for entry in COMMANDS) + r"|tasks)\b"
 )
 BUNDLE_FORMAT = {
     ("local/runs.py", "UNKNOWN_COVERAGE_WARNING"),

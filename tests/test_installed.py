@@ -30,6 +30,7 @@ import pytest
 import typer
 from conftest import SUBMITTER_TOKEN, WRITE_TOKEN
 from factory import RunSpec, gptnt_capabilities, make_row, write_tree
+from helpers import subcommands
 from hubserver import HubServer, client_env
 from huggingface_hub import HfApi
 from test_allowed_signers import weak_rsa_key
@@ -261,7 +262,7 @@ def app_commands(group: TyperGroup | None = None, prefix: str = "") -> set[str]:
     (`tasks define`): what the installed journey must run, each at least once."""
     group = group or typer.main.get_group(app)
     found: set[str] = set()
-    for name, command in group.commands.items():
+    for name, command in subcommands(group).items():
         if isinstance(command, TyperGroup):
             found |= app_commands(command, f"{prefix}{name} ")
         else:
@@ -283,7 +284,7 @@ def command_of(args: list[str]) -> str:
             if option is not None and not option.is_flag:
                 next(rest, None)  # `--config FILE`: its value is no command
             continue
-        node = node.commands.get(arg)
+        node = subcommands(node).get(arg)
         if node is None:
             break
         words.append(arg)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from conftest import SUBMITTER_TOKEN, WRITE_TOKEN
 from factory import RunSpec, gptnt_capabilities, write_tree
-from helpers import _command, run_cli
+from helpers import _command, run_cli, subcommands
 from hubserver import HubServer
 from saysitmeans import check_human, check_json, empty_fields, empty_strings
 from test_audit import forged_score, table, with_rows
@@ -32,16 +32,17 @@ FIXTURES = Path(__file__).parent / "fixtures" / "gptnt"
 
 def command_names() -> set[str]:
     """Every command of the typer app, a group's as `group command`."""
-    app = _command()
     return {
         f"{name} {sub}" if hasattr(command, "commands") else name
-        for name, command in app.commands.items()
-        for sub in getattr(command, "commands", [""])
+        for name, command in subcommands(_command()).items()
+        for sub in (subcommands(command) if hasattr(command, "commands") else [""])
     }
 
 
 def command_name(argv: list[str]) -> str:
-    groups = {name for name, command in _command().commands.items() if hasattr(command, "commands")}
+    groups = {
+        name for name, command in subcommands(_command()).items() if hasattr(command, "commands")
+    }
     return " ".join(argv[:2]) if argv[0] in groups else argv[0]
 
 

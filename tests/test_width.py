@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from conftest import WRITE_TOKEN
 from factory import RunSpec, write_tree
-from helpers import run_cli
+from helpers import run_cli, subcommands
 
 LONG = "Qwen/Qwen3.5-27B-Instruct-2507-FP8-reasoning"
 WIDE = {"COLUMNS": "80"}
@@ -163,7 +163,7 @@ def commands() -> Iterator[tuple[list[str], Any]]:
 
     def walk(command: Any, words: list[str]) -> Iterator[tuple[list[str], Any]]:
         yield words, command
-        for name, sub in getattr(command, "commands", {}).items():
+        for name, sub in (subcommands(command) if hasattr(command, "commands") else {}).items():
             yield from walk(sub, [*words, name])
 
     yield from walk(get_command(app), [])

@@ -5,9 +5,10 @@ while a person still sees what happened. Exit codes: 0 all good, 1 a person must
 checks failed, some inputs were refused, conflicts), 2 unusable input, usage or credentials, 75
 temporary failure (the Hub unavailable or rate limiting): retry later.
 
-Here: the typer app and what it does our way (placeholders in --help, usage errors, --version)
-and the console script's `main`. The commands are in `local_commands`, `hub_commands` and
-`sync_command`, the options they share in `options`; `errors` words what ended a command.
+Here: the typer app and what it does our way (commands loaded when run, placeholders in
+--help, usage errors, --version) and the console script's `main`. Which commands there are, and
+where each one's function is, is the table in `commands`; the options they share are in
+`options`; `errors` words what ended a command.
 """
 
 from __future__ import annotations
@@ -15,17 +16,20 @@ from __future__ import annotations
 import atexit
 import contextlib
 import gc
+import importlib
 import inspect
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 import typer
+import typer.main
 
 # typer vendors click: its usage errors are these classes, not the `click` package's.
 from typer._click import exceptions as click_exceptions
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
+from typer.models import CommandInfo
 
 # pydantic looks through every installed distribution for plugins when it first builds a model,
 # tens of milliseconds at each start; the command uses no pydantic plugin. An explicit setting,
@@ -37,19 +41,7 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("HF_HUB_VERBOSITY", "error")
 
-from bundler.cli import (
-    audit_command,
-    evalresults_command,
-    hub_commands,
-    init_command,
-    local_commands,
-    signers_command,
-    status_command,
-    sync_command,
-    template_command,
-)
-from bundler.cli.console import emit_error, shown, stderr_console
-from bundler.cli.errors import USAGE_KIND
+from bundler.cli.commands import GROUPS, LazyCommand
 from bundler.cli.options import CONFIG_EXAMPLE_HELP, ConfigOption, config_path
 from bundler.core import exitcodes
 from bundler.core.forked import allow_forks
@@ -65,7 +57,12 @@ class _WordArgument(TyperArgument):
 
 
 class BundlerGroup(TyperGroup):
-    """The `bundler` command group, with the two things typer does not do our way.
+    """The `bundler` command group, with the three things typer does not do our way.
+
+    Its commands are those of its table in bundler.cli.commands (GROUPS, by the group's name),
+    each built from its function the first time the command line names it: a command imports
+    its own module and no other's, and the listing in the group's --help shows each command's
+    one-line help from the table without importing any.
 
     Usage errors (unknown option, missing argument, bad value) are caught here, where the
     command line is parsed, before any command's own code runs: they become one `error:` line
@@ -74,7 +71,21 @@ class BundlerGroup(TyperGroup):
     argument shows its metavar only.
     """
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = {entry.name: entry for entry in GROUPS.get(self.name or "", ())}
+        self.listing = False
+        """Whether the group's --help is listing its commands (`format_help`)."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return [*self.lazy, *(name for name in self.commands if name not in self.lazy)]
+
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        entry = self.lazy.get(cmd_name)
+        if entry is not None and cmd_name not in self.commands:
+            if self.listing:  # a name and a line to show, not a command to run
+                return TyperCommand(cmd_name, short_help=entry.summary)
+            self.commands[cmd_name] = _built(entry, self.rich_markup_mode)
         command = super().get_command(ctx, cmd_name)
         if command is not None:
             _plain_placeholders([*command.params, command.get_help_option(ctx)])
@@ -86,8 +97,12 @@ class BundlerGroup(TyperGroup):
         return option
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
-        _compact_help_columns()
-        super().format_help(ctx, formatter)
+        _help_console_settings()
+        self.listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self.listing = False
 
     def main(
         self,
@@ -114,6 +129,8 @@ class BundlerGroup(TyperGroup):
         except click_exceptions.ClickException as error:
             result = report_usage_error(error, json_output="--json" in argv)
         except typer.Abort:
+            from bundler.cli.console import stderr_console
+
             stderr_console().print("[red]aborted[/]")
             result = exitcodes.LOOK
         except SystemExit:
@@ -129,8 +146,18 @@ class BundlerCommand(TyperCommand):
     """A command whose --help fits 80 columns whole (`_compact_help_columns`)."""
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
-        _compact_help_columns()
+        _help_console_settings()
         super().format_help(ctx, formatter)
+
+
+def _help_console_settings() -> None:
+    """What the console that typer shows --help on needs of ours, set when help is shown, as
+    rich is loaded only then: a closed pipe ends it quietly (`bundler --help | head`), and
+    its columns are compact."""
+    from bundler.cli.console import end_quietly_on_closed_pipe
+
+    end_quietly_on_closed_pipe()
+    _compact_help_columns()
 
 
 def _compact_help_columns() -> None:
@@ -159,9 +186,21 @@ def flowing(text: str | None) -> str | None:
     )
 
 
-def add_command(group: typer.Typer, name: str, command: Callable[..., None]) -> None:
-    """Register `command` under `name`: its help the flowing docstring, its class ours."""
-    group.command(name, cls=BundlerCommand, help=flowing(command.__doc__))(command)
+def _built(entry: LazyCommand, markup_mode: Any) -> Any:
+    """The command `entry` names, as typer builds it from its function: imported now, its help
+    the flowing docstring, its listing the table's line, its class ours."""
+    module, _, name = entry.function.partition(":")
+    function = getattr(importlib.import_module(f"bundler.cli.{module}"), name)
+    info = CommandInfo(
+        name=entry.name,
+        cls=BundlerCommand,
+        help=flowing(function.__doc__),
+        short_help=entry.summary,
+        callback=function,
+    )
+    return typer.main.get_command_from_info(
+        info, pretty_exceptions_short=app.pretty_exceptions_short, rich_markup_mode=markup_mode
+    )
 
 
 class ConfigError(click_exceptions.UsageError):
@@ -192,36 +231,6 @@ def _pipe_closed() -> bool:
     return isinstance(sys.stdout, PacifyFlushWrapper) or isinstance(sys.stderr, PacifyFlushWrapper)
 
 
-def _closed_pipe_ends_quietly() -> None:
-    """rich ends a process whose output pipe was closed with exit 1 (Console.on_broken_pipe);
-    the bundler's is 0: `bundler verify ./bundles | head` is not a failure. Every standard
-    stream writing into the closed pipe then points at /dev/null, so the interpreter's final
-    flush says nothing either: with `2>&1 | head` that is stderr as well as stdout, and a
-    buffered stream left on the pipe made the process end with Python's exit 120."""
-    from rich.console import Console
-
-    def on_broken_pipe(console: Console) -> None:
-        if console.quiet:
-            return
-        closed = _same_file(console.file)
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        for stream in (sys.stdout, sys.stderr):
-            if closed is not None and _same_file(stream) == closed:
-                os.dup2(devnull, stream.fileno())
-        raise SystemExit(exitcodes.OK)
-
-    Console.on_broken_pipe = on_broken_pipe  # type: ignore[method-assign,assignment]
-
-
-def _same_file(stream: Any) -> tuple[int, int] | None:
-    """What `stream` writes into (device and inode), to tell the streams on one pipe."""
-    try:
-        info = os.fstat(stream.fileno())
-    except (AttributeError, OSError, ValueError):
-        return None
-    return info.st_dev, info.st_ino
-
-
 def _plain_placeholders(params: list[Any]) -> None:
     """Flags take no value, so they show no placeholder; an argument shows its metavar only.
     (The --help option is made on demand and cached, so callers pass it in too.)"""
@@ -234,6 +243,9 @@ def _plain_placeholders(params: list[Any]) -> None:
 
 def report_usage_error(error: click_exceptions.ClickException, *, json_output: bool) -> int:
     """One line on stderr (and the JSON error object on stdout under --json); the exit code."""
+    from bundler.cli.console import emit_error, shown, stderr_console
+    from bundler.cli.errors import USAGE_KIND
+
     message = " ".join(error.format_message().split())
     ctx = getattr(error, "ctx", None)
     command = ctx.command_path if ctx is not None else "bundler"
@@ -284,10 +296,8 @@ ARROW_POOL_ENV = "ARROW_DEFAULT_MEMORY_POOL"
 
 
 def main() -> None:
-    """The `bundler` console script. Typer builds the parameters of every command before it
-    parses the command line, a tenth of a short command's start-up; when the command line names
-    a command, only that one is built (`--help`, or an unknown or missing command, still see
-    them all).
+    """The `bundler` console script, and the settings of its process (none of them the
+    library's to make: a program that imports the bundler keeps its own).
 
     A command is a short process that allocates many objects (imports, one record per file) and
     makes few reference cycles, so Python's cyclic collector mostly re-walks the same long-lived
@@ -308,11 +318,6 @@ def main() -> None:
     os.environ.setdefault(ARROW_POOL_ENV, "system")
     allow_forks()
     gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
-    _closed_pipe_ends_quietly()
-    named = next((word for word in sys.argv[1:] if not word.startswith("-")), None)
-    chosen = [info for info in app.registered_commands if info.name == named]
-    if chosen:
-        app.registered_commands = chosen
     try:
         app()
     except SystemExit as ending:
@@ -358,31 +363,6 @@ def _bundler_options(
     """Options that come before the command."""
 
 
-# Each command imports the stages it runs when it runs: `bundler --help`, and a command that
-# has nothing to do, pay only for typer (measured in tests/benchmark_collect.py).
-COMMANDS: tuple[tuple[str, Callable[..., None]], ...] = (
-    ("init", init_command.init_command),
-    ("collect", local_commands.collect_command),
-    ("verify", local_commands.verify_command),
-    ("sign", local_commands.sign_command),
-    ("inspect", local_commands.inspect_command),
-    ("upload", hub_commands.upload_command),
-    ("card", hub_commands.card_command),
-    ("download", hub_commands.download_command),
-    ("sync", sync_command.sync_command),
-    ("diff", local_commands.diff_command),
-    ("export-gptnt", local_commands.export_gptnt_command),
-    ("review", hub_commands.review_command),
-    ("status", status_command.status_command),
-    ("audit", audit_command.audit_command),
-    ("eval-results", evalresults_command.eval_results_command),
-    ("template", template_command.template_command),
-)
-"""Every command, in the order --help lists them."""
-
-for _name, _command in COMMANDS:
-    add_command(app, _name, _command)
-
 tasks_app = typer.Typer(
     name="tasks",
     help="The leaderboard's task definitions (leaderboard/tasks.json), kept by its maintainers.",
@@ -390,10 +370,8 @@ tasks_app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
-    cls=BundlerGroup,  # its --help shows words for placeholders, as the top level's does
+    cls=BundlerGroup,  # its commands from its table, as the top level's are
 )
-add_command(tasks_app, "define", hub_commands.tasks_define_command)
-add_command(tasks_app, "list", hub_commands.tasks_list_command)
 app.add_typer(tasks_app)
 
 signers_app = typer.Typer(
@@ -406,9 +384,4 @@ signers_app = typer.Typer(
     rich_markup_mode="rich",
     cls=BundlerGroup,
 )
-add_command(signers_app, "add", signers_command.signers_add_command)
-add_command(signers_app, "remove", signers_command.signers_remove_command)
-add_command(signers_app, "retire", signers_command.signers_retire_command)
-add_command(signers_app, "list", signers_command.signers_list_command)
-add_command(signers_app, "require", signers_command.signers_require_command)
 app.add_typer(signers_app)

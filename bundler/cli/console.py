@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.markup import escape
 
+from bundler.core import exitcodes
 from bundler.core.jsontext import valid_unicode
 
 if TYPE_CHECKING:
@@ -45,11 +46,45 @@ break bundle ids in the middle; a log line may be long."""
 
 
 def stderr_console() -> Console:
+    end_quietly_on_closed_pipe()
     # emoji off: a name such as ":fire:" from the inputs must read as written, not as 🔥.
     console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
     if not console.is_terminal and "COLUMNS" not in os.environ:
         console.width = LOG_WIDTH
     return console
+
+
+def end_quietly_on_closed_pipe() -> None:
+    """rich ends a process whose output pipe was closed with exit 1 (Console.on_broken_pipe);
+    the bundler's is 0: `bundler verify ./bundles | head` is not a failure. Every standard
+    stream writing into the closed pipe then points at /dev/null, so the interpreter's final
+    flush says nothing either: with `2>&1 | head` that is stderr as well as stdout, and a
+    buffered stream left on the pipe made the process end with Python's exit 120.
+
+    Set on rich's Console when a command makes its first console (here, or typer's for --help,
+    bundler.cli.app), not when the command starts: a command that writes nothing through rich
+    (`bundler --version`) does not load it."""
+    Console.on_broken_pipe = _on_broken_pipe  # type: ignore[method-assign,assignment]
+
+
+def _on_broken_pipe(console: Console) -> None:
+    if console.quiet:
+        return
+    closed = _same_file(console.file)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        if closed is not None and _same_file(stream) == closed:
+            os.dup2(devnull, stream.fileno())
+    raise SystemExit(exitcodes.OK)
+
+
+def _same_file(stream: Any) -> tuple[int, int] | None:
+    """What `stream` writes into (device and inode), to tell the streams on one pipe."""
+    try:
+        info = os.fstat(stream.fileno())
+    except (AttributeError, OSError, ValueError):
+        return None
+    return info.st_dev, info.st_ino
 
 
 def emit_text(text: str) -> None:

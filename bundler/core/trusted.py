@@ -20,6 +20,9 @@ RESOURCE_VARIABLE = "HF_OIDC_RESOURCE"
 """huggingface_hub's switch: the repository (`datasets/OWNER/NAME`) to exchange the CI's id
 token for a token to."""
 DATASETS = "datasets/"
+PUBLISHER_USER = "[OIDC]"
+"""The synthetic user the Hub names for what an exchanged token does (hub-docs
+trusted-publishers.md, "Security model"): no account, a member of nothing."""
 
 
 def exchange_resource(explicit_token: bool) -> str | None:

@@ -41,7 +41,7 @@ ID_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:id_token"
 ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
 LIFETIME = 3600
 """Seconds an exchanged token lasts (the docs: 1 hour, no refresh token)."""
-OIDC_USER = "[OIDC]"
+OIDC_USER = "[OIDC]"  # not a name a Hub account can have
 """Who the Hub says pushed what an exchanged token committed (the docs, "Security model")."""
 REFUSED = "The provided subject token is not valid for this resource"
 """The one description of every refused grant: the Hub's never says which check failed."""

@@ -30,7 +30,7 @@ from bundler.core.errors import (
     ReviewNotAllowed,
 )
 from bundler.core.model import Model
-from bundler.core.trusted import PublisherElsewhere, dataset_resource
+from bundler.core.trusted import PUBLISHER_USER, PublisherElsewhere, dataset_resource
 
 Role = Literal["read", "write", "fineGrained"]
 REPO_WRITE = "repo.write"
@@ -62,9 +62,8 @@ class AccessRights(Model):
     """Fine-grained permissions that apply to this repository (global, or scoped to it or to
     its namespace)."""
     exchanged_for: str | None = None
-    """The resource (`datasets/OWNER/NAME`) the token was exchanged for, when it is a CI job's
-    (bundler.core.trusted): it writes there, not by ownership (its user is the Hub's synthetic
-    one, a member of nothing), and nowhere else."""
+    """The resource (`datasets/OWNER/NAME`) the client exchanged a CI job's id token for
+    (bundler.core.trusted): the token writes there and nowhere else."""
 
     @classmethod
     def of(
@@ -111,10 +110,13 @@ class AccessRights(Model):
 
     @property
     def owns_namespace(self) -> bool:
-        """The repository's namespace is the user or one of its (writing) organizations; for
-        an exchanged token, the repository is the one it was exchanged for."""
+        """The repository's namespace is the user or one of its (writing) organizations. An
+        exchanged token's user (PUBLISHER_USER) owns nothing: the token writes where its grant
+        names, the repository it was exchanged for, given as HF_TOKEN as the Hub's docs do."""
         if self.exchanged_for is not None:
             return self.exchanged_for == dataset_resource(self.repo_id)
+        if self.user == PUBLISHER_USER:
+            return REPO_WRITE in self.granted
         return self.namespace == self.user or self.namespace in self.orgs
 
     def require_exchanged_here(self) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from factory import RunSpec, write_tree
 from helpers import one_line_error, run_cli_process
-from hubserver import HubServer
+from hubserver import Fault, HubServer
 from hubserver.oidc import LIFETIME, OIDC_USER
 from oidc_provider import WORKFLOW_CLAIMS, GitHubOidc
 
@@ -199,6 +199,28 @@ def test_an_expired_or_foreign_id_token_is_refused(
         env = {"HF_OIDC_RESOURCE": publisher, "HF_OIDC_ID_TOKEN": id_token}
         line, _ = refused(hub, tree, repo_id, env)
         assert "refused to exchange" in line
+
+
+@pytest.mark.parametrize("status", [401, 403])
+def test_a_refusal_in_any_status_reads_as_a_refused_exchange(
+    hub: HubServer, repo_id: str, tree: Path, publisher: str, status: int
+) -> None:
+    """The Hub documents 400 for a refused exchange; a 401 or 403 there (a proxy, a change)
+    means the same to the job, and is not taken for the stored token's fault."""
+    hub.inject("POST", r"/oauth/token", Fault.status(status), times=100)
+    env = {"HF_OIDC_RESOURCE": publisher, "HF_OIDC_ID_TOKEN": hub.id_token(WORKFLOW_CLAIMS)}
+    line, _ = refused(hub, tree, repo_id, env)
+    assert "refused to exchange" in line
+
+
+def test_an_exchange_the_hub_does_not_answer_is_temporary(
+    hub: HubServer, repo_id: str, tree: Path, publisher: str
+) -> None:
+    hub.inject("POST", r"/oauth/token", Fault.status(503), times=100)
+    env = {"HF_OIDC_RESOURCE": publisher, "HF_OIDC_ID_TOKEN": hub.id_token(WORKFLOW_CLAIMS)}
+    result, report = sync(hub, tree, repo_id, env, "--max-wait", "0")
+    assert result.returncode == 75, result.stderr
+    assert report["exit_code"] == 75 and archives(hub, repo_id) == []
 
 
 def exchange(hub: HubServer, resource: str) -> str:

@@ -185,11 +185,29 @@ def alternate(
 
 
 def machine() -> dict[str, object]:
+    """What the figures were measured on, as docs/performance.md names it: a ratio travels
+    between machines better than a second does, but neither travels far without these."""
+    memory_kib = _proc_field("/proc/meminfo", "MemTotal").removesuffix(" kB")
     return {
         "cpus": os.cpu_count(),
+        "cpu_model": _proc_field("/proc/cpuinfo", "model name") or platform.processor(),
+        "memory_gib": round(int(memory_kib) / 2**20, 1) if memory_kib.isdigit() else None,
         "python": platform.python_version(),
         "platform": platform.platform(),
     }
+
+
+def _proc_field(path: str, name: str) -> str:
+    """A field of a Linux /proc file (its first occurrence), or "" where there is none."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return ""
+    for line in lines:
+        key, _, value = line.partition(":")
+        if key.strip() == name:
+            return value.strip()
+    return ""
 
 
 def write_json(path: Path | None, comparisons: list[Comparison]) -> None:

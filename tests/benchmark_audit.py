@@ -1,6 +1,6 @@
 """What `bundler audit` costs on a board of N bundles on the local Hub server: requests, bytes
 received, peak RSS and time, a first run (fresh home) and a second (its verdicts and parts
-kept). Run by hand: `python tests/benchmark_audit.py --size 100`."""
+kept). Run by hand: `python tests/benchmark_audit.py --size 100 [--json-out FILE]`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchlib import BUNDLER, run_measured
+from benchlib import BUNDLER, machine, run_measured
 from benchmark_scale import TOKENS, generate, the_dataset
 from hubserver import HubServer, client_env
 from scalelib import defined_tasks, repository_files, run_specs
@@ -37,6 +37,7 @@ def measured(hub: HubServer, repo_id: str, home: Path, args: list[str]) -> dict[
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=100)
+    parser.add_argument("--json-out", type=Path, default=None, help="write the figures as JSON")
     args = parser.parse_args(argv)
     workdir = Path(tempfile.mkdtemp(prefix="bundler-bench-audit-"))
     hub = HubServer(tokens=TOKENS).start()
@@ -45,11 +46,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         repo_id = "bench/audit"
         hub.create_repo(repo_id, files=repository_files(seeds, repo_id, defined_tasks(seeds)))
         home = workdir / "home"
+        runs = []
         for name, extra in (("first", []), ("again", []), ("sample 5, fresh", ["--sample", "5"])):
             if name.endswith("fresh"):
                 shutil.rmtree(home, ignore_errors=True)
-            figures = measured(hub, repo_id, home, extra)
-            print(json.dumps({"run": name, "size": args.size} | figures))
+            runs.append({"run": name, "size": args.size} | measured(hub, repo_id, home, extra))
+            print(json.dumps(runs[-1]))
+        if args.json_out is not None:
+            payload = {"machine": machine(), "size": args.size, "runs": runs}
+            args.json_out.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
         return 0
     finally:
         hub.stop()

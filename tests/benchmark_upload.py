@@ -112,6 +112,7 @@ def main() -> int:
             "requests": requests["bundler_re"][-1],
             "hf_requests": requests["hf_re"][-1],
         }
+        fresh.extra["bundles"] = args.bundles
         fresh.extra["bundles_mb"] = round(size / 1e6, 1)
         fresh.extra["tree_mb"] = round(tree_bytes(output) / 1e6, 1)
         print("\nsummary:")

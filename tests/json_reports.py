@@ -24,6 +24,7 @@ def reports() -> dict[str, type[BaseModel]]:
     """Each command (as typed after `bundler`, its report's `kind`) and its report's model."""
     from bundler.cli.template_command import TemplateReport
     from bundler.hub.audit.findings import AuditReport
+    from bundler.hub.evalresults.plan import EvalResultsReport
     from bundler.hub.maintain.board_start import StartReport
     from bundler.hub.maintain.card_refresh import CardRefresh
     from bundler.hub.maintain.signers_require import RequireReport
@@ -57,6 +58,7 @@ def reports() -> dict[str, type[BaseModel]]:
         "review": ReviewReport,
         "status": StatusReport,
         "audit": AuditReport,
+        "eval-results": EvalResultsReport,
         "template": TemplateReport,
         "tasks define": DefineReport,
         "tasks list": TaskListing,

@@ -19,6 +19,7 @@ HUB_COMMANDS: dict[str, list[str]] = {
     "review": ["review", "--pr", "1"],
     "status": ["status", "--pr", "1"],
     "audit": ["audit"],
+    "eval-results": ["eval-results", "--dry-run"],
     "tasks define": ["tasks", "define", "t", "--dataset", "d/e", "--split", "s", "--metric", "a.b"],
     "tasks list": ["tasks", "list"],
     "signers add": ["signers", "add", "eve", "--key", "key.pub"],

@@ -36,6 +36,7 @@ from huggingface_hub import HfApi
 from oidc_provider import GitHubOidc
 from test_allowed_signers import weak_rsa_key
 from test_card_refresh import commit_by_hand
+from test_eval_results import EVAL_YAML, entries_of
 from test_sign import make_key
 from typer.core import TyperGroup
 
@@ -392,7 +393,7 @@ def test_every_command_in_every_role_s_journey_through_the_console_script(
     # The evaluated dataset is on the Hub, its card saying how many rows its split has.
     dataset = f"GPTNT/expert-VQA-{repo_id[-10:]}"
     card = "---\ndataset_info:\n  splits:\n  - name: test\n    num_examples: 3\n---\n"
-    hub.create_repo(dataset, files={"README.md": card.encode()})
+    hub.create_repo(dataset, files={"README.md": card.encode(), "eval.yaml": EVAL_YAML.encode()})
     pin = {"hf_repo_id": dataset, "resolved_revision": hub.commits(dataset)[0].oid, "rows": 3}
 
     # The maintainer starts a leaderboard (in the repository `hf repos create` made), defines
@@ -558,6 +559,17 @@ def test_every_command_in_every_role_s_journey_through_the_console_script(
     assert audited["findings"] == [] and audited["bundles_on_branch"] == 4
     assert sorted(bundle["verdict"] for bundle in audited["audited"]) == ["verified"] * 4
     assert head() == after_review
+    # ... and plans the baseline's score for its model's own page, the model named for its setup
+    # (a provider's model name is no repository): a dry run opens no pull request.
+    model = f"gptnt/baseline-{repo_id[-10:]}"
+    hub.create_repo(model, repo_type="model")
+    setup = next(p.split("/")[2] for p in archives(hub, repo_id) if "/baseline_" in p)
+    planned = stranger.bundler(
+        "eval-results", "--repo", repo_id, "--model-repo", model, "--setup", setup, "--dry-run"
+    )
+    (entry,) = entries_of(planned["proposals"][0]["files"][0]["text"])
+    assert entry.dataset_id == dataset and "signed by leaderboard-bot" in (entry.notes or "")
+    assert hub.pull_requests(model, repo_type="model") == []
 
     # The submitter's key is retired (its line kept, valid until now), then withdrawn.
     retired = maintainer.bundler("signers", "retire", "submitter", "--repo", repo_id)

@@ -19,6 +19,7 @@ from hubserver import HubServer
 from saysitmeans import check_human, check_json, empty_fields, empty_strings
 from test_audit import forged_score, table, with_rows
 from test_card_refresh import commit_by_hand
+from test_eval_results import EVAL_YAML
 from test_layout_upgrade import layout_2_files
 from test_sign import make_key
 from test_upload import make_bundles
@@ -90,7 +91,7 @@ def test_every_command_says_what_it_means(hub: HubServer, repo_id: str, tmp_path
     submitter = User(tmp_path / "submitter", SUBMITTER_TOKEN)
     dataset = f"GPTNT/expert-VQA-{repo_id[-10:]}"
     card = "---\ndataset_info:\n  splits:\n  - name: test\n    num_examples: 3\n---\n"
-    hub.create_repo(dataset, files={"README.md": card.encode()})
+    hub.create_repo(dataset, files={"README.md": card.encode(), "eval.yaml": EVAL_YAML.encode()})
     pin = {"hf_repo_id": dataset, "resolved_revision": hub.commits(dataset)[0].oid, "rows": 3}
 
     maintainer.both("init", "--repo", repo_id)
@@ -148,6 +149,16 @@ def test_every_command_says_what_it_means(hub: HubServer, repo_id: str, tmp_path
     maintainer.both("inspect", sorted((maintainer.home / "bundles").rglob("*.tar.zst"))[0])
     maintainer.both("diff", ours[0], ours[1], codes=(1,))
     maintainer.both("audit", "--repo", repo_id)
+    model = f"gptnt/qwen3-{repo_id[-10:]}"  # the nightly's model, named for its setup
+    hub.create_repo(model, repo_type="model")
+    setup = next(
+        r["bundle_id"].split("/")[0]
+        for r in table(hub, repo_id).to_pylist()
+        if r["model_name"] == "qwen3"
+    )
+    maintainer.both(
+        "eval-results", "--repo", repo_id, "--model-repo", model, "--setup", setup, "--dry-run"
+    )
     maintainer.both("signers", "retire", "submitter", "--repo", repo_id)
     maintainer.human("signers", "remove", "submitter", "--repo", repo_id)
     maintainer.json("signers", "remove", "submitter", "--repo", repo_id, codes=(1,))  # gone

@@ -39,6 +39,7 @@ os.environ.setdefault("HF_HUB_VERBOSITY", "error")
 
 from bundler.cli import (
     audit_command,
+    evalresults_command,
     hub_commands,
     init_command,
     local_commands,
@@ -374,6 +375,7 @@ COMMANDS: tuple[tuple[str, Callable[..., None]], ...] = (
     ("review", hub_commands.review_command),
     ("status", status_command.status_command),
     ("audit", audit_command.audit_command),
+    ("eval-results", evalresults_command.eval_results_command),
     ("template", template_command.template_command),
 )
 """Every command, in the order --help lists them."""

@@ -58,6 +58,8 @@ Words = tuple[str, str | None]
 FLAGS = {
     "repo_id": "--repo",
     "bundle_ids": "--bundle",
+    "model_repo": "--model-repo",
+    "setup": "--setup",
     "tasks": "--task",
     "models": "--model",
     "comment": "--comment",

@@ -75,7 +75,7 @@ class UsageError(BundlerError):
     kind: ClassVar[str] = "usage"
 
 
-Setting = Literal["repo_id", "bundle_ids"]
+Setting = Literal["repo_id", "bundle_ids", "model_repo", "setup"]
 """A value given to the library, by the name of the parameter it was given as."""
 
 

@@ -136,7 +136,7 @@ def ahead_in_child(
             os.close(reading)
             # Pickled whole before the first byte is written: the parent reads the pipe only
             # once it asks for the result, and pickling into a full pipe would then make it
-            # wait for the pickling too (35 ms for 2,000 verified bundles).
+            # wait for the pickling too, which thousands of verified bundles make long.
             result = pickle.dumps(in_child(orphan_watch(parent)), pickle.HIGHEST_PROTOCOL)
             with os.fdopen(writing, "wb") as out:
                 out.write(result)

@@ -327,7 +327,8 @@ def commit_pair(first: StagedFile, second: StagedFile, *, sync_folder: bool = Tr
 
 SYNC_THREADS = 16
 """fsyncs issued at once by `sync_all`: a journaling file system commits concurrent fsyncs
-together (ext4 here: 300 files took 3-5 ms an fsync one after the other, 0.2-0.4 ms at once)."""
+together, so an fsync among many at once costs a fraction of one issued after another (ext4
+here; it shows in collect of many runs, docs/performance.md)."""
 
 
 def sync_all(descriptors: list[int]) -> list[OSError | None]:

@@ -71,7 +71,7 @@ def bundles_lock(
             bundles_dir.mkdir(parents=True, exist_ok=True)
         except OSError as error:
             raise write_error(bundles_dir, error) from None
-    from filelock import FileLock, Timeout  # ~30 ms to import: only for commands that lock
+    from filelock import FileLock, Timeout  # its import shows in start-up: only when locking
 
     path = lock_path(bundles_dir)
     # One instance per path in the process (is_singleton), so a nested hold is reentrant; the

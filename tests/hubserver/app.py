@@ -696,6 +696,7 @@ class HubApp:
             author = require_ref_write(repo, repo.writable_ref(revision), who).name
         header, operations = self._parse_commit(repo, request.body)
         check_card(operations, repo.repo_type)
+        check_eval_yaml(operations, repo.repo_type)
         if self.commit_quota is not None:
             self.commit_quota(repo)
         summary = str(header.get("summary") or "").strip()
@@ -1356,3 +1357,34 @@ def check_card(operations: list[Operation], repo_type: str) -> None:
             errors = [err.message]
         if errors:
             raise HubError(400, "Invalid metadata in README.md: " + "; ".join(errors))
+
+
+def check_eval_yaml(operations: list[Operation], repo_type: str) -> None:
+    """A dataset's `eval.yaml` (what makes it a benchmark) "is validated at push time"
+    (hub-docs eval-results, "Registering a Benchmark"): a commit writing one that is not a
+    mapping with a `name` and a non-empty list of `tasks`, each with the `id`, `config` and
+    `split` the docs' example gives, is refused (400). The docs do not list the Hub's checks, so
+    this asks for every field of the example, never less."""
+    for op in operations:
+        if repo_type != "dataset" or not isinstance(op, Put) or op.path != "eval.yaml":
+            continue
+        if yaml is None:  # as for card metadata: without PyYAML, nothing is validated
+            return
+        try:
+            data = yaml.safe_load(op.blob.data.decode("utf-8"))
+        except (UnicodeDecodeError, yaml.YAMLError) as error:
+            raise HubError(400, f"Invalid eval.yaml: {type(error).__name__}") from None
+        tasks = data.get("tasks") if isinstance(data, dict) else None
+        fields = ("id", "config", "split")
+        if (
+            not isinstance(data, dict)
+            or not _text(data.get("name"))
+            or not isinstance(tasks, list)
+            or not tasks
+            or not all(isinstance(t, dict) and all(_text(t.get(f)) for f in fields) for t in tasks)
+        ):
+            raise HubError(400, "Invalid eval.yaml: expected name and tasks [{id, config, split}]")
+
+
+def _text(value: object) -> bool:
+    return isinstance(value, str) and bool(value.strip())

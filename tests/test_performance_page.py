@@ -1,0 +1,208 @@
+"""docs/performance.md, true to the figures saved beside it and of the shape readers rely on:
+the machine and the date, each section's table with its columns, every benchmark's rows (or a
+line saying it was not measured). A smoke test renders small saved figures
+(tests/fixtures/performance/, made with `--sizes smoke`) so the renderer cannot break unseen.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+from performance_figures import (
+    AUDIT_COLUMNS,
+    CHARTS_COLUMNS,
+    FIGURES,
+    MAIN_COLUMNS,
+    REQUEST_COLUMNS,
+    RUN_COLUMNS,
+    SCALE_COLUMNS,
+    Audit,
+    Comparisons,
+    FiguresError,
+    Scale,
+    load,
+    render,
+    work_of,
+)
+from performance_page import BENCHMARKS, DOC, FOLDER, measure
+from test_code_spans import assert_tables_whole
+
+TESTS = Path(__file__).parent
+FIXTURE = TESTS / "fixtures" / "performance"
+PARSER = MarkdownIt("commonmark").enable("table")
+SECTIONS: list[tuple[str, tuple[str, ...] | None, str | None]] = [
+    ("Machine", None, None),
+    ("Where users wait", MAIN_COLUMNS, None),
+    ("Hub requests", REQUEST_COLUMNS, None),
+    ("As the repository grows", SCALE_COLUMNS, "scale"),
+    ("Audit", AUDIT_COLUMNS, "audit"),
+    ("Charts", CHARTS_COLUMNS, "charts"),
+    ("How it was measured", RUN_COLUMNS, None),
+]
+"""The page's sections in order, each table's columns, and the benchmark a section needs."""
+
+
+def sections(page: str) -> dict[str, list[list[str]]]:
+    """Each second-level heading and its table's rows (the header first), as a reader parses
+    them."""
+    found: dict[str, list[list[str]]] = {}
+    heading = ""
+    row: list[str] | None = None
+    tokens: list[Token] = PARSER.parse(page)
+    for number, token in enumerate(tokens):
+        if token.type == "heading_open" and token.tag == "h2":
+            heading = tokens[number + 1].content
+            found[heading] = []
+        elif token.type == "tr_open":
+            row = []
+        elif token.type in ("th_open", "td_open") and row is not None:
+            row.append(tokens[number + 1].content)
+        elif token.type == "tr_close" and row is not None:
+            found[heading].append(row)
+            row = None
+    return found
+
+
+def assert_shaped(page: str, folder: Path) -> None:
+    """The page rendered from `folder` has every section, column, row and machine line."""
+    assert page.startswith("# Performance\n")
+    assert_tables_whole(page)
+    _, figures = load(folder)
+    by_heading = sections(page)
+    expected = {
+        title: columns for title, columns, needs in SECTIONS if needs is None or needs in figures
+    }
+    assert list(by_heading) == list(expected)
+    for heading, columns in expected.items():
+        if columns is not None:
+            assert by_heading[heading][0] == list(columns), heading
+    for line in (r"Cores: \d+", r"CPU: \S.*", r"Python: 3\.\d+\.\d+", r"OS: \S.*"):
+        assert re.search(rf"^- {line}$", page, re.MULTILINE), line
+    assert re.search(r"^- Date: \d{4}-\d\d-\d\d \d\d:\d\d to .* UTC$", page, re.MULTILINE)
+    works = [cells[0] for cells in by_heading["Where users wait"][1:]]
+    for name, each in figures.items():
+        if isinstance(each, Comparisons):
+            for row in each.comparisons:
+                assert work_of(row) in works, (name, row.name)
+    if isinstance(figures.get("scale"), Scale):
+        commands = [(cells[0], cells[1]) for cells in by_heading["As the repository grows"][1:]]
+        for command in figures["scale"].commands:  # type: ignore[attr-defined]
+            for size in command.by_size:
+                assert (command.name, f"{size:,}") in commands
+    if isinstance(figures.get("audit"), Audit):
+        runs = [cells[0] for cells in by_heading["Audit"][1:]]
+        assert len(runs) == len(figures["audit"].runs)  # type: ignore[attr-defined]
+    measured = [cells[0] for cells in by_heading["How it was measured"][1:]]
+    for name in FIGURES:
+        said = f"- {name}: not measured"
+        assert (name in measured) != (said in page), name
+        assert (name in figures) == (name in measured), name
+
+
+def test_the_page_is_what_its_saved_figures_render() -> None:
+    assert DOC.read_text(encoding="utf-8") == render(FOLDER), (
+        "run `python tests/performance_page.py --from-json docs/performance`"
+    )
+
+
+def test_the_page_has_its_shape() -> None:
+    assert_shaped(DOC.read_text(encoding="utf-8"), FOLDER)
+
+
+def test_small_saved_figures_render_a_page_of_the_same_shape() -> None:
+    page = render(FIXTURE)
+    assert_shaped(page, FIXTURE)
+    assert "tests/benchmark_collect.py --rows 60" in page  # how each ran, from run.json
+
+
+def test_a_benchmark_without_figures_is_named_not_measured(tmp_path: Path) -> None:
+    folder = tmp_path / "figures"
+    shutil.copytree(FIXTURE, folder)
+    (folder / "verify.json").unlink()
+    log = json.loads((folder / "run.json").read_text())
+    log["runs"] = [run for run in log["runs"] if run["benchmark"] != "verify"]
+    (folder / "run.json").write_text(json.dumps(log))
+    page = render(folder)
+    assert_shaped(page, folder)
+    assert "- verify: not measured (no verify.json)" in page
+    assert "verify, " not in page
+
+
+def test_figures_that_do_not_parse_stop_the_page_naming_the_file(tmp_path: Path) -> None:
+    folder = tmp_path / "figures"
+    shutil.copytree(FIXTURE, folder)
+    (folder / "collect.json").write_text('{"machine": {}, "comparisons": [{}]}')
+    with pytest.raises(FiguresError, match=r"collect\.json: not the figures expected"):
+        render(folder)
+    result = subprocess.run(
+        [sys.executable, str(TESTS / "performance_page.py"), "--from-json", str(folder)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert len(result.stderr.splitlines()) == 1 and "collect.json" in result.stderr
+
+
+def test_from_json_renders_saved_figures_without_measuring(tmp_path: Path) -> None:
+    out = tmp_path / "performance.md"
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(TESTS / "performance_page.py"),
+            *("--from-json", str(FIXTURE), "--out", str(out)),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert out.read_text(encoding="utf-8") == render(FIXTURE)
+    assert "==" not in result.stdout  # no benchmark ran
+
+
+def test_an_absent_script_is_named_not_measured(tmp_path: Path) -> None:
+    """The start-up benchmark may not be there yet: the page says so rather than failing."""
+    (startup,) = [each for each in BENCHMARKS if each.name == "startup"]
+    absent = type(startup)("startup", "benchmark_nothing_here.py", startup.sizes, startup.rounds)
+    record = measure(absent, tmp_path, "smoke", None, None)
+    assert record.not_measured == "tests/benchmark_nothing_here.py is absent"
+    assert record.started is None and not (tmp_path / "startup.json").exists()
+
+
+@pytest.mark.slow
+def test_one_benchmark_measured_again_keeps_the_others(tmp_path: Path) -> None:
+    folder = tmp_path / "figures"
+    shutil.copytree(FIXTURE, folder)
+    out = tmp_path / "performance.md"
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(TESTS / "performance_page.py"),
+            *("--sizes", "smoke", "--only", "charts"),
+            *("--json-dir", str(folder), "--out", str(out)),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=240,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    page = out.read_text(encoding="utf-8")
+    assert_shaped(page, folder)
+    assert page == render(folder)
+    before = json.loads((FIXTURE / "run.json").read_text())
+    after = json.loads((folder / "run.json").read_text())
+    assert [run["benchmark"] for run in after["runs"]] == [
+        run["benchmark"] for run in before["runs"]
+    ]
+    changed = [b["benchmark"] for a, b in zip(before["runs"], after["runs"], strict=True) if a != b]
+    assert changed == ["charts"]

@@ -56,7 +56,9 @@ class HubServer:
     `enable_rate_limits()` / `disable_rate_limits()` / `reset_rate_limits()` /
     `advance_clock()`, `inject()` with `Fault.rate_limited(...)` for a one-off 429, and a
     repo's limits on what a commit may leave in it (`create_repo(limits=...)`, `set_limits()`,
-    see `RepoLimits`: the Hub's by default).
+    see `RepoLimits`: the Hub's by default), and Trusted Publishers (`trust_issuer`,
+    `add_trusted_publisher`, `id_token`, `exchanged_tokens`; hubserver.oidc): `/oauth/token`
+    exchanges a CI job's id token for a token to one repository.
     """
 
     def __init__(

@@ -41,6 +41,9 @@ def test_init_starts_an_empty_board_that_every_command_takes(
     for role in ("maintainer", "nightly job", "submitter", "reviewer"):
         assert f"  {role}: bundler " in stderr
     assert f"bundler tasks define TASK --repo {repo_id}" in stderr
+    # how the nightly job goes without a stored token (Trusted Publishers)
+    steps = f"on the Hub, datasets/{repo_id}, Settings, Trusted Publishers, add GitHub Actions"
+    assert steps in stderr and f"HF_OIDC_RESOURCE is then datasets/{repo_id}" in stderr
     # the board is one the other commands take as it is
     card = run_cli("card", "--repo", repo_id, "--check", env={"HF_TOKEN": WRITE_TOKEN})
     assert card.returncode == 0, card.stderr

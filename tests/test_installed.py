@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tarfile
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from email.parser import Parser
 from pathlib import Path
@@ -33,6 +34,7 @@ from factory import RunSpec, gptnt_capabilities, make_row, write_tree
 from helpers import subcommands
 from hubserver import HubServer, client_env
 from huggingface_hub import HfApi
+from oidc_provider import GitHubOidc
 from test_allowed_signers import weak_rsa_key
 from test_card_refresh import commit_by_hand
 from test_eval_results import EVAL_YAML, entries_of
@@ -303,12 +305,15 @@ class User:
         home: Path,
         token: str | None,
         ran: set[str] | None = None,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.installed = installed
         self.hub = hub
         self.home = home
         self.token = token
         self.ran = set() if ran is None else ran
+        self.extra_env = env or {}
+        """What their environment holds besides (a CI job's id-token endpoint, say)."""
         home.mkdir(parents=True, exist_ok=True)
 
     def run(self, *args: object) -> subprocess.CompletedProcess[str]:
@@ -319,14 +324,14 @@ class User:
             [str(self.installed.bin / command[0]), *command[1:]],
             capture_output=True,
             text=True,
-            env=self.installed.env(self.hub, self.home, self.token),
+            env=self.installed.env(self.hub, self.home, self.token) | self.extra_env,
             cwd=self.home,
             stdin=subprocess.DEVNULL,
             timeout=300,
             check=False,
         )
         output = result.stdout + result.stderr
-        for secret in (WRITE_TOKEN, SUBMITTER_TOKEN):
+        for secret in (WRITE_TOKEN, SUBMITTER_TOKEN, *self.hub.exchanged_tokens()):
             assert secret not in output
         assert "Traceback" not in output, output[-3000:]
         assert "internal error" not in output.lower(), output[-3000:]
@@ -362,15 +367,24 @@ def test_every_command_is_listed() -> None:
     )
 
 
+@pytest.fixture
+def github(hub: HubServer) -> Iterator[GitHubOidc]:
+    with GitHubOidc(hub).serving() as endpoint:
+        yield endpoint
+
+
 def test_every_command_in_every_role_s_journey_through_the_console_script(
-    installed: Installed, hub: HubServer, repo_id: str, tmp_path: Path
+    installed: Installed, hub: HubServer, repo_id: str, tmp_path: Path, github: GitHubOidc
 ) -> None:
     """Each command as its user runs it, each step checked by its exit code, by what the Hub
     then holds, and (User.run) by an output free of tracebacks and internal errors; at the
-    end, every command of the app must have been run."""
+    end, every command of the app must have been run. The nightly job stores no token: its
+    workflow is the repository's Trusted Publisher (a GitHub Actions job's id token)."""
     ran: set[str] = set()
     maintainer = User(installed, hub, tmp_path / "maintainer", WRITE_TOKEN, ran)
-    nightly = User(installed, hub, tmp_path / "nightly", WRITE_TOKEN, ran)
+    publisher = {"HF_OIDC_RESOURCE": f"datasets/{repo_id}"}
+    hub.add_trusted_publisher(publisher["HF_OIDC_RESOURCE"], {"workflow": "nightly-sync"})
+    nightly = User(installed, hub, tmp_path / "nightly", None, ran, github.env() | publisher)
     submitter = User(installed, hub, tmp_path / "submitter", SUBMITTER_TOKEN, ran)
     stranger = User(installed, hub, tmp_path / "stranger", None, ran)
 
@@ -420,6 +434,7 @@ def test_every_command_in_every_role_s_journey_through_the_console_script(
     )  # fmt: skip
     first = nightly.bundler(*nightly_sync)
     assert first["counts"]["published"] == 2 and len(archives(hub, repo_id)) == 2
+    assert hub.commits(repo_id)[0].author == "[OIDC]"  # the exchanged token's, on the Hub
     commits = len(hub.commits(repo_id))
     again = nightly.bundler(*nightly_sync)
     assert again["counts"]["published"] == 0 and again["counts"]["already_there"] == 2

@@ -1,12 +1,15 @@
 """The nightly workflow template: parsed as GitHub Actions would read it, and its bundler
 command lines and its sync step run, as the runner would run them (bash -eo pipefail), against
-the local Hub server with the repository secret substituted."""
+the local Hub server, with no stored token: the job's OIDC id token (from a GitHub-style
+endpoint, tests/oidc_provider.py) exchanged for a token to the one repository its Trusted
+Publisher is registered on."""
 
 from __future__ import annotations
 
 import json
 import re
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +19,7 @@ from conftest import WRITE_TOKEN
 from factory import RunSpec, write_run, write_tree
 from helpers import BUNDLER, cli_env
 from hubserver import Fault, HubServer
+from oidc_provider import WORKFLOW_CLAIMS, GitHubOidc
 
 from bundler.core.version import VERSION
 
@@ -69,7 +73,9 @@ def substitute(value: str, secrets: dict[str, str]) -> str:
 class Runner:
     """Runs the workflow's scripts the way the Actions runner would, in a work folder."""
 
-    def __init__(self, workflow: dict[str, Any], work: Path, **overrides: str) -> None:
+    def __init__(
+        self, workflow: dict[str, Any], work: Path, github: GitHubOidc, **overrides: str
+    ) -> None:
         self.workflow = workflow
         self.work = work
         self.output = work / "github_output"
@@ -77,6 +83,8 @@ class Runner:
         step_env = sync_step(workflow).get("env", {})
         env = {**workflow["jobs"]["sync"]["env"], **step_env}
         self.env = {key: substitute(value, secrets) for key, value in env.items()}
+        if workflow["jobs"]["sync"].get("permissions", {}).get("id-token") == "write":
+            self.env |= github.env()  # what the runner gives such a job, and only such a job
         self.env |= overrides
         self.env |= {
             "GITHUB_OUTPUT": str(self.output),
@@ -107,9 +115,24 @@ class Runner:
 
 
 @pytest.fixture
-def runner(repo_id: str, tmp_path: Path) -> Runner:
+def github(hub: HubServer, repo_id: str) -> Iterator[GitHubOidc]:
+    """The harness repository's GitHub OIDC endpoint, its nightly-sync workflow registered on
+    the Hub as the Trusted Publisher of the leaderboard's repository (step 1. of the
+    template)."""
+    hub.add_trusted_publisher(
+        f"datasets/{repo_id}",
+        {key: WORKFLOW_CLAIMS[key] for key in ("repository", "workflow", "ref")},
+    )
+    with GitHubOidc(hub).serving() as endpoint:
+        yield endpoint
+
+
+@pytest.fixture
+def runner(repo_id: str, tmp_path: Path, github: GitHubOidc) -> Runner:
     workflow = load()
-    runner = Runner(workflow, tmp_path, SYNC_RETRY_SECONDS="0")
+    # what the maintainer sets in the template (step 1.)
+    resource = {"HF_OIDC_RESOURCE": f"datasets/{repo_id}"}
+    runner = Runner(workflow, tmp_path, github, SYNC_RETRY_SECONDS="0", **resource)
     # what the template asks to commit beside it: the nightly's repeated options
     config = f'[sync]\nrepo = "{repo_id}"\nsubmitter = {{ name = "nightly" }}\n'
     (tmp_path / runner.env["BUNDLER_CONFIG"]).write_text(config)
@@ -123,8 +146,7 @@ def test_the_workflow_is_scheduled_dispatchable_and_keeps_the_report() -> None:
     assert on["schedule"] and all(entry["cron"].split() for entry in on["schedule"])
     assert "workflow_dispatch" in on
     step = sync_step(workflow)
-    assert step["env"]["HF_TOKEN"] == "${{ secrets.HF_TOKEN }}"
-    assert "HF_TOKEN" not in workflow["jobs"]["sync"]["env"]  # the secret only where needed
+    assert "HF_OIDC_RESOURCE" not in workflow["jobs"]["sync"]["env"]  # only where needed
     (keep,) = [
         s for s in steps(workflow) if s.get("uses", "").startswith("actions/upload-artifact")
     ]
@@ -139,6 +161,41 @@ def test_the_workflow_is_scheduled_dispatchable_and_keeps_the_report() -> None:
     assert [line.split()[1] for line in commands] == ["--version", "sync"]
     assert '--report "$REPORT_FILE"' in commands[1]
     assert '--config "$BUNDLER_CONFIG"' in commands[1] and "--resolve-rows" in commands[1]
+
+
+def test_the_job_stores_no_token_and_keeps_the_stored_token_way_commented() -> None:
+    """The job's own OIDC id token stands for a stored secret (Trusted Publishers): no secret
+    at all in the workflow, the permission to mint the id token on the job alone, and the
+    resource a placeholder the maintainer replaces. The stored-token way, for a CI without
+    OIDC, is there as a comment: uncommented, it is the secret in the sync step alone."""
+    workflow = load()
+    job = workflow["jobs"]["sync"]
+    assert job["permissions"] == {"contents": "read", "id-token": "write"}
+    assert workflow["permissions"] == {"contents": "read"}  # no other job would get it
+    step = sync_step(workflow)
+    assert step["env"] == {"HF_OIDC_RESOURCE": "datasets/OWNER/NAME"}
+    text = WORKFLOW.read_text()
+    assert "secrets." not in "".join(line.split("#")[0] for line in text.splitlines())
+    (commented,) = [line for line in text.splitlines() if "secrets.HF_TOKEN" in line]
+    uncommented = text.replace(commented, commented.replace("# ", "", 1)).replace(
+        "          HF_OIDC_RESOURCE: datasets/OWNER/NAME", "          # (deleted)"
+    )
+    stored = yaml.safe_load(uncommented)
+    assert sync_step(stored)["env"] == {"HF_TOKEN": "${{ secrets.HF_TOKEN }}"}
+
+
+def test_without_the_permission_the_sync_step_fails_naming_it(
+    runner: Runner, hub: HubServer, repo_id: str
+) -> None:
+    """A job without `id-token: write` gets no id-token endpoint from the runner: exit 2,
+    one line saying so, and nothing published."""
+    for key in ("ACTIONS_ID_TOKEN_REQUEST_URL", "ACTIONS_ID_TOKEN_REQUEST_TOKEN"):
+        del runner.env[key]
+    result = runner.sync()
+    assert result.returncode == 2
+    assert "exit_code=2" in runner.step_output
+    assert "permissions: id-token: write" in result.stderr
+    assert not [p for p in hub.list_files(repo_id) if p.endswith(".tar.zst")]
 
 
 def test_the_template_ships_in_the_installed_package() -> None:
@@ -159,7 +216,9 @@ def test_its_bundler_command_lines_run_against_the_hub(
     version, sync = (runner.run(line) for line in commands)
     assert version.returncode == 0 and version.stdout == f"bundler {VERSION}\n"
     assert sync.returncode == 0, sync.stderr
-    assert WRITE_TOKEN not in sync.stdout + sync.stderr
+    for secret in (WRITE_TOKEN, *hub.exchanged_tokens()):
+        assert secret not in sync.stdout + sync.stderr
+    assert hub.commits(repo_id)[0].author == "[OIDC]"  # the Hub's name for a publisher's push
     report = runner.report()
     assert report["exit_code"] == 0 and report["counts"]["published"] == 2
     assert len([p for p in hub.list_files(repo_id) if p.endswith(".tar.zst")]) == 2

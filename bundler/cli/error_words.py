@@ -38,6 +38,7 @@ from bundler.core.errors import (
     WriteTokenRequired,
     WrongRepoType,
 )
+from bundler.core.trusted import ExchangeFailed, PublisherElsewhere
 
 if TYPE_CHECKING:
     from pydantic_core import ErrorDetails
@@ -151,6 +152,19 @@ def _write_token_required(error: WriteTokenRequired) -> Words:
     )
 
 
+def _exchange_failed(error: ExchangeFailed) -> Words:
+    if error.cause == "no-id-token":
+        return error.message, (
+            "give the workflow's job `permissions: id-token: write` (as `bundler template "
+            "nightly-sync` does), or set HF_OIDC_ID_TOKEN to the id token your CI mints"
+        )
+    return error.message, (
+        f"add this workflow as a Trusted Publisher of {error.resource} on the Hub (the "
+        "repository's Settings, Trusted Publishers: this repository and workflow file), or "
+        "fix HF_OIDC_RESOURCE (datasets/OWNER/NAME for a leaderboard)"
+    )
+
+
 def _review_not_allowed(error: ReviewNotAllowed) -> Words:
     needs = (
         f"a token allowed to comment on {error.repo}"
@@ -183,6 +197,12 @@ ERROR_WORDS: dict[type[BundlerError], Callable[[Any], Words]] = {
     ),
     ReviewNotAllowed: _review_not_allowed,
     WriteTokenRequired: _write_token_required,
+    ExchangeFailed: _exchange_failed,
+    PublisherElsewhere: lambda e: (
+        e.message,
+        f"set HF_OIDC_RESOURCE to datasets/{e.repo} (its Trusted Publisher on the Hub), or "
+        "check --repo",
+    ),
     RateLimitOutlasts: lambda e: (e.message, MAX_WAIT_HINT),
     BundlesLockedError: lambda e: (e.message, LOCKED_HINT),
     UnusableSetting: lambda e: (f"{FLAGS[e.setting]} {e.value!r}: {e.problem}", e.hint),

@@ -32,6 +32,17 @@ def next_commands(repo_id: str) -> dict[str, str]:
     }
 
 
+def publisher_steps(repo_id: str) -> str:
+    """How the nightly job publishes with no stored token (Trusted Publishers): its workflow
+    registered on the repository, the template's HF_OIDC_RESOURCE naming it."""
+    return (
+        "the nightly job stores no token once its workflow is the repository's Trusted "
+        f"Publisher: on the Hub, datasets/{repo_id}, Settings, Trusted Publishers, add GitHub "
+        "Actions with the GitHub repository that runs it and workflow nightly-sync.yml (branch "
+        f"main); the template's HF_OIDC_RESOURCE is then datasets/{repo_id}"
+    )
+
+
 def render_start(report: StartReport, console: Console) -> None:
     where = shown(report.repo_id)
     if report.created:
@@ -46,6 +57,7 @@ def render_start(report: StartReport, console: Console) -> None:
     console.print("next:")
     for role, command in next_commands(report.repo_id).items():
         console.print(f"  {role}: {shown(command)}", soft_wrap=True)
+    console.print(f"  {shown(publisher_steps(report.repo_id))}", soft_wrap=True)
 
 
 def init_command(

@@ -23,10 +23,10 @@ TokenOption = Annotated[
     str | None,
     typer.Option(
         "--token",
-        envvar="HF_TOKEN",
-        show_envvar=True,
         metavar="TOKEN",
-        help="Hugging Face token; else HF_TOKEN, else the stored `hf auth login`. Never shown.",
+        help="Hugging Face token; else huggingface_hub's: a CI job's token exchanged with the "
+        "Hub (HF_OIDC_RESOURCE, Trusted Publishers), else HF_TOKEN, else the stored `hf auth "
+        "login`. Never shown.",
     ),
 ]
 RepoOption = Annotated[

@@ -22,6 +22,7 @@ from typing import Any, Literal
 from urllib.parse import parse_qs, unquote, urlencode
 
 from .limits import RateLimitedError
+from .oidc import ExchangeRefused, TrustedPublishers
 from .records import RequestKind, TokenInfo
 from .store import (
     REPO_TYPES,
@@ -194,9 +195,12 @@ class HubApp:
         tree_page_size: int,
         commits_page_size: int = COMMITS_PER_PAGE,
         commit_quota: Callable[[Repo], None] | None = None,
+        publishers: TrustedPublishers | None = None,
     ) -> None:
         self.store = store
         self.tokens = tokens
+        self.publishers = publishers
+        """Trusted Publishers (hubserver.oidc): `/oauth/token` and the tokens it gave."""
         self.base_url = base_url
         self.tree_page_size = tree_page_size
         self.commits_page_size = commits_page_size
@@ -206,6 +210,7 @@ class HubApp:
         self._event_ids = itertools.count(1)
         table: list[tuple[str, str, Access, Handler]] = [
             ("GET", r"/api/whoami-v2", "none", self.whoami),
+            ("POST", r"/oauth/token", "none", self.oauth_token),
             ("GET", r"/api/users/(?P<user>[^/]+)/overview", "none", self.user_overview),
             ("GET", r"/api/agent-harnesses", "none", self.agent_harnesses),
             ("POST", r"/api/repos/create", "none", self.create_repo),
@@ -268,13 +273,24 @@ class HubApp:
             return None
         token = auth.removeprefix("Bearer ").strip()
         info = self.tokens.get(token)
+        if info is None and self.publishers is not None:
+            info = self.publishers.holder(token)
         if info is None:
             raise HubError(401, INVALID_CREDENTIALS)
         return info
 
+    def knows(self, token: str) -> bool:
+        """A token the Hub would accept now: a user's, or an exchanged one not yet expired."""
+        if self.tokens is None or token in self.tokens:
+            return True
+        return self.publishers is not None and self.publishers.holder(token) is not None
+
     def _check_access(self, match: re.Match[str], access: Access, who: TokenInfo | None) -> None:
         repo = self.store.get(*repo_key(match))
-        if repo.private and not (who is not None and who.owns(repo.repo_id.split("/")[0])):
+        if repo.private and not (
+            who is not None
+            and (who.owns(repo.repo_id.split("/")[0]) or who.repository == repo.repo_id)
+        ):
             raise repo_not_found(repo.repo_type, repo.repo_id)
         if access == "write":
             require_repo_write(who, repo.repo_id)
@@ -311,6 +327,22 @@ class HubApp:
         return f"{self.base_url}/{_URL_PREFIX[repo.repo_type]}{repo.repo_id}"
 
     # ------------------------------------------------------------------------ account
+
+    def oauth_token(
+        self, request: Request, match: re.Match[str], who: TokenInfo | None
+    ) -> Response:
+        """Trusted Publishers' token exchange (RFC 8693; hubserver.oidc): the id token's
+        audience must be this Hub's own address, as the client asks it to be."""
+        if self.publishers is None:
+            raise HubError(404, "No route for POST /oauth/token")
+        try:
+            answer = self.publishers.exchange(request.json(), self.base_url, self._repo_exists)
+        except ExchangeRefused as refused:
+            return Response.of_json(refused.body, 400)
+        return Response.of_json(answer)
+
+    def _repo_exists(self, repo_type: str, repo_id: str) -> bool:
+        return (repo_type, repo_id) in self.store.repos
 
     def whoami(self, request: Request, match: re.Match[str], who: TokenInfo | None) -> Response:
         if who is None:
@@ -1065,6 +1097,8 @@ def has_write(who: TokenInfo | None, repo_id: str) -> bool:
     "Permissions"). The namespace must be the user's or one of its organizations', and the
     token a write token, or a fineGrained one with `repo.write` on the repo or namespace
     (this server asks a fineGrained token for ownership too: it models no collaborators)."""
+    if who is not None and who.repository is not None:  # a Trusted Publisher's: one repo
+        return who.repository == repo_id and who.grants("repo.write", repo_id)
     if who is None or who.role == "read" or not who.owns(repo_id.split("/")[0]):
         return False
     return who.role == "write" or who.grants("repo.write", repo_id)

@@ -47,6 +47,9 @@ class TokenInfo:
     overview`) does not list. The Hub's docs name no way to hide a membership, nor promise that
     the overview lists every one; a test holds such a membership to prove that only a listed
     one counts for the bundler. It gives the same rights as any other."""
+    repository: str | None = None
+    """A Trusted Publisher's token (hubserver.oidc): the one repository it may write to (or
+    read, when private), whatever namespace holds it; it owns no namespace."""
 
     @property
     def memberships(self) -> tuple[str, ...]:

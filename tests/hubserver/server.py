@@ -22,6 +22,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from .app import HubApp, Request, Response
 from .faults import Fault, FaultBook, FaultKind
 from .limits import Clock, RateLimiter, RateLimits, client_key
+from .oidc import GITHUB_ISSUER, Publisher, TrustedPublishers, mint_id_token
 from .records import CommitRecord, PullRequestRecord, RequestKind, RequestRecord, TokenInfo
 from .store import (
     Blob,
@@ -55,7 +56,9 @@ class HubServer:
     `enable_rate_limits()` / `disable_rate_limits()` / `reset_rate_limits()` /
     `advance_clock()`, `inject()` with `Fault.rate_limited(...)` for a one-off 429, and a
     repo's limits on what a commit may leave in it (`create_repo(limits=...)`, `set_limits()`,
-    see `RepoLimits`: the Hub's by default).
+    see `RepoLimits`: the Hub's by default), and Trusted Publishers (`trust_issuer`,
+    `add_trusted_publisher`, `id_token`, `exchanged_tokens`; hubserver.oidc): `/oauth/token`
+    exchanges a CI job's id token for a token to one repository.
     """
 
     def __init__(
@@ -76,6 +79,7 @@ class HubServer:
         self._faults = FaultBook()
         self._clock = Clock(now)
         self._limiter = RateLimiter(self._clock)
+        self._publishers = TrustedPublishers(self._clock)
         self._races: dict[tuple[str, str], int] = {}
         """Race commits made so far per repo, so each repo's are numbered from 1."""
         self._httpd: ThreadingHTTPServer | None = None
@@ -101,6 +105,7 @@ class HubServer:
             self._tree_page_size,
             self._commits_page_size,
             commit_quota=lambda repo: self._limiter.check_commit(repo.repo_type, repo.repo_id),
+            publishers=self._publishers,
         )
         self._thread = threading.Thread(target=httpd.serve_forever, name="hubserver", daemon=True)
         self._thread.start()
@@ -164,6 +169,46 @@ class HubServer:
                     repo, repo.branches["main"], ops, "Seed files", "", "system"
                 )
                 repo.branches["main"] = commit.oid
+
+    def trust_issuer(self, issuer: str = GITHUB_ISSUER) -> bytes:
+        """Trust an OIDC issuer (its signing key, made here): the key a test's CI signs its id
+        tokens with (`mint_id_token`, `tests/oidc_provider.py`)."""
+        with self._lock:
+            return self._publishers.issuers.setdefault(issuer, secrets.token_bytes(32))
+
+    def add_trusted_publisher(
+        self,
+        resource: str,
+        claims: dict[str, str],
+        *,
+        issuer: str = GITHUB_ISSUER,
+        read_only: bool = False,
+    ) -> None:
+        """Register a Trusted Publisher on `resource` (`datasets/ns/name`), as a maintainer does
+        in the repository's settings: id tokens of `issuer` whose claims hold all of `claims`
+        exactly may be exchanged for a token to it."""
+        with self._lock:
+            self._publishers.publishers.append(
+                Publisher(resource, issuer, tuple(sorted(claims.items())), read_only)
+            )
+
+    def id_token(
+        self, claims: dict[str, object], *, issuer: str = GITHUB_ISSUER, lifetime: float = 300
+    ) -> str:
+        """An id token `issuer` (trusted, `trust_issuer`) mints for a CI job with `claims`,
+        for this Hub (`aud`), valid `lifetime` seconds of the server's clock."""
+        now = int(self.now())
+        full = {"iss": issuer, "aud": self.url, "iat": now, "exp": now + int(lifetime), **claims}
+        return mint_id_token(self.trust_issuer(issuer), full)
+
+    def now(self) -> float:
+        """The server's clock (seconds since the epoch; `advance_clock` moves it)."""
+        return self._clock()
+
+    def exchanged_tokens(self) -> list[str]:
+        """Every token `/oauth/token` gave, for a test to look for in output."""
+        with self._lock:
+            return list(self._publishers.issued)
 
     def seed_commits(
         self,
@@ -440,7 +485,7 @@ class HubServer:
         """Count the request against its caller's quota (429 past it, see `limits`)."""
         auth = request.headers.get("Authorization")
         token = auth.removeprefix("Bearer ").strip() if auth else None
-        known = token is not None and (self._tokens is None or token in self._tokens)
+        known = token is not None and self._app is not None and self._app.knows(token)
         key = client_key(token if known else None, request.client)
         self._limiter.check_request(kind, key, anonymous=not known)
 

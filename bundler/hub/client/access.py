@@ -30,6 +30,7 @@ from bundler.core.errors import (
     ReviewNotAllowed,
 )
 from bundler.core.model import Model
+from bundler.core.trusted import PUBLISHER_USER, PublisherElsewhere, dataset_resource
 
 Role = Literal["read", "write", "fineGrained"]
 REPO_WRITE = "repo.write"
@@ -60,9 +61,14 @@ class AccessRights(Model):
     granted: frozenset[str] = frozenset()
     """Fine-grained permissions that apply to this repository (global, or scoped to it or to
     its namespace)."""
+    exchanged_for: str | None = None
+    """The resource (`datasets/OWNER/NAME`) the client exchanged a CI job's id token for
+    (bundler.core.trusted): the token writes there and nowhere else."""
 
     @classmethod
-    def of(cls, whoami: Mapping[str, Any], repo_id: str) -> AccessRights:
+    def of(
+        cls, whoami: Mapping[str, Any], repo_id: str, *, exchanged_for: str | None = None
+    ) -> AccessRights:
         """Read whoami's answer (`name`, `orgs`, `auth.accessToken.role` and, for a
         fine-grained token, `auth.accessToken.fineGrained`) for `repo_id`."""
         auth = whoami.get("auth")
@@ -95,6 +101,7 @@ class AccessRights(Model):
             role=role if role in ("read", "write", "fineGrained") else None,
             orgs=orgs,
             granted=frozenset(granted),
+            exchanged_for=exchanged_for,
         )
 
     @property
@@ -103,8 +110,19 @@ class AccessRights(Model):
 
     @property
     def owns_namespace(self) -> bool:
-        """The repository's namespace is the user or one of its (writing) organizations."""
+        """The repository's namespace is the user or one of its (writing) organizations. An
+        exchanged token's user (PUBLISHER_USER) owns nothing: the token writes where its grant
+        names, the repository it was exchanged for, given as HF_TOKEN as the Hub's docs do."""
+        if self.exchanged_for is not None:
+            return self.exchanged_for == dataset_resource(self.repo_id)
+        if self.user == PUBLISHER_USER:
+            return REPO_WRITE in self.granted
         return self.namespace == self.user or self.namespace in self.orgs
+
+    def require_exchanged_here(self) -> None:
+        """PublisherElsewhere when the token was exchanged for another repository."""
+        if self.exchanged_for is not None and not self.owns_namespace:
+            raise PublisherElsewhere(self.repo_id, self.exchanged_for)
 
     def _may(self, permission: str) -> bool:
         if self.role == "read":
@@ -126,6 +144,7 @@ class AccessRights(Model):
 def require_upload(rights: AccessRights, *, create_pr: bool) -> None:
     """Raise a HubAccessError (exit 2) when this upload cannot work with these rights."""
     repo = rights.repo_id
+    rights.require_exchanged_here()
     if rights.role == "read":
         raise ReadOnlyToken(repo, user=rights.user, pull_request=create_pr)
     if create_pr:
@@ -142,6 +161,7 @@ def require_upload(rights: AccessRights, *, create_pr: bool) -> None:
 def require_review(rights: AccessRights, *, comment: bool, merge: bool) -> None:
     """Commenting (`--comment`) needs a token allowed to comment, merging (`--merge`) write
     access to the repository."""
+    rights.require_exchanged_here()
     if comment and not rights.can_contribute:
         problem = (
             "this token is read-only"
@@ -156,6 +176,7 @@ def require_review(rights: AccessRights, *, comment: bool, merge: bool) -> None:
 
 def require_card(rights: AccessRights) -> None:
     """Committing the dataset card needs write access to the repository."""
+    rights.require_exchanged_here()
     if not rights.can_write:
         problem = "this token is read-only" if rights.role == "read" else "this token has none"
         raise HubAccessError(

@@ -11,13 +11,14 @@ being made twice.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
 from typing import BinaryIO, Literal, TypeVar
-from urllib.parse import unquote
+from urllib.parse import unquote, urlsplit
 
 import httpx2  # the transport huggingface_hub itself uses; its errors are connection faults
 from huggingface_hub import (
@@ -32,6 +33,7 @@ from huggingface_hub.errors import (
     HfHubHTTPError,
     LocalEntryNotFoundError,
     LocalTokenNotFoundError,
+    OIDCError,
     RepositoryNotFoundError,
     RevisionNotFoundError,
 )
@@ -55,6 +57,7 @@ from bundler.core.errors import (
     UnusableSetting,
     XetUnavailable,
 )
+from bundler.core.trusted import RESOURCE_VARIABLE, ExchangeFailed, exchange_resource
 from bundler.core.version import VERSION
 from bundler.core.waiting import RETRY_WAITS
 from bundler.hub.client import ratelimit
@@ -91,6 +94,9 @@ READ_BACKOFF_SECONDS = 0.5
 MAX_SMALL_FILE_BYTES = 16 << 20
 """A row or sidecar is a few KB; anything near this is not one and is not read further."""
 T = TypeVar("T")
+CLIENT_FAILURES = (HfHubHTTPError, httpx2.HTTPError, LocalTokenNotFoundError, OIDCError)
+"""The client's failures `describe_failure` names: an HTTP error, a connection fault, no token,
+a CI job's id token that could not be had for the exchange."""
 PATHS_PER_REQUEST = 500
 """Paths asked about in one paths-info request, as the client sends them."""
 
@@ -200,9 +206,7 @@ class HubSession:
             except Exception as raised:
                 error = MalformedAnswer(doing=doing) if unparsed(raised) else _underlying(raised)
                 if not is_transient(error) or attempt == READ_ATTEMPTS - 1:
-                    if isinstance(
-                        error, HfHubHTTPError | httpx2.HTTPError | LocalTokenNotFoundError
-                    ):
+                    if isinstance(error, CLIENT_FAILURES):
                         raise self.describe(error, doing=doing) from None
                     if isinstance(error, MalformedAnswer):
                         raise error from None
@@ -220,14 +224,15 @@ class HubSession:
         return str(self.whoami_info().get("name", "unknown"))
 
     def rights(self) -> AccessRights:
-        """What this token may do on this repository (bundler.hub.client.access)."""
-        return AccessRights.of(self.whoami_info(), self.repo_id)
+        """What this token (a CI job's exchanged one too) may do on this repository."""
+        exchanged = exchange_resource(self.api.token is not None)  # bundler.core.trusted
+        return AccessRights.of(self.whoami_info(), self.repo_id, exchanged_for=exchanged)
 
     def upload_rights(self, *, dry_run: bool) -> AccessRights | None:
         """The token's rights for an upload. A dry run without any token plans as an
         anonymous reader would (None: nothing to check); with one, it is checked as the
         upload would be."""
-        if dry_run and self.api.token is None and get_token() is None:
+        if dry_run and not has_token(self):
             return None
         return self.rights()
 
@@ -392,6 +397,14 @@ class HubSession:
         return self.call(f"listing {folder}/", listing)
 
 
+def has_token(session: HubSession) -> bool:
+    """Whether requests carry a token: the one given, else huggingface_hub's resolution (a CI
+    job's exchanged token first, then HF_TOKEN, then the stored login), whose exchange may fail
+    as any request does."""
+    given = session.api.token is not None
+    return given or session.call("resolving the token", get_token) is not None
+
+
 def model_exists(session: HubSession) -> bool:
     """Whether the Hub has a model repository of the session's id (one to propose scores to)."""
     return session.call("looking up the model repository", partial(session._exists, "model"))
@@ -450,6 +463,9 @@ def describe_failure(
     when whoami was asked already."""
     if unparsed(error):  # an answer the client could not read: never its words
         return MalformedAnswer(doing=doing)
+    exchange = exchange_failure(error, doing=doing)
+    if exchange is not None:
+        return exchange
     status = status_of(error)
     if isinstance(error, LocalTokenNotFoundError) or status == 401:
         return BadCredentials(doing=doing)
@@ -487,6 +503,27 @@ def describe_failure(
         return HubDidNotAnswer(status=status, failure=said or type(error).__name__, doing=doing)
     reason = said or f"{type(error).__name__}: {_first_line(error)}"
     return RefusedByHub(status=status, reason=reason, doing=doing)
+
+
+def exchange_failure(error: BaseException, *, doing: str) -> ExchangeFailed | None:
+    """The exchange of the CI's OIDC id token failed (bundler.core.trusted), when `error`
+    says so: the client's OIDCError (no id token to exchange), or a refusal, not a temporary
+    fault, of the Hub's `/oauth/token` or of the CI's id-token endpoint (GitHub's
+    ACTIONS_ID_TOKEN_REQUEST_URL)."""
+    resource = os.environ.get(RESOURCE_VARIABLE)
+    if not resource:
+        return None
+    if isinstance(error, OIDCError):
+        return ExchangeFailed(resource, cause="no-id-token", doing=doing)
+    if not isinstance(error, HfHubHTTPError) or error.response is None or is_transient(error):
+        return None
+    url = str(error.response.url)
+    if urlsplit(url).path.endswith("/oauth/token"):
+        return ExchangeFailed(resource, cause="refused", doing=doing)
+    minting = os.environ.get("ACTIONS_ID_TOKEN_REQUEST_URL", "").partition("?")[0]
+    if minting and url.startswith(minting):
+        return ExchangeFailed(resource, cause="no-id-token", doing=doing)
+    return None
 
 
 MAX_REASON_CHARS = 1000

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from huggingface_hub import get_token
 from huggingface_hub.community import DiscussionComment, DiscussionWithDetails
 from pydantic import Field
 
@@ -34,7 +33,7 @@ from bundler.core import exitcodes
 from bundler.core.checks import CheckResult
 from bundler.core.errors import UsageError
 from bundler.core.model import Model
-from bundler.hub.client.session import HubSession
+from bundler.hub.client.session import HubSession, has_token
 from bundler.hub.publish.destination import bundler_pull_requests
 from bundler.hub.publish.pr_description import ProposedBundle, Verb, read_pr_state
 from bundler.hub.repo.paths import bundle_of_path, repo_archive
@@ -140,7 +139,7 @@ def pull_request_status(session: HubSession, num: int | None = None) -> StatusRe
             raise UsageError(f"#{num} in {session.repo_id} is a discussion, not a pull request")
         report = StatusReport(repo_id=session.repo_id, user=None)
     else:
-        if session.api.token is None and get_token() is None:
+        if not has_token(session):
             raise UsageError(
                 "no token says whose pull requests to show",
                 hint="give a token of the account that opened them, or name one pull request",

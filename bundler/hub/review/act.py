@@ -22,7 +22,7 @@ import re
 from functools import partial
 from pathlib import Path
 
-from huggingface_hub import CommitOperationAdd, get_token
+from huggingface_hub import CommitOperationAdd
 from huggingface_hub.community import DiscussionComment
 
 from bundler.core import exitcodes
@@ -38,7 +38,7 @@ from bundler.hub.client.access import require_review
 from bundler.hub.client.commit import Operation, PlannedCommit, commit_replanned
 from bundler.hub.client.remote import git_blob_id
 from bundler.hub.client.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
-from bundler.hub.client.session import REPO_TYPE, HubSession
+from bundler.hub.client.session import REPO_TYPE, HubSession, has_token
 from bundler.hub.leaderboard.branch import read_branch, table_operations
 from bundler.hub.leaderboard.rows import TableRow, build_row, utc_timestamp
 from bundler.hub.repo.paths import README, repo_archive, repo_paths, repo_sidecar
@@ -64,7 +64,7 @@ def writer(session: HubSession, token: str | None, *, comment: bool, merge: bool
     """The account a write token belongs to; WriteTokenRequired for none or a read token."""
     wanted: tuple[tuple[ReviewAction, bool], ...] = (("comment", comment), ("merge", merge))
     asked = tuple(action for action, on in wanted if on)
-    if (token or get_token()) is None:
+    if not (token or has_token(session)):
         raise WriteTokenRequired("missing", asked)
     rights = session.rights()
     if rights.role == "read":

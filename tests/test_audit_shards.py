@@ -209,9 +209,7 @@ def test_reports_of_another_commit_or_count_and_duplicates_are_refused(
     assert one_line_error(stderr) == f"error: {three[0]}: a shard of 3; {first[0]}: a shard of 2"
     code, _, stderr = merged(first[0], first[1], first[0])
     assert code == 2
-    assert one_line_error(stderr) == (
-        f"error: {first[0]}: shard 1 again ({first[0]} is shard 1)"
-    )
+    assert one_line_error(stderr) == (f"error: {first[0]}: shard 1 again ({first[0]} is shard 1)")
 
 
 def test_a_file_that_is_no_shard_report_is_refused_in_one_line(

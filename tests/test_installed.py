@@ -543,6 +543,16 @@ def test_every_command_in_every_role_s_journey_through_the_console_script(
     assert audited["findings"] == [] and audited["bundles_on_branch"] == 4
     assert sorted(bundle["verdict"] for bundle in audited["audited"]) == ["verified"] * 4
     assert head() == after_review
+    # ... and spread over two runners, each a shard of that commit, their reports merged
+    for index in (1, 2):
+        shard = stranger.bundler(
+            "audit", "--repo", repo_id, "--revision", head(), "--shard", f"{index}/2"
+        )
+        (stranger.home / f"shard-{index}.json").write_text(json.dumps(shard))
+    merged = stranger.bundler("audit", "--merge", "shard-1.json", "shard-2.json")
+    assert merged["findings"] == [] and merged["merge"]["merged"] == [1, 2]
+    verdicts = [(b["bundle_id"], b["verdict"]) for b in merged["audited"]]
+    assert verdicts == sorted((b["bundle_id"], b["verdict"]) for b in audited["audited"])
 
     # The submitter's key is retired (its line kept, valid until now), then withdrawn.
     retired = maintainer.bundler("signers", "retire", "submitter", "--repo", repo_id)

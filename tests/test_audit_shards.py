@@ -236,6 +236,10 @@ def test_a_file_that_is_no_shard_report_is_refused_in_one_line(
             ).encode(),
             "covers",
         ),
+        "beyond.json": (
+            json.dumps(report | {"shard": report["shard"] | {"unsupported": ["x"]}}).encode(),
+            "judges the row of 'x', which it does not cover",
+        ),
         "bad.json": (
             json.dumps(report | {"findings": [{"kind": "nothing"}]}).encode(),
             "not an audit's report: findings.0.kind",

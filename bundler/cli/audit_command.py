@@ -162,7 +162,7 @@ def audit_command(
     reports: Annotated[
         list[Path] | None,
         typer.Argument(
-            metavar="[REPORT]...", help="The shards' reports, with --merge.", show_default=False
+            metavar="REPORT", help="The shards' reports, with --merge.", show_default=False
         ),
     ] = None,
     max_wait: MaxWaitOption = None,

@@ -113,8 +113,17 @@ def _read_report(path: Path) -> AuditReport | str:
     except ValueError as error:
         raise UsageError(f"{path}: {error}") from None
     strays = [i for i in shard.covered if owner(i, shard.count) != shard.index]
-    if strays or len(set(shard.covered)) != len(shard.covered):
-        problem = f"covers {strays[0][:80]!r}, another shard's" if strays else "covers ids twice"
+    covered = set(shard.covered)
+    beyond = [*shard.unsupported, *(row.bundle_id for row in shard.corrected)]
+    beyond = [i for i in beyond if i not in covered]
+    problem = None
+    if strays:
+        problem = f"covers {strays[0][:80]!r}, another shard's"
+    elif len(covered) != len(shard.covered):
+        problem = "covers ids twice"
+    elif beyond:
+        problem = f"judges the row of {beyond[0][:80]!r}, which it does not cover"
+    if problem is not None:
         raise UsageError(f"{path}: shard {shard.index} of {shard.count} {problem}")
     return report
 

@@ -9,14 +9,15 @@ one's wall time, under the Hub's anonymous limits on a scaled clock: the server'
 both quotas divided by `--scale` (3,000 file and 500 API requests per 300 s become 50 and 8
 per 5 s at 60), the audit's pacer given the same window and budget. The rate a client may keep
 up is the Hub's; only a window's burst is smaller (stricter). The pacer's arithmetic
-(`paced_seconds`) is checked against each measured time.
+(`shard_seconds`: a shard's own start, then its requests paced) is checked against each
+shard's measured time.
 
 Computed, from those measurements: the time to audit 100,000 bundles with 1, 8 and 32 runners
 under the Hub's own numbers (3,000 file requests per 5 minutes per client, 100 of them kept for
 retries: bundler.hub.audit.pace), with the measured requests per bundle and per shard, the
 largest shard of 100,000 ids (the shards' split is a hash: computed exactly), and the measured
-time a bundle takes to judge when nothing waits (one shard of one, no rate limit), on this
-machine (a CI runner's differs)."""
+time a request's work and a shard's start take when nothing waits, on this machine (a CI
+runner's differ; at the Hub's limits the wait, not the work, sets the time)."""
 
 from __future__ import annotations
 
@@ -159,21 +160,31 @@ def spread(bench: Bench, commit: str, count: int) -> dict[str, Any]:
     }
 
 
-def per_bundle(runs: list[dict[str, Any]], size: int) -> dict[str, float]:
-    """File requests a bundle, and a shard's own (its rules and parts), from every shard run:
-    the least-squares line through (bundles judged, file requests)."""
-    points = [(s["bundles"], s["file"]) for run in runs for s in run["shards"]]
-    n = len(points)
-    mean_x = sum(x for x, _ in points) / n
-    mean_y = sum(y for _, y in points) / n
+def line(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """The least-squares line through `points`: (slope, intercept)."""
+    mean_x = sum(x for x, _ in points) / len(points)
+    mean_y = sum(y for _, y in points) / len(points)
     spread_x = sum((x - mean_x) ** 2 for x, _ in points)
     slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / spread_x
-    api = [s["api"] for run in runs for s in run["shards"]]
+    return slope, mean_y - slope * mean_x
+
+
+def per_bundle(runs: list[dict[str, Any]], alone: dict[str, Any], size: int) -> dict[str, float]:
+    """From every shard run: file requests a bundle and a shard's own (its rules and parts),
+    the line through (bundles judged, file requests); and, from the shards that never waited
+    and the unlimited one, the seconds a file request's work takes and a shard's own (its
+    start, listings and parts), the line through (file requests, seconds)."""
+    shards = [s for run in runs for s in run["shards"]]
+    per, own = line([(s["bundles"], s["file"]) for s in shards])
+    unpaced = [(s["file"], s["seconds"]) for s in [*shards, alone] if s["waits"] == 0]
+    work, start = line(unpaced)
     return {
-        "file_per_bundle": round(slope, 3),
-        "file_per_shard": round(mean_y - slope * mean_x, 2),
-        "api_per_shard_max": max(api),
+        "file_per_bundle": round(per, 3),
+        "file_per_shard": round(own, 2),
+        "api_per_shard_max": max(s["api"] for s in shards),
         "parts": math.ceil(size / BUNDLES_PER_PART),
+        "seconds_per_file_request": round(work, 4),
+        "seconds_per_shard": round(start, 2),
     }
 
 
@@ -186,16 +197,22 @@ def largest_shard(count: int, size: int = BOARD) -> int:
     return max(held)
 
 
-def extrapolated(fitted: dict[str, float], seconds_per_bundle: float) -> list[dict[str, Any]]:
-    """The time for 100,000 bundles with 1, 8 and 32 runners under the Hub's own limits."""
+def shard_seconds(requests: int, budget: int, window: float, fitted: dict[str, float]) -> float:
+    """A shard's wall time: its own start, then its requests paced."""
+    paced = paced_seconds(requests, budget, window, fitted["seconds_per_file_request"])
+    return fitted["seconds_per_shard"] + paced
+
+
+def extrapolated(fitted: dict[str, float]) -> list[dict[str, Any]]:
+    """The time for 100,000 bundles with 1, 8 and 32 runners under the Hub's own limits (the
+    slowest shard's; the merge's is not counted)."""
     budget = ANONYMOUS_RESOLVERS - RESOLVER_MARGIN
     parts = math.ceil(BOARD / BUNDLES_PER_PART)
-    per_request = seconds_per_bundle / fitted["file_per_bundle"]
     out = []
     for count in RUNNERS:
         bundles = largest_shard(count)
         requests = math.ceil(fitted["file_per_bundle"] * bundles) + 2 + parts
-        seconds = paced_seconds(requests, budget, WINDOW_SECONDS, per_request)
+        seconds = shard_seconds(requests, budget, WINDOW_SECONDS, fitted)
         api = math.ceil(2 * BOARD / LISTING_PAGE) + int(fitted["api_per_shard_max"])
         out.append(
             {
@@ -242,16 +259,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             run = spread(bench, commit, count)
             print(json.dumps({k: v for k, v in run.items() if k != "shards"}), flush=True)
             runs.append(run)
-        fitted = per_bundle(runs, args.size)
-        seconds_per_bundle = alone["seconds"] / args.size
-        per_request = alone["seconds"] / alone["file"]
+        fitted = per_bundle(runs, alone, args.size)
         checks = [
             {
                 "runners": run["runners"],
                 "slowest_shard_measured": max(s["seconds"] for s in run["shards"]),
                 "slowest_shard_paced": round(
                     max(
-                        paced_seconds(s["file"], bench.budget, bench.window, per_request)
+                        shard_seconds(s["file"], bench.budget, bench.window, fitted)
                         for s in run["shards"]
                     ),
                     2,
@@ -268,8 +283,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             | {"window_seconds": scaled.window, "pacer_budget": bench.budget},
             "measured": {"whole": whole, "one_shard_unlimited": alone, "runs": runs}
             | {"per_bundle": fitted}
-            | {"seconds_per_bundle": round(seconds_per_bundle, 4), "paced_check": checks},
-            "computed_100000": extrapolated(fitted, seconds_per_bundle),
+            | {"paced_check": checks},
+            "computed_100000": extrapolated(fitted),
         }
         print(json.dumps({k: payload[k] for k in ("measured", "computed_100000")}, indent=1))
         if args.json_out is not None:

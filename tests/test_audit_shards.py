@@ -252,6 +252,11 @@ def test_a_file_that_is_no_shard_report_is_refused_in_one_line(
         line = one_line_error(stderr)
         assert line.startswith(f"error: {path}: ") and problem in line, (name, line)
         assert len(line) < 400 and error["exit_code"] == 2
+    older = tmp_path / "older.json"
+    older.write_text(json.dumps(report | {"shard": report["shard"] | {"bundler_version": "0.0.1"}}))
+    code, _, stderr = merged(older)
+    assert code == 2
+    assert one_line_error(stderr).startswith(f"error: {older}: made by bundler 0.0.1, not ")
     huge = tmp_path / "huge.json"
     with huge.open("wb") as file:
         file.truncate(65 << 20)  # sparse: no disk, and never read

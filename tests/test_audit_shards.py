@@ -295,6 +295,7 @@ def test_a_shard_that_does_not_exist_is_a_usage_error(value: str) -> None:
         ["--repo", "o/n", "--shard", "1/2", "--sample", "3"],
         ["--merge"],
         ["--merge", "--repo", "o/n", "r.json"],
+        ["--merge", "--revision", "abc", "r.json"],
         ["r.json"],
         [],
     ],

@@ -186,10 +186,11 @@ def audit_command(
 
     def action() -> int:
         if merge:
-            if repo is not None or shard is not None or sample is not None or not reports:
+            given = (repo, shard, sample, None if revision == "main" else revision)
+            if any(value is not None for value in given) or not reports:
                 raise UsageError(
-                    "--merge takes the shards' reports (REPORT...), and no --repo, --shard "
-                    "or --sample: the reports name what they audited"
+                    "--merge takes the shards' reports (REPORT...), and no --repo, --revision, "
+                    "--shard or --sample: the reports name what they audited"
                 )
             return _merged(reports, token, max_wait, console, json_output)
         if repo is None or reports:

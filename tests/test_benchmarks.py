@@ -158,6 +158,35 @@ def test_scale_benchmark_measures_every_command_at_each_size(tmp_path: Path) -> 
     assert bulk["commits"] >= 1 and bulk["storage"] >= 3  # an LFS object per archive
 
 
+@pytest.mark.slow
+def test_audit_shards_benchmark_measures_each_spread_and_computes_the_large_board(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "shards.json"
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(TESTS / "benchmark_audit_shards.py"),
+            *("--size", "12", "--runners", "1", "2", "--json-out", str(out)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    figures = json.loads(out.read_text())
+    measured = figures["measured"]
+    assert measured["whole"]["exit_code"] == 0 and measured["whole"]["file"] >= 2 * 12
+    assert [run["runners"] for run in measured["runs"]] == [1, 2]
+    for run in measured["runs"]:
+        assert sum(shard["covered"] for shard in run["shards"]) == 12
+        assert run["merge"]["exit_code"] == 0
+    assert measured["per_bundle"]["file_per_bundle"] == 2.0
+    assert [row["runners"] for row in figures["computed_100000"]] == [1, 8, 32]
+    hours = [row["hours"] for row in figures["computed_100000"]]
+    assert hours[0] > hours[1] > hours[2] > 0
+
+
 def test_charts_benchmark_reports_each_figure(tmp_path: Path) -> None:
     figures = run_benchmark("benchmark_charts.py", tmp_path, "--charts", "2", "--entries", "30")
     for name in ("import_seconds", "first_chart_seconds", "later_chart_seconds"):

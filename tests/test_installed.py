@@ -571,6 +571,16 @@ def test_every_command_in_every_role_s_journey_through_the_console_script(
     (entry,) = entries_of(planned["proposals"][0]["files"][0]["text"])
     assert entry.dataset_id == dataset and "signed by leaderboard-bot" in (entry.notes or "")
     assert hub.pull_requests(model, repo_type="model") == []
+    # ... and spread over two runners, each a shard of that commit, their reports merged
+    for index in (1, 2):
+        shard = stranger.bundler(
+            "audit", "--repo", repo_id, "--revision", head(), "--shard", f"{index}/2"
+        )
+        (stranger.home / f"shard-{index}.json").write_text(json.dumps(shard))
+    merged = stranger.bundler("audit", "--merge", "shard-1.json", "shard-2.json")
+    assert merged["findings"] == [] and merged["merge"]["merged"] == [1, 2]
+    verdicts = [(b["bundle_id"], b["verdict"]) for b in merged["audited"]]
+    assert verdicts == sorted((b["bundle_id"], b["verdict"]) for b in audited["audited"])
 
     # The submitter's key is retired (its line kept, valid until now), then withdrawn.
     retired = maintainer.bundler("signers", "retire", "submitter", "--repo", repo_id)

@@ -6,6 +6,7 @@ card upgrades a board of layout 2 and names the layout it writes."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -102,6 +103,7 @@ def test_every_command_says_what_it_means(hub: HubServer, repo_id: str, tmp_path
     )  # fmt: skip
     maintainer.both("tasks", "list", "--repo", repo_id)
     maintainer.both("template", "nightly-sync")
+    maintainer.both("template", "leaderboard-audit")
 
     # The nightly job: sync, twice (published, then already there).
     write_tree(maintainer.home / "output", [RunSpec(model=m, **pin) for m in ("qwen3", "llama4")])
@@ -180,6 +182,13 @@ def test_every_command_says_what_it_means(hub: HubServer, repo_id: str, tmp_path
     forged = [forged_score(rows[0], 0.99), ghost, *rows[2:]]
     commit_by_hand(repo_id, {table_part(0): with_rows(original, forged)})
     findings = maintainer.both("audit", "--repo", repo_id, codes=(1,))
+    # The same audit spread over two shards, merged with one report missing, then both.
+    for index in (1, 2):
+        shard = maintainer.both("audit", "--repo", repo_id, "--shard", f"{index}/2", codes=(0, 1))
+        (maintainer.home / f"shard-{index}.json").write_text(json.dumps(shard))
+    maintainer.both("audit", "--merge", "shard-1.json", codes=(1,))
+    merged = maintainer.both("audit", "--merge", "shard-1.json", "shard-2.json", codes=(1,))
+    assert merged["findings"] == findings["findings"]
     assert {finding["kind"] for finding in findings["findings"]} >= {
         "field-differs", "unsupported-row", "missing-from-board",
     }  # fmt: skip

@@ -41,4 +41,4 @@ def test_an_unknown_template_is_one_line_naming_the_known_ones() -> None:
     assert one_line_error(result.stderr) == "error: no template 'nightly'"
     assert "hint: known: nightly-sync" in result.stderr
     as_json = json.loads(run_cli("template", "nightly", "--json").stdout)
-    assert as_json["exit_code"] == 2 and as_json["hint"] == "known: nightly-sync"
+    assert as_json["exit_code"] == 2 and as_json["hint"] == "known: nightly-sync, leaderboard-audit"

@@ -17,7 +17,7 @@ from bundler.core import exitcodes
 from bundler.core.errors import UsageError
 from bundler.core.model import Model
 
-TEMPLATES = {"nightly-sync": "nightly-sync.yml"}
+TEMPLATES = {"nightly-sync": "nightly-sync.yml", "leaderboard-audit": "leaderboard-audit.yml"}
 """The templates a user copies, by the name this command takes."""
 
 
@@ -50,7 +50,8 @@ def template_command(
 ) -> None:
     """Print a template the bundler ships to stdout, or write it with --output, e.g. `bundler
     template nightly-sync -o .github/workflows/nightly-sync.yml` (the nightly `bundler sync`
-    workflow). With --json the template's text is the `text` field of the JSON object."""
+    workflow; `leaderboard-audit`: an audit spread over a matrix of runners, then merged).
+    With --json the template's text is the `text` field of the JSON object."""
 
     def action() -> int:
         from importlib.resources import files

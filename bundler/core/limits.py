@@ -97,6 +97,10 @@ reads): far more than any dataset card's YAML header."""
 MAX_VERDICT_BYTES = 16 << 20
 """An audit verdict kept for the next run: a sidecar (MAX_SIDECAR_BYTES) and a metrics.json
 (MAX_METRICS_BYTES) at most, far less than this."""
+MAX_AUDIT_REPORT_BYTES = 64 << 20
+"""A shard's audit report read to be merged: about 400 bytes a bundle it audited (its verdict
+and its id), so some 150,000 bundles in one shard; one larger is refused unread (run more
+shards). A report is downloaded from CI artifacts: it is read as anything else from outside."""
 MAX_CACHE_BYTES = 64 << 20
 """A cache file in the bundles folder (collect's and verify's): one larger is ignored, never
 loaded, so a huge or hostile file there cannot blow the memory; a cache that would be larger

@@ -90,8 +90,45 @@ class AuditedBundle(Model):
     """Why the key's principals are not its committer's, when they are not."""
 
 
+class AuditShard(Model):
+    """Which part of the board one shard of a spread audit judged (bundler.hub.audit.shards),
+    and what the merge needs of it to check the board as a whole."""
+
+    index: int
+    """This shard's number, 1 to `count`."""
+    count: int
+    """How many shards the audit is spread over."""
+    bundler_version: str
+    """The bundler that made it: shards are merged by the same version only."""
+    ids_total: int
+    """The bundle ids the audited commit names in all (bundles on the branch, rows of the
+    parts, a bundle's file alone), every one covered by exactly one shard."""
+    covered: list[str] = Field(default_factory=list)
+    """The bundle ids this shard covered: judged their bundle and its row."""
+    unsupported: list[str] = Field(default_factory=list)
+    """The covered rows no verified bundle supports: left out of the board the merge checks."""
+    corrected: list[TableRow] = Field(default_factory=list)
+    """The covered rows as their bundles give them, where that is not what the parts publish:
+    the rows the merge checks the task tables, charts and card against."""
+
+
+class AuditMerge(Model):
+    """How the shards' reports were merged into one verdict."""
+
+    count: int
+    """How many shards the audit was spread over."""
+    merged: list[int] = Field(default_factory=list)
+    """The shards whose reports were merged."""
+    missing: list[int] = Field(default_factory=list)
+    """The shards with no report: their bundles were not audited, and the verdict is not
+    clean whatever the others found."""
+    reports: list[str] = Field(default_factory=list)
+    """The report files, as given."""
+
+
 class AuditReport(Model):
-    """What `audit` found on one revision of a leaderboard."""
+    """What `audit` found on one revision of a leaderboard: the whole audit, one shard's part
+    of it (`shard`), or the shards' reports merged (`merge`)."""
 
     kind: Literal["audit"] = "audit"
     repo_id: str
@@ -111,10 +148,15 @@ class AuditReport(Model):
     """File downloads (the Hub's "resolvers") this run made."""
     waits: list[str] = Field(default_factory=list)
     """Each pause taken to stay within the Hub's rate limits."""
+    shard: AuditShard | None = None
+    """For one shard of a spread audit: which part it judged (null: the whole board)."""
+    merge: AuditMerge | None = None
+    """For shards' reports merged: which were, and which are missing (null: not a merge)."""
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.findings else 0
+        """1 for any finding, and for a merge that lacks a shard (an incomplete verdict)."""
+        return 1 if self.findings or (self.merge is not None and self.merge.missing) else 0
 
 
 def sampled(listed: Iterable[BundleId], rows: set[str], size: int | None, seed: int) -> set[str]:
@@ -166,6 +208,24 @@ def findings_of(inputs: AuditInputs) -> list[AuditFinding]:
     return [_located(finding, inputs) for finding in found]
 
 
+ORDER_OF_KINDS = {"unsupported-row": 0, "missing-from-board": 1, "signature": 2}
+"""Where `findings_of` puts each kind: rows (a field that differs too), bundles, signatures;
+a score that differs comes last (SCORE_FIELDS)."""
+
+
+def in_audit_order(found: Iterable[AuditFinding]) -> list[AuditFinding]:
+    """Findings about rows and bundles gathered from the shards of a spread audit, in the order
+    `findings_of` gives them for the whole board: by group, then by bundle id (all of one
+    bundle's come from one shard, in their own order, which a stable sort keeps)."""
+
+    def group(finding: AuditFinding) -> int:
+        if finding.kind == "field-differs":
+            return len(ORDER_OF_KINDS) if finding.field in SCORE_FIELDS else 0
+        return ORDER_OF_KINDS.get(finding.kind, len(ORDER_OF_KINDS) + 1)
+
+    return sorted(found, key=lambda finding: (group(finding), finding.bundle_id or ""))
+
+
 def _located(finding: AuditFinding, inputs: AuditInputs) -> AuditFinding:
     bundle_id = finding.bundle_id or ""
     where = inputs.held_in if finding.kind in ROW_KINDS else inputs.archives
@@ -175,14 +235,14 @@ def _located(finding: AuditFinding, inputs: AuditInputs) -> AuditFinding:
 def _row_findings(inputs: AuditInputs) -> list[AuditFinding]:
     found: list[AuditFinding] = []
     for bundle_id, row in sorted(inputs.published.items()):
-        if (why := _unsupported_why(inputs, bundle_id)) is not None:
+        if (why := unsupported_why(inputs, bundle_id)) is not None:
             found.append(_unsupported_row(bundle_id, why))
         elif bundle_id in inputs.derived:
             found += compare_rows(row, inputs.derived[bundle_id])
     return found
 
 
-def _unsupported_why(inputs: AuditInputs, bundle_id: str) -> str | None:
+def unsupported_why(inputs: AuditInputs, bundle_id: str) -> str | None:
     """Why no bundle can support the published row of `bundle_id` (None: one may)."""
     audited = inputs.audited.get(bundle_id)
     if bundle_id not in inputs.on_branch:
@@ -199,7 +259,7 @@ def checked_rows(inputs: AuditInputs) -> list[TableRow]:
     return [
         inputs.derived.get(bundle_id, row)
         for bundle_id, row in inputs.published.items()
-        if _unsupported_why(inputs, bundle_id) is None
+        if unsupported_why(inputs, bundle_id) is None
     ]
 
 

@@ -20,6 +20,10 @@ its bytes); for bundles signed by a listed key, what finding their committers co
 each verified and removed before the next: the disk holds one bundle at a time, the memory one
 part at a time besides the rows read (each part checked before it is decoded,
 bundler.hub.audit.parts).
+
+One shard of a spread audit (bundler.hub.audit.shards) judges its own bundles and rows only,
+reading every part to find them; the parts' own findings, and the task tables, charts and card,
+are the merge's (bundler.hub.audit.merge).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bundler.core.errors import HubAccessError, HubError, TemporaryError
+from bundler.core.errors import HubAccessError, HubError, TemporaryError, UsageError
 from bundler.core.limits import MAX_SIGNERS_FILE_BYTES, MAX_TASKS_FILE_BYTES
 from bundler.core.progress import NoProgress, ProgressSink
 from bundler.core.version import VERSION
@@ -46,6 +50,7 @@ from bundler.hub.audit.findings import (
     sampled,
 )
 from bundler.hub.audit.pace import Pacer
+from bundler.hub.audit.shards import Shard, shard_scope
 from bundler.hub.audit.verdicts import KeptVerdict, VerdictKey, keep, recall
 from bundler.hub.client.remote import RemoteFile
 from bundler.hub.client.session import HubSession
@@ -79,6 +84,12 @@ class AuditOptions:
     """Download this many of the bundles the board lists (and every one it does not); None:
     every bundle."""
     seed: int = DEFAULT_SEED
+    shard: Shard | None = None
+    """Judge only this shard's part of the board (bundler.hub.audit.shards); None: all of it."""
+
+    def __post_init__(self) -> None:
+        if self.shard is not None and self.sample is not None:
+            raise UsageError("a shard judges every bundle it covers: it takes no sample")
 
 
 def audit(
@@ -91,7 +102,7 @@ def audit(
     progress, pacer = progress or NoProgress(), pacer or Pacer()
     head = session.head(options.revision)
     bundles, incomplete = bundles_on_branch(session.list_files(BUNDLES_DIR, head))
-    definitions, signers = _read_rules(session, head, pacer)
+    definitions, signers = read_rules(session, head, pacer)
     board = list_board(session, head)
     inputs = AuditInputs(
         {},
@@ -110,6 +121,8 @@ def audit(
         sample=options.sample,
         seed=options.seed,
     )
+    if (shard := options.shard) is not None:
+        bundles = {bundle: files for bundle, files in bundles.items() if shard.owns(str(bundle))}
     first = first_judged(bundles, options.sample, options.seed)
     staging = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}audit-"))
     try:
@@ -126,9 +139,10 @@ def audit(
             bundle_id: _stamped(row, board.rows.get(bundle_id))
             for bundle_id, row in inputs.derived.items()
         }
-        found, report.unchecked = board_findings(
-            session, head, board, checked_rows(inputs), pacer, definitions, signers
-        )
+        if shard is None:
+            found, report.unchecked = board_findings(
+                session, head, board, checked_rows(inputs), pacer, definitions, signers
+            )
     finally:
         shutil.rmtree(staging, ignore_errors=True)
         report.file_requests, report.waits = pacer.total, pacer.waits
@@ -136,7 +150,11 @@ def audit(
     judge_committers(session, head, inputs.audited, sidecars, signers)
     report.rows_published = len(board.rows)
     report.audited = [inputs.audited[bundle_id] for bundle_id in sorted(inputs.audited)]
-    report.findings = board.findings + findings_of(inputs) + found
+    if shard is None:
+        report.findings = board.findings + findings_of(inputs) + found
+    else:  # the parts, task tables, charts and card are the merge's to check
+        report.findings = [f for f in findings_of(inputs) if shard.owns(f.bundle_id or "")]
+        report.shard = shard_scope(shard, inputs)
     return report
 
 
@@ -177,7 +195,7 @@ def _judge(
         progress.advance()
 
 
-def _read_rules(
+def read_rules(
     session: HubSession, head: str, pacer: Pacer
 ) -> tuple[TaskDefinitions, AllowedSigners | None]:
     """The task definitions (the ranking columns, whether signatures are required) and the

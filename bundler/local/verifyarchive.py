@@ -159,6 +159,7 @@ def _read_members(
     tally = PredictionTally()
     indices: array[int] = array("q")
     next_index = 0
+    check, add = manifest.check, tally.add  # bound once: this loop runs once per prediction
     for name, data in body.members(MAX_PREDICTION_BYTES):
         # Collect names predictions by index, in increasing order, usually contiguous.
         index = next_index if name == prediction_path(next_index) else _prediction_index(name)
@@ -168,11 +169,13 @@ def _read_members(
                 f"member {name!r} where collect writes predictions/prediction_<index>.json, "
                 "in increasing index order",
             )
-        manifest.check(name, data)
+        check(name, data)
         try:  # no name for the record: a parsed prediction is freed before the next is parsed
-            tally.add(_parsed(name, parse_prediction, data, index, name), name)
-        except InputError as error:  # a usage total past int64, as collect refuses it
+            add(parse_prediction(data, index, name), name)
+        except BundlerError as error:  # collect's rules, or a usage total past int64, refuse it
             raise CheckFailed("contents", str(error)) from None
+        except (ValueError, RecursionError) as error:  # parser limits met by hostile input
+            raise CheckFailed("contents", _unparsable(name, error)) from None
         indices.append(index)
         next_index = index + 1
         if len(indices) % PROGRESS_BATCH == 0:
@@ -216,9 +219,11 @@ def _parsed(name: str, parse: Callable[..., T], *arguments: Any) -> T:
     except BundlerError as error:
         raise CheckFailed("contents", str(error)) from None
     except (ValueError, RecursionError) as error:  # parser limits met by hostile input
-        raise CheckFailed(
-            "contents", f"{name}: cannot be parsed ({type(error).__name__})"
-        ) from None
+        raise CheckFailed("contents", _unparsable(name, error)) from None
+
+
+def _unparsable(name: str, error: Exception) -> str:
+    return f"{name}: cannot be parsed ({type(error).__name__})"
 
 
 def _prediction_index(name: str) -> int:

@@ -102,11 +102,12 @@ class ManifestReader:
         """The next entry must be exactly the one collect writes for this member."""
         sha256 = hashlib.sha256(data).hexdigest()
         expected = manifest_entry(name, len(data), sha256, first=self.count == 0)
-        if len(self._window) - self._pos < len(expected):
-            self._fill(len(expected))
+        size = len(expected)
+        if len(self._window) - self._pos < size:
+            self._fill(size)
         if not self._window.startswith(expected, self._pos):
             raise self._mismatch(name, len(data), sha256)
-        self._pos += len(expected)
+        self._pos += size
         self.count += 1
 
     def finish(self) -> None:

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import zstandard
 from pydantic import ValidationError
@@ -35,7 +36,6 @@ from bundler.local.layout import (
     sidecar_of,
 )
 from bundler.local.manifest import MANIFEST_PATH, BundleClaim, Sidecar
-from bundler.local.signature import SshSignature, check_signature, parse_signature
 from bundler.local.tarformat import TarReader
 from bundler.local.validation import describe_validation_error
 from bundler.local.verifyarchive import MAX_MEMBER_BYTES, ArchiveReading, read_archive
@@ -46,6 +46,9 @@ from bundler.local.verifymanifest import (
     describe_difference,
 )
 from bundler.local.zstdframes import FrameReader, frame_chunks
+
+if TYPE_CHECKING:
+    from bundler.local.signature import SshSignature
 
 
 class BundleVerification(Model):
@@ -117,7 +120,8 @@ def read_bundle(path: Path, progress: ProgressSink | None = None) -> BundleReadi
     derived: BundleClaim | None = None
     try:
         with path.open("rb") as raw:
-            sha512 = isinstance(signature, SshSignature) and signature.hash_algorithm == "sha512"
+            parsed = None if isinstance(signature, str) else signature
+            sha512 = parsed is not None and parsed.hash_algorithm == "sha512"
             hashing = HashingReader(raw, sha512=sha512)
             try:
                 derived = read_archive(reading, hashing, progress)
@@ -150,6 +154,10 @@ def _claimed_signature(reading: BundleReading) -> SshSignature | str | None:
         return None
     if reading.sidecar.signature is None:
         return None
+    # Only a signed bundle loads the signature's module: `cryptography` is the largest import
+    # of verify's own, for a check an unsigned bundle does not get (docs/performance.md).
+    from bundler.local.signature import parse_signature
+
     try:
         return parse_signature(reading.sidecar.signature.sshsig)
     except SignatureError as error:
@@ -167,6 +175,8 @@ def _check_signature(
     if isinstance(signature, str):
         reading.checks.append(failed("signature", signature, hint="do not trust this bundle"))
         return
+    from bundler.local.signature import check_signature  # loaded by _claimed_signature
+
     digest = hashing.digest(signature.hash_algorithm)
     assert digest is not None  # taken in the pass over the archive
     try:

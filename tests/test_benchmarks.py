@@ -87,7 +87,7 @@ def test_startup_benchmark_runs_every_row(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_verify_benchmark_runs_every_row(tmp_path: Path) -> None:
     figures = run_benchmark("benchmark_verify.py", tmp_path, "--rows", "40", "--large-rows", "60")
-    check_rows(figures, {"verify-40", "verify-60"})
+    check_rows(figures, {"verify-40", "verify-signed-40", "verify-60", "verify-signed-60"})
 
 
 @pytest.mark.slow

@@ -54,7 +54,8 @@ from bundler.core.limits import MAX_METRICS_BYTES, MAX_PREDICTION_BYTES, MAX_RUN
 from bundler.local import runs as runs_module
 from bundler.local.collect import CollectOptions
 from bundler.local.runs import PROGRESS_BATCH
-from bundler.local.verify import MAX_MANIFEST_BYTES, first_difference, read_bundle, verify
+from bundler.local.verify import read_bundle, verify
+from bundler.local.verifymanifest import MAX_MANIFEST_BYTES, first_difference
 
 ROWS = 6
 MAX_RSS_MIB = 150

@@ -141,10 +141,15 @@ class TarReader:
     def _parse_header(self, block: bytes) -> tuple[str, int]:
         """A member's name and size from its header, whose mtime must be every member's."""
         name, size, mtime = parse_header(block)
-        if mtime != self.mtime and self.mtime is not None:
+        if mtime != self.mtime:
+            self._take_mtime(name, mtime)
+        return name, size
+
+    def _take_mtime(self, name: str, mtime: int) -> None:
+        """The first member's mtime becomes every member's; another one later is refused."""
+        if self.mtime is not None:
             raise self._other_mtime(name, mtime)
         self.mtime = mtime
-        return name, size
 
     def next_member(self, max_size: int) -> tuple[str, bytes] | None:
         """The next member's name and content, refused if it declares more than `max_size`
@@ -161,7 +166,9 @@ class TarReader:
             chunk_end = len(data)
             while start + TAR_BLOCK <= chunk_end:
                 content_start = start + TAR_BLOCK
-                name, size = self._parse_header(data[start:content_start])
+                name, size, mtime = parse_header(data[start:content_start])
+                if mtime != self.mtime:  # as _parse_header does, without its call per member
+                    self._take_mtime(name, mtime)
                 end = content_start + size
                 padded = end + -size % TAR_BLOCK
                 if size > max_size or padded > chunk_end:

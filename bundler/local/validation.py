@@ -157,23 +157,30 @@ class PredictionTally:
         """Records must arrive in increasing index order. A usage total that would not fit the
         published int64 column refuses the prediction that overflows it (`where`, by default
         its path in the archive)."""
-        if record.index != self._next_index:
+        index = record.index
+        if index != self._next_index:
             self.contiguous = False
-        self._next_index = record.index + 1
+        self._next_index = index + 1
         self.count += 1
-        self.errors += record.error is not None
-        self.exceptions += record.exception is not None
-        self.missing_scored_output += record.scored_output is None
+        if record.error is not None:
+            self.errors += 1
+        if record.exception is not None:
+            self.exceptions += 1
+        if record.scored_output is None:
+            self.missing_scored_output += 1
+        usage = self.usage
         for key, value in record.usage.items():
-            if key not in self.usage:
-                self._check_new_key(key, where or prediction_path(record.index))
-            total = self.usage.get(key, 0) + value
+            total = usage.get(key)
+            if total is None:
+                self._check_new_key(key, where or prediction_path(index))
+                total = 0
+            total += value
             if total > INT64_MAX:
                 raise InputError(
-                    where or prediction_path(record.index),
+                    where or prediction_path(index),
                     f"usage {key!r} adds up to more than {INT64_MAX} over the predictions",
                 )
-            self.usage[key] = total
+            usage[key] = total
 
     def _check_new_key(self, key: str, where: str) -> None:
         """A usage key the tally has not seen must keep the bundle within the format's bounds,

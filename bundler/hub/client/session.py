@@ -68,6 +68,7 @@ from bundler.hub.client.answers import (
     unparsed,
     validated,
 )
+from bundler.hub.client.known import KnownTrees
 from bundler.hub.client.limits import HubLimits
 from bundler.hub.client.remote import (
     CommitAuthors,
@@ -163,6 +164,11 @@ class HubSession:
         self.repo_id = repo_id
         self.api = HfApi(token=token, library_name=LIBRARY_NAME, library_version=VERSION)
         self._whoami: dict[str, object] | None = None
+        self.known = KnownTrees()
+        """What the Hub's answers told of each commit's tree (bundler.hub.client.known)."""
+        self._heads: dict[str, str] = {}
+        """Heads read with the repository's existence (`dataset_exists`), each for the next
+        `head` of its revision alone."""
         ratelimit.configure(max_wait)
         self.limits = HubLimits()
         """What a commit may leave in the repository; made here, so that every Hub command
@@ -235,14 +241,20 @@ class HubSession:
         """The commit sha a revision points at now. Only the sha is asked for (`expand`): the
         Hub's whole answer lists every file (`siblings`, about 80 bytes a file), some 16 MB for
         a leaderboard of 100,000 bundles."""
+        known = self._heads.pop(revision, None)
+        if known is not None:
+            return known
         ask = partial(self.api.dataset_info, self.repo_id, revision=revision, expand=["sha"])
         info = self.call(f"reading revision {revision!r}", lambda: validated(RevisionAnswer, ask()))
         if info.sha is None:
             raise HubError(f"reading revision {revision!r}: the Hub gave no commit sha")
         return info.sha
 
-    def dataset_exists(self) -> bool:
-        return self.call("looking up the repository", partial(self._exists, REPO_TYPE))
+    def dataset_exists(self, revision: str | None = None) -> bool:
+        """Whether the dataset repository exists. With `revision`, the same request reads the
+        commit it points at (RevisionNotFound when there is none), kept for the next
+        `head(revision)`: an upload reads its branch a moment later, one request fewer."""
+        return self.call("looking up the repository", partial(self._exists, REPO_TYPE, revision))
 
     def other_type_exists(self) -> str | None:
         """The repository type that does exist under this id, if it is not a dataset."""
@@ -251,16 +263,20 @@ class HubSession:
                 return repo_type
         return None
 
-    def _exists(self, repo_type: str) -> bool:
+    def _exists(self, repo_type: str, revision: str | None = None) -> bool:
         """`HfApi.repo_exists`, asking for the sha alone (as `head` does: not every file's
-        name): a gated repository exists, one the Hub does not find (or hides) does not."""
+        name): a gated repository exists, one the Hub does not find (or hides) does not. A
+        dataset's `revision`'s sha is kept for `head`."""
         try:
             if repo_type == "model":
                 self.api.model_info(self.repo_id, expand=["sha"])
             elif repo_type == "space":
                 self.api.space_info(self.repo_id, expand=["sha"])
             else:
-                self.api.dataset_info(self.repo_id, expand=["sha"])
+                info = self.api.dataset_info(self.repo_id, revision=revision, expand=["sha"])
+                sha = validated(RevisionAnswer, info).sha
+                if revision is not None and sha is not None:
+                    self._heads[revision] = sha
         except GatedRepoError:  # a RepositoryNotFoundError too, but it is there
             return True
         except RepositoryNotFoundError:
@@ -272,8 +288,20 @@ class HubSession:
         return _files(self._paths_info(paths, revision, expand=False))
 
     def existing(self, paths: list[str], revision: str) -> set[str]:
-        """Which of `paths`, files or folders, `revision` holds (one request per 500 paths)."""
-        return set(self._paths_info(paths, revision, expand=False))
+        """Which of `paths`, files or folders, `revision` holds: what the Hub's answers told
+        of that commit already (`known`), and one request per 500 paths of the others."""
+        tree = self.known.of(revision)
+        said = {path: tree.exists(path) for path in paths} if tree is not None else {}
+        asked = [path for path in paths if said.get(path) is None]
+        found = set(self._paths_info(asked, revision, expand=False)) if asked else set()
+        return found | {path for path, there in said.items() if there}
+
+    def entry_count(self, folder: str, revision: str) -> int:
+        """The entries (files and folders) `folder` holds at `revision`: as its answers told
+        of that commit already (`known`), else listed."""
+        tree = self.known.of(revision)
+        count = tree.entries(folder) if tree is not None else None
+        return len(self.list_folder(folder, revision)) if count is None else count
 
     def list_files(self, folder: str, revision: str) -> dict[str, RemoteFile]:
         """Every file below `folder`, in pages of 1,000; none for a folder that is not there."""
@@ -364,7 +392,10 @@ class HubSession:
                 repo_type=REPO_TYPE,
                 revision=revision,
             )
-            found.update(self.call("reading file information", partial(remote_entries, lookup)))
+            answer = self.call("reading file information", partial(remote_entries, lookup))
+            if (tree := self.known.of(revision)) is not None:
+                tree.learn_paths(paths[start : start + PATHS_PER_REQUEST], answer)
+            found.update(answer)
         return found
 
     def _tree(
@@ -389,7 +420,10 @@ class HubSession:
                     return {}  # the folder does not exist (yet)
                 raise
 
-        return self.call(f"listing {folder}/", listing)
+        entries = self.call(f"listing {folder}/", listing)
+        if (tree := self.known.of(revision)) is not None:
+            tree.learn_listing(folder, entries)
+        return entries
 
 
 def user_orgs(session: HubSession, user: str) -> frozenset[str]:

@@ -5,27 +5,28 @@ Every commit of the bundler that writes the tables writes beside them the record
 derived (`bundler.hub.leaderboard.record`); the record believed is the last one written by a
 commit that is not a pull request merged on the Hub (`bundler.hub.leaderboard.provenance`).
 Reading a branch costs the same few requests at any size: its head, the expanded entries of the
-tables, `bundles/`, the card and the record (one request), the record, and the task tables'
-listing. The all-tasks table is taken as the record's commit wrote it, checked byte for byte (a
-local copy of those bytes is used when there is one), each part when first needed (a part the
-branch no longer holds as recorded is read at once, to be written again): a commit that only
-adds bundles reads the last part and the task tables as that commit wrote them, and ranks each
-task from its table's best rows and those added (`AllTasksTable.best`), at the same cost at any
-size; `bundles/` is compared with that commit's tree, and what changed since is caught up
-(`bundler.hub.leaderboard.catchup`) at the cost of what changed. A table, task table, chart or
-card that no longer holds the bytes recorded was edited outside the bundler and is derived again
-by the next commit. A branch whose tables no record
-vouches for (one written by an older version, or by hand), and a repository still in layout 1
-(a row file per bundle under `rows/` and `tasks/`, removed by the commit that writes its
-tables), have their board derived from every bundle. So has one in layout 2, whose record is of
-an older format: its bundles, kept with no shard, are verified and moved into their shards by
-the next commit (`moves`).
+tables, `bundles/`, the card and the record (one request), and one listing of the tables' folder
+(parts, task tables, charts). The all-tasks table is taken as the record's commit wrote it,
+checked byte for byte (a local copy of those bytes is used when there is one), each part when
+first needed (a part the branch no longer holds as recorded is read at once, to be written
+again): a commit that only adds bundles reads the last part and the task tables as that commit
+wrote them, and ranks each task from its table's best rows and those added
+(`AllTasksTable.best`), at the same cost at any size; `bundles/` is compared with that commit's
+tree, and what changed since is caught up (`bundler.hub.leaderboard.catchup`) at the cost of
+what changed. A table, task table, chart or card that no longer holds the bytes recorded was
+edited outside the bundler and is derived again by the next commit. A branch whose tables no
+record vouches for (one written by an older version, or by hand), and a repository still in
+layout 1 (a row file per bundle under `rows/` and `tasks/`, removed by the commit that writes
+its tables), have their board derived from every bundle. So has one in layout 2, whose record is
+of an older format: its bundles, kept with no shard, are verified and moved into their shards
+by the next commit (`moves`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 
 from huggingface_hub import CommitOperationAdd, CommitOperationCopy, CommitOperationDelete
 
@@ -49,7 +50,7 @@ from bundler.hub.leaderboard.record import (
     DerivedFile,
 )
 from bundler.hub.leaderboard.rows import TableRow
-from bundler.hub.leaderboard.tablecache import cached_table, keep_table
+from bundler.hub.leaderboard.tablecache import cached_table, keep_table, kept_copy
 from bundler.hub.leaderboard.tables import (
     TASK_TABLE_ROWS,
     AllTasksTable,
@@ -131,6 +132,8 @@ class BranchTables:
     passed_over: bool = False
     """A merged pull request wrote (or deleted) the branch's record, which is not believed
     (bundler.hub.leaderboard.provenance): the next commit writes the record again."""
+    no_bundles: bool = False
+    """The branch has no `bundles/`: no bundle's file is asked of the Hub (`remote_files`)."""
 
     @property
     def problems(self) -> list[str]:
@@ -230,11 +233,12 @@ class BranchTables:
         """What the branch holds of these bundles' files: asked of the Hub (one request per
         PATHS_PER_REQUEST paths), unless the parts of the table not yet read are fewer than
         those requests: then read from the table for the bundles it lists, and asked of the
-        Hub for the others. So a commit of a few new bundles reads no part but the last.
-        Bundles the branch holds no file of are `absent`."""
+        Hub for the others (a part with a local copy costs none). So a commit of a few new
+        bundles reads no part but the last. Bundles the branch holds no file of are `absent`."""
         paths = [path for bundle in bundles for path in repo_paths(bundle)]
         found: dict[str, RemoteFile] = {}
-        if self.leaderboard.unfetched() < -(-len(paths) // PATHS_PER_REQUEST):
+        kept = partial(kept_copy, session, self.record)
+        if self.leaderboard.unfetched(kept) < -(-len(paths) // PATHS_PER_REQUEST):
             index = self.leaderboard.indexed(str(bundle) for bundle in bundles)
             for bundle in bundles:
                 if (row := index.get(str(bundle))) is not None:
@@ -242,7 +246,7 @@ class BranchTables:
                     found[archive] = RemoteFile(archive, 0, "", row.archive_sha256)
                     found[sidecar] = RemoteFile(sidecar, 0, row.sidecar_blob_id, None)
             paths = [path for path in paths if path not in found]
-        if paths:
+        if paths and not self.no_bundles:
             found |= session.paths_info(paths, self.head)
         self.absent |= {str(b) for b in bundles if not any(p in found for p in repo_paths(b))}
         return found
@@ -297,7 +301,7 @@ class BranchTables:
         self.moves, self.retired, self.changed_tasks = {}, set(), set()
         self.absent -= change.bundles
         self.undrawn = dict(change.undrawn)
-        self.passed_over = False
+        self.passed_over = self.no_bundles = False
         for path, data in change.written.items():
             derived = DerivedFile.of(data)
             if path == RECORD:
@@ -446,16 +450,12 @@ def read_branch(
     wanted = [ALL_TABLE, TABLES_DIR, TABLE_PARTS_DIR, BUNDLES_DIR, README, RECORD, *LEGACY_DIRS]
     rules = [TASKS_FILE, ALLOWED_SIGNERS]
     top = session.entries([*wanted, TASK_TABLES_DIR, CHARTS_DIR, *rules], head)
-    held = {
-        path: entry
-        for path, entry in top.items()
-        if isinstance(entry, RemoteFile) and path in (ALL_TABLE, README)
-    }
-    for folder in (TABLE_PARTS_DIR, TASK_TABLES_DIR, CHARTS_DIR):
-        if folder in top:
-            listed = session.list_folder(folder, head)
-            held.update((p, e) for p, e in listed.items() if isinstance(e, RemoteFile))
+    folders = [folder for folder in (TABLE_PARTS_DIR, TASK_TABLES_DIR, CHARTS_DIR) if folder in top]
+    listed = session.list_files(TABLES_DIR, head) if folders else {}  # one listing for all
+    held = {p: e for p, e in top.items() if p in (ALL_TABLE, README) and isinstance(e, RemoteFile)}
+    held.update((p, e) for p, e in listed.items() if p.rpartition("/")[0] in folders)
     state = BranchTables(revision, head, AllTasksTable.empty(), held)
+    state.no_bundles = BUNDLES_DIR not in top
     if isinstance(top.get(TASKS_FILE), RemoteFile):
         data = session.read_file(TASKS_FILE, head, MAX_TASKS_FILE_BYTES)
         state.definitions = TaskDefinitions.parse(data)

@@ -20,7 +20,7 @@ def prepare_repository(session: HubSession, options: UploadOptions) -> str | Non
     not exist (or this token cannot see), WrongRepoType for one of another type under the id,
     and HubAccessError for what the token may not do there."""
     rights = session.upload_rights(dry_run=options.dry_run)  # client.access
-    if not session.dataset_exists():
+    if not session.dataset_exists(options.revision):  # and the branch's head, for its read
         other = session.other_type_exists()
         if other is not None:
             raise WrongRepoType(options.repo_id, other)

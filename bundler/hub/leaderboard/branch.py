@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from functools import partial
 
 from huggingface_hub import CommitOperationAdd, CommitOperationCopy, CommitOperationDelete
 
@@ -50,7 +49,7 @@ from bundler.hub.leaderboard.record import (
     DerivedFile,
 )
 from bundler.hub.leaderboard.rows import TableRow
-from bundler.hub.leaderboard.tablecache import cached_table, keep_table, kept_copy
+from bundler.hub.leaderboard.tablecache import cached_table, keep_table
 from bundler.hub.leaderboard.tables import (
     TASK_TABLE_ROWS,
     AllTasksTable,
@@ -233,12 +232,11 @@ class BranchTables:
         """What the branch holds of these bundles' files: asked of the Hub (one request per
         PATHS_PER_REQUEST paths), unless the parts of the table not yet read are fewer than
         those requests: then read from the table for the bundles it lists, and asked of the
-        Hub for the others (a part with a local copy costs none). So a commit of a few new
-        bundles reads no part but the last. Bundles the branch holds no file of are `absent`."""
+        Hub for the others. So a commit of a few new bundles reads no part but the last.
+        Bundles the branch holds no file of are `absent`."""
         paths = [path for bundle in bundles for path in repo_paths(bundle)]
         found: dict[str, RemoteFile] = {}
-        kept = partial(kept_copy, session, self.record)
-        if self.leaderboard.unfetched(kept) < -(-len(paths) // PATHS_PER_REQUEST):
+        if self.leaderboard.unfetched() < -(-len(paths) // PATHS_PER_REQUEST):
             index = self.leaderboard.indexed(str(bundle) for bundle in bundles)
             for bundle in bundles:
                 if (row := index.get(str(bundle))) is not None:

@@ -29,7 +29,6 @@ from huggingface_hub import constants
 from bundler.core.errors import InputError, WriteError
 from bundler.hub.client.remote import RemoteFile, holds_bytes
 from bundler.hub.client.session import HubSession
-from bundler.hub.leaderboard.record import BoardRecord
 from bundler.local.fileio import read_bounded, write_atomically
 
 CACHE_FOLDER = ("statics-bundler", "tables")
@@ -72,16 +71,6 @@ def cached_table(session: HubSession, path: str, listed: RemoteFile, limit: int)
         if holds_bytes(listed, data):
             return data
     return None
-
-
-def kept_copy(session: HubSession, record: BoardRecord | None, path: str) -> bool:
-    """Whether a copy is kept of the bytes `record` names at `path`, by its name alone (not
-    read: a copy that does not hold them costs only the download it would have saved)."""
-    derived = record.files.get(path) if record is not None else None
-    if derived is None:
-        return False
-    folder, prefix = _copies_of(session, path)
-    return (folder / f"{prefix}{derived.sha256[:16]}{Path(path).suffix}").is_file()
 
 
 def keep_table(session: HubSession, path: str, data: bytes) -> None:

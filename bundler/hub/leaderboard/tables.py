@@ -252,10 +252,9 @@ class AllTasksTable:
         parts = self.parts or {0: TablePart.of(ALL_SCHEMA.empty_table())}
         return {table_part(n): part.data for n, part in parts.items() if part.fetched}
 
-    def unfetched(self, kept: Callable[[str], bool]) -> int:
-        """The parts not read yet but those `kept` has a local copy of (by path): what reading
-        every row would cost in requests, at most."""
-        return sum(not p.fetched and not kept(table_part(n)) for n, p in self.parts.items())
+    def unfetched(self) -> int:
+        """The parts not read yet: what reading every row would cost in requests, at most."""
+        return sum(not part.fetched for part in self.parts.values())
 
     def part_paths(self) -> set[str]:
         """The path of every part (of the one empty part, for a table of no rows)."""
@@ -377,7 +376,7 @@ class AllTasksTable:
         ranked = {}
         found: dict[str, BoardRow] = {}
         by_best = {task: self.best[task] for task in wanted if task in self.best}
-        if len(by_best) < len(wanted) or self.unfetched(lambda _: False) < len(by_best):
+        if len(by_best) < len(wanted) or self.unfetched() < len(by_best):
             by_best = {}  # every part is read anyway, or costs fewer requests than the tables
         for task, (scoring, limit) in wanted.items():
             if (best := by_best.get(task)) is not None:

@@ -166,9 +166,8 @@ class HubSession:
         self._whoami: dict[str, object] | None = None
         self.known = KnownTrees()
         """What the Hub's answers told of each commit's tree (bundler.hub.client.known)."""
-        self._heads: dict[str, str] = {}
-        """Heads read with the repository's existence (`dataset_exists`), each for the next
-        `head` of its revision alone."""
+        self.heads: dict[str, str] = {}
+        """Heads read with other answers (bundler.hub.client.exists), each for the next `head`."""
         ratelimit.configure(max_wait)
         self.limits = HubLimits()
         """What a commit may leave in the repository; made here, so that every Hub command
@@ -241,47 +240,13 @@ class HubSession:
         """The commit sha a revision points at now. Only the sha is asked for (`expand`): the
         Hub's whole answer lists every file (`siblings`, about 80 bytes a file), some 16 MB for
         a leaderboard of 100,000 bundles."""
-        known = self._heads.pop(revision, None)
-        if known is not None:
+        if (known := self.heads.pop(revision, None)) is not None:
             return known
         ask = partial(self.api.dataset_info, self.repo_id, revision=revision, expand=["sha"])
         info = self.call(f"reading revision {revision!r}", lambda: validated(RevisionAnswer, ask()))
         if info.sha is None:
             raise HubError(f"reading revision {revision!r}: the Hub gave no commit sha")
         return info.sha
-
-    def dataset_exists(self, revision: str | None = None) -> bool:
-        """Whether the dataset repository exists. With `revision`, the same request reads the
-        commit it points at (RevisionNotFound when there is none), kept for the next
-        `head(revision)`: an upload reads its branch a moment later, one request fewer."""
-        return self.call("looking up the repository", partial(self._exists, REPO_TYPE, revision))
-
-    def other_type_exists(self) -> str | None:
-        """The repository type that does exist under this id, if it is not a dataset."""
-        for repo_type in ("model", "space"):
-            if self.call("looking up the repository", partial(self._exists, repo_type)):
-                return repo_type
-        return None
-
-    def _exists(self, repo_type: str, revision: str | None = None) -> bool:
-        """`HfApi.repo_exists`, asking for the sha alone (as `head` does: not every file's
-        name): a gated repository exists, one the Hub does not find (or hides) does not. A
-        dataset's `revision`'s sha is kept for `head`."""
-        try:
-            if repo_type == "model":
-                self.api.model_info(self.repo_id, expand=["sha"])
-            elif repo_type == "space":
-                self.api.space_info(self.repo_id, expand=["sha"])
-            else:
-                info = self.api.dataset_info(self.repo_id, revision=revision, expand=["sha"])
-                sha = validated(RevisionAnswer, info).sha
-                if revision is not None and sha is not None:
-                    self._heads[revision] = sha
-        except GatedRepoError:  # a RepositoryNotFoundError too, but it is there
-            return True
-        except RepositoryNotFoundError:
-            return False
-        return True
 
     def paths_info(self, paths: list[str], revision: str) -> dict[str, RemoteFile]:
         """The files at `paths` (folders and missing paths left out)."""
@@ -297,8 +262,7 @@ class HubSession:
         return found | {path for path, there in said.items() if there}
 
     def entry_count(self, folder: str, revision: str) -> int:
-        """The entries (files and folders) `folder` holds at `revision`: as its answers told
-        of that commit already (`known`), else listed."""
+        """The entries `folder` holds at `revision`: as `known` says, else listed."""
         tree = self.known.of(revision)
         count = tree.entries(folder) if tree is not None else None
         return len(self.list_folder(folder, revision)) if count is None else count

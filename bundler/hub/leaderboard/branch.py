@@ -118,14 +118,12 @@ class BranchTables:
     definitions: TaskDefinitions = field(default_factory=TaskDefinitions)
     """The maintainers' task definitions on the branch: the card ranks by them."""
     signers: AllowedSigners | None = None
-    """Who may sign the branch's bundles (None: it names nobody): the card names the
-    principal of each signing key they list."""
+    """Who may sign the branch's bundles (None: nobody named): the card names each principal."""
     card: str | None = None
     """The card on the branch where its owner shares it (bundler.hub.leaderboard.card_section,
     `init --adopt`): the next card keeps all but the board's section. None: the board's own."""
     absent: set[str] = field(default_factory=set)
-    """Bundles the branch holds no file of (`remote_files`): a commit adds their rows to the
-    last part, reading no other."""
+    """Bundles the branch holds no file of (`remote_files`): their rows go to the last part."""
     undrawn: dict[str, str] = field(default_factory=dict)
     """The charts the last `rendered` could not draw, with why (`drawn_charts`)."""
     passed_over: bool = False

@@ -155,7 +155,8 @@ def commit_replanned(
 
 
 def _check_limits(session: HubSession, planned: PlannedCommit, limits: HubLimits) -> None:
-    """The planned commit within the Hub's limits, read at its parent (HubLimitReached)."""
+    """The planned commit within the Hub's limits, read at its parent (HubLimitReached), as
+    far as the session's answers have not told it already (`HubSession.known`)."""
     parent = planned.parent
     check_commit(
         planned.added,

@@ -34,10 +34,16 @@ def test_a_listing_names_every_entry_of_its_folder_and_recursively_of_those_belo
     assert tree.exists("bundles/cd/p/y.tar.zst") is False
 
 
-def test_a_listing_longer_than_a_folder_may_hold_is_not_learned() -> None:
+def test_what_is_learned_of_a_commit_is_bounded() -> None:
     tree = KnownTree(SHA)
     tree.learn_listing("big", [f"big/{n}" for n in range(MAX_LEARNED_ENTRIES + 1)])
     assert tree.entries("big") is None
+    tree.learn_listing("a", [f"a/{n}" for n in range(MAX_LEARNED_ENTRIES - 1)])
+    assert tree.entries("a") == MAX_LEARNED_ENTRIES - 1
+    tree.learn_paths(["b", "c"], ["b"])  # no room left for both: neither is learned
+    assert tree.exists("b") is None and tree.exists("c") is None
+    tree.learn_listing("d", ["d/1", "d/2"])
+    assert tree.entries("d") is None
 
 
 def test_our_commit_adds_its_paths_and_a_new_folder_holds_exactly_them() -> None:

@@ -10,8 +10,9 @@ upload's first commit into a new repository asks nothing that reading the branch
 already ask, and the check before its next commit asks nothing at all. A commit that deletes
 or copies is not followed: what is known of its tree starts again from nothing.
 
-Bounded: a listing of more entries than a folder may hold (the Hub's 10,000) is not learned,
-and a session keeps what it knows of KEPT_COMMITS commits at most.
+Bounded: what is learned of one commit stops at MAX_LEARNED_ENTRIES paths (an audit that lists
+every folder of a large board learns its first folders only; the check then asks), and a
+session keeps what it knows of KEPT_COMMITS commits at most.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ COMMIT_SHA = re.compile(r"[0-9a-f]{40}")
 KEPT_COMMITS = 4
 """Commits a session keeps what it learned of: the branch's head, the record's commit, ours."""
 MAX_LEARNED_ENTRIES = 10_000
-"""A listing longer than this (a folder may hold no more) is not learned."""
+"""Paths learned of one commit at most (as many as a folder may hold): an answer that would
+take it past this is not learned."""
 
 
 def _parent(path: str) -> str:
@@ -54,7 +56,9 @@ class KnownTree:
 
     def learn_paths(self, asked: Iterable[str], found: Iterable[str]) -> None:
         """A paths-info answer: of the paths `asked`, those `found` exist, the others not."""
-        there = set(found)
+        there, asked = set(found), list(asked)
+        if not self._room(len(asked)):
+            return
         for path in asked:
             (self.present if path in there else self.absent).add(path)
 
@@ -62,13 +66,17 @@ class KnownTree:
         """A listing of `folder` naming `paths`, its files and folders (listed recursively,
         those of every folder below it too: each is then known in full)."""
         paths = list(paths)
-        if len(paths) > MAX_LEARNED_ENTRIES:
+        if not self._room(len(paths)):
             return
         found: dict[str, set[str]] = {folder: set()}
         for path in paths:
             self.present.add(path)
             found.setdefault(_parent(path), set()).add(_name(path))
         self.listed.update(found)
+
+    def _room(self, more: int) -> bool:
+        """Whether `more` paths may still be learned (MAX_LEARNED_ENTRIES)."""
+        return len(self.present) + len(self.absent) + more <= MAX_LEARNED_ENTRIES
 
     def exists(self, path: str) -> bool | None:
         """Whether the commit holds `path` (a file or a folder); None when nothing says."""
@@ -92,8 +100,11 @@ class KnownTree:
         return 0 if folder and self.exists(folder) is False else None
 
     def after(self, commit: str, added: Iterable[str]) -> KnownTree:
-        """What is known of `commit`, made on this one adding `added` and nothing else."""
-        known = KnownTree(commit)
+        """What is known of `commit`, made on this one adding `added` and nothing else
+        (nothing, past MAX_LEARNED_ENTRIES)."""
+        known, added = KnownTree(commit), list(added)
+        if not self._room(2 * len(added)):  # each path, and about as many new folders
+            return known
         known.present, known.absent = set(self.present), set(self.absent)
         known.listed = {folder: set(names) for folder, names in self.listed.items()}
         for path in added:

@@ -159,7 +159,7 @@ def board(hub: HubServer, repo_id: str, tmp_path: Path) -> str:
     ("method", "path", "doing"),
     [
         ("POST", r"/paths-info/", "reading file information"),
-        ("GET", r"/tree/[0-9a-f]{40}/leaderboard%2Fbundles$", "listing leaderboard/bundles/"),
+        ("GET", r"/tree/[0-9a-f]{40}/leaderboard$", "listing leaderboard/"),
     ],
     ids=["paths-info", "tree"],
 )

@@ -155,12 +155,13 @@ def commit_replanned(
 
 
 def _check_limits(session: HubSession, planned: PlannedCommit, limits: HubLimits) -> None:
-    """The planned commit within the Hub's limits, read at its parent (HubLimitReached)."""
+    """The planned commit within the Hub's limits, read at its parent (HubLimitReached), as
+    far as the session's answers have not told it already (`HubSession.known`)."""
     parent = planned.parent
     check_commit(
         planned.added,
         existing=lambda paths: session.existing(paths, parent),
-        entries_in=lambda folder: len(session.list_folder(folder, parent)),
+        entries_in=lambda folder: session.entry_count(folder, parent),
         files_before=planned.files_before,
         limits=limits,
     )
@@ -171,7 +172,7 @@ def _commit(
     planned: PlannedCommit,
     operations: list[Operation],
 ) -> CommitInfo:
-    return session.api.create_commit(
+    info = session.api.create_commit(
         session.repo_id,
         operations,
         commit_message=planned.summary,
@@ -181,6 +182,10 @@ def _commit(
         create_pr=planned.create_pr,
         parent_commit=planned.parent,
     )
+    added = [op.path_in_repo for op in operations if isinstance(op, CommitOperationAdd)]
+    whole = len(added) == len(operations)  # a commit that deletes or copies is not followed
+    session.known.committed(planned.parent, info.oid, added if whole else None)
+    return info
 
 
 def _commit_or_without_card(session: HubSession, planned: PlannedCommit) -> CommitInfo:

@@ -11,7 +11,9 @@ the bundles the commit held as refused.
 Generic over paths: a commit's added paths put a name in each folder above them (a file in
 its folder, a new folder in its parent). Cost: no listing of the repository. One paths-info
 request (per 500 paths) says which of those folders and files exist already; only the folders
-that gain entries are listed, one request per 1,000 entries as the Hub pages them. The
+that gain entries are listed, one request per 1,000 entries as the Hub pages them; neither
+is asked of what the session's answers about that commit told already (bundler.hub.client.known:
+an upload's read of its branch, and its own previous commit). The
 repository's file count is not listed either: the caller passes what it knows (the leaderboard's
 table lists every bundle), and the commit's new files are added to it.
 

@@ -71,6 +71,7 @@ from bundler.hub.client.answers import (
     unparsed,
     validated,
 )
+from bundler.hub.client.known import KnownTrees
 from bundler.hub.client.limits import HubLimits
 from bundler.hub.client.remote import (
     CommitAuthors,
@@ -169,6 +170,10 @@ class HubSession:
         self.repo_id = repo_id
         self.api = HfApi(token=token, library_name=LIBRARY_NAME, library_version=VERSION)
         self._whoami: dict[str, object] | None = None
+        self.known = KnownTrees()
+        """What the Hub's answers told of each commit's tree (bundler.hub.client.known)."""
+        self.heads: dict[str, str] = {}
+        """Heads read with other answers (bundler.hub.client.exists), each for the next `head`."""
         ratelimit.configure(max_wait)
         self.limits = HubLimits()
         """What a commit may leave in the repository; made here, so that every Hub command
@@ -240,45 +245,32 @@ class HubSession:
         """The commit sha a revision points at now. Only the sha is asked for (`expand`): the
         Hub's whole answer lists every file (`siblings`, about 80 bytes a file), some 16 MB for
         a leaderboard of 100,000 bundles."""
+        if (known := self.heads.pop(revision, None)) is not None:
+            return known
         ask = partial(self.api.dataset_info, self.repo_id, revision=revision, expand=["sha"])
         info = self.call(f"reading revision {revision!r}", lambda: validated(RevisionAnswer, ask()))
         if info.sha is None:
             raise HubError(f"reading revision {revision!r}: the Hub gave no commit sha")
         return info.sha
 
-    def dataset_exists(self) -> bool:
-        return self.call("looking up the repository", partial(self._exists, REPO_TYPE))
-
-    def other_type_exists(self) -> str | None:
-        """The repository type that does exist under this id, if it is not a dataset."""
-        for repo_type in ("model", "space"):
-            if self.call("looking up the repository", partial(self._exists, repo_type)):
-                return repo_type
-        return None
-
-    def _exists(self, repo_type: str) -> bool:
-        """`HfApi.repo_exists`, asking for the sha alone (as `head` does: not every file's
-        name): a gated repository exists, one the Hub does not find (or hides) does not."""
-        try:
-            if repo_type == "model":
-                self.api.model_info(self.repo_id, expand=["sha"])
-            elif repo_type == "space":
-                self.api.space_info(self.repo_id, expand=["sha"])
-            else:
-                self.api.dataset_info(self.repo_id, expand=["sha"])
-        except GatedRepoError:  # a RepositoryNotFoundError too, but it is there
-            return True
-        except RepositoryNotFoundError:
-            return False
-        return True
-
     def paths_info(self, paths: list[str], revision: str) -> dict[str, RemoteFile]:
         """The files at `paths` (folders and missing paths left out)."""
         return _files(self._paths_info(paths, revision, expand=False))
 
     def existing(self, paths: list[str], revision: str) -> set[str]:
-        """Which of `paths`, files or folders, `revision` holds (one request per 500 paths)."""
-        return set(self._paths_info(paths, revision, expand=False))
+        """Which of `paths`, files or folders, `revision` holds: what the Hub's answers told
+        of that commit already (`known`), and one request per 500 paths of the others."""
+        tree = self.known.of(revision)
+        said = {path: tree.exists(path) for path in paths} if tree is not None else {}
+        asked = [path for path in paths if said.get(path) is None]
+        found = set(self._paths_info(asked, revision, expand=False)) if asked else set()
+        return found | {path for path, there in said.items() if there}
+
+    def entry_count(self, folder: str, revision: str) -> int:
+        """The entries `folder` holds at `revision`: as `known` says, else listed."""
+        tree = self.known.of(revision)
+        count = tree.entries(folder) if tree is not None else None
+        return len(self.list_folder(folder, revision)) if count is None else count
 
     def list_files(self, folder: str, revision: str) -> dict[str, RemoteFile]:
         """Every file below `folder`, in pages of 1,000; none for a folder that is not there."""
@@ -369,7 +361,10 @@ class HubSession:
                 repo_type=REPO_TYPE,
                 revision=revision,
             )
-            found.update(self.call("reading file information", partial(remote_entries, lookup)))
+            answer = self.call("reading file information", partial(remote_entries, lookup))
+            if (tree := self.known.of(revision)) is not None:
+                tree.learn_paths(paths[start : start + PATHS_PER_REQUEST], answer)
+            found.update(answer)
         return found
 
     def _tree(
@@ -394,7 +389,10 @@ class HubSession:
                     return {}  # the folder does not exist (yet)
                 raise
 
-        return self.call(f"listing {folder}/", listing)
+        entries = self.call(f"listing {folder}/", listing)
+        if (tree := self.known.of(revision)) is not None:
+            tree.learn_listing(folder, entries)
+        return entries
 
 
 def has_token(session: HubSession) -> bool:

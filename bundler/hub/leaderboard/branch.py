@@ -5,21 +5,21 @@ Every commit of the bundler that writes the tables writes beside them the record
 derived (`bundler.hub.leaderboard.record`); the record believed is the last one written by a
 commit that is not a pull request merged on the Hub (`bundler.hub.leaderboard.provenance`).
 Reading a branch costs the same few requests at any size: its head, the expanded entries of the
-tables, `bundles/`, the card and the record (one request), the record, and the task tables'
-listing. The all-tasks table is taken as the record's commit wrote it, checked byte for byte (a
-local copy of those bytes is used when there is one), each part when first needed (a part the
-branch no longer holds as recorded is read at once, to be written again): a commit that only
-adds bundles reads the last part and the task tables as that commit wrote them, and ranks each
-task from its table's best rows and those added (`AllTasksTable.best`), at the same cost at any
-size; `bundles/` is compared with that commit's tree, and what changed since is caught up
-(`bundler.hub.leaderboard.catchup`) at the cost of what changed. A table, task table, chart or
-card that no longer holds the bytes recorded was edited outside the bundler and is derived again
-by the next commit. A branch whose tables no record
-vouches for (one written by an older version, or by hand), and a repository still in layout 1
-(a row file per bundle under `rows/` and `tasks/`, removed by the commit that writes its
-tables), have their board derived from every bundle. So has one in layout 2, whose record is of
-an older format: its bundles, kept with no shard, are verified and moved into their shards by
-the next commit (`moves`).
+tables, `bundles/`, the card and the record (one request), and one listing of the tables' folder
+(parts, task tables, charts). The all-tasks table is taken as the record's commit wrote it,
+checked byte for byte (a local copy of those bytes is used when there is one), each part when
+first needed (a part the branch no longer holds as recorded is read at once, to be written
+again): a commit that only adds bundles reads the last part and the task tables as that commit
+wrote them, and ranks each task from its table's best rows and those added
+(`AllTasksTable.best`), at the same cost at any size; `bundles/` is compared with that commit's
+tree, and what changed since is caught up (`bundler.hub.leaderboard.catchup`) at the cost of
+what changed. A table, task table, chart or card that no longer holds the bytes recorded was
+edited outside the bundler and is derived again by the next commit. A branch whose tables no
+record vouches for (one written by an older version, or by hand), and a repository still in
+layout 1 (a row file per bundle under `rows/` and `tasks/`, removed by the commit that writes
+its tables), have their board derived from every bundle. So has one in layout 2, whose record is
+of an older format: its bundles, kept with no shard, are verified and moved into their shards
+by the next commit (`moves`).
 """
 
 from __future__ import annotations
@@ -118,19 +118,19 @@ class BranchTables:
     definitions: TaskDefinitions = field(default_factory=TaskDefinitions)
     """The maintainers' task definitions on the branch: the card ranks by them."""
     signers: AllowedSigners | None = None
-    """Who may sign the branch's bundles (None: it names nobody): the card names the
-    principal of each signing key they list."""
+    """Who may sign the branch's bundles (None: nobody named): the card names each principal."""
     card: str | None = None
     """The card on the branch where its owner shares it (bundler.hub.leaderboard.card_section,
     `init --adopt`): the next card keeps all but the board's section. None: the board's own."""
     absent: set[str] = field(default_factory=set)
-    """Bundles the branch holds no file of (`remote_files`): a commit adds their rows to the
-    last part, reading no other."""
+    """Bundles the branch holds no file of (`remote_files`): their rows go to the last part."""
     undrawn: dict[str, str] = field(default_factory=dict)
     """The charts the last `rendered` could not draw, with why (`drawn_charts`)."""
     passed_over: bool = False
     """A merged pull request wrote (or deleted) the branch's record, which is not believed
     (bundler.hub.leaderboard.provenance): the next commit writes the record again."""
+    no_bundles: bool = False
+    """The branch has no `bundles/`: no bundle's file is asked of the Hub (`remote_files`)."""
 
     @property
     def problems(self) -> list[str]:
@@ -242,7 +242,7 @@ class BranchTables:
                     found[archive] = RemoteFile(archive, 0, "", row.archive_sha256)
                     found[sidecar] = RemoteFile(sidecar, 0, row.sidecar_blob_id, None)
             paths = [path for path in paths if path not in found]
-        if paths:
+        if paths and not self.no_bundles:
             found |= session.paths_info(paths, self.head)
         self.absent |= {str(b) for b in bundles if not any(p in found for p in repo_paths(b))}
         return found
@@ -297,7 +297,7 @@ class BranchTables:
         self.moves, self.retired, self.changed_tasks = {}, set(), set()
         self.absent -= change.bundles
         self.undrawn = dict(change.undrawn)
-        self.passed_over = False
+        self.passed_over = self.no_bundles = False
         for path, data in change.written.items():
             derived = DerivedFile.of(data)
             if path == RECORD:
@@ -446,16 +446,12 @@ def read_branch(
     wanted = [ALL_TABLE, TABLES_DIR, TABLE_PARTS_DIR, BUNDLES_DIR, README, RECORD, *LEGACY_DIRS]
     rules = [TASKS_FILE, ALLOWED_SIGNERS]
     top = session.entries([*wanted, TASK_TABLES_DIR, CHARTS_DIR, *rules], head)
-    held = {
-        path: entry
-        for path, entry in top.items()
-        if isinstance(entry, RemoteFile) and path in (ALL_TABLE, README)
-    }
-    for folder in (TABLE_PARTS_DIR, TASK_TABLES_DIR, CHARTS_DIR):
-        if folder in top:
-            listed = session.list_folder(folder, head)
-            held.update((p, e) for p, e in listed.items() if isinstance(e, RemoteFile))
+    folders = [folder for folder in (TABLE_PARTS_DIR, TASK_TABLES_DIR, CHARTS_DIR) if folder in top]
+    listed = session.list_files(TABLES_DIR, head) if folders else {}  # one listing for all
+    held = {p: e for p, e in top.items() if p in (ALL_TABLE, README) and isinstance(e, RemoteFile)}
+    held.update((p, e) for p, e in listed.items() if p.rpartition("/")[0] in folders)
     state = BranchTables(revision, head, AllTasksTable.empty(), held)
+    state.no_bundles = BUNDLES_DIR not in top
     if isinstance(top.get(TASKS_FILE), RemoteFile):
         data = session.read_file(TASKS_FILE, head, MAX_TASKS_FILE_BYTES)
         state.definitions = TaskDefinitions.parse(data)

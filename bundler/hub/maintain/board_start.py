@@ -22,6 +22,7 @@ from bundler.core.errors import RepositoryNotEmpty, WrongRepoType
 from bundler.core.model import Model
 from bundler.hub.client.access import require_card
 from bundler.hub.client.commit import PlannedCommit, commit_replanned
+from bundler.hub.client.exists import dataset_exists, other_type_exists
 from bundler.hub.client.remote import RemoteFolder
 from bundler.hub.client.retry import COMMIT_ATTEMPTS, COMMIT_RETRY_SECONDS
 from bundler.hub.client.session import REPO_TYPE, HubSession
@@ -62,8 +63,8 @@ def start_leaderboard(
     account that may create repositories in the namespace (checked by the Hub) or, for an
     existing repository, write to it."""
     report = StartReport(repo_id=session.repo_id, private=private)
-    if not session.dataset_exists():
-        other = session.other_type_exists()
+    if not dataset_exists(session):
+        other = other_type_exists(session)
         if other is not None:
             raise WrongRepoType(session.repo_id, other)
         try:

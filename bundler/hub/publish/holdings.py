@@ -94,7 +94,7 @@ class Holdings:
             if holds(files.get(bundle.repo_archive), bundle)
             and not companions_present(bundle, files)
         ]
-        index = tables.leaderboard.indexed(bundle.bundle_id for bundle in repairs)
+        index = tables.leaderboard.indexed(b.bundle_id for b in repairs) if repairs else {}
         published = {
             bundle.bundle_id: row.published_at
             for bundle in repairs

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from bundler.core.errors import RepositoryNotFound, WrongRepoType
 from bundler.hub.client.access import check_upload
+from bundler.hub.client.exists import dataset_exists, other_type_exists
 from bundler.hub.client.session import HubSession
 from bundler.hub.publish.plan import UploadOptions
 
@@ -20,8 +21,8 @@ def prepare_repository(session: HubSession, options: UploadOptions) -> str | Non
     not exist (or this token cannot see), WrongRepoType for one of another type under the id,
     and HubAccessError for what the token may not do there."""
     rights = session.upload_rights(dry_run=options.dry_run)  # client.access
-    if not session.dataset_exists():
-        other = session.other_type_exists()
+    if not dataset_exists(session, options.revision):  # and the branch's head, for its read
+        other = other_type_exists(session)
         if other is not None:
             raise WrongRepoType(options.repo_id, other)
         raise RepositoryNotFound(options.repo_id)

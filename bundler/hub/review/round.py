@@ -26,6 +26,7 @@ from bundler.core.limits import MAX_EXCEPTION_RATE
 from bundler.core.model import Model
 from bundler.core.progress import NoProgress, ProgressSink
 from bundler.core.version import bundler_version
+from bundler.hub.client.exists import dataset_exists
 from bundler.hub.client.session import HubSession
 from bundler.hub.repo.markdown import markdown_template
 from bundler.hub.review.act import merge, post_report, writer
@@ -81,7 +82,7 @@ def review(options: ReviewOptions, progress: ProgressSink | None = None) -> Revi
     reviewer = (
         writer(session, token, comment=options.comment, merge=options.merge) if acting else None
     )
-    if not session.dataset_exists():
+    if not dataset_exists(session):
         raise RepositoryNotFound(options.repo_id)
     report = ReviewReport(repo_id=options.repo_id, max_exception_rate=options.max_exception_rate)
     with tempfile.TemporaryDirectory(prefix=f"{TEMP_PREFIX}review-") as work:

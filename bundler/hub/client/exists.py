@@ -22,6 +22,11 @@ def dataset_exists(session: HubSession, revision: str | None = None) -> bool:
     return session.call("looking up the repository", partial(_exists, session, REPO_TYPE, revision))
 
 
+def model_exists(session: HubSession) -> bool:
+    """Whether the Hub has a model repository of the session's id (one to propose scores to)."""
+    return session.call("looking up the model repository", partial(_exists, session, "model", None))
+
+
 def other_type_exists(session: HubSession) -> str | None:
     """The repository type that does exist under the session's id, if it is not a dataset."""
     for repo_type in ("model", "space"):

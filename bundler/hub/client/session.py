@@ -403,11 +403,6 @@ def has_token(session: HubSession) -> bool:
     return given or session.call("resolving the token", get_token) is not None
 
 
-def model_exists(session: HubSession) -> bool:
-    """Whether the Hub has a model repository of the session's id (one to propose scores to)."""
-    return session.call("looking up the model repository", partial(session._exists, "model"))
-
-
 def user_orgs(session: HubSession, user: str) -> frozenset[str]:
     """The organizations the Hub lists on `user`'s profile (`HfApi.get_user_overview`,
     `GET /api/users/{user}/overview`, its `orgs`); none for a name the Hub knows as no user

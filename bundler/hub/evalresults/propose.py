@@ -35,12 +35,12 @@ from bundler.core.progress import NoProgress, ProgressSink
 from bundler.hub.audit.parts import MAX_TABLE_DECODED_BYTES, table_problem
 from bundler.hub.client.access import AccessRights, require_upload
 from bundler.hub.client.answers import checked_discussions, remote_entries
+from bundler.hub.client.exists import model_exists
 from bundler.hub.client.remote import RemoteFile
 from bundler.hub.client.session import (
     MAX_SMALL_FILE_BYTES,
     REPO_ID,
     HubSession,
-    model_exists,
     status_of,
 )
 from bundler.hub.evalresults.benchmark import (

@@ -20,8 +20,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-BUNDLER = Path(sys.executable).parent / "bundler"
-"""The console script installed beside the interpreter running the benchmark."""
+INSTALLED = Path(os.environ.get("BENCH_BIN") or Path(sys.executable).parent)
+"""Where the commands measured are installed: the `bin` of the venv running the benchmark, or
+BENCH_BIN's, a venv holding only what a user installs (`pip install statics-bundler[charts]`).
+The development venv also holds the test extra, whose `datasets` brings pandas: pyarrow imports
+pandas whenever it is installed, a cost (0.3-0.5 s a command) no user's install pays, and `hf`
+pays it as well, so a comparison in that venv is not one users see."""
+BUNDLER = INSTALLED / "bundler"
+"""The bundler's console script, as installed."""
+HF = INSTALLED / "hf"
+"""huggingface_hub's own command, installed with the bundler (its yardstick for uploads)."""
 PREDICTION_BYTES = 4096
 """Each prediction of a realistic run: about 4 KB, as `gen_statics.py --text-words 410` writes."""
 TASK = "expert-vqa"
@@ -34,14 +42,16 @@ def compile_bytecode() -> None:
     bundler's and its dependencies' alike (pandas, pyarrow, huggingface_hub: seconds), on both
     sides of a comparison with `hf`, a cost no user's install pays. Already compiled files are
     skipped, so only the first benchmark of a fresh venv pays."""
-    import compileall
-    import sysconfig
+    subprocess.run([str(INSTALLED / "python"), "-c", _COMPILE], check=True)
 
-    import bundler
 
-    compileall.compile_dir(Path(bundler.__file__).parent, quiet=1)
-    for folder in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}:
-        compileall.compile_dir(folder, quiet=1, workers=0)
+_COMPILE = """
+import compileall, pathlib, sysconfig
+import bundler
+compileall.compile_dir(pathlib.Path(bundler.__file__).parent, quiet=1)
+for folder in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}:
+    compileall.compile_dir(folder, quiet=1, workers=0)
+"""
 
 
 @dataclass(frozen=True)

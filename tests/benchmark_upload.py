@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from benchlib import (
     BUNDLER,
+    HF,
     Comparison,
     Measured,
     compile_bytecode,
@@ -38,7 +39,6 @@ from benchmark_collect import TASK, corpus, write_own_run
 from hubserver import HubServer, TokenInfo, client_env
 
 TOKEN = "hf_BenchmarkWriteToken0123456789abcdef"
-HF = Path(sys.executable).parent / "hf"
 
 
 class Counted:

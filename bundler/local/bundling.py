@@ -1,4 +1,4 @@
-"""Stage 3 of collect: bundle the runs selected (bundler.local.selection), each on its own.
+"""Stages 2 and 3 for every run collect selected (bundler.local.selection), each on its own.
 
 A run is validated while its body is compressed (bundler.local.runs, bundler.local.archive),
 then its archive and sidecar are staged and committed in batches, durable before they are

@@ -1,4 +1,4 @@
-"""Stage 1 of collect, after discovery: which runs it reads and bundles.
+"""Between discovery (stage 1) and reading runs in full: which runs collect bundles.
 
 A discovered run is looked up in the stat cache first (bundler.local.collectcache): one whose
 files, inputs and bundle are unchanged is reported as it was, without a file of it opened.

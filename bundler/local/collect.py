@@ -48,7 +48,8 @@ def collect(
 ) -> CollectReport:
     """Bundle every run under `output_root` into `bundles_dir`; see CollectReport for what was
     written, refused and skipped. `row_counts` gives the row count of a task `expected_rows`
-    does not name (`--resolve-rows`). Raises UsageError
+    does not name (`--resolve-rows`). Many runs to bundle may be bundled half in a forked child
+    where the console script allows it (bundler.local.bundling.bundle_all). Raises UsageError
     when the output root cannot be used, and BundlesLockedError when another run holds
     `bundles_dir` for longer than `options.lock_wait` seconds and no input was refused. When
     some were, the report says so instead (`error`, and the runs not bundled under `skipped`):

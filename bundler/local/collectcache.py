@@ -168,5 +168,18 @@ class CollectCache:
             },
         )
 
+    def keep_apart(self) -> None:
+        """In a forked child (bundler.local.bundling.bundle_all): from now on keep only what
+        this process records, for `kept_apart` to hand to the parent."""
+        self.file.entries = {}
+
+    def kept_apart(self) -> dict[str, Any]:
+        return self.file.entries
+
+    def adopt(self, entries: dict[str, Any]) -> None:
+        """Keep the entries a child recorded (`kept_apart`), as if recorded here."""
+        for key, entry in entries.items():
+            self.file.keep(key, entry)
+
     def save(self) -> None:
         self.file.save()

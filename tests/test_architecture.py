@@ -34,13 +34,6 @@ MAX_MODULE_LINES = 600
 MAX_CLASS_LINES = 250
 """A class is measured from its `class` line to its last (ast's lineno to end_lineno)."""
 
-OVER_LONG_MODULES = {
-    "bundler.local.collect": 711,
-}
-"""Modules over MAX_MODULE_LINES when the rule came, each at its length then: to be split by
-whoever works on them, never to grow. The list only shrinks: a module may not grow past its
-length here, and one back within the limit leaves the list (the test says so)."""
-
 
 def module_name(path: Path) -> str:
     parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
@@ -168,22 +161,9 @@ def test_no_module_is_longer_than_the_limit() -> None:
     too_long = {
         name: lines
         for name, path in modules().items()
-        if (lines := line_count(path)) > OVER_LONG_MODULES.get(name, MAX_MODULE_LINES)
+        if (lines := line_count(path)) > MAX_MODULE_LINES
     }
-    assert too_long == {}, (
-        f"split these modules by idea: at most {MAX_MODULE_LINES} lines "
-        "(an allowed one: no longer than OVER_LONG_MODULES says)"
-    )
-
-
-def test_the_allowance_for_long_modules_only_shrinks() -> None:
-    known = modules()
-    stale = sorted(
-        name
-        for name in OVER_LONG_MODULES
-        if name not in known or line_count(known[name]) <= MAX_MODULE_LINES
-    )
-    assert stale == [], "within the limit now (or gone): remove them from OVER_LONG_MODULES"
+    assert too_long == {}, f"split these modules by idea: at most {MAX_MODULE_LINES} lines"
 
 
 def class_lengths(path: Path) -> Iterator[tuple[str, int]]:

@@ -67,7 +67,7 @@ def test_collect_benchmark_runs_every_row(tmp_path: Path) -> None:
         "realistic-80": (1.5, None),
         "own-writer-60": (None, None),
         "runs-3x4": (3.0, None),
-        "runs-3x4-floor": (None, None),
+        "runs-3x4-floor": (1.3, None),
         "help": (None, 0.030),
         "collect-empty": (None, 0.030),
     }
@@ -212,3 +212,43 @@ def test_the_suite_needs_nothing_beside_the_clone() -> None:
         if outside.search(line)
     ]
     assert offenders == []
+
+
+def tar_members_after_the_manifest(archive: Path) -> bytes:
+    """The tar bytes of every member after the first (the manifest), headers and padding
+    included, up to the end-of-archive blocks."""
+    import io
+    import tarfile
+
+    import zstandard
+
+    data = zstandard.ZstdDecompressor().stream_reader(archive.read_bytes()).read()
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
+        members = tar.getmembers()
+    assert members[0].name == "manifest.json"
+    last = members[-1]
+    return data[members[1].offset : last.offset_data + last.size + -last.size % 512]
+
+
+def test_the_durable_floor_writes_the_bundler_s_members(tmp_path: Path) -> None:
+    """The many-runs yardstick (benchmark_collect.DURABLE_FLOOR) must write what collect
+    writes, or the bundler's ratio to it says nothing: after the manifest, every member of
+    each of its archives is byte for byte one of collect's, and it writes one per run."""
+    from benchmark_collect import DURABLE_FLOOR
+    from factory import RunSpec, write_tree
+
+    from bundler.local.collect import CollectOptions, collect
+
+    root = tmp_path / "out"
+    write_tree(root, [RunSpec(model=f"m-{n}", rows=3 + n) for n in range(3)], how_do_you=False)
+    report = collect(root, tmp_path / "bundles", CollectOptions(allow_partial=True))
+    assert len(report.bundles) == 3 and not report.refused
+    script = tmp_path / "floor.py"
+    script.write_text(DURABLE_FLOOR, encoding="utf-8")
+    subprocess.run(
+        [sys.executable, str(script), str(root), str(tmp_path / "floor")], check=True, timeout=60
+    )
+    ours = sorted(tar_members_after_the_manifest(Path(b.archive)) for b in report.bundles)
+    floors = sorted((tmp_path / "floor").glob("run-*/run.tar.zst"))
+    assert len(floors) == 3 and not list((tmp_path / "floor").rglob("*.tmp"))
+    assert sorted(tar_members_after_the_manifest(archive) for archive in floors) == ours

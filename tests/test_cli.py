@@ -30,7 +30,7 @@ from helpers import (
     run_python,
 )
 
-from bundler.local.collect import FORK_WEIGHT, RUN_WEIGHT
+from bundler.local.bundling import FORK_WEIGHT, RUN_WEIGHT
 from bundler.local.layout import is_temporary_name
 
 SAMPLE = Path(__file__).parent / "sample_output"
@@ -128,7 +128,8 @@ def test_collect_of_an_empty_folder_loads_no_stage_that_reads_or_writes_runs(
     assert (
         "bundler.local.collect" in state["loaded"] and "bundler.local.discover" in state["loaded"]
     )
-    stages = ("runs", "manifest", "schema", "archive", "fileio", "lock", "claim")
+    stages = ("selection", "bundling", "runs", "manifest", "schema", "archive", "fileio", "lock")
+    stages += ("claim",)
     assert [name for name in stages if f"bundler.local.{name}" in state["loaded"]] == []
 
 
@@ -493,7 +494,7 @@ def test_sigterm_while_writing_leaves_nothing_partial(tmp_path: Path) -> None:
 def test_a_stop_while_a_forked_child_writes_half_the_runs_leaves_nothing_partial(
     tmp_path: Path, how: str
 ) -> None:
-    """Many runs are bundled half in a forked child (bundler.local.collect._bundle_all). A stop
+    """Many runs are bundled half in a forked child (bundler.local.bundling.bundle_all). A stop
     signal while it writes (`kill` reaches the command alone, Ctrl-C the whole group) must
     still leave no temporary file: the child is told to stop and cleans up as the command
     does, and a second signal cannot cut that short. What is left is whole bundles only."""

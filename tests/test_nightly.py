@@ -23,13 +23,8 @@ from helpers import FORK_COUNTER, run_python
 from bundler.core.limits import MAX_CACHE_BYTES
 from bundler.core.progress import NoProgress
 from bundler.hub.publish.upload import gather_local
-from bundler.local.collect import (
-    FORK_WEIGHT,
-    RUN_WEIGHT,
-    CollectOptions,
-    CollectReport,
-    collect,
-)
+from bundler.local.bundling import FORK_WEIGHT, RUN_WEIGHT
+from bundler.local.collect import CollectOptions, CollectReport, collect
 from bundler.local.layout import (
     COLLECT_CACHE_NAME,
     TEMP_PREFIX,

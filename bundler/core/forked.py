@@ -10,8 +10,11 @@ lists them: importing pyarrow starts two). Library callers get the same results 
 Each use is kept because a benchmark alternating with and without it, 7 rounds or more, showed
 a gain of 10% or more (whole-process wall time, ratio of medians with/without):
 - collect bundles the later half of many runs in a child while this process bundles the first
-  (bundler.local.collect): 500 runs of 40 predictions, 0.74x (11 rounds, per-round
-  0.60-1.30x; 0.85x and 0.93x in two 7-round runs of a busier machine);
+  (bundler.local.bundling): 500 runs of 40 predictions, 0.74x (11 rounds, per-round
+  0.60-1.30x; 0.85x and 0.93x in two 7-round runs of a busier machine); measured again with
+  nothing else running, 0.60x (7 rounds, per-round 0.58-0.66x), but no gain on a machine
+  other jobs kept busy (load 4-14: 0.86-1.09x, for 3-14% more CPU), where the second core
+  is not there to take;
 - upload verifies the bundles in a child while this process loads the Hub client
   (bundler.hub.publish.upload): 50 new bundles into a fresh repository, 0.89x (9 rounds,
   per-round 0.79-1.06x).

@@ -169,7 +169,7 @@ class CollectCache:
         )
 
     def keep_apart(self) -> None:
-        """In a forked child (bundler.local.collect._bundle_all): from now on keep only what
+        """In a forked child (bundler.local.bundling.bundle_all): from now on keep only what
         this process records, for `kept_apart` to hand to the parent."""
         self.file.entries = {}
 

@@ -1,4 +1,4 @@
-"""Benchmark: `bundler collect` and the command's start-up against their baselines.
+"""Benchmark: `bundler collect` against its baselines.
 
 A script, not a test (pytest does not collect `benchmark_*.py`; the suite runs it once at a
 tiny size as a smoke test). Every row alternates rounds of the installed `bundler` console
@@ -11,9 +11,10 @@ spread of per-round ratios and the bundler's peak RSS:
 - collect of a tree from the project's own writer (tests/factory.py) at --rows;
 - collect of --runs runs of --run-rows predictions each (per-run overhead), against the same
   baseline and against DURABLE_FLOOR, the same archives written with the same fsyncs by a few
-  lines of Python (tarfile and zstandard), within 1.3x of which the bundler must stay;
-- `bundler --help`, and `bundler collect` on an empty output folder, against a bare typer
-  app's `--help` (the floor of any typer CLI).
+  lines of Python (tarfile and zstandard), within 1.3x of which the bundler must stay.
+
+Start-up (`--help`, `--version`, an empty collect) is tests/benchmark_startup.py's, against a
+bare typer app with the bundler's own commands.
 
     .venv/bin/python tests/benchmark_collect.py --rounds 7 --json-out /tmp/collect.json
 """
@@ -47,20 +48,6 @@ from benchlib import (
     write_own_run,
     write_realistic,
 )
-
-STARTUP_TARGET_SECONDS = 0.030
-"""Start-up goal: within 30 ms of the bare typer app's --help."""
-BARE_TYPER_APP = """
-import typer
-app = typer.Typer(help="A bare typer app: the floor of a typer CLI's start-up.")
-@app.command()
-def one(path: str = ".", flag: bool = False) -> None:
-    "One command."
-@app.command()
-def two(count: int = 1) -> None:
-    "Another command."
-app()
-"""
 
 DURABLE_FLOOR = """
 import hashlib, io, json, os, shutil, sys, tarfile
@@ -226,32 +213,6 @@ def archive_bytes(folder: Path) -> int:
     return sum(path.stat().st_size for path in folder.rglob("*.tar.zst"))
 
 
-def startup_rows(workdir: Path, rounds: int) -> list[Comparison]:
-    bare = workdir / "bare_typer_app.py"
-    bare.write_text(BARE_TYPER_APP, encoding="utf-8")
-    empty = workdir / "empty-output"
-    empty.mkdir(exist_ok=True)
-
-    def floor() -> float:
-        return run_measured([sys.executable, str(bare), "--help"]).seconds
-
-    rows = []
-    for name, command in (
-        ("help", [str(BUNDLER), "--help"]),
-        ("collect-empty", [str(BUNDLER), "collect", str(empty), "-o", str(workdir / "none")]),
-    ):
-        comparison = Comparison(
-            name,
-            " ".join(["bundler", *command[1:2]]),
-            "bare typer --help",
-            target_difference=STARTUP_TARGET_SECONDS,
-        )
-        rows.append(
-            alternate(comparison, rounds, lambda command=command: run_measured(command), floor)
-        )
-    return rows
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5, help="alternated rounds per row")
@@ -306,7 +267,6 @@ def main() -> int:
             target=3.0,
             against_floor=True,
         ),
-        "startup": lambda: startup_rows(workdir, max(args.rounds, 5)),
     }
     comparisons: list[Comparison] = []
     try:

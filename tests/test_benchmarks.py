@@ -55,8 +55,6 @@ def test_collect_benchmark_runs_every_row(tmp_path: Path) -> None:
             "own-writer-60",
             "runs-3x4",
             "runs-3x4-floor",
-            "help",
-            "collect-empty",
         },
     )
     comparisons = figures["comparisons"]
@@ -68,8 +66,6 @@ def test_collect_benchmark_runs_every_row(tmp_path: Path) -> None:
         "own-writer-60": (None, None),
         "runs-3x4": (3.0, None),
         "runs-3x4-floor": (1.3, None),
-        "help": (None, 0.030),
-        "collect-empty": (None, 0.030),
     }
 
 

@@ -230,7 +230,11 @@ def _proc_field(path: str, name: str) -> str:
     return ""
 
 
-def write_json(path: Path | None, comparisons: list[Comparison]) -> None:
+def report_figures(path: Path | None, comparisons: list[Comparison]) -> None:
+    """Print every row's summary line, then write the figures to `path` (the page's input)."""
+    print("\nsummary:")
+    for comparison in comparisons:
+        print(comparison.line())
     if path is None:
         return
     payload = {"machine": machine(), "comparisons": [c.as_json() for c in comparisons]}

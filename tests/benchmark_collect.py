@@ -42,9 +42,9 @@ from benchlib import (
     corpus,
     machine,
     realistic_name,
+    report_figures,
     run_measured,
     tree_bytes,
-    write_json,
     write_own_run,
     write_realistic,
 )
@@ -277,10 +277,7 @@ def main() -> int:
     finally:
         if args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)
-    print("\nsummary:")
-    for comparison in comparisons:
-        print(comparison.line())
-    write_json(args.json_out, comparisons)
+    report_figures(args.json_out, comparisons)
     return 0
 
 

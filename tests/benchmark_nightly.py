@@ -37,9 +37,9 @@ from benchlib import (
     alternate,
     compile_bytecode,
     machine,
+    report_figures,
     run_measured,
     tree_bytes,
-    write_json,
 )
 from factory import RunSpec, write_tree
 from hubserver import HubServer, TokenInfo, client_env
@@ -167,10 +167,7 @@ def main() -> int:
     finally:
         if args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)
-    print("\nsummary:")
-    for comparison in comparisons:
-        print(comparison.line())
-    write_json(args.json_out, comparisons)
+    report_figures(args.json_out, comparisons)
     return 0
 
 

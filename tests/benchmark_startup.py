@@ -44,8 +44,8 @@ from benchlib import (
     alternate,
     compile_bytecode,
     machine,
+    report_figures,
     run_measured,
-    write_json,
 )
 
 TARGET_SECONDS = 0.030
@@ -223,10 +223,7 @@ def main() -> int:
     finally:
         if args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)
-    print("\nsummary:")
-    for comparison in comparisons:
-        print(comparison.line())
-    write_json(args.json_out, comparisons)
+    report_figures(args.json_out, comparisons)
     return 0
 
 

@@ -31,9 +31,9 @@ from benchlib import (
     Measured,
     compile_bytecode,
     machine,
+    report_figures,
     run_measured,
     tree_bytes,
-    write_json,
 )
 from benchmark_collect import TASK, corpus, write_own_run
 from hubserver import HubServer, TokenInfo, client_env
@@ -118,10 +118,7 @@ def main() -> int:
         fresh.extra["bundles"] = args.bundles
         fresh.extra["bundles_mb"] = round(size / 1e6, 1)
         fresh.extra["tree_mb"] = round(tree_bytes(output) / 1e6, 1)
-        print("\nsummary:")
-        for comparison in (fresh, rerun):
-            print(comparison.line())
-        write_json(args.json_out, [fresh, rerun])
+        report_figures(args.json_out, [fresh, rerun])
         return 0
     finally:
         hub.stop()

@@ -76,7 +76,7 @@ class Row(BaseModel):
 
 
 class Comparisons(BaseModel):
-    """What benchlib.write_json writes: collect, verify, upload, nightly and start-up."""
+    """What benchlib.report_figures writes: collect, verify, upload, nightly and start-up."""
 
     machine: Machine
     comparisons: list[Row]

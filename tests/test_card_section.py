@@ -49,6 +49,16 @@ def test_the_owners_config_of_the_same_name_and_unreadable_header_are_kept() -> 
     assert placed(RENDERED, with_board_section(broken)).startswith(broken.split("text")[0])
 
 
+def test_an_owners_header_no_yaml_reader_takes_is_kept_as_it_is() -> None:
+    """A header nested past PyYAML's recursion, holding an alias or a date Python cannot hold
+    is the owner's to fix: kept byte for byte, the board's keys not merged in, never an
+    internal error of the commit writing the card."""
+    for text in ("[" * 50_000 + "]" * 50_000, "a: &x [1]\nb: *x", "when: 2026-13-45"):
+        owners = f"---\n{text}\n---\ntext\n"
+        card = placed(RENDERED, with_board_section(owners))
+        assert card.startswith(f"---\n{text}\n---\n") and BEGIN in card
+
+
 def test_a_section_missing_its_end_is_begun_again_and_a_marker_in_a_name_stays_inside() -> None:
     card = placed(RENDERED, OWNERS + f"\n{BEGIN}\nold board, no end\n")
     assert "My text." in card and "old board, no end" in card and card.count(BEGIN) == 1

@@ -6,6 +6,7 @@ verified), nothing twice, and a dry run opens nothing."""
 
 from __future__ import annotations
 
+import datetime
 import json
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from huggingface_hub.errors import HfHubHTTPError
 from test_card_refresh import commit_by_hand
 from test_upload import publish
 
+from bundler.core.yamltext import UnreadableYaml, load_untrusted_yaml
 from bundler.hub.evalresults.benchmark import Benchmark, parse_benchmark, task_id_of
 from bundler.hub.repo.paths import repo_archive, task_table
 from bundler.local.collect import CollectOptions, collect
@@ -269,6 +271,48 @@ def test_a_forged_score_and_an_unreadable_results_file_are_for_a_person(
         assert board.hub.pull_requests(model, repo_type="model") == []
     human = run_cli("eval-results", "--repo", repo_id, "--dry-run")
     assert human.returncode == 1 and "not-verified" in human.stderr
+
+
+HOSTILE_RESULTS = {
+    "nested": b"[" * 50_000 + b"]" * 50_000,
+    "aliased": b"- &a {dataset: {id: x, task_id: y}, value: 1, notes: *a}\n",
+    "impossible date": b"- {dataset: {id: x, task_id: y}, value: 1, date: 2026-13-45}\n",
+    "not UTF-8": b"- \xff\xfe\n",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(HOSTILE_RESULTS))
+def test_a_hostile_results_file_on_a_model_is_named_in_one_line(
+    board: Board, repo_id: str, kind: str
+) -> None:
+    """A model's results file is anyone's to write: YAML nested past PyYAML's recursion, an
+    alias (the seed of a structure that expands to billions of items), a date Python cannot
+    hold, bytes that are not UTF-8. Each is an unreadable file named with its problem (exit 1),
+    never an internal error, and nothing is proposed to that model."""
+    path = f".eval_results/expert-VQA-{repo_id[-10:]}.yaml"
+    commit_model(board.small, {path: HOSTILE_RESULTS[kind]})
+    code, report = eval_results(repo_id, "--dry-run")
+    assert code == 1, report
+    looked = {(n["reason"], n["model_repo"]): n["detail"] for n in report["not_proposed"]}
+    detail = looked[("unreadable-model-file", board.small)]
+    assert "not YAML: " in detail and "\n" not in detail
+    assert all(p["model_repo"] != board.small for p in report["proposals"])
+
+
+def test_untrusted_yaml_takes_what_safe_load_takes_without_aliases() -> None:
+    assert load_untrusted_yaml(b"a: [1, {b: 2026-01-02}]\n") == {
+        "a": [1, {"b": datetime.date(2026, 1, 2)}]
+    }
+    for text, problem in (
+        (b"[" * 50_000 + b"]" * 50_000, "nested too deeply"),
+        (b"a: &x [1]\nb: *x\n", "line 2: an alias (*name), which is not accepted"),
+        (b"a: 2026-13-45\n", "month must be in 1..12"),
+        (b"\xff", "not UTF-8 text"),
+        (b"a: [\n", "line 2: expected the node content, but found '<stream end>'"),
+    ):
+        with pytest.raises(UnreadableYaml) as refused:
+            load_untrusted_yaml(text)
+        assert str(refused.value) == problem
 
 
 def test_a_revision_the_task_no_longer_accepts_is_stale(board: Board, repo_id: str) -> None:

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
 from pydantic import ConfigDict, Field, ValidationError
 
 from bundler.core.model import Model
+from bundler.core.yamltext import UnreadableYaml, load_untrusted_yaml
 
 EVAL_YAML = "eval.yaml"
 MAX_EVAL_YAML_BYTES = 1 << 20
@@ -45,9 +45,9 @@ class Benchmark(Model):
 def parse_benchmark(data: bytes) -> Benchmark | str:
     """The eval.yaml of these bytes, or why they are none (one line)."""
     try:
-        loaded: Any = yaml.safe_load(data.decode("utf-8"))
-    except (UnicodeDecodeError, yaml.YAMLError) as error:
-        return f"{EVAL_YAML} is not YAML ({type(error).__name__})"
+        loaded: Any = load_untrusted_yaml(data)
+    except UnreadableYaml as error:
+        return f"{EVAL_YAML} is not YAML: {error}"
     try:
         return Benchmark.model_validate(loaded)
     except ValidationError as error:

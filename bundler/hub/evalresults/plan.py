@@ -38,6 +38,7 @@ from pydantic import Field
 
 from bundler.core import exitcodes
 from bundler.core.model import Model
+from bundler.core.yamltext import UnreadableYaml, load_untrusted_yaml
 from bundler.hub.client.session import REPO_ID
 from bundler.hub.leaderboard.rows import ShownRow
 from bundler.hub.repo.markdown import code_span
@@ -235,9 +236,9 @@ class HeldFile:
 def read_held(data: bytes) -> HeldFile | str:
     """A results file's bytes, or why they are no list of entries (one line)."""
     try:
-        loaded = yaml.safe_load(data.decode("utf-8"))
-    except (UnicodeDecodeError, yaml.YAMLError) as error:
-        return f"not YAML ({type(error).__name__})"
+        loaded = load_untrusted_yaml(data)
+    except UnreadableYaml as error:
+        return f"not YAML: {error}"
     if loaded is None:
         loaded = []
     if not isinstance(loaded, list):

@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 from huggingface_hub.repocard import REGEX_YAML_BLOCK
 
+from bundler.core.yamltext import UnreadableYaml, load_untrusted_yaml
 from bundler.hub.repo.paths import TABLES_DIR
 
 BEGIN = "<!-- statics-bundler board: begin (written from the bundles; edits here are replaced) -->"
@@ -74,8 +75,8 @@ def _merged_header(theirs: tuple[str, str] | None, ours: str | None) -> str:
         return f"---\n{ours or ''}\n---\n"
     block, text = theirs
     try:
-        kept = yaml.safe_load(text)
-    except yaml.YAMLError:
+        kept = load_untrusted_yaml(text)
+    except UnreadableYaml:
         kept = None
     if ours is None or not isinstance(kept, dict):
         return block

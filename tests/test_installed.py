@@ -554,6 +554,10 @@ def test_every_command_in_every_role_s_journey_through_the_console_script(
     written = maintainer.bundler("template", "nightly-sync", "-o", workflow)
     assert written["output"] == str(workflow)
     assert workflow.read_bytes() == (ROOT / "templates" / "nightly-sync.yml").read_bytes()
+    # ... and the audit's across runners (the wheel ships every template).
+    spread = maintainer.home / ".github" / "workflows" / "leaderboard-audit.yml"
+    maintainer.bundler("template", "leaderboard-audit", "-o", spread)
+    assert spread.read_bytes() == (ROOT / "templates" / "leaderboard-audit.yml").read_bytes()
 
     # A stranger, with no token, re-checks the board from its bundles: clean.
     audited = stranger.bundler("audit", "--repo", repo_id)

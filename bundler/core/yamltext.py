@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
+from yaml.composer import ComposerError
 
 
 class UnreadableYaml(ValueError):
@@ -26,7 +27,7 @@ class _NoAliasLoader(yaml.SafeLoader):
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
             alias = self.peek_event()  # type: ignore[no-untyped-call]
-            raise yaml.composer.ComposerError(
+            raise ComposerError(
                 None, None, "an alias (*name), which is not accepted", alias.start_mark
             )
         return super().compose_node(parent, index)

@@ -8,7 +8,13 @@ batch) before committing them, and each of those requests takes up to CLIENT_FIL
 files. So a commit uploads, with its own files, those of the commits after it while that keeps
 it to one such request each: the later commits pass the very same operations to the client,
 which remembers that they were uploaded (`CommitOperationAdd`), and ask again only about the
-tables and card they write, which are known only once the commit before them has landed.
+tables, record and card they write, known only once the commit before them has landed (the
+record names it).
+
+Each commit uploads ahead as many of the next bundles (whole, in order) as fit beside its own
+files in one request, so the blobs of an upload of many commits go up ahead of its commits; a
+run stopped in between leaves blobs uploaded and not committed, which the next run's LFS batch
+request finds on the Hub (those it still keeps) instead of sending them again.
 
 Only a bundle's own files are uploaded ahead: no commit but its own writes them, so what the
 Hub said of them (their upload mode, that they are not there yet) still holds at our own

@@ -21,7 +21,7 @@ from pathlib import Path
 from conftest import OTHER_SUBMITTER_TOKEN, WRITE_TOKEN
 from factory import RunSpec
 from helpers import run_cli
-from hubserver import HubServer
+from hubserver import CommitRecord, HubServer
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
 from test_card_refresh import LAYOUT_1, card, commit_by_hand
 from test_download import download
@@ -99,9 +99,14 @@ def archive_sha256(bundles: Path) -> str:
 
 
 def lfs_uploads(hub: HubServer, repo_id: str) -> int:
-    """LFS objects uploaded to storage: archives and charts, the files the test server keeps in
-    LFS."""
+    """LFS objects uploaded to storage: archives, tables and charts, the files the Hub keeps in
+    LFS (`hubserver.store.upload_mode`)."""
     return sum(1 for r in hub.requests(repo_id, kind="storage") if r.method == "PUT")
+
+
+def tables_and_charts(commit: CommitRecord) -> int:
+    """The tables and charts `commit` wrote: each a new LFS object, uploaded with it."""
+    return sum(1 for path in commit.added + commit.modified if path.endswith((".parquet", ".png")))
 
 
 def test_card_upgrades_a_layout_2_repository_in_one_commit_copying_every_archive(
@@ -118,8 +123,8 @@ def test_card_upgrades_a_layout_2_repository_in_one_commit_copying_every_archive
     assert result["upgraded"] is True and result["bundle_count"] == 3
     (upgrade,) = hub.commits(repo_id)[: len(hub.commits(repo_id)) - commits]
     assert upgrade.oid == result["commit"] and "layout 3" in upgrade.summary
-    assert lfs_uploads(hub, repo_id) == 0  # every archive copied on the Hub, none uploaded
-    assert not [r for r in hub.requests(repo_id) if r.path.endswith("/info/lfs/objects/batch")]
+    # every archive copied on the Hub, none uploaded: what went up is the tables and charts
+    assert lfs_uploads(hub, repo_id) == tables_and_charts(upgrade) > 0
     bundles = old_bundles(files)
     # byte for byte in their shards, nothing left at the old paths
     assert held_bundles(hub, repo_id) == moved(bundles)
@@ -150,7 +155,8 @@ def test_an_upload_into_a_layout_2_repository_upgrades_it_with_its_commit(
     assert code == 0, stderr
     assert [b["outcome"] for b in report["bundles"]] == ["published"]
     assert len(report["commits"]) == 1 and len(hub.commits(repo_id)) == commits + 1
-    assert lfs_uploads(hub, repo_id) == 1  # the new bundle's archive; the others copied
+    # the new bundle's archive, beside the tables and charts; the others copied
+    assert lfs_uploads(hub, repo_id) == 1 + tables_and_charts(hub.commits(repo_id)[0])
     assert held_bundles(hub, repo_id) == moved(old_bundles(files)) | repo_files(bundles)
     assert len(table_rows(hub, repo_id)) == 4
     assert card(repo_id)[1]["changed"] is False
@@ -308,7 +314,8 @@ def test_tasks_define_upgrades_a_layout_2_repository_with_its_commit(
     )
     assert defined.returncode == 0, defined.stderr
     assert len(hub.commits(repo_id)) == commits + 1
-    assert lfs_uploads(hub, repo_id) == 1  # the defined task's chart; no archive
+    # the defined task's chart and the tables; no archive
+    assert lfs_uploads(hub, repo_id) == tables_and_charts(hub.commits(repo_id)[0])
     assert hub.file_bytes(repo_id, task_chart("maze")) is not None
     assert held_bundles(hub, repo_id) == moved(old_bundles(files))
     assert len(table_rows(hub, repo_id)) == 3

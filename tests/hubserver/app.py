@@ -297,6 +297,12 @@ class HubApp:
         elif access == "contribute":
             require_contributor(who, repo.repo_id)
 
+    def stored_oid(self, raw_path: str) -> str | None:
+        """The LFS object a storage URL (`/__lfs/upload/<ticket>`, `/__lfs/verify/<ticket>`) is
+        for; None for any other path."""
+        ticket = self._lfs_tickets.get(raw_path.rsplit("/", 1)[-1])
+        return ticket[1] if raw_path.startswith("/__lfs/") and ticket is not None else None
+
     def classify(self, raw_path: str) -> tuple[RequestKind, RepoType | None, str | None]:
         """Which rate-limit bucket a request falls in, and which repository it concerns.
 
@@ -652,7 +658,8 @@ class HubApp:
     # ------------------------------------------------------------------------ commits
 
     def preupload(self, request: Request, match: re.Match[str], who: TokenInfo | None) -> Response:
-        """Tell the client, per file, regular vs LFS and the remote file's current id."""
+        """Tell the client, per file, regular vs LFS (`upload_mode`: from its name and the sample
+        of its content the client sends) and the remote file's current id."""
         repo = self._repo(match)
         revision = revision_of(match)
         if request.flag("create_pr"):
@@ -669,11 +676,15 @@ class HubApp:
             if not isinstance(item, dict) or not isinstance(item.get("path"), str):
                 raise HubError(400, "Each file needs a 'path'")
             path, size = item["path"], int(item.get("size") or 0)
+            try:
+                sample = base64.b64decode(item.get("sample") or "", validate=True)
+            except binascii.Error as err:
+                raise HubError(400, f"Invalid base64 sample for {path}") from err
             current = tree.get(path)
             answer.append(
                 {
                     "path": path,
-                    "uploadMode": upload_mode(path, size),
+                    "uploadMode": upload_mode(path, size, sample),
                     "shouldIgnore": False,
                     "oid": current.preupload_oid if current else None,
                 }
@@ -772,6 +783,13 @@ class HubApp:
                     data = base64.b64decode(value["content"], validate=True)
                 except (KeyError, binascii.Error) as err:
                     raise HubError(400, f"Invalid base64 content for {path}") from err
+                if b"\0" in data[:8000]:  # git's test for binary content, as the Hub applies it
+                    raise HubError(
+                        400,
+                        "Your push was rejected because it contains binary files. Please use"
+                        " https://git-lfs.github.com/ to store binary files. Offending files:"
+                        f" {path}",
+                    )
                 operations.append(Put(path, Blob.make(data, False)))
             elif key == "lfsFile":
                 stored = repo.lfs_objects.get(str(value.get("oid")))

@@ -160,7 +160,7 @@ class HubServer:
             if files:
                 ops: list[Operation] = []
                 for path, data in sorted(files.items()):
-                    lfs = upload_mode(path, len(data)) == "lfs" and len(data) > 0
+                    lfs = upload_mode(path, len(data), data[:512]) == "lfs" and len(data) > 0
                     blob = Blob.make(data, lfs)
                     if lfs:
                         repo.lfs_objects[blob.sha256] = data
@@ -343,6 +343,18 @@ class HubServer:
                 and (repo_type is None or r.repo_type == repo_type)
                 and (kind is None or r.kind == kind)
             ]
+
+    def lfs_uploads(self, repo_id: str) -> list[str]:
+        """The sha256 of each LFS object uploaded to storage for `repo_id` (its storage PUTs
+        the server took), oldest first: which files a client sent, and how often."""
+        assert self._app is not None
+        return [
+            oid
+            for r in self.requests(repo_id, kind="storage")
+            if r.method == "PUT"
+            and r.status == 200
+            and (oid := self._app.stored_oid(r.path)) is not None
+        ]
 
     def request_counts(
         self, repo_id: str | None = None, *, repo_type: RepoType | None = None

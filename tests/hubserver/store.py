@@ -11,6 +11,7 @@ server serialises every access behind one lock.
 from __future__ import annotations
 
 import difflib
+import fnmatch
 import hashlib
 import itertools
 from collections.abc import Iterable, Iterator, Mapping
@@ -18,12 +19,38 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
 
-LFS_SUFFIXES = (".tar.zst", ".png")
-"""Kept in LFS, as the `.gitattributes` of a new dataset repository on the Hub has `*.png` (under
-"Image files - uncompressed") among its patterns."""
+DEFAULT_LFS_PATTERNS = (
+    "*.7z *.arrow *.bin *.bz2 *.ckpt *.ftz *.gz *.h5 *.joblib *.lfs.* *.lz4 *.mds *.mlmodel"
+    " *.model *.msgpack *.npy *.npz *.onnx *.ot *.parquet *.pb *.pickle *.pkl *.pt *.pth *.rar"
+    " *.safetensors saved_model/**/* *.tar.* *.tar *.tflite *.tgz *.wasm *.xz *.zip *.zst"
+    " *tfevents*",
+    "# Audio files - uncompressed",
+    "*.pcm *.sam *.raw",
+    "# Audio files - compressed",
+    "*.aac *.flac *.mp3 *.ogg *.wav",
+    "# Image files - uncompressed",
+    "*.bmp *.gif *.png *.tiff",
+    "# Image files - compressed",
+    "*.jpg *.jpeg *.webp",
+    "# Video files - compressed",
+    "*.mp4 *.webm",
+)
+"""The `.gitattributes` the Hub writes in the "initial commit" of a new dataset repository: 59
+lines, each pattern `filter=lfs diff=lfs merge=lfs -text`, in this order, with these comments
+(as served for such commits, e.g. huggingface.co/datasets/Fundama/MachineLearningDataset/blob/
+main/.gitattributes and the initial commit's diff at huggingface.co/datasets/OpenSQZ/
+Classifiers-Data/commit/45ca583f.diff, "+59 -0"). What the bundler writes falls under it:
+bundles (`*.tar.*`, `*.zst`), leaderboard tables (`*.parquet`), charts (`*.png`, "Image files -
+uncompressed"), all in LFS; JSON, YAML and the card match nothing."""
+LFS_PATTERNS = tuple(
+    pattern for line in DEFAULT_LFS_PATTERNS if not line.startswith("#") for pattern in line.split()
+)
 LFS_MIN_SIZE = 10 * 1024 * 1024
 GITATTRIBUTES = b"".join(
-    b"*%s filter=lfs diff=lfs merge=lfs -text\n" % s.encode() for s in LFS_SUFFIXES
+    (line + "\n").encode()
+    if line.startswith("#")
+    else b"".join(b"%s filter=lfs diff=lfs merge=lfs -text\n" % p.encode() for p in line.split())
+    for line in DEFAULT_LFS_PATTERNS
 )
 MAX_FOLDER_ENTRIES = 10_000
 """Hub docs repositories-recommendations: "under 10k entries per folder", and "the maximum
@@ -78,14 +105,24 @@ def entry_not_found(path: str) -> HubError:
     return HubError(404, f"Entry not found: {path}", "EntryNotFound")
 
 
-def upload_mode(path: str, size: int) -> Literal["lfs", "regular"]:
-    """The Hub decides LFS vs regular from `.gitattributes` and size; this is a fixed stand-in.
+def upload_mode(path: str, size: int, sample: bytes) -> Literal["lfs", "regular"]:
+    """What the Hub's preupload answers for a file: "lfs" when a new repository's `.gitattributes`
+    tracks its name (`LFS_PATTERNS`), when its content is binary, or when it is 10 MiB or more;
+    else "regular" (base64 inside the commit).
 
-    Bundles (`*.tar.zst`) and charts (`*.png`) always go through LFS so the tests exercise the
-    LFS batch/PUT/verify path; anything else is regular (base64 inside the commit) unless it is
-    10 MiB or more.
+    The content is judged from `sample`, the first 512 bytes huggingface_hub sends with each file
+    in its preupload request (`UploadInfo.sample`, `_fetch_upload_modes`) so that the Hub can tell
+    binary from text, as git does: a NUL byte makes it binary. The Hub refuses binary files
+    outside LFS ("Your push was rejected because it contains binary files. Please use
+    https://git-lfs.github.com/ to store binary files", huggingface/huggingface_hub#687,
+    git-lfs/git-lfs#5834), so a binary file is never "regular" here, whatever its name.
     """
-    return "lfs" if path.endswith(LFS_SUFFIXES) or size >= LFS_MIN_SIZE else "regular"
+    name = path.rsplit("/", 1)[-1]
+    tracked = any(
+        fnmatch.fnmatchcase(path if "/" in pattern else name, pattern) for pattern in LFS_PATTERNS
+    )
+    binary = b"\0" in sample
+    return "lfs" if tracked or binary or size >= LFS_MIN_SIZE else "regular"
 
 
 def git_blob_oid(data: bytes) -> str:

@@ -121,13 +121,13 @@ def test_an_upload_into_a_new_repository_asks_only_what_its_commits_need(
     than the Hub's recommended files a commit, so two commits. The token's account and the
     branch's head (with the repository's existence); the tables' entries; the top folder,
     listed for the Hub's limits; one preupload and one LFS batch for the first commit's files
-    and the second's bundles (bundler.hub.publish.ahead); the card checked (validate-yaml)
-    and each commit made; the second asks again only about its tables, record and card, which
-    are known once the first has landed, and uploads its tables (the Hub keeps `*.parquet` in
-    LFS: hubserver.store.upload_mode). The limits check asks nothing the branch's read told
-    it already, nor anything of our own first commit before the second
+    and the second's bundles and tables (bundler.hub.publish.ahead: the Hub keeps `*.parquet`
+    in LFS, hubserver.store.upload_mode); the card checked (validate-yaml) and each commit
+    made; the second asks again only about its record and card, which are known once the first
+    has landed, and uploads nothing. The limits check asks nothing the branch's read told it
+    already, nor anything of our own first commit before the second
     (bundler.hub.client.known). `hf upload` of the same folder makes 4 (create, preupload, LFS
-    batch, commit): 12 is hf's + 8."""
+    batch, commit): 11 is hf's + 7."""
     repo_id = "gptnt/budget-new"
     hub.create_repo(repo_id)
     new = bundles_of(tmp_path / "new", run_specs(50))
@@ -149,7 +149,6 @@ def test_an_upload_into_a_new_repository_asks_only_what_its_commits_need(
         "POST commit",
         "POST /api/validate-yaml",
         "POST preupload",
-        "POST lfs-batch",
         "POST commit",
     ], asked
 

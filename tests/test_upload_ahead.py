@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,9 +24,10 @@ from test_upload import (
     upload,
 )
 
+from bundler.core.progress import NoProgress
 from bundler.hub.publish.upload import UploadOptions
 from bundler.hub.publish.upload import upload as upload_library
-from bundler.hub.repo.paths import BUNDLES_DIR
+from bundler.hub.repo.paths import BUNDLES_DIR, task_table
 
 FORTY = [RunSpec(task=f"task{i:02d}", model="m", rows=1) for i in range(40)]
 """Forty bundles of one task each: 32 in the first commit (their files and task tables, the
@@ -51,6 +53,18 @@ def archives_sent(hub: HubServer, repo_id: str, bundles: Path) -> int:
     return len(archives.intersection(sent))
 
 
+def committed_blobs(hub: HubServer, repo_id: str) -> set[str]:
+    """The sha256 of each table, chart and archive a commit after the first wrote, as it
+    wrote it: the LFS objects the repository's history holds."""
+    blobs = set()
+    for commit in hub.commits(repo_id)[:-1]:
+        for path in commit.added + commit.modified:
+            if path.endswith((".parquet", ".png", ".tar.zst")):
+                data = hub.file_bytes(repo_id, path, revision=commit.oid) or b""
+                blobs.add(hashlib.sha256(data).hexdigest())
+    return blobs
+
+
 def bundle_files_by_commit(hub: HubServer, repo_id: str) -> list[set[str]]:
     """The bundle files each commit after the first wrote, oldest first."""
     return [
@@ -67,15 +81,65 @@ def test_the_second_commits_bundles_go_up_with_the_first_and_are_committed_by_th
     code, report, stderr = upload(forty, "--repo", repo_id)
     assert code == 0, stderr
     assert len(report["commits"]) == 2
-    # one LFS batch for all 40 archives (and the first commit's tables); the second's tables,
-    # known once the first has landed, take another (the Hub keeps tables in LFS)
-    assert asked(hub, repo_id, "objects/batch") == 2
-    assert asked(hub, repo_id, "preupload") == 2  # the second asks about its tables alone
+    # one LFS batch for all 40 archives and both commits' tables (the Hub keeps them in LFS)
+    assert asked(hub, repo_id, "objects/batch") == 1
+    assert asked(hub, repo_id, "preupload") == 2  # the second asks about its record and card
     assert archives_sent(hub, repo_id, forty) == 40
+    assert set(hub.lfs_uploads(repo_id)) == committed_blobs(hub, repo_id)  # and nothing else
     first, second = bundle_files_by_commit(hub, repo_id)
     assert (len(first), len(second)) == (64, 16) and not first & second
     assert hub_bundle_files(hub, repo_id) == repo_files(forty)
     assert len(table_rows(hub, repo_id)) == 40
+
+
+class CommitsBetween(NoProgress):
+    """A progress sink that runs `between` once our first commit has landed (at the first
+    bundle reported after it), before the second is planned."""
+
+    def __init__(self, hub: HubServer, repo_id: str, between: Callable[[], None]) -> None:
+        self.hub, self.repo_id, self.between = hub, repo_id, between
+        self.ran = False
+
+    def advance(self, steps: int = 1) -> None:
+        if not self.ran and len(self.hub.commits(self.repo_id)) == 2:  # the Hub's and our first
+            self.ran = True
+            self.between()
+
+
+def test_tables_uploaded_ahead_that_came_out_different_are_not_committed(
+    hub: HubServer, repo_id: str, forty: Path, tmp_path: Path
+) -> None:
+    """Another run commits a bundle between our two commits: the second commit's tables,
+    uploaded with the first, no longer hold every row. The second commit is planned again on
+    the other run's head, writes tables with all 41 rows, and uploads them as any commit
+    does; the tables uploaded ahead stay unused."""
+    hub.create_repo(repo_id)
+    other = make_bundles(tmp_path / "other", [RunSpec(task="task39", model="m-b", rows=1)])
+
+    def another_run() -> None:
+        result = subprocess.run(
+            [str(BUNDLER), "upload", str(other), "--repo", repo_id, "--json"],
+            env=cli_env({"HF_TOKEN": OTHER_WRITE_TOKEN}),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == 0, result.stderr
+
+    sink = CommitsBetween(hub, repo_id, another_run)
+    hub.reset_requests()
+    report = upload_library(forty, UploadOptions(repo_id=repo_id, token=WRITE_TOKEN), sink)
+    assert sink.ran and report.exit_code == 0, report.error
+    assert {b.outcome for b in report.bundles} == {"published"} and len(report.commits) == 2
+    assert len(hub.commits(repo_id)) == 4  # the Hub's, our first, the other run's, our second
+    rows = table_rows(hub, repo_id)
+    assert len(rows) == 41 and len(table_rows(hub, repo_id, task_table("task39"))) == 2
+    card = (hub.file_bytes(repo_id, "README.md") or b"").decode()
+    assert "**41** submission bundle(s)" in card
+    unused = set(hub.lfs_uploads(repo_id)) - committed_blobs(hub, repo_id)
+    assert unused  # the tables uploaded ahead, which the second commit did not write
+    assert archives_sent(hub, repo_id, forty) == 40
+    assert hub_bundle_files(hub, repo_id) == repo_files(forty) | repo_files(other)
 
 
 def test_a_race_before_the_second_commit_asks_about_its_files_again(

@@ -16,18 +16,31 @@ files in one request, so the blobs of an upload of many commits go up ahead of i
 run stopped in between leaves blobs uploaded and not committed, which the next run's LFS batch
 request finds on the Hub (those it still keeps) instead of sending them again.
 
-Only a bundle's own files are uploaded ahead: no commit but its own writes them, so what the
+A bundle's own files are uploaded ahead: no commit but its own writes them, so what the
 Hub said of them (their upload mode, that they are not there yet) still holds at our own
-commits after the one that asked. When a commit is planned on any other head (someone else
-committed meanwhile), nothing uploaded ahead is used: its files are asked about again.
+commits after the one that asked. So are the next commit's tables and charts, once all of its
+bundles' files are uploaded ahead: the Hub keeps them in LFS (`*.parquet`, `*.png` in a new
+repository's `.gitattributes`), so they would take that commit an LFS batch request of its
+own. They are computed from the branch as the commit being planned leaves it
+(`Holdings.tables_ahead`), all but the record, which names that commit (unknown until it
+lands), and the card; and none whose bytes the branch holds now, so that the Hub's answer
+(the file's id at this head, which the client compares with the bytes to skip an unchanged
+file) cannot make the later commit leave out a file it must write. The later commit computes
+its tables again, and passes the operation uploaded ahead only for a table of the same path
+and bytes; any other is asked about and uploaded as ever.
+
+When a commit is planned on any other head (someone else committed meanwhile), nothing
+uploaded ahead is used: its files are asked about again.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from huggingface_hub import CommitOperationAdd
 
+from bundler.hub.client.commit import Operation
 from bundler.hub.publish.plan import LocalBundle
 
 CLIENT_FILES_PER_REQUEST = 256
@@ -44,14 +57,22 @@ class UploadAhead:
         self.head: str | None = None
         self._waiting: dict[str, tuple[Path | bytes, CommitOperationAdd]] = {}
         """By path: what was uploaded (the client keeps a path as text) and its operation."""
+        self._tables: dict[str, tuple[bytes, CommitOperationAdd]] = {}
+        """The next commit's tables uploaded ahead, as `_waiting`: for that commit alone."""
+
+    def _on(self, head: str) -> None:
+        """A commit is planned on `head`: what was uploaded ahead on another line is dropped
+        (the branch moved under us: what the Hub said may not hold)."""
+        if head != self.head:
+            self._waiting.clear()
+            self._tables.clear()
+            self.head = head
 
     def operations(self, files: dict[str, Path | bytes], head: str) -> list[CommitOperationAdd]:
         """The operations writing `files` in a commit planned on `head`: those uploaded ahead
         where they were uploaded on this head's line (our own commits since), new ones for the
         others."""
-        if head != self.head:
-            self._waiting.clear()  # the branch moved under us: what the Hub said may not hold
-            self.head = head
+        self._on(head)
         operations = []
         for path, content in files.items():
             uploaded, operation = self._waiting.pop(path, (None, None))
@@ -76,6 +97,56 @@ class UploadAhead:
                 self._waiting[path] = (content, operation)
                 operations.append(operation)
         return operations
+
+    def reused(self, operations: list[Operation], head: str) -> list[Operation]:
+        """The table operations of a commit planned on `head`, each writing the very bytes of
+        a table uploaded ahead on this head's line replaced by the operation uploaded (which
+        the client then sends no more); the others as they are, asked about as ever."""
+        self._on(head)
+        waiting, self._tables = self._tables, {}
+        reused: list[Operation] = []
+        for operation in operations:
+            if isinstance(operation, CommitOperationAdd):
+                uploaded, ahead = waiting.get(operation.path_in_repo, (None, None))
+                if ahead is not None and uploaded == operation.path_or_fileobj:
+                    operation = ahead
+            reused.append(operation)
+        return reused
+
+    def upload_with(
+        self,
+        later: list[list[LocalBundle]],
+        used: int,
+        tables: Callable[[list[LocalBundle]], list[CommitOperationAdd]],
+    ) -> list[CommitOperationAdd]:
+        """What to upload with a commit of `used` files, within CLIENT_FILES_PER_REQUEST:
+        the next bundles' files (`window`), then the next commit's tables (`tables`, that is
+        `Holdings.tables_ahead`) where they fit (`_tables_ahead`)."""
+        room = CLIENT_FILES_PER_REQUEST - used
+        bundles = self.window(later, room)
+        return bundles + self._tables_ahead(later, tables, room - len(bundles))
+
+    def _tables_ahead(
+        self,
+        later: list[list[LocalBundle]],
+        compute: Callable[[list[LocalBundle]], list[CommitOperationAdd]],
+        room: int,
+    ) -> list[CommitOperationAdd]:
+        """The next commit's tables, from `compute`, to upload with the commit being planned:
+        only when every file of its bundles is uploaded ahead already (else that commit asks
+        the Hub about files anyway) and they fit in `room`."""
+        self._tables = {}
+        if not later or not all(p in self._waiting for b in later[0] for p in b.repo_paths):
+            return []
+        operations = compute(later[0])
+        if len(operations) > room:
+            return []
+        self._tables = {
+            op.path_in_repo: (data, op)
+            for op in operations
+            if isinstance(data := op.path_or_fileobj, bytes)  # as tables are written
+        }
+        return [op for _, op in self._tables.values()]
 
     def landed(self, parent: str, oid: str) -> None:
         """Our commit `oid` on `parent` landed: it wrote none of the files waiting, so what

@@ -10,6 +10,9 @@ its base branch's, are asked of the Hub for these bundles' files alone.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
+
+from huggingface_hub import CommitOperationAdd
 
 from bundler.core.limits import MAX_TASKS_FILE_BYTES
 from bundler.core.progress import ProgressSink
@@ -17,9 +20,10 @@ from bundler.hub.client.commit import Operation
 from bundler.hub.client.remote import RemoteFile
 from bundler.hub.client.session import HubSession
 from bundler.hub.leaderboard.branch import BranchTables, TableChange, read_branch
+from bundler.hub.leaderboard.record import DerivedFile
 from bundler.hub.publish.destination import Destination
 from bundler.hub.publish.plan import LocalBundle, RepositoryView, companions_present, holds
-from bundler.hub.repo.paths import README, TASKS_FILE, repo_archive, repo_paths
+from bundler.hub.repo.paths import README, RECORD, TASKS_FILE, repo_archive, repo_paths
 from bundler.hub.tasks.definitions import TaskDefinitions
 
 
@@ -151,6 +155,29 @@ class Holdings:
         change = self.tables.change(self.session, rows, keep_card=keep_card)
         self._written = change
         return change.operations
+
+    def tables_ahead(self, later: list[LocalBundle]) -> list[CommitOperationAdd]:
+        """The tables and charts the commit of `later` will write after the commit being
+        planned (`table_operations`), computed now from a copy of the branch as that commit
+        leaves it, to be uploaded with it (bundler.hub.publish.ahead): all but the record
+        (which names its parent, unknown until that commit lands) and the card, and none whose
+        bytes the branch holds now. None on a pull request, which writes no tables."""
+        if self.tables is None or self._written is None:
+            return []
+        after = replace(self.tables, absent=set(self.tables.absent))  # `committed` changes it
+        after.committed(after.head, self._written)
+        rows = [bundle.row for bundle in later if bundle.row is not None]
+        change = after.change(self.session, rows, keep_card=lambda _: False)
+        held = self.tables.held
+        return [
+            operation
+            for operation in change.operations
+            if isinstance(operation, CommitOperationAdd)
+            and operation.path_in_repo not in (RECORD, README)
+            and not DerivedFile.of(change.written[operation.path_in_repo]).matches(
+                held.get(operation.path_in_repo)
+            )
+        ]
 
     def committed(self, oid: str, *, card_refused: bool) -> None:
         """Our commit `oid` landed: on the branch, its leaderboard is now what the commit wrote

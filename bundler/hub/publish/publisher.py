@@ -34,7 +34,7 @@ from bundler.hub.client.session import HubSession
 from bundler.hub.leaderboard.card import card_acceptable, card_refused
 from bundler.hub.leaderboard.chart import not_drawn
 from bundler.hub.leaderboard.rows import utc_timestamp
-from bundler.hub.publish.ahead import CLIENT_FILES_PER_REQUEST, UploadAhead
+from bundler.hub.publish.ahead import UploadAhead
 from bundler.hub.publish.destination import Destination
 from bundler.hub.publish.evidence import EvidenceReader
 from bundler.hub.publish.holdings import Holdings
@@ -235,8 +235,8 @@ class Publisher:
         plans: dict[str, BundlePlan],
         later: list[list[LocalBundle]],
     ) -> PlannedCommit:
-        """The commit of `todo` on `head`: their files (uploaded ahead, where they were), the
-        card on a branch, and the `later` batches' files to upload with them."""
+        """The commit of `todo` on `head`: their files and tables (uploaded ahead, where they
+        were), the card on a branch, and what of the `later` batches' to upload with them."""
         operations: list[Operation] = [
             operation
             for bundle in todo
@@ -245,10 +245,11 @@ class Publisher:
         # A card the Hub would refuse (checked locally) is left out, so that it never blocks
         # the bundles, and the report says why (exit 1).
         report = self.report
-        operations += self.holdings.table_operations(
+        tables = self.holdings.table_operations(
             todo,
             keep_card=lambda card: report.card_refused is None and card_acceptable(card, report),
         )
+        operations += self.ahead.reused(tables, head)
         opens_pr = self.destination.opens_pr
         if opens_pr:
             proposed = self.destination.proposals(
@@ -262,7 +263,7 @@ class Publisher:
         else:
             summary, description = commit_message(todo, plans, self.options.message)
         carries_card = any(op.path_in_repo == README for op in operations)
-        ahead = self.ahead.window(later, room=CLIENT_FILES_PER_REQUEST - len(operations))
+        ahead = self.ahead.upload_with(later, len(operations), self.holdings.tables_ahead)
         return PlannedCommit(
             revision=self.destination.ref,
             parent=head,

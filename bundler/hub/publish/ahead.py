@@ -8,8 +8,8 @@ batch) before committing them, and each of those requests takes up to CLIENT_FIL
 files. So a commit uploads, with its own files, those of the commits after it while that keeps
 it to one such request each: the later commits pass the very same operations to the client,
 which remembers that they were uploaded (`CommitOperationAdd`), and ask again only about the
-tables, record and card they write, known only once the commit before them has landed (the
-record names it).
+record and card they write, known only once the commit before them has landed (the record
+names it), and about any table that came out other than computed ahead (below).
 
 Each commit uploads ahead as many of the next bundles (whole, in order) as fit beside its own
 files in one request, so the blobs of an upload of many commits go up ahead of its commits; a
@@ -50,8 +50,8 @@ it costs no more requests than the commit's own files alone."""
 
 
 class UploadAhead:
-    """The operations of later commits' bundle files, uploaded (or being uploaded) with an
-    earlier commit made on `head`, by path."""
+    """The operations of later commits' bundle files, and of the next commit's tables,
+    uploaded (or being uploaded) with an earlier commit made on `head`, by path."""
 
     def __init__(self) -> None:
         self.head: str | None = None

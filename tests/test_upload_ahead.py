@@ -92,6 +92,29 @@ def test_the_second_commits_bundles_go_up_with_the_first_and_are_committed_by_th
     assert len(table_rows(hub, repo_id)) == 40
 
 
+def test_three_commits_ask_for_two_lfs_batches_and_send_each_file_once(
+    hub: HubServer, repo_id: str, tmp_path: Path
+) -> None:
+    """70 bundles, three commits (32, 32, 6): the first uploads every later bundle's files
+    with its own; the second its own tables with the last commit's, which then uploads
+    nothing. Only the last commit's tables are computed ahead: the second's would join an
+    LFS batch request the second makes anyway."""
+    seventy = make_bundles(
+        tmp_path, [RunSpec(task=f"task{i:02d}", model="m", rows=1) for i in range(70)]
+    )
+    hub.create_repo(repo_id)
+    hub.reset_requests()
+    code, report, stderr = upload(seventy, "--repo", repo_id)
+    assert code == 0, stderr
+    assert len(report["commits"]) == 3
+    assert asked(hub, repo_id, "objects/batch") == 2
+    assert asked(hub, repo_id, "preupload") == 3
+    assert archives_sent(hub, repo_id, seventy) == 70
+    assert set(hub.lfs_uploads(repo_id)) == committed_blobs(hub, repo_id)
+    assert [len(files) for files in bundle_files_by_commit(hub, repo_id)] == [64, 64, 12]
+    assert len(table_rows(hub, repo_id)) == 70
+
+
 class CommitsBetween(NoProgress):
     """A progress sink that runs `between` once our first commit has landed (at the first
     bundle reported after it), before the second is planned."""

@@ -18,10 +18,11 @@ request finds on the Hub (those it still keeps) instead of sending them again.
 
 A bundle's own files are uploaded ahead: no commit but its own writes them, so what the
 Hub said of them (their upload mode, that they are not there yet) still holds at our own
-commits after the one that asked. So are the next commit's tables and charts, once all of its
-bundles' files are uploaded ahead: the Hub keeps them in LFS (`*.parquet`, `*.png` in a new
-repository's `.gitattributes`), so they would take that commit an LFS batch request of its
-own. They are computed from the branch as the commit being planned leaves it
+commits after the one that asked. So are the next commit's tables and charts, when it is the
+upload's last and all of its bundles' files are uploaded ahead: the Hub keeps them in LFS
+(`*.parquet`, `*.png` in a new repository's `.gitattributes`), so they would take that commit
+an LFS batch request of its own (they cost a second computing of its tables, about as long as
+that commit's own). They are computed from the branch as the commit being planned leaves it
 (`Holdings.tables_ahead`), all but the record, which names that commit (unknown until it
 lands), and the card; and none whose bytes the branch holds now, so that the Hub's answer
 (the file's id at this head, which the client compares with the bytes to skip an unchanged
@@ -133,10 +134,12 @@ class UploadAhead:
         room: int,
     ) -> list[CommitOperationAdd]:
         """The next commit's tables, from `compute`, to upload with the commit being planned:
-        only when every file of its bundles is uploaded ahead already (else that commit asks
-        the Hub about files anyway) and they fit in `room`."""
+        only when it is the upload's last (any other uploads the files of those after it, in
+        an LFS batch request its own tables then join), every file of its bundles is
+        uploaded ahead already (else it asks the Hub about files anyway), and they fit in
+        `room`."""
         self._tables = {}
-        if not later or not all(p in self._waiting for b in later[0] for p in b.repo_paths):
+        if len(later) != 1 or not all(p in self._waiting for b in later[0] for p in b.repo_paths):
             return []
         operations = compute(later[0])
         if len(operations) > room:

@@ -65,7 +65,8 @@ _WIDE_IDENTITY = struct.Struct("<5Q")
 and overlay file systems give): every value modulo 2**64, the same bytes as _IDENTITY's for a
 value within it, and still one-to-one over what a stat can hold."""
 _FOLDER = _IDENTITY.pack(-1, 0, 0, 0, 0)
-_FILE_TYPE, _LINK = stat.S_IFMT(0o177777), stat.S_IFLNK
+_FILE_TYPE, _LINK = 0o170000, stat.S_IFLNK
+"""The bits of a mode that say a file's type (what stat.S_IFMT keeps), and a link's."""
 
 
 def _wide_identity(status: os.stat_result) -> bytes:
@@ -221,7 +222,8 @@ def _list(directory: str) -> _Listed:
     is kept in local names, a link is told by the mode its lstat gave, each entry's name and
     packed identity are collected as they come (sorted, rather than the entries, once at the
     end), and each entry is let go once seen (it keeps its lstat result while it lives: a run
-    directory can hold 100,000 files). Raises OSError when the folder cannot be listed."""
+    directory can hold 100,000 files, whose parts, about 100 bytes a file, are all it keeps).
+    Raises OSError when the folder cannot be listed."""
     fullmatch, pack, info_files = PREDICTION_FILE.fullmatch, _IDENTITY.pack, RUN_INFO_FILES
     file_type, link = _FILE_TYPE, _LINK
     predictions = 0

@@ -10,7 +10,7 @@ from factory import RunSpec, write_how_do_you, write_run, write_tree
 from helpers import nested_folders
 
 from bundler.core.errors import UsageError
-from bundler.local.discover import _FOLDER, _IDENTITY, _wide_identity, discover
+from bundler.local.discover import _FOLDER, _IDENTITY, _scan, _wide_identity, discover
 
 
 def test_runs_are_found_at_any_depth_in_name_order(tmp_path: Path) -> None:
@@ -256,3 +256,19 @@ def test_a_listing_holds_every_value_a_stat_can_give() -> None:
     assert _wide_identity(_status(*values)) == _IDENTITY.pack(*values)
     wide = [_wide_identity(_status(*values[:4], inode)) for inode in (2**63, 2**64 - 1, 2**63 - 1)]
     assert len({*wide, _FOLDER}) == 4
+
+
+def test_a_folder_swapped_for_a_link_after_its_parent_was_listed_is_refused(
+    tmp_path: Path,
+) -> None:
+    """The walk opens each folder without following a link: one that became a link between
+    the listing of its parent and its own (as `_scan` is handed it here) is refused, and
+    nothing behind the link is walked."""
+    elsewhere = write_run(tmp_path / "elsewhere", RunSpec(model="secret", rows=1))
+    swapped = tmp_path / "swapped"
+    swapped.symlink_to(elsewhere.parent, target_is_directory=True)
+    scanned = _scan([str(swapped)])
+    assert scanned.found == [] and scanned.elsewhere == []
+    assert [(item.path, item.reason) for item in scanned.refused] == [
+        (str(swapped), "symbolic link; links are never followed")
+    ]

@@ -59,8 +59,15 @@ def opens() -> Iterator[list[str]]:
 
 
 def opened_below(paths: list[str], top: Path) -> list[str]:
+    """The files opened below `top`: a folder opened to be listed (discovery lists each one
+    through a descriptor) reads no file."""
     prefix = str(top) + os.sep
-    return [path for path in paths if os.path.abspath(path).startswith(prefix)]
+    return [
+        path
+        for path in paths
+        if os.path.abspath(path).startswith(prefix)
+        and (os.path.islink(path) or not os.path.isdir(path))
+    ]
 
 
 RUNS = [RunSpec(model=f"model-{number}", rows=3) for number in range(3)]

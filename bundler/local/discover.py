@@ -7,6 +7,7 @@ a link), so the user sees what the bundler did not take and why.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
@@ -186,7 +187,12 @@ def _scan(pending: list[str]) -> _Scanned:
         try:
             listed = _list(directory)
         except OSError as error:
-            scanned.refused.append(Skipped(path=directory, reason=f"cannot list: {error.strerror}"))
+            reason = (
+                "symbolic link; links are never followed"  # swapped in since it was listed
+                if error.errno in (errno.ELOOP, errno.ENOTDIR) and os.path.islink(directory)
+                else f"cannot list: {error.strerror}"
+            )
+            scanned.refused.append(Skipped(path=directory, reason=reason))
             continue
         if listed.holds_run_file:
             scanned.found.append(
@@ -233,43 +239,50 @@ def _list(directory: str) -> _Listed:
     files: list[str] = []  # names, until a run file shows the folder is a run
     parts: list[bytes] | None = []
     newest = 0
-    with os.scandir(directory) as scan:
-        for entry in scan:
-            name = entry.name
-            if name in info_files:
-                run_file = holds_run_file = True
-            elif fullmatch(name) is not None:
-                run_file = holds_run_file = True
-                predictions += 1
-            else:
-                run_file = False
-            if entry.is_dir(follow_symlinks=False):  # a folder, not a link to one
-                subdirectories.append(entry.path)
-                if parts is not None:
-                    parts.append(name.encode("utf-8", "surrogateescape") + b"\0" + _FOLDER)
-                continue
-            if not holds_run_file:
-                files.append(name)
-            if parts is not None:
-                try:
-                    status = entry.stat(follow_symlinks=False)
-                except OSError:
-                    parts = None  # then the run is read
+    # Listed through a descriptor of the folder, opened without following a link: a folder
+    # swapped for a link since its parent was listed is refused, never walked; and each lstat
+    # is made relative to it (fstatat), sparing the kernel the whole path each time.
+    descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        with os.scandir(descriptor) as scan:
+            for entry in scan:
+                name = entry.name
+                if name in info_files:
+                    run_file = holds_run_file = True
+                elif fullmatch(name) is not None:
+                    run_file = holds_run_file = True
+                    predictions += 1
                 else:
-                    mode, mtime_ns = status.st_mode, status.st_mtime_ns
+                    run_file = False
+                if entry.is_dir(follow_symlinks=False):  # a folder, not a link to one
+                    subdirectories.append(f"{directory}/{name}")
+                    if parts is not None:
+                        parts.append(name.encode("utf-8", "surrogateescape") + b"\0" + _FOLDER)
+                    continue
+                if not holds_run_file:
+                    files.append(name)
+                if parts is not None:
                     try:
-                        identity = pack(
-                            mode, status.st_size, mtime_ns, status.st_ctime_ns, status.st_ino
-                        )
-                    except struct.error:
-                        identity = _wide_identity(status)
-                    parts.append(name.encode("utf-8", "surrogateescape") + b"\0" + identity)
-                    if mtime_ns > newest:
-                        newest = mtime_ns
-                    if mode & file_type != link:
-                        continue
-            if entry.is_symlink():
-                links.append((entry.path, run_file))
+                        status = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        parts = None  # then the run is read
+                    else:
+                        mode, mtime_ns = status.st_mode, status.st_mtime_ns
+                        try:
+                            identity = pack(
+                                mode, status.st_size, mtime_ns, status.st_ctime_ns, status.st_ino
+                            )
+                        except struct.error:
+                            identity = _wide_identity(status)
+                        parts.append(name.encode("utf-8", "surrogateescape") + b"\0" + identity)
+                        if mtime_ns > newest:
+                            newest = mtime_ns
+                        if mode & file_type != link:
+                            continue
+                if entry.is_symlink():
+                    links.append((f"{directory}/{name}", run_file))
+    finally:
+        os.close(descriptor)
     listed = _Listed(holds_run_file, predictions, subdirectories)
     # Links to run files are refused with their run; other links would be skipped silently
     # as "extra files", so a linked directory is called out here.
@@ -280,7 +293,7 @@ def _list(directory: str) -> _Listed:
         listed.listing = None if parts is None else Listing.of(parts, newest)
     else:
         linked = set(listed.linked_directories)
-        joined = (os.path.join(directory, name) for name in files)
+        joined = (f"{directory}/{name}" for name in files)
         listed.files = [path for path in joined if path not in linked]
     return listed
 

@@ -338,6 +338,32 @@ def test_an_unchanged_bundle_read_again_is_neither_fsynced_nor_renamed(
     assert [p.name for p in bundles.rglob("*") if p.name.startswith(".bundler-")] == []
 
 
+def test_the_folders_collect_makes_are_fsynced_into_their_parents(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new bundles folder and a new player's folder are fsynced into the folder above them,
+    so a crash cannot lose them (and the archives fsynced inside them) after collect said
+    "written"."""
+    out, bundles = tmp_path / "out", tmp_path / "new" / "b"
+    make_tree(out)
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(descriptor: int) -> None:  # the real fsync, its file named
+        synced.append(os.readlink(f"/proc/self/fd/{descriptor}"))
+        real_fsync(descriptor)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    report = run_collect(out, bundles, expected_rows={"expert-vqa": 3})
+    players = {Path(b.archive).parent for b in report.bundles}
+    assert players and {p.parent for p in players} == {bundles}
+    for made in [tmp_path / "new", bundles, *players]:
+        assert str(made.parent) in synced, f"{made.parent} never fsynced after {made.name} was made"
+    synced.clear()
+    run_collect(out, bundles, expected_rows={"expert-vqa": 3}, full=True)
+    assert str(bundles) not in synced and str(tmp_path) not in synced
+
+
 def test_many_new_runs_are_committed_in_batches_each_pair_whole(tmp_path: Path) -> None:
     out, bundles = tmp_path / "out", tmp_path / "b"
     write_tree(out, [RunSpec(model=f"m-{n}", rows=2) for n in range(70)], how_do_you=False)

@@ -1,0 +1,71 @@
+"""The read-ahead thread verify reads a large archive with: bounded, in order, and gone when
+the block is left, whatever ended it."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from bundler.core.errors import NotCanonicalError
+from bundler.local.readahead import read_ahead
+
+
+def counted(limit: int, made: list[int], fail_at: int | None = None) -> Iterator[int]:
+    for number in range(limit):
+        if number == fail_at:
+            raise NotCanonicalError("zstd", f"broken at {number}")
+        made.append(number)
+        yield number
+
+
+def no_reader_left() -> bool:
+    return not any(thread.name == "bundler-read-ahead" for thread in threading.enumerate())
+
+
+def test_items_come_in_order_and_the_thread_is_gone_after() -> None:
+    made: list[int] = []
+    with read_ahead(counted(1000, made), depth=3) as items:
+        assert list(items) == list(range(1000))
+    assert no_reader_left()
+
+
+def test_the_producer_stays_at_most_depth_ahead() -> None:
+    made: list[int] = []
+    with read_ahead(counted(1000, made), depth=2) as items:
+        first = next(items)
+        for _ in range(200):  # give the producer every chance to run ahead
+            if len(made) >= 4:
+                break
+            threading.Event().wait(0.005)
+        # one handed out, `depth` queued, one made and waiting for room in the queue
+        assert first == 0 and len(made) <= 4
+    assert no_reader_left()
+
+
+def test_what_the_producer_raises_is_raised_after_the_items_before_it() -> None:
+    made: list[int] = []
+    seen: list[int] = []
+    with (
+        pytest.raises(NotCanonicalError, match="broken at 5"),
+        read_ahead(counted(1000, made, fail_at=5), depth=2) as items,
+    ):
+        seen.extend(items)
+    assert seen == [0, 1, 2, 3, 4]
+    assert no_reader_left()
+
+
+def test_leaving_early_stops_the_producer() -> None:
+    """The caller refuses the archive at its first chunk: the producer, blocked on a full
+    queue, is stopped and joined, having made no more than the queue holds."""
+    made: list[int] = []
+
+    class Refused(Exception):
+        pass
+
+    with pytest.raises(Refused), read_ahead(counted(10**9, made), depth=2) as items:
+        next(items)
+        raise Refused
+    assert no_reader_left()
+    assert len(made) <= 5

@@ -59,6 +59,7 @@ from bundler.local.collect import CollectOptions
 from bundler.local.runs import PROGRESS_BATCH
 from bundler.local.verify import BundleReading, verify
 from bundler.local.verifymanifest import MAX_MANIFEST_BYTES, first_difference
+from bundler.local.zstdframes import FrameReader
 
 ROWS = 6
 MAX_RSS_MIB = 150
@@ -68,13 +69,13 @@ READ_AHEAD_MIN_BYTES = readahead.READ_AHEAD_MIN_BYTES
 
 def read_bundle(path: Path) -> BundleReading:
     """verify's reading of one bundle, made both ways it reads an archive: in the caller's own
-    thread (a small archive) and read ahead by a thread (a large one; forced here, in chunks of
+    thread (a small archive) and read ahead by a thread (a large one; forced here, in reads of
     a few kilobytes, so that a small test bundle passes through its queue in many pieces). Both
     must come to the same checks and claim."""
     in_line = verify_module.read_bundle(path)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(readahead, "READ_AHEAD_MIN_BYTES", 0)
-        patch.setattr(readahead, "READ_AHEAD_CHUNK_BYTES", 4096)
+        patch.setattr(FrameReader.__init__, "__defaults__", (4096,))  # its chunk_size
         ahead = verify_module.read_bundle(path)
     assert (ahead.checks, ahead.claim) == (in_line.checks, in_line.claim)
     return in_line

@@ -1,13 +1,13 @@
 """A bundle's zstd frames read, hashed and decompressed ahead of verify, by a thread of its own.
 
-Decompressing and hashing the archive's bytes is a quarter of what verify does on its main
+Decompressing and hashing the archive's bytes is about a third of what verify does on its main
 thread, and both let other threads run while they work (python-zstandard's decompressor and
 hashlib release the GIL), so a thread that produces the next chunks while the caller parses,
 hashes and validates the members of the last one puts a second core to work, as
-`zstd -dc | sha256sum` does. Its chunks are large (READ_AHEAD_CHUNK_BYTES): each time the
-producer needs the GIL back it may wait for the caller's switch interval, and a few long waits
-keep it ahead where many short ones made it trail (the thread of 1 MB chunks that verify once
-had, with a shorter switch interval, gained too little to stay).
+`zstd -dc | sha256sum` does. The chunks are FrameReader's own, of about a megabyte: with larger
+ones the caller, busy with a queue full of work, held the GIL for its whole switch interval
+(5 ms) each time the producer wanted it back (measured: a median 4 ms wait after each 4 MB
+decompression, against none after each 1 MB one).
 
 Memory grows by READ_AHEAD_DEPTH chunks at most. Leaving the block stops and joins the thread,
 so nothing reads the source behind the caller's back, and whatever the producer raised is raised
@@ -30,8 +30,6 @@ T = TypeVar("T")
 
 READ_AHEAD_MIN_BYTES = 4 << 20
 """A smaller archive is read in the caller's thread (docs/performance.md: with and without)."""
-READ_AHEAD_CHUNK_BYTES = 4 << 20
-"""Bytes the producer reads from the file, and decompresses to, at a time."""
 READ_AHEAD_DEPTH = 2
 """Chunks the producer may hold ready beyond the one the caller reads."""
 
@@ -40,13 +38,10 @@ READ_AHEAD_DEPTH = 2
 def bundle_chunks(source: BinaryIO, size: int) -> Iterator[tuple[FrameReader, Iterator[bytes]]]:
     """The frame reader of an archive of `size` bytes and its decompressed chunks
     (`FrameReader.chunks()`), read ahead by a thread when the archive is large enough."""
+    frames = FrameReader(source)
     if size < READ_AHEAD_MIN_BYTES:
-        frames = FrameReader(source)
         yield frames, frames.chunks()
         return
-    frames = FrameReader(
-        source, chunk_size=READ_AHEAD_CHUNK_BYTES, feed_bytes=READ_AHEAD_CHUNK_BYTES
-    )
     with threads_that_end(), read_ahead(frames.chunks()) as chunks:
         yield frames, chunks
 

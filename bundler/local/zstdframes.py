@@ -56,15 +56,12 @@ class FrameReader:
     headers are walked here (three bytes per block of up to 128 KB) and each frame goes to its
     own decompressor, which must reach the frame's end, and so check its checksum, exactly where
     the last block ends. Blocks are fed a few at a time: however small the input, no call
-    returns much more than `feed_bytes` (a megabyte unless asked).
+    returns much more than a megabyte.
     """
 
-    def __init__(
-        self, source: BinaryIO, chunk_size: int = CHUNK_SIZE, feed_bytes: int = _FEED_OUTPUT_BYTES
-    ) -> None:
+    def __init__(self, source: BinaryIO, chunk_size: int = CHUNK_SIZE) -> None:
         self._source = source
         self._chunk_size = chunk_size
-        self._feed_bytes = feed_bytes
         self._data = b""
         self._pos = 0
         self._fed = 0
@@ -80,9 +77,10 @@ class FrameReader:
         """The next frame's decompressed bytes, in chunks; read it to the end before the next."""
         number = len(self.windows) + 1
         window = self._frame_header(number)
-        # Output room for a whole feed: each time the output fills, libzstd hands the GIL back.
+        # Room for a whole feed's output: python-zstandard takes the GIL again each time its
+        # output buffer fills, and a thread reading ahead (local/readahead.py) may then wait.
         decompressor = zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW_BYTES).decompressobj(
-            write_size=self._feed_bytes + _MAX_BLOCK
+            write_size=_FEED_OUTPUT_BYTES + _MAX_BLOCK
         )
         block_limit = min(window, _MAX_BLOCK)
         self._number, self._blocks, self._produced = number, 0, 0
@@ -110,7 +108,7 @@ class FrameReader:
             if last:
                 break
             bound += block_limit if kind == 2 else size
-            if bound >= self._feed_bytes:
+            if bound >= _FEED_OUTPUT_BYTES:
                 yield from self._feed(decompressor)
                 bound = 0
         if not (yield from self._need(4, decompressor)):  # the content checksum

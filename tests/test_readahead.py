@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from factory import RunSpec
+from helpers import build, only_bundle, run_python
 
 from bundler.core.errors import NotCanonicalError
 from bundler.local.readahead import read_ahead
@@ -69,3 +72,27 @@ def test_leaving_early_stops_the_producer() -> None:
         raise Refused
     assert no_reader_left()
     assert len(made) <= 5
+
+
+def test_a_process_that_read_bundles_ahead_may_fork_again(tmp_path: Path) -> None:
+    """The upload's verifying child comes after verify in one process (sync): a read-ahead
+    thread, joined but still listed by the system for a moment, must not keep it from forking.
+    Every one of 30 readings, forced ahead, must leave a process that may fork."""
+    report, _ = build(tmp_path, [RunSpec(rows=3)])
+    probe = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from bundler.core.forked import allow_forks, can_fork\n"
+        "from bundler.local import readahead\n"
+        "from bundler.local.verify import read_bundle\n"
+        "allow_forks()\n"
+        "readahead.READ_AHEAD_MIN_BYTES = 0\n"
+        "refused = 0\n"
+        "for _ in range(30):\n"
+        "    assert read_bundle(Path(sys.argv[1])).verification().ok\n"
+        "    refused += not can_fork()\n"
+        "print(refused)\n"
+    )
+    result = run_python(probe, only_bundle(report).archive)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["0"]

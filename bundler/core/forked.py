@@ -22,6 +22,9 @@ What did not pay for itself went: a walk of the output root shared with a child 
 client loaded meanwhile (no-op sync of 2,000 runs 0.97x, no-op collect 1.04x), sync verifying
 for its upload beside collect (1.03x), a thread reading a bundle ahead of verify with a shorter
 switch interval (0.93x, for 25% more CPU), and a thread compressing small runs' bodies (0.95x).
+Verify's reading ahead came back in another form (bundler.local.readahead: no process-wide
+setting, a thread that seldom waits for the GIL), kept while its own with/without figure in the
+verify benchmark shows a gain.
 
 The child shares nothing with this process but the pipe it writes its result to (pickled),
 and leaves with os._exit: no buffer of ours flushed twice, no lock or temporary file of ours

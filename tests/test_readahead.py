@@ -3,6 +3,7 @@ the block is left, whatever ended it."""
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,7 +13,9 @@ from factory import RunSpec
 from helpers import build, only_bundle, run_python
 
 from bundler.core.errors import NotCanonicalError
+from bundler.local import readahead
 from bundler.local.readahead import read_ahead
+from bundler.local.verify import read_bundle
 
 
 def counted(limit: int, made: list[int], fail_at: int | None = None) -> Iterator[int]:
@@ -96,3 +99,28 @@ def test_a_process_that_read_bundles_ahead_may_fork_again(tmp_path: Path) -> Non
     result = run_python(probe, only_bundle(report).archive)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["0"]
+
+
+def test_a_process_on_one_core_reads_in_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On one core the producer could only take turns with the caller: no thread is started."""
+    report, _ = build(tmp_path, [RunSpec(rows=3)])
+    probe = (
+        "import os\n"
+        "from bundler.core.forked import has_second_core\n"
+        "before = has_second_core()\n"
+        "os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
+        "print(before, has_second_core())\n"
+    )
+    result = run_python(probe)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [str(len(os.sched_getaffinity(0)) > 1), "False"]
+
+    def no_thread(items: Iterator[bytes]) -> None:
+        raise AssertionError("a read-ahead thread on one core")
+
+    monkeypatch.setattr(readahead, "READ_AHEAD_MIN_BYTES", 0)
+    monkeypatch.setattr(readahead, "has_second_core", lambda: False)
+    monkeypatch.setattr(readahead, "read_ahead", no_thread)
+    assert read_bundle(Path(only_bundle(report).archive)).verification().ok

@@ -73,7 +73,7 @@ def can_fork() -> bool:
     return (
         _allowed
         and hasattr(os, "fork")
-        and _cores() > 1
+        and has_second_core()
         and threading.active_count() == 1
         and _native_threads() <= 1
     )
@@ -87,9 +87,10 @@ def _native_threads() -> int:
         return 1
 
 
-def _cores() -> int:
-    """The cores this process may run on: a child is worth forking only when there are two."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+def has_second_core() -> bool:
+    """Whether this process may run on two cores or more: work done beside it, in a child or a
+    thread, is worth starting only then."""
+    return hasattr(os, "sched_getaffinity") and len(os.sched_getaffinity(0)) > 1
 
 
 SETTLE_WAIT = 1.0

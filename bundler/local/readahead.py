@@ -12,7 +12,8 @@ decompression, against none after each 1 MB one).
 Memory grows by READ_AHEAD_DEPTH chunks at most. Leaving the block stops and joins the thread,
 so nothing reads the source behind the caller's back, and whatever the producer raised is raised
 in the caller's thread, after the chunks that came before it, as reading in line would. A small
-archive is read in line: starting a thread costs more than its overlap saves.
+archive is read in line, where starting a thread costs more than its overlap saves, and so is
+any archive where the process has one core, on which a thread could only add its own cost.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from collections.abc import Iterator
 from queue import Empty, Queue
 from typing import BinaryIO, TypeVar
 
-from bundler.core.forked import threads_that_end
+from bundler.core.forked import has_second_core, threads_that_end
 from bundler.local.fileio import CHUNK_SIZE
 from bundler.local.zstdframes import FrameReader
 
@@ -40,9 +41,10 @@ READ_AHEAD_DEPTH = 2
 @contextlib.contextmanager
 def bundle_chunks(source: BinaryIO, size: int) -> Iterator[tuple[FrameReader, Iterator[bytes]]]:
     """The frame reader of an archive of `size` bytes and its decompressed chunks
-    (`FrameReader.chunks()`), read ahead by a thread when the archive is large enough."""
+    (`FrameReader.chunks()`), read ahead by a thread when the archive is large enough and a
+    second core is there to run it."""
     frames = FrameReader(source)
-    if size < READ_AHEAD_MIN_BYTES:
+    if size < READ_AHEAD_MIN_BYTES or not has_second_core():
         yield frames, frames.chunks()
         return
     with threads_that_end(), read_ahead(frames.chunks()) as chunks:

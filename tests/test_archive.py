@@ -227,6 +227,35 @@ def test_a_small_runs_body_is_the_frame_an_in_line_compressor_writes(body_bytes:
     assert written.getvalue() == reference.getvalue()
 
 
+def test_a_large_runs_body_ended_aside_is_the_frame_ended_in_line() -> None:
+    """end_frame_aside ends a large run's frame on a thread of its own while the manifest is
+    written: the frame is the same, and a body dropped before it is copied waits for that
+    thread before its file goes."""
+    seed = hashlib.sha256(b"aside").digest()
+    members = [
+        (f"predictions/prediction_{index}.json", seed * (1 + index % 5) + os.urandom(index % 900))
+        for index in range(THREADED_BODY_PREDICTIONS)
+    ]
+    compressors = Compressors.of(level=3, threads=2)
+    frames = []
+    for aside in (False, True, True):
+        with BodyWriter(1_760_000_000, compressors, len(members)) as body:
+            for name, data in members:
+                body.add(name, data)
+            if aside:
+                body.end_frame_aside()
+                body.end_frame_aside()  # once is enough
+            written = io.BytesIO()
+            body.copy_frame_to(written)
+            frames.append(written.getvalue())
+    assert frames[0] == frames[1] == frames[2]
+    with BodyWriter(1_760_000_000, compressors, len(members)) as body:
+        for name, data in members:
+            body.add(name, data)
+        body.end_frame_aside()
+    assert zstandard.ZstdDecompressor().decompressobj().decompress(frames[0])[:11] == b"predictions"
+
+
 def normalised_tar_info(name: str, size: int, mtime: int) -> tarfile.TarInfo:
     """The TarInfo a bundle member would have if tarfile wrote it: the reference for
     tar_header, which builds the same bytes directly."""

@@ -9,6 +9,8 @@ import json
 import os
 import shutil
 import socket
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -254,6 +256,42 @@ def test_a_large_runs_body_ended_aside_is_the_frame_ended_in_line() -> None:
             body.add(name, data)
         body.end_frame_aside()
     assert zstandard.ZstdDecompressor().decompressobj().decompress(frames[0])[:11] == b"predictions"
+
+
+_FULL_DISK_AT_THE_END = """
+import os, resource, signal, sys
+from bundler.core.errors import WriteError
+from bundler.local.archive import THREADED_BODY_PREDICTIONS, BodyWriter, Compressors
+
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
+names = [f"predictions/prediction_{i}.json" for i in range(THREADED_BODY_PREDICTIONS)]
+members = [(name, os.urandom(600)) for name in names]
+with BodyWriter(1_760_000_000, Compressors.of(level=3, threads=2), len(members)) as body:
+    for name, data in members:
+        body.add(name, data)  # one zstd job, written out only once the frame is ended
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.RLIM_INFINITY))
+    body.end_frame_aside()
+    try:
+        body.copy_frame_to(open(os.devnull, "wb"))
+    except WriteError as error:
+        print(error)
+"""
+
+
+def test_a_write_error_ending_the_frame_aside_is_the_run_s_refusal(tmp_path: Path) -> None:
+    """The temporary body cannot be written as its frame is ended on a thread of its own (a
+    file size limit stands for a full disk): the error comes out where the frame is waited
+    for, worded as in line, not as a thread's traceback."""
+    result = subprocess.run(
+        [sys.executable, "-c", _FULL_DISK_AT_THE_END],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("temporary bundle data: cannot write: "), result.stdout
+    assert result.stderr == ""
 
 
 def normalised_tar_info(name: str, size: int, mtime: int) -> tarfile.TarInfo:

@@ -140,7 +140,7 @@ class BodyWriter:
         self._ended = False
         self._threaded = not small
         self._ending: threading.Thread | None = None
-        self._ending_error: OSError | None = None
+        self._ending_error: BaseException | None = None
 
     def __enter__(self) -> BodyWriter:
         return self
@@ -166,7 +166,7 @@ class BodyWriter:
     def _end_aside(self) -> None:
         try:
             self._end_frame()
-        except OSError as error:
+        except BaseException as error:  # raised where the frame is waited for, as in line
             self._ending_error = error
 
     def _end_frame(self) -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -188,33 +189,42 @@ def collect_row(
     tar_out = workdir / f"{name}.tar.zst"
     command = [str(BUNDLER), "collect", str(root), "-o", str(out)]
     command += ["--expect", expect] if expect else ["--allow-partial"]
+    # CPU seconds (user and system) of each side's rounds: on a machine other jobs keep busy,
+    # a steadier comparison than the wall time, which waits for them too.
+    cpu: dict[str, list[float]] = {"bundler": [], "baseline": []}
 
     def bundler() -> Measured:
         shutil.rmtree(out, ignore_errors=True)
         measured = run_measured(command)
         if measured.exit_code != 0:
             raise SystemExit(f"{name}: collect exited {measured.exit_code}")
+        cpu["bundler"].append(measured.cpu_seconds)
         return measured
 
     def tar_zstd() -> float:
         tar_out.unlink(missing_ok=True)
         script = f"tar -cf - -C {root} . | zstd -3 -T0 -q -o {tar_out}"
-        return run_measured(["bash", "-o", "pipefail", "-c", script]).seconds
+        measured = run_measured(["bash", "-o", "pipefail", "-c", script])
+        cpu["baseline"].append(measured.cpu_seconds)
+        return measured.seconds
 
     comparison = Comparison(name, "bundler collect", "tar | zstd -3 -T0", target_ratio=target)
     comparison.extra["tree_mb"] = round(size / 1e6, 1)
     alternate(comparison, rounds, bundler, tar_zstd)
     comparison.extra["bundle_mb"] = round(archive_bytes(out) / 1e6, 1)
     comparison.extra["tar_zst_mb"] = round(tar_out.stat().st_size / 1e6, 1)
+    comparison.extra |= cpu_medians(cpu)
     comparisons = [comparison]
     if against_floor:
         floor_script, floor_out = workdir / "durable_floor.py", workdir / f"{name}-floor"
         floor_script.write_text(DURABLE_FLOOR, encoding="utf-8")
+        cpu = {"bundler": [], "baseline": []}
 
         def floor() -> float:
             measured = run_measured([sys.executable, str(floor_script), str(root), str(floor_out)])
             if measured.exit_code != 0:
                 raise SystemExit(f"{name}: the durable floor exited {measured.exit_code}")
+            cpu["baseline"].append(measured.cpu_seconds)
             return measured.seconds
 
         versus = Comparison(
@@ -222,10 +232,16 @@ def collect_row(
         )
         comparisons.append(alternate(versus, rounds, bundler, floor))
         versus.extra["floor_bundle_mb"] = round(archive_bytes(floor_out) / 1e6, 1)
+        versus.extra |= cpu_medians(cpu)
         shutil.rmtree(floor_out, ignore_errors=True)
     shutil.rmtree(root, ignore_errors=True)
     shutil.rmtree(out, ignore_errors=True)
     return comparisons
+
+
+def cpu_medians(cpu: dict[str, list[float]]) -> dict[str, float]:
+    """`bundler_cpu_s` and `baseline_cpu_s`: each side's median CPU seconds over its rounds."""
+    return {f"{side}_cpu_s": round(statistics.median(seconds), 3) for side, seconds in cpu.items()}
 
 
 def archive_bytes(folder: Path) -> int:

@@ -245,15 +245,37 @@ class StagedFile:
             with signals_held():
                 os.replace(self.path, self.final)
                 self.committed = True
-            if not self.durable:
-                return
-            folder = os.open(self.final.parent, os.O_RDONLY | os.O_DIRECTORY)
-            try:
-                os.fsync(folder)
-            finally:
-                os.close(folder)
+            if self.durable:
+                fsync_folder(self.final.parent)
         except OSError as error:
             raise write_error(self.final, error) from None
+
+
+def fsync_folder(folder: Path) -> None:
+    """fsync a folder: what was renamed into it, or made in it, survives a crash."""
+    descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def make_folders(folder: Path) -> None:
+    """`mkdir -p` whose new folders survive a crash: each folder made is fsynced into its
+    parent. Without that, a crash soon after a new player's first bundle could lose the
+    player's folder, and with it the archive fsynced inside it. Folders that exist cost one
+    stat and no fsync. OSError as mkdir raises it (a file in the way: FileExistsError)."""
+    missing: list[Path] = []
+    while not folder.is_dir():
+        missing.append(folder)
+        folder = folder.parent
+    for made in reversed(missing):
+        try:
+            made.mkdir()
+        except FileExistsError:
+            if not made.is_dir():
+                raise
+        fsync_folder(made.parent)
 
 
 def write_atomically(final: Path, data: bytes, *, durable: bool = True) -> None:
@@ -275,7 +297,7 @@ def _create_locked(final: Path) -> tuple[Path, BinaryIO]:
     handle: BinaryIO | None = None
     try:
         with signals_held():
-            final.parent.mkdir(parents=True, exist_ok=True)
+            make_folders(final.parent)
             while True:
                 descriptor, name = tempfile.mkstemp(
                     dir=final.parent, prefix=temporary_prefix(final), suffix=TEMP_SUFFIX

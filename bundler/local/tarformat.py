@@ -35,7 +35,7 @@ def tar_header(name: str, size: int, mtime: int) -> bytes:
 
 class MemberHeaders:
     """`tar_header` for the members of one archive, which share one mtime: its field and its
-    share of the checksum are computed once, not once per member (a third of the header)."""
+    share of the checksum are computed once, not once per member, as this runs once per row."""
 
     __slots__ = ("_mtime_field", "_sum", "mtime")
 

@@ -208,8 +208,8 @@ def sync(
             report.collect = collect(
                 output_root, bundles_dir, options.collect, progress, _row_counts(options)
             )
-            archives = [Path(bundle.archive) for bundle in report.collect.bundles]
-            if options.sign_key is not None and archives:
+            if options.sign_key is not None and report.collect.bundles:
+                archives = [Path(bundle.archive) for bundle in report.collect.bundles]
                 report.collect.signing = sign(archives, options.sign_key, progress=progress)
             if report.collect.refused and not _holds_bundles(bundles_dir):
                 report.upload_skipped = "no bundle to publish: every selected run was refused"

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import SUBMITTER_TOKEN, WRITE_TOKEN
 from helpers import run_cli, run_cli_process, run_python
-from hubserver import HubServer
+from hubserver import HubServer, RequestRecord
 from scalelib import bundles_of, publish_directly, run_specs
 from test_upload import table_rows
 
@@ -117,21 +117,50 @@ def test_an_upload_with_nothing_new_costs_at_most_four_requests(
 def test_an_upload_into_a_new_repository_asks_only_what_its_commits_need(
     hub: HubServer, tmp_path: Path
 ) -> None:
-    """Reading the empty branch (its head with the repository's existence, the entries of the
-    tables) and listing its top folder for the Hub's limits; then each commit's own requests
-    (preupload, LFS batch, commit). The limits check asks nothing the branch's read told it
-    already, nor anything of our own first commit before the second (bundler.hub.client.known)."""
+    """50 bundles (100 files, beside the tables, record and card) into a new repository: more
+    than the Hub's recommended files a commit, so two commits. The token's account and the
+    branch's head (with the repository's existence); the tables' entries; the top folder,
+    listed for the Hub's limits; one preupload and one LFS batch for the first commit's files
+    and the second's bundles (bundler.hub.publish.ahead); the card checked (validate-yaml)
+    and each commit made; the second asks again only about its tables, record and card, which
+    are known once the first has landed. The limits check asks nothing the branch's read told
+    it already, nor anything of our own first commit before the second
+    (bundler.hub.client.known). `hf upload` of the same folder makes 4 (create, preupload, LFS
+    batch, commit): 11 is hf's + 7."""
     repo_id = "gptnt/budget-new"
     hub.create_repo(repo_id)
-    new = bundles_of(tmp_path / "new", run_specs(60))
-    counts, report = counted(hub, repo_id, "upload", new, "--repo", repo_id)
-    assert {b["outcome"] for b in report["bundles"]} == {"published"}  # type: ignore[index]
-    commits = len(report["commits"])  # type: ignore[index]
-    assert commits == 2
-    paths = [record.path for record in hub.requests(repo_id)]
-    assert sum("/paths-info/" in path for path in paths) == 1, paths
-    assert sum("/tree/" in path for path in paths) == 1, paths
-    assert counts["api"] <= 3 + 3 * commits and counts["file"] == 0, counts
+    new = bundles_of(tmp_path / "new", run_specs(50))
+    hub.reset_requests()
+    result = run_cli("upload", new, "--repo", repo_id, "--json", env={"HF_TOKEN": WRITE_TOKEN})
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert {b["outcome"] for b in report["bundles"]} == {"published"}
+    assert len(report["commits"]) == 2
+    asked = [asked_of(record, repo_id) for record in hub.request_log if record.kind != "storage"]
+    assert asked == [
+        "GET /api/whoami-v2",
+        "GET revision",
+        "POST paths-info",
+        "GET tree",
+        "POST preupload",
+        "POST lfs-batch",
+        "POST /api/validate-yaml",
+        "POST commit",
+        "POST /api/validate-yaml",
+        "POST preupload",
+        "POST commit",
+    ], asked
+
+
+def asked_of(record: RequestRecord, repo_id: str) -> str:
+    """A request, named by its method and what it asks of `repo_id` (`commit`, `preupload`,
+    `lfs-batch`), or by its path when it concerns no repository (whoami, validate-yaml)."""
+    if record.repo_id != repo_id:
+        return f"{record.method} {record.path}"
+    rest = record.path.split(repo_id, 1)[1]
+    return (
+        f"{record.method} {'lfs-batch' if rest.endswith('/objects/batch') else rest.split('/')[1]}"
+    )
 
 
 @pytest.mark.parametrize("command", ["upload", "card"])

@@ -58,23 +58,32 @@ def read_bounded(path: Path | str, limit: int) -> bytes:
     files the per-file overhead of a file object costs more than the read itself.
     """
     descriptor, size = _open_descriptor(path)
-    chunks: list[bytes] = []
-    total = 0
     try:
         wanted = min(size, limit) + 1  # one more byte shows growth
-        while chunk := os.read(descriptor, wanted):
-            chunks.append(chunk)
-            total += len(chunk)
-            if total > limit:
-                raise InputError(path, f"larger than {limit} bytes; refusing to load it")
-            if len(chunk) < wanted:
-                break  # a short read of a regular file is its end: spare the empty read
-            wanted = min(CHUNK_SIZE, limit + 1 - total)
+        data = os.read(descriptor, wanted)
+        if len(data) < wanted:
+            return data  # the whole file in one read, as almost always: nothing more to do
+        return _read_rest(path, descriptor, data, limit)
     except OSError as error:
         raise InputError(path, f"cannot read: {error.strerror}") from None
     finally:
         os.close(descriptor)
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def _read_rest(path: Path | str, descriptor: int, first: bytes, limit: int) -> bytes:
+    """What `read_bounded` reads after a first chunk that filled what it asked for: a file that
+    grew after it was opened, or one larger than `limit`."""
+    chunks, total = [first], len(first)
+    while total <= limit:
+        wanted = min(CHUNK_SIZE, limit + 1 - total)
+        chunk = os.read(descriptor, wanted)
+        chunks.append(chunk)
+        total += len(chunk)
+        if len(chunk) < wanted:
+            break  # a short read of a regular file is its end: spare the empty read
+    if total > limit:
+        raise InputError(path, f"larger than {limit} bytes; refusing to load it")
+    return b"".join(chunks)
 
 
 def read_named_file(path: Path | str, limit: int, what: str) -> bytes:
@@ -236,15 +245,37 @@ class StagedFile:
             with signals_held():
                 os.replace(self.path, self.final)
                 self.committed = True
-            if not self.durable:
-                return
-            folder = os.open(self.final.parent, os.O_RDONLY | os.O_DIRECTORY)
-            try:
-                os.fsync(folder)
-            finally:
-                os.close(folder)
+            if self.durable:
+                fsync_folder(self.final.parent)
         except OSError as error:
             raise write_error(self.final, error) from None
+
+
+def fsync_folder(folder: Path) -> None:
+    """fsync a folder: what was renamed into it, or made in it, survives a crash."""
+    descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def make_folders(folder: Path) -> None:
+    """`mkdir -p` whose new folders survive a crash: each folder made is fsynced into its
+    parent. Without that, a crash soon after a new player's first bundle could lose the
+    player's folder, and with it the archive fsynced inside it. Folders that exist cost one
+    stat and no fsync. OSError as mkdir raises it (a file in the way: FileExistsError)."""
+    missing: list[Path] = []
+    while not folder.is_dir():
+        missing.append(folder)
+        folder = folder.parent
+    for made in reversed(missing):
+        try:
+            made.mkdir()
+        except FileExistsError:
+            if not made.is_dir():
+                raise
+        fsync_folder(made.parent)
 
 
 def write_atomically(final: Path, data: bytes, *, durable: bool = True) -> None:
@@ -266,7 +297,7 @@ def _create_locked(final: Path) -> tuple[Path, BinaryIO]:
     handle: BinaryIO | None = None
     try:
         with signals_held():
-            final.parent.mkdir(parents=True, exist_ok=True)
+            make_folders(final.parent)
             while True:
                 descriptor, name = tempfile.mkstemp(
                     dir=final.parent, prefix=temporary_prefix(final), suffix=TEMP_SUFFIX

@@ -4,7 +4,9 @@ The client does not retry a commit. `commit_replanned` makes it naming its paren
 concurrent commit makes the Hub answer 412 instead of being clobbered; after that, or a fault
 whose outcome is unknown (a lost response), it plans the commit again on the current head
 before trying again, so a commit that landed after all is found there instead of being made
-twice. A dataset card the Hub refuses is left out, and the rest committed without it.
+twice. A dataset card the Hub refuses is left out, and the rest committed without it. A commit
+may carry the files of commits planned after it (`PlannedCommit.ahead`): they are uploaded
+with its own, in the same preupload and LFS batch requests, and committed by those commits.
 """
 
 from __future__ import annotations
@@ -77,6 +79,11 @@ class PlannedCommit:
     files_before: int | None = None
     """The files the repository holds at `parent`, when the caller knows them (a branch's
     leaderboard lists every bundle): the commit is checked against the Hub's files limit."""
+    ahead: tuple[CommitOperationAdd, ...] = ()
+    """Files of commits planned after this one, uploaded with this commit's own (one preupload
+    and one LFS batch request for both, where they fit in one), not committed by it: the
+    later commits pass these same operations, which the client then uploads no more
+    (bundler.hub.publish.ahead)."""
 
     @property
     def added(self) -> list[str]:
@@ -172,6 +179,16 @@ def _commit(
     planned: PlannedCommit,
     operations: list[Operation],
 ) -> CommitInfo:
+    added = [op for op in operations if isinstance(op, CommitOperationAdd)]
+    if planned.ahead:  # uploaded together; create_commit then uploads none of them again
+        session.api.preupload_lfs_files(
+            session.repo_id,
+            [*added, *planned.ahead],
+            repo_type=REPO_TYPE,
+            revision=planned.revision,
+            create_pr=planned.create_pr,
+            free_memory=False,  # the later commits compare and send these very operations
+        )
     info = session.api.create_commit(
         session.repo_id,
         operations,
@@ -182,9 +199,9 @@ def _commit(
         create_pr=planned.create_pr,
         parent_commit=planned.parent,
     )
-    added = [op.path_in_repo for op in operations if isinstance(op, CommitOperationAdd)]
     whole = len(added) == len(operations)  # a commit that deletes or copies is not followed
-    session.known.committed(planned.parent, info.oid, added if whole else None)
+    paths = [op.path_in_repo for op in added]
+    session.known.committed(planned.parent, info.oid, paths if whole else None)
     return info
 
 

@@ -44,7 +44,9 @@ from bundler.local.manifest import PREDICTIONS_DIR, Sidecar
 from bundler.local.verifycache import VerifiedBundle
 
 MAX_FILES_PER_COMMIT = 100
-"""The Hub recommends about 100 files per commit at most."""
+"""The Hub recommends about 100 files per commit at most (huggingface.co/docs/hub/repositories-
+recommendations: "Commit size: <100 files", "upload files in multiple commits"); the blobs of
+several commits still go up together (bundler.hub.publish.ahead)."""
 SHARED_FILES = 2
 """What every commit to a branch writes beside the bundles: the all-tasks table and the card
 (plus one table per task it touches)."""

@@ -4,7 +4,8 @@
 (which must exist: only `bundler.hub.maintain.board_start` creates one), finds the submitter's
 pull request (`Destination`), reads what it holds of the bundles being planned (`Holdings`)
 and, beyond that, only what `plan.triage` asks for (`HubEvidence`), and commits the plan's
-batches. Each commit is
+batches, each uploading with its own files the later batches' bundle files that fit in the
+same requests (`bundler.hub.publish.ahead`). Each commit is
 made against the head it was planned on (`parent_commit`), so a concurrent upload makes the Hub
 answer 412 instead of being clobbered; the batch is then judged again on the new head
 (`plan.replan`, through `commit.commit_replanned`). A batch whose commit is past the Hub's
@@ -23,8 +24,6 @@ from __future__ import annotations
 
 from functools import partial
 
-from huggingface_hub import CommitOperationAdd
-
 from bundler.core.errors import BundlerError, HubAccessError, RefusedByHub, TemporaryError
 from bundler.core.progress import NoProgress, ProgressSink
 from bundler.core.version import bundler_version
@@ -35,6 +34,7 @@ from bundler.hub.client.session import HubSession
 from bundler.hub.leaderboard.card import card_acceptable, card_refused
 from bundler.hub.leaderboard.chart import not_drawn
 from bundler.hub.leaderboard.rows import utc_timestamp
+from bundler.hub.publish.ahead import CLIENT_FILES_PER_REQUEST, UploadAhead
 from bundler.hub.publish.destination import Destination
 from bundler.hub.publish.evidence import EvidenceReader
 from bundler.hub.publish.holdings import Holdings
@@ -78,6 +78,7 @@ class Publisher:
         self.evidence = EvidenceReader(self.session, self.progress, create_pr=options.create_pr)
         self.published_at = utc_timestamp()
         self._decisions: dict[str, Decision] = {}
+        self.ahead = UploadAhead()
 
     def run(self, local: list[LocalBundle], set_aside: list[BundlePlan]) -> UploadReport:
         """Publish the verified `local` bundles; `set_aside` are those verification refused or
@@ -132,9 +133,10 @@ class Publisher:
             sum(bundle.size for bundle in pending),
             unit="bytes",
         )
-        for batch in batches(pending, to_branch=not self.options.create_pr):
+        cut = batches(pending, to_branch=not self.options.create_pr)
+        for number, batch in enumerate(cut):
             try:
-                self._publish_batch(batch, plans)
+                self._publish_batch(batch, plans, later=cut[number + 1 :])
             except BundlerError as error:
                 if refuses_batch(error):
                     self._refused(batch, plans, error)
@@ -170,7 +172,15 @@ class Publisher:
         self.report.error_temporary = temporary
         return temporary
 
-    def _publish_batch(self, batch: list[LocalBundle], plans: dict[str, BundlePlan]) -> None:
+    def _publish_batch(
+        self,
+        batch: list[LocalBundle],
+        plans: dict[str, BundlePlan],
+        *,
+        later: list[list[LocalBundle]],
+    ) -> None:
+        """Commit `batch`, uploading with it what of the `later` batches' files fits in the
+        same requests (bundler.hub.publish.ahead)."""
         committing: list[LocalBundle] = []
         planned: list[PlannedCommit] = []
 
@@ -187,7 +197,7 @@ class Publisher:
             committing[:] = judged.todo
             if not judged.todo:
                 return None
-            planned[:] = [self._commit(judged.todo, head, remote, plans)]
+            planned[:] = [self._commit(judged.todo, head, remote, plans, later)]
             return planned[0]
 
         info = commit_replanned(
@@ -200,6 +210,7 @@ class Publisher:
         )
         if info is None:
             return
+        self.ahead.landed(planned[0].parent, info.oid)
         self.report.commits.append(info.oid)
         self.holdings.committed(info.oid, card_refused=self.report.card_refused is not None)
         if self.holdings.tables is not None:  # what the board leaves off now, after this commit
@@ -222,12 +233,14 @@ class Publisher:
         head: str,
         remote: dict[str, RemoteFile],
         plans: dict[str, BundlePlan],
+        later: list[list[LocalBundle]],
     ) -> PlannedCommit:
-        """The commit of `todo` on `head`: their files, and the card on a branch."""
+        """The commit of `todo` on `head`: their files (uploaded ahead, where they were), the
+        card on a branch, and the `later` batches' files to upload with them."""
         operations: list[Operation] = [
-            CommitOperationAdd(path, content)
+            operation
             for bundle in todo
-            for path, content in bundle.repo_files().items()
+            for operation in self.ahead.operations(bundle.repo_files(), head)
         ]
         # A card the Hub would refuse (checked locally) is left out, so that it never blocks
         # the bundles, and the report says why (exit 1).
@@ -249,6 +262,7 @@ class Publisher:
         else:
             summary, description = commit_message(todo, plans, self.options.message)
         carries_card = any(op.path_in_repo == README for op in operations)
+        ahead = self.ahead.window(later, room=CLIENT_FILES_PER_REQUEST - len(operations))
         return PlannedCommit(
             revision=self.destination.ref,
             parent=head,
@@ -260,6 +274,7 @@ class Publisher:
             card=README if carries_card else None,
             on_card_refused=partial(card_refused, self.report),
             files_before=self.holdings.file_count(),
+            ahead=tuple(ahead),
         )
 
     def _proposal(self, bundle_id: str) -> ProposedBundle:

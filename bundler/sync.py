@@ -208,8 +208,8 @@ def sync(
             report.collect = collect(
                 output_root, bundles_dir, options.collect, progress, _row_counts(options)
             )
-            archives = [Path(bundle.archive) for bundle in report.collect.bundles]
-            if options.sign_key is not None and archives:
+            if options.sign_key is not None and report.collect.bundles:
+                archives = [Path(bundle.archive) for bundle in report.collect.bundles]
                 report.collect.signing = sign(archives, options.sign_key, progress=progress)
             if report.collect.refused and not _holds_bundles(bundles_dir):
                 report.upload_skipped = "no bundle to publish: every selected run was refused"
@@ -309,27 +309,28 @@ def _holds_bundles(bundles_dir: Path) -> bool:
 
 def _summarise(report: SyncReport) -> None:
     """Each bundle's outcome across both steps, the counts, and the commits made."""
-    bundles: dict[str, SyncBundle] = {}
+    bundles: dict[str, dict[str, object]] = {}  # each made a SyncBundle once, at the end
     counts = report.counts
     if report.collect is not None:
         counts.runs_bundled = len(report.collect.bundles)
         counts.runs_refused = len(report.collect.refused)
         counts.runs_skipped = len(report.collect.skipped)
         for collected in report.collect.bundles:
-            bundles[collected.bundle_id] = SyncBundle(
-                bundle_id=collected.bundle_id, collected=collected.outcome
-            )
+            bundles[collected.bundle_id] = {"collected": collected.outcome}
             counts.bundles_written += collected.outcome != "unchanged"
     if report.upload is not None:
         for plan in report.upload.bundles:
-            entry = bundles.setdefault(plan.bundle_id, SyncBundle(bundle_id=plan.bundle_id))
-            entry.action, entry.outcome, entry.detail = plan.action, plan.outcome, plan.detail
-            entry.remedy = plan.remedy
+            bundles.setdefault(plan.bundle_id, {}).update(
+                action=plan.action, outcome=plan.outcome, detail=plan.detail, remedy=plan.remedy
+            )
         report.commits = list(report.upload.commits)
         report.pull_request_url = report.upload.pull_request_url
         if report.upload.error and report.error is None:
             report.say(report.upload)
-    report.bundles = sorted(bundles.values(), key=lambda bundle: bundle.bundle_id)
+    report.bundles = [
+        SyncBundle.model_validate({"bundle_id": bundle_id, **fields})
+        for bundle_id, fields in sorted(bundles.items())
+    ]
     outcomes = [bundle.outcome for bundle in report.bundles]
     counts.published = outcomes.count("published")
     counts.proposed = outcomes.count("proposed")

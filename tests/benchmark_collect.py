@@ -7,11 +7,12 @@ spread of per-round ratios and the bundler's peak RSS:
 
 - collect of a realistic tree (about 4 KB per prediction; the project's own writer, or with
   --gen-statics PATH a `gen_statics.py --text-words 410` tree) at --rows and
-  --large-rows predictions, against `tar -cf - DIR | zstd -3 -T0`;
+  --large-rows predictions, against `tar -cf - DIR | zstd -3 -T0`, and at --rows also
+  against DURABLE_FLOOR, the same archive written with the same fsyncs by a few lines of
+  Python (tarfile and zstandard), within 1.3x of which the bundler must stay;
 - collect of a tree from the project's own writer (tests/factory.py) at --rows;
 - collect of --runs runs of --run-rows predictions each (per-run overhead), against the same
-  baseline and against DURABLE_FLOOR, the same archives written with the same fsyncs by a few
-  lines of Python (tarfile and zstandard), within 1.3x of which the bundler must stay.
+  two baselines.
 
 Start-up (`--help`, `--version`, an empty collect) is tests/benchmark_startup.py's, against a
 bare typer app with the bundler's own commands.
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -50,7 +52,7 @@ from benchlib import (
 )
 
 DURABLE_FLOOR = """
-import hashlib, io, json, os, shutil, sys, tarfile
+import hashlib, io, json, os, shutil, sys, tarfile, tempfile
 from datetime import datetime
 from concurrent.futures import ThreadPoolExecutor
 import zstandard
@@ -73,6 +75,12 @@ def read(path):
     finally:
         os.close(descriptor)
 
+def member(name, data, mtime):
+    info = tarfile.TarInfo(name)
+    info.size, info.mtime = len(data), mtime
+    header = info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
+    return header + data + bytes(-len(data) % 512)
+
 def make_durable(staged):
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(os.fsync, [descriptor for descriptor, _, _ in staged]))
@@ -87,25 +95,32 @@ def make_durable(staged):
         os.close(descriptor)
 
 def bundle(numbered):
-    compressor = zstandard.ZstdCompressor(level=3, write_checksum=True)
+    inline = zstandard.ZstdCompressor(level=3, write_checksum=True)
+    threaded = zstandard.ZstdCompressor(level=3, write_checksum=True, threads=os.cpu_count())
     staged = []
     for number, (folder, indices) in numbered:
         members = [("run_meta.json", "run_meta.json"), ("metrics.json", "metrics.json")]
         members += [(f"prediction_{i}.json", f"predictions/prediction_{i}.json") for i in indices]
-        files = [(name, read(os.path.join(folder, source_name))) for source_name, name in members]
-        listing = [
-            {"path": name, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-            for name, data in files
-        ]
-        manifest = json.dumps({"files": listing}, indent=2).encode()
-        mtime = int(datetime.fromisoformat(json.loads(files[0][1])["run_date"]).timestamp())
+        large = len(indices) >= 1000
+        body, listing, tar_size = tempfile.TemporaryFile() if large else io.BytesIO(), [], 0
+        with (threaded if large else inline).stream_writer(body, closefd=False) as out:
+            for source_name, name in members:
+                data = read(os.path.join(folder, source_name))
+                if name == "run_meta.json":
+                    date = json.loads(data)["run_date"]
+                    mtime = int(datetime.fromisoformat(date).timestamp())
+                digest = hashlib.sha256(data).hexdigest()
+                listing.append({"path": name, "size": len(data), "sha256": digest})
+                out.write(block := member(name, data, mtime))
+                tar_size += len(block)
+        head = member("manifest.json", json.dumps({"files": listing}, indent=2).encode(), mtime)
+        tar_size += len(head)
+        end = bytes(1024 + -(tar_size + 1024) % 10240)
         archive = io.BytesIO()
-        with compressor.stream_writer(archive, closefd=False) as out:
-            with tarfile.open(fileobj=out, mode="w|", format=tarfile.PAX_FORMAT) as tar:
-                for name, data in [("manifest.json", manifest), *files]:
-                    info = tarfile.TarInfo(name)
-                    info.size, info.mtime = len(data), mtime
-                    tar.addfile(info, io.BytesIO(data))
+        archive.write(inline.compress(head))
+        body.seek(0)
+        shutil.copyfileobj(body, archive)
+        archive.write(inline.compress(end))
         data = archive.getvalue()
         sidecar = {"archive": {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}}
         bundle_folder = os.path.join(target, f"run-{number}")
@@ -122,6 +137,9 @@ def bundle(numbered):
     make_durable(staged)
 
 numbered = list(enumerate(runs))
+if len(numbered) < 2:
+    bundle(numbered)
+    sys.exit()
 child = os.fork()
 if child == 0:
     bundle(numbered[len(numbered) // 2 :])
@@ -129,16 +147,18 @@ if child == 0:
 bundle(numbered[: len(numbered) // 2])
 os.waitpid(child, 0)
 """
-"""The floor of collecting many runs durably, in a few lines of Python (tarfile and zstandard):
-the same archives (a manifest listing every file's path, size and sha256, then run_meta.json,
+"""The floor of collecting runs durably, in a few lines of Python (tarfile and zstandard): the
+same archives (a manifest listing every file's path, size and sha256, then run_meta.json,
 metrics.json and the predictions under the bundler's names and with its mtime, the run's date,
-as tarfile writes them in PAX form, one member after another into a zstd stream at the
-bundler's level: every member after the manifest is byte for byte the bundler's, which
-tests/test_benchmarks.py checks) and the same fsyncs (each
-archive and sidecar fsynced before it is renamed into place, many at once, then each folder),
-with half of the runs in a forked child as the bundler bundles them; and nothing else: no
-check, no claim, no cache, no report. What stands between a bundler that writes every archive
-durably and `tar | zstd`, which writes one stream of the whole tree and never fsyncs."""
+as tarfile writes them in PAX form, one member after another: every member after the manifest
+is byte for byte the bundler's, which tests/test_benchmarks.py checks), compressed as the
+bundler compresses them (zstd at its level, a run of 1,000 predictions or more by one worker
+thread a core, each file read once and the body compressed aside while the manifest is not yet
+known, so memory stays bounded) and the same fsyncs (each archive and sidecar fsynced before
+it is renamed into place, many at once, then each folder), with half of many runs in a forked
+child as the bundler bundles them; and nothing else: no check, no claim, no cache, no report.
+What stands between a bundler that writes every archive durably and `tar | zstd`, which writes
+one stream of the whole tree and never fsyncs."""
 
 
 def write_many_runs(root: Path, runs: int, rows: int) -> None:
@@ -169,33 +189,42 @@ def collect_row(
     tar_out = workdir / f"{name}.tar.zst"
     command = [str(BUNDLER), "collect", str(root), "-o", str(out)]
     command += ["--expect", expect] if expect else ["--allow-partial"]
+    # CPU seconds (user and system) of each side's rounds: on a machine other jobs keep busy,
+    # a steadier comparison than the wall time, which waits for them too.
+    cpu: dict[str, list[float]] = {"bundler": [], "baseline": []}
 
     def bundler() -> Measured:
         shutil.rmtree(out, ignore_errors=True)
         measured = run_measured(command)
         if measured.exit_code != 0:
             raise SystemExit(f"{name}: collect exited {measured.exit_code}")
+        cpu["bundler"].append(measured.cpu_seconds)
         return measured
 
     def tar_zstd() -> float:
         tar_out.unlink(missing_ok=True)
         script = f"tar -cf - -C {root} . | zstd -3 -T0 -q -o {tar_out}"
-        return run_measured(["bash", "-o", "pipefail", "-c", script]).seconds
+        measured = run_measured(["bash", "-o", "pipefail", "-c", script])
+        cpu["baseline"].append(measured.cpu_seconds)
+        return measured.seconds
 
     comparison = Comparison(name, "bundler collect", "tar | zstd -3 -T0", target_ratio=target)
     comparison.extra["tree_mb"] = round(size / 1e6, 1)
     alternate(comparison, rounds, bundler, tar_zstd)
     comparison.extra["bundle_mb"] = round(archive_bytes(out) / 1e6, 1)
     comparison.extra["tar_zst_mb"] = round(tar_out.stat().st_size / 1e6, 1)
+    comparison.extra |= cpu_medians(cpu)
     comparisons = [comparison]
     if against_floor:
         floor_script, floor_out = workdir / "durable_floor.py", workdir / f"{name}-floor"
         floor_script.write_text(DURABLE_FLOOR, encoding="utf-8")
+        cpu = {"bundler": [], "baseline": []}
 
         def floor() -> float:
             measured = run_measured([sys.executable, str(floor_script), str(root), str(floor_out)])
             if measured.exit_code != 0:
                 raise SystemExit(f"{name}: the durable floor exited {measured.exit_code}")
+            cpu["baseline"].append(measured.cpu_seconds)
             return measured.seconds
 
         versus = Comparison(
@@ -203,10 +232,16 @@ def collect_row(
         )
         comparisons.append(alternate(versus, rounds, bundler, floor))
         versus.extra["floor_bundle_mb"] = round(archive_bytes(floor_out) / 1e6, 1)
+        versus.extra |= cpu_medians(cpu)
         shutil.rmtree(floor_out, ignore_errors=True)
     shutil.rmtree(root, ignore_errors=True)
     shutil.rmtree(out, ignore_errors=True)
     return comparisons
+
+
+def cpu_medians(cpu: dict[str, list[float]]) -> dict[str, float]:
+    """`bundler_cpu_s` and `baseline_cpu_s`: each side's median CPU seconds over its rounds."""
+    return {f"{side}_cpu_s": round(statistics.median(seconds), 3) for side, seconds in cpu.items()}
 
 
 def archive_bytes(folder: Path) -> int:
@@ -238,6 +273,7 @@ def main() -> int:
             workdir,
             args.rounds,
             target=2.0,
+            against_floor=True,
         ),
         "gen-statics-large": lambda: (
             collect_row(

@@ -8,13 +8,25 @@ two alternates rounds of the installed `bundler verify` and the decompress-and-h
 and prints both medians, the ratio of medians, the spread of per-round ratios and verify's peak
 RSS. Targets: verify within 1.5x of the pipeline, signature included, peak RSS under 150 MB.
 
+Each row also measures what reading ahead in a thread (bundler/local/readahead.py) gains: in
+one process of the installed venv, `read_bundle` alternates with and without it, and the row's
+`extra` gets the ratio of medians with/without, wall (`read_ahead`) and CPU (`read_ahead_cpu`),
+and the spread of per-round wall ratios (a mechanism stays only while it pays for itself). The
+main thread's own CPU (`read_ahead_main_thread_cpu`) is what a second idle core would leave of
+the wall time, a figure other jobs on the machine disturb less than the wall; so is the main
+thread's wall less the time it waited for a core (`read_ahead_unqueued`, from Linux's schedstat):
+its CPU plus its waits for the GIL and for chunks, what a quiet machine would leave of it (the
+waits still hold what other jobs cost the producer, so it errs against the thread).
+
     .venv/bin/python tests/benchmark_verify.py --rounds 7 --json-out /tmp/verify.json
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -24,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from benchlib import (
     BUNDLER,
     GEN_STATICS_HELP,
+    INSTALLED,
     TASK,
     Comparison,
     Measured,
@@ -36,6 +49,41 @@ from benchlib import (
 )
 
 TARGET_RATIO = 1.5
+READ_AHEAD_SCRIPT = """
+import json, sys, time
+from pathlib import Path
+from bundler.local import readahead
+from bundler.local.verify import read_bundle
+
+path, rounds = Path(sys.argv[1]), int(sys.argv[2])
+threshold = readahead.READ_AHEAD_MIN_BYTES
+
+
+def queued():  # seconds this thread has waited for a core (Linux); 0 elsewhere
+    try:
+        with open("/proc/thread-self/schedstat") as stats:
+            return int(stats.read().split()[1]) / 1e9
+    except OSError:
+        return 0.0
+
+
+read_bundle(path)  # imports and the page cache, before anything is timed
+figures = {"with": [], "without": []}
+for number in range(rounds):
+    for ahead in (True, False) if number % 2 == 0 else (False, True):
+        readahead.READ_AHEAD_MIN_BYTES = threshold if ahead else sys.maxsize
+        started, cpu, own, waited = (
+            time.perf_counter(), time.process_time(), time.thread_time(), queued()
+        )
+        if not read_bundle(path).verification().ok:
+            raise SystemExit(f"{path} does not verify")
+        wall = time.perf_counter() - started
+        seconds = (
+            wall, time.process_time() - cpu, time.thread_time() - own, wall - (queued() - waited)
+        )
+        figures["with" if ahead else "without"].append(seconds)
+print(json.dumps(figures))
+"""
 
 
 def write_bundle(workdir: Path, rows: int, gen_statics: Path | None) -> Path:
@@ -90,7 +138,38 @@ def verify_row(name: str, archive: Path, rounds: int) -> Comparison:
         name, "bundler verify", "zstd -dc | sha256sum", target_ratio=TARGET_RATIO
     )
     comparison.extra["bundle_mb"] = round(archive.stat().st_size / 1e6, 1)
-    return alternate(comparison, rounds, verify, pipeline)
+    alternate(comparison, rounds, verify, pipeline)
+    comparison.extra.update(read_ahead_gain(archive, rounds))
+    print(f"  {name} read ahead / in line: {comparison.extra}", flush=True)
+    return comparison
+
+
+def read_ahead_gain(archive: Path, rounds: int) -> dict[str, object]:
+    """`read_bundle` with and without the read-ahead thread, alternated in one process of the
+    installed venv: medians' ratios with/without, wall and CPU, and the per-round wall spread;
+    nothing for an install without it."""
+    measured = run_measured(  # -P: the installed bundler, never the one in the working folder
+        [str(INSTALLED / "python"), "-P", "-c", READ_AHEAD_SCRIPT, str(archive), str(rounds)],
+        capture=True,
+    )
+    if measured.exit_code != 0:  # an install from before the read-ahead thread
+        return {}
+    figures = json.loads(measured.stdout)
+    ahead, inline = figures["with"], figures["without"]
+    ratios = [a[0] / b[0] for a, b in zip(ahead, inline, strict=True)]
+
+    def median(pairs: list[list[float]], which: int) -> float:
+        return statistics.median(pair[which] for pair in pairs)
+
+    return {
+        "read_ahead": round(median(ahead, 0) / median(inline, 0), 3),
+        "read_ahead_cpu": round(median(ahead, 1) / median(inline, 1), 3),
+        "read_ahead_main_thread_cpu": round(median(ahead, 2) / median(inline, 2), 3),
+        "read_ahead_unqueued": round(median(ahead, 3) / median(inline, 3), 3),
+        "read_ahead_spread": [round(min(ratios), 3), round(max(ratios), 3)],
+        "in_line_s": round(median(inline, 0), 3),
+        "read_ahead_s": round(median(ahead, 0), 3),
+    }
 
 
 def main() -> int:

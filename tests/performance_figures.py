@@ -398,6 +398,12 @@ WORK: list[tuple[str, Callable[[re.Match[str], Row], str]]] = [
     (r"version", lambda m, row: "`bundler --version`"),
     (r"collect-empty", lambda m, row: "`bundler collect` of an empty folder"),
     (
+        r"verify-signed-(\d+)",
+        lambda m, row: (
+            f"verify, {int(m[1]):,} predictions, signed{_sized(row, 'bundle_mb', ' bundle')}"
+        ),
+    ),
+    (
         r"verify-(\d+)",
         lambda m, row: f"verify, {int(m[1]):,} predictions{_sized(row, 'bundle_mb', ' bundle')}",
     ),

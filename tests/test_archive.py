@@ -9,6 +9,8 @@ import json
 import os
 import shutil
 import socket
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -225,6 +227,71 @@ def test_a_small_runs_body_is_the_frame_an_in_line_compressor_writes(body_bytes:
         tar.flush()
     assert len(members) < THREADED_BODY_PREDICTIONS
     assert written.getvalue() == reference.getvalue()
+
+
+def test_a_large_runs_body_ended_aside_is_the_frame_ended_in_line() -> None:
+    """end_frame_aside ends a large run's frame on a thread of its own while the manifest is
+    written: the frame is the same, and a body dropped before it is copied waits for that
+    thread before its file goes."""
+    seed = hashlib.sha256(b"aside").digest()
+    members = [
+        (f"predictions/prediction_{index}.json", seed * (1 + index % 5) + os.urandom(index % 900))
+        for index in range(THREADED_BODY_PREDICTIONS)
+    ]
+    compressors = Compressors.of(level=3, threads=2)
+    frames = []
+    for aside in (False, True, True):
+        with BodyWriter(1_760_000_000, compressors, len(members)) as body:
+            for name, data in members:
+                body.add(name, data)
+            if aside:
+                body.end_frame_aside()
+                body.end_frame_aside()  # once is enough
+            written = io.BytesIO()
+            body.copy_frame_to(written)
+            frames.append(written.getvalue())
+    assert frames[0] == frames[1] == frames[2]
+    with BodyWriter(1_760_000_000, compressors, len(members)) as body:
+        for name, data in members:
+            body.add(name, data)
+        body.end_frame_aside()
+    assert zstandard.ZstdDecompressor().decompressobj().decompress(frames[0])[:11] == b"predictions"
+
+
+_FULL_DISK_AT_THE_END = """
+import os, resource, signal, sys
+from bundler.core.errors import WriteError
+from bundler.local.archive import THREADED_BODY_PREDICTIONS, BodyWriter, Compressors
+
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
+names = [f"predictions/prediction_{i}.json" for i in range(THREADED_BODY_PREDICTIONS)]
+members = [(name, os.urandom(600)) for name in names]
+with BodyWriter(1_760_000_000, Compressors.of(level=3, threads=2), len(members)) as body:
+    for name, data in members:
+        body.add(name, data)  # one zstd job, written out only once the frame is ended
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.RLIM_INFINITY))
+    body.end_frame_aside()
+    try:
+        body.copy_frame_to(open(os.devnull, "wb"))
+    except WriteError as error:
+        print(error)
+"""
+
+
+def test_a_write_error_ending_the_frame_aside_is_the_run_s_refusal(tmp_path: Path) -> None:
+    """The temporary body cannot be written as its frame is ended on a thread of its own (a
+    file size limit stands for a full disk): the error comes out where the frame is waited
+    for, worded as in line, not as a thread's traceback."""
+    result = subprocess.run(
+        [sys.executable, "-c", _FULL_DISK_AT_THE_END],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("temporary bundle data: cannot write: "), result.stdout
+    assert result.stderr == ""
 
 
 def normalised_tar_info(name: str, size: int, mtime: int) -> tarfile.TarInfo:

@@ -10,7 +10,7 @@ from factory import RunSpec, write_how_do_you, write_run, write_tree
 from helpers import nested_folders
 
 from bundler.core.errors import UsageError
-from bundler.local.discover import discover
+from bundler.local.discover import _FOLDER, _IDENTITY, _scan, _wide_identity, discover
 
 
 def test_runs_are_found_at_any_depth_in_name_order(tmp_path: Path) -> None:
@@ -222,3 +222,53 @@ def test_a_wide_tree_is_found_whatever_sits_among_its_runs(tmp_path: Path) -> No
     assert scratched.left_out_folders == ("scratch",)
     relatives = [run.relative for run in found.runs]
     assert relatives == sorted(relatives, key=lambda relative: relative.split("/"))
+
+
+def test_a_link_that_leads_nowhere_is_reported_like_a_file(tmp_path: Path) -> None:
+    """A link to itself cannot be followed (ELOOP): it is no linked folder to refuse, but an
+    entry like a file, never an internal error."""
+    run = write_run(tmp_path, RunSpec(rows=1))
+    (run / "loop").symlink_to("loop")
+    (run.parent / "loop").symlink_to("loop")
+    found = discover(tmp_path)
+    assert [item.path for item in found.runs] == [run]
+    assert found.refused == []
+    assert [(item.path, item.reason) for item in found.skipped] == [
+        (str(run.parent / "loop"), "not in a run directory; never bundled")
+    ]
+    assert found.runs[0].listing is not None
+
+
+def _status(mode: int, size: int, mtime_ns: int, ctime_ns: int, inode: int) -> os.stat_result:
+    """A stat result with these values (the ten of the tuple, three float times, then the
+    atime, mtime and ctime in nanoseconds)."""
+    return os.stat_result(
+        [mode, inode, 0, 1, 0, 0, size, 0, 0, 0, 0.0, 0.0, 0.0, 0, mtime_ns, ctime_ns]
+    )
+
+
+def test_a_listing_holds_every_value_a_stat_can_give() -> None:
+    """An inode number above 2**63 (some network and overlay file systems) does not fit a
+    signed 64-bit field: it is packed modulo 2**64, which gives the same bytes as the signed
+    packing for any value that fits (a listing recorded before stays the same), and stays
+    one-to-one."""
+    values = (0o100644, 4096, 1_700_000_000_123_456_789, 1_700_000_000_987_654_321, 42)
+    assert _wide_identity(_status(*values)) == _IDENTITY.pack(*values)
+    wide = [_wide_identity(_status(*values[:4], inode)) for inode in (2**63, 2**64 - 1, 2**63 - 1)]
+    assert len({*wide, _FOLDER}) == 4
+
+
+def test_a_folder_swapped_for_a_link_after_its_parent_was_listed_is_refused(
+    tmp_path: Path,
+) -> None:
+    """The walk opens each folder without following a link: one that became a link between
+    the listing of its parent and its own (as `_scan` is handed it here) is refused, and
+    nothing behind the link is walked."""
+    elsewhere = write_run(tmp_path / "elsewhere", RunSpec(model="secret", rows=1))
+    swapped = tmp_path / "swapped"
+    swapped.symlink_to(elsewhere.parent, target_is_directory=True)
+    scanned = _scan([str(swapped)])
+    assert scanned.found == [] and scanned.elsewhere == []
+    assert [(item.path, item.reason) for item in scanned.refused] == [
+        (str(swapped), "symbolic link; links are never followed")
+    ]

@@ -4,13 +4,20 @@ last, signals held during the commit, and the clean-up of what a killed run left
 from __future__ import annotations
 
 import fcntl
+import os
 import signal
 from pathlib import Path
 
 import pytest
 
-from bundler.core.errors import WriteError
-from bundler.local.fileio import StagedFile, commit_pair, remove_leftovers, signals_held
+from bundler.core.errors import InputError, WriteError
+from bundler.local.fileio import (
+    StagedFile,
+    commit_pair,
+    read_bounded,
+    remove_leftovers,
+    signals_held,
+)
 from bundler.local.layout import TEMP_PREFIX, TEMP_SUFFIX, is_temporary_name
 
 
@@ -124,3 +131,28 @@ def test_leftovers_of_the_bundler_pattern_are_removed_and_nothing_else(tmp_path:
 
 def test_no_bundles_folder_yet_means_nothing_to_remove(tmp_path: Path) -> None:
     assert remove_leftovers(tmp_path / "missing") == []
+
+
+@pytest.mark.parametrize("size", [0, 1, 4096, 5000])
+def test_read_bounded_reads_up_to_the_bound_and_refuses_one_byte_more(
+    tmp_path: Path, size: int
+) -> None:
+    path = tmp_path / "f.json"
+    path.write_bytes(os.urandom(size))
+    assert read_bounded(path, size) == path.read_bytes()
+    if size:
+        with pytest.raises(InputError, match=f"f.json: larger than {size - 1} bytes"):
+            read_bounded(path, size - 1)
+
+
+@pytest.mark.skipif(not Path(f"/proc/{os.getpid()}/cmdline").exists(), reason="no /proc")
+def test_a_file_holding_more_than_its_stated_size_is_read_whole_and_still_bounded() -> None:
+    """A file read after its first chunk (one that grew after it was opened, here a /proc file
+    whose stated size is 0) is read whole, and bounded all the same."""
+    path = f"/proc/{os.getpid()}/cmdline"
+    whole = Path(path).read_bytes()
+    assert os.stat(path).st_size == 0 and len(whole) > 20
+    assert read_bounded(path, len(whole)) == whole
+    assert read_bounded(path, 1 << 20) == whole
+    with pytest.raises(InputError, match="larger than"):
+        read_bounded(path, len(whole) - 1)

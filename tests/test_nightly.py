@@ -59,8 +59,15 @@ def opens() -> Iterator[list[str]]:
 
 
 def opened_below(paths: list[str], top: Path) -> list[str]:
+    """The files opened below `top`: a folder opened to be listed (discovery lists each one
+    through a descriptor) reads no file."""
     prefix = str(top) + os.sep
-    return [path for path in paths if os.path.abspath(path).startswith(prefix)]
+    return [
+        path
+        for path in paths
+        if os.path.abspath(path).startswith(prefix)
+        and (os.path.islink(path) or not os.path.isdir(path))
+    ]
 
 
 RUNS = [RunSpec(model=f"model-{number}", rows=3) for number in range(3)]
@@ -178,6 +185,54 @@ def test_an_added_or_removed_file_is_noticed(tmp_path: Path) -> None:
     warnings = {Path(b.run_directory).name: b.warnings for b in report.bundles}
     assert any("notes.txt" in warning for warning in warnings["model-0"])
     assert [b.predictions for b in report.bundles] == [3, 2, 3]
+
+
+def test_two_files_swapped_keeping_every_name_size_and_mtime_are_noticed(
+    tmp_path: Path,
+) -> None:
+    """Renames that leave the run listing the same names, sizes and mtimes still change which
+    file (inode, ctime) each name holds, which the cache keys on: the run is read again."""
+    out, bundles = tmp_path / "out", tmp_path / "b"
+    directories = make_tree(out)
+    run_collect(out, bundles, expected_rows={"expert-vqa": 3})
+    first, second = directories[1] / "prediction_0.json", directories[1] / "prediction_2.json"
+    before = {path.name: path.stat() for path in (first, second)}
+    assert before[first.name].st_size == before[second.name].st_size
+    parked = directories[1] / "parked"
+    first.rename(parked)
+    second.rename(first)
+    parked.rename(second)
+    for path in (first, second):
+        status = before[path.name]
+        os.utime(path, ns=(status.st_atime_ns, status.st_mtime_ns))
+        assert (path.stat().st_size, path.stat().st_mtime_ns) == (
+            status.st_size,
+            status.st_mtime_ns,
+        )
+    with opens() as opened:
+        report = run_collect(out, bundles, expected_rows={"expert-vqa": 3})
+    assert read_runs(opened, directories) == ["model-1"]
+    assert statuses(report)["model-0"] == "unchanged"
+
+
+def test_a_link_swapped_in_for_a_file_is_noticed(tmp_path: Path) -> None:
+    """A prediction replaced by a link to the same bytes, the link's own mtime set to the
+    file's: the run is read again, and refused for the link (links are never followed)."""
+    out, bundles = tmp_path / "out", tmp_path / "b"
+    directories = make_tree(out)
+    run_collect(out, bundles, expected_rows={"expert-vqa": 3})
+    prediction = directories[2] / "prediction_1.json"
+    before = prediction.stat()
+    copy = tmp_path / "elsewhere.json"
+    copy.write_bytes(prediction.read_bytes())
+    prediction.unlink()
+    prediction.symlink_to(copy)
+    os.utime(prediction, ns=(before.st_atime_ns, before.st_mtime_ns), follow_symlinks=False)
+    with opens() as opened:
+        report = run_collect(out, bundles, expected_rows={"expert-vqa": 3})
+    assert opened_below(opened, directories[0]) == []
+    assert [Path(refused.path).name for refused in report.refused] == ["model-2"]
+    assert statuses(report) == {"model-0": "unchanged", "model-1": "unchanged"}
 
 
 @pytest.mark.parametrize(

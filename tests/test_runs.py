@@ -13,6 +13,7 @@ from factory import RunSpec, write_run
 
 from bundler.cli.error_words import words_for
 from bundler.core.errors import InputError
+from bundler.core.limits import INT64_MAX
 from bundler.core.naming import capability_fingerprint
 from bundler.local.discover import discover
 from bundler.local.runs import RunHeader, ValidatedRun, read_header, validate_run
@@ -343,3 +344,37 @@ def test_metrics_copied_bytes_are_hashed_exactly(tmp_path: Path) -> None:
     assert run.metrics_file.sha256 == hashlib.sha256(metrics).hexdigest()
     assert run.metrics_file.size == len(metrics)
     assert json.loads(metrics)  # sanity: the odd formatting is still valid JSON
+
+
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [
+        ("prediction_\u0663.json", "file name is not prediction_<index>.json"),
+        ("prediction_\uff13.json", "file name is not prediction_<index>.json"),
+        (
+            f"prediction_{INT64_MAX + 1}.json",
+            f"index {INT64_MAX + 1} is larger than any row index can be",
+        ),
+    ],
+)
+def test_a_name_that_only_looks_like_a_prediction_s_is_judged_by_the_full_rules(
+    tmp_path: Path, name: str, problem: str
+) -> None:
+    """Names are listed quickly when they are canonical; digits that are not ASCII, and
+    indices too long to be sure of, take the careful way and are refused as before."""
+    run_dir = write_run(tmp_path, RunSpec(rows=1))
+    (run_dir / name).write_text("{}")
+    assert refusal(tmp_path) == f"{run_dir / name}: {problem}"
+
+
+def test_indices_up_to_int64_max_are_listed_in_order(tmp_path: Path) -> None:
+    run_dir = write_run(tmp_path, RunSpec(rows=1))
+    record = json.loads((run_dir / "prediction_0.json").read_bytes())
+    large = [10**18 - 1, 10**18, INT64_MAX]
+    for index in large:
+        (run_dir / f"prediction_{index}.json").write_text(json.dumps(record | {"index": index}))
+    run = validate_run(header_of(tmp_path), expected_rows=None, allow_partial=True)
+    assert list(run.predictions.indices) == [0, *large]
+    assert [file.archive_path for file in run.predictions] == [
+        f"predictions/prediction_{index}.json" for index in [0, *large]
+    ]

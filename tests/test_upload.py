@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -13,8 +15,10 @@ import pytest
 from conftest import READ_TOKEN, WRITE_TOKEN
 from factory import RunSpec, write_tree
 from helpers import (
+    BUNDLER,
     FORK_COUNTER,
     all_tasks_table,
+    cli_env,
     probe_console_script,
     run_cli,
     run_cli_process,
@@ -115,6 +119,27 @@ def local_files(bundles: Path) -> dict[str, bytes]:
         for path in sorted(bundles.rglob("*"))
         if path.is_file() and path.name != LOCK_NAME and path.name not in CACHE_NAMES
     }
+
+
+def uploads_at_once(
+    repo_id: str, uploads: list[tuple[Path, str]], *, timeout: float
+) -> list[dict[str, Any]]:
+    """`bundler upload --json` of each bundles folder with its token, all started at once as
+    separate processes (as two nightly jobs overlap); each must succeed. Their reports."""
+    processes = [
+        subprocess.Popen(
+            [str(BUNDLER), "upload", str(bundles), "--repo", repo_id, "--json"],
+            env=cli_env({"HF_TOKEN": token}),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for bundles, token in uploads
+    ]
+    results = [process.communicate(timeout=timeout) for process in processes]
+    for process, (_, stderr) in zip(processes, results, strict=True):
+        assert process.returncode == 0, stderr
+    return [json.loads(stdout) for stdout, _ in results]
 
 
 def repo_files(bundles: Path) -> dict[str, bytes]:

@@ -5,15 +5,12 @@ a race, a lost answer or a failed second commit ends as correct as before."""
 from __future__ import annotations
 
 import hashlib
-import json
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from conftest import OTHER_WRITE_TOKEN, WRITE_TOKEN
 from factory import RunSpec
-from helpers import BUNDLER, cli_env
 from hubserver import LOST_RESPONSE, RACE, Fault, HubServer
 from test_upload import (
     commit_posts,
@@ -22,6 +19,7 @@ from test_upload import (
     repo_files,
     table_rows,
     upload,
+    uploads_at_once,
 )
 
 from bundler.core.progress import NoProgress
@@ -140,14 +138,7 @@ def test_tables_uploaded_ahead_that_came_out_different_are_not_committed(
     other = make_bundles(tmp_path / "other", [RunSpec(task="task39", model="m-b", rows=1)])
 
     def another_run() -> None:
-        result = subprocess.run(
-            [str(BUNDLER), "upload", str(other), "--repo", repo_id, "--json"],
-            env=cli_env({"HF_TOKEN": OTHER_WRITE_TOKEN}),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert result.returncode == 0, result.stderr
+        uploads_at_once(repo_id, [(other, OTHER_WRITE_TOKEN)], timeout=120)
 
     sink = CommitsBetween(hub, repo_id, another_run)
     hub.reset_requests()
@@ -241,20 +232,11 @@ def test_two_uploads_of_several_commits_racing_lose_nothing(
     second = make_bundles(
         tmp_path / "b", [RunSpec(task=f"other{i:02d}", model="m-b", rows=1) for i in range(40)]
     )
-    processes = [
-        subprocess.Popen(
-            [str(BUNDLER), "upload", str(bundles), "--repo", repo_id, "--json"],
-            env=cli_env({"HF_TOKEN": token}),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for bundles, token in ((first, WRITE_TOKEN), (second, OTHER_WRITE_TOKEN))
-    ]
-    results = [process.communicate(timeout=300) for process in processes]
-    for process, (stdout, stderr) in zip(processes, results, strict=True):
-        assert process.returncode == 0, stderr
-        assert {b["outcome"] for b in json.loads(stdout)["bundles"]} == {"published"}
+    reports = uploads_at_once(
+        repo_id, [(first, WRITE_TOKEN), (second, OTHER_WRITE_TOKEN)], timeout=300
+    )
+    for report in reports:
+        assert {b["outcome"] for b in report["bundles"]} == {"published"}
     assert hub_bundle_files(hub, repo_id) == repo_files(first) | repo_files(second)
     assert len(table_rows(hub, repo_id)) == 80
     card = (hub.file_bytes(repo_id, "README.md") or b"").decode()

@@ -4,15 +4,21 @@ the commit, each ending in a correct final state and an honest report."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 from conftest import OTHER_WRITE_TOKEN, WRITE_TOKEN
 from factory import RunSpec
-from helpers import BUNDLER, cli_env, run_cli
+from helpers import run_cli
 from hubserver import LOST_RESPONSE, RACE, Fault, HubServer
-from test_upload import commit_posts, hub_bundle_files, make_bundles, repo_files, upload
+from test_upload import (
+    commit_posts,
+    hub_bundle_files,
+    make_bundles,
+    repo_files,
+    upload,
+    uploads_at_once,
+)
 
 from bundler.hub.publish.upload import UploadOptions
 from bundler.hub.publish.upload import upload as upload_library
@@ -73,20 +79,11 @@ def test_two_uploads_racing_lose_nothing(hub: HubServer, repo_id: str, tmp_path:
     second = make_bundles(
         tmp_path / "b", [RunSpec(task=f"beta{i}", model="m-b", rows=2) for i in range(4)]
     )
-    processes = [
-        subprocess.Popen(
-            [str(BUNDLER), "upload", str(bundles), "--repo", repo_id, "--json"],
-            env=cli_env({"HF_TOKEN": token}),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for bundles, token in ((first, WRITE_TOKEN), (second, OTHER_WRITE_TOKEN))
-    ]
-    results = [process.communicate(timeout=120) for process in processes]
-    for process, (stdout, stderr) in zip(processes, results, strict=True):
-        assert process.returncode == 0, stderr
-        assert all(b["outcome"] == "published" for b in json.loads(stdout)["bundles"])
+    reports = uploads_at_once(
+        repo_id, [(first, WRITE_TOKEN), (second, OTHER_WRITE_TOKEN)], timeout=120
+    )
+    for report in reports:
+        assert all(b["outcome"] == "published" for b in report["bundles"])
     expected = repo_files(first) | repo_files(second)
     assert hub_bundle_files(hub, repo_id) == expected
     card = (hub.file_bytes(repo_id, "README.md") or b"").decode()

@@ -11,6 +11,7 @@ import copy
 import hashlib
 import io
 import json
+import os
 import tarfile
 import time
 from collections.abc import Callable, Iterator
@@ -51,14 +52,33 @@ from helpers import (
 
 from bundler.core.errors import UsageError
 from bundler.core.limits import MAX_METRICS_BYTES, MAX_PREDICTION_BYTES, MAX_RUN_META_BYTES
+from bundler.local import readahead
 from bundler.local import runs as runs_module
+from bundler.local import verify as verify_module
 from bundler.local.collect import CollectOptions
 from bundler.local.runs import PROGRESS_BATCH
-from bundler.local.verify import read_bundle, verify
+from bundler.local.verify import BundleReading, verify
 from bundler.local.verifymanifest import MAX_MANIFEST_BYTES, first_difference
+from bundler.local.zstdframes import FrameReader
 
 ROWS = 6
 MAX_RSS_MIB = 150
+READ_AHEAD_MIN_BYTES = readahead.READ_AHEAD_MIN_BYTES
+"""The console script's, which the fixture below does not reach."""
+
+
+def read_bundle(path: Path) -> BundleReading:
+    """verify's reading of one bundle, made both ways it reads an archive: in the caller's own
+    thread (a small archive) and read ahead by a thread (a large one; forced here, in reads of
+    a few kilobytes, so that a small test bundle passes through its queue in many pieces). Both
+    must come to the same checks and claim."""
+    in_line = verify_module.read_bundle(path)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(readahead, "READ_AHEAD_MIN_BYTES", 0)
+        patch.setattr(FrameReader.__init__, "__defaults__", (4096,))  # its chunk_size
+        ahead = verify_module.read_bundle(path)
+    assert (ahead.checks, ahead.claim) == (in_line.checks, in_line.claim)
+    return in_line
 
 
 @pytest.fixture
@@ -794,11 +814,15 @@ def spaces(total: int, start: bytes) -> Iterator[bytes]:
         left -= min(left, len(chunk))
 
 
-def test_a_huge_declared_prediction_is_refused_at_its_header(archive: Path, tmp_path: Path) -> None:
-    """A 1.5 GB prediction of spaces (valid JSON), consistently hashed, in a few hundred KB."""
+@pytest.mark.parametrize("lead", [0, 3 << 20], ids=["in line", "read ahead"])
+def test_a_huge_declared_prediction_is_refused_at_its_header(
+    archive: Path, tmp_path: Path, lead: int
+) -> None:
+    """A 1.5 GB prediction of spaces (valid JSON), consistently hashed, in a few hundred KB; or
+    led by a few MB that do not compress, so that the console script reads it ahead in a thread."""
     members = read_members(archive)
     size = 1536 << 20
-    start = members[3].data.rstrip(b"}") + b","
+    start = members[3].data.rstrip(b"}") + b"," + os.urandom(lead)
     digest = hashlib.sha256()
     for piece in spaces(size, start):
         digest.update(piece)
@@ -819,7 +843,10 @@ def test_a_huge_declared_prediction_is_refused_at_its_header(archive: Path, tmp_
         writer.write(bytes(-size % 512))
     archive.write_bytes(buffer.getvalue())  # the end frame is never reached
     sidecar_from_manifest(archive, manifest)
-    assert archive.stat().st_size < 1 << 20
+    if lead:
+        assert archive.stat().st_size >= READ_AHEAD_MIN_BYTES
+    else:
+        assert archive.stat().st_size < 1 << 20
     assert_fails_fast(
         archive,
         tmp_path,

@@ -22,6 +22,9 @@ What did not pay for itself went: a walk of the output root shared with a child 
 client loaded meanwhile (no-op sync of 2,000 runs 0.97x, no-op collect 1.04x), sync verifying
 for its upload beside collect (1.03x), a thread reading a bundle ahead of verify with a shorter
 switch interval (0.93x, for 25% more CPU), and a thread compressing small runs' bodies (0.95x).
+Verify's reading ahead came back in another form (bundler.local.readahead: no process-wide
+setting, a thread that seldom waits for the GIL), kept while its own with/without figure in the
+verify benchmark shows a gain.
 
 The child shares nothing with this process but the pipe it writes its result to (pickled),
 and leaves with os._exit: no buffer of ours flushed twice, no lock or temporary file of ours
@@ -70,7 +73,7 @@ def can_fork() -> bool:
     return (
         _allowed
         and hasattr(os, "fork")
-        and _cores() > 1
+        and has_second_core()
         and threading.active_count() == 1
         and _native_threads() <= 1
     )
@@ -84,9 +87,10 @@ def _native_threads() -> int:
         return 1
 
 
-def _cores() -> int:
-    """The cores this process may run on: a child is worth forking only when there are two."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+def has_second_core() -> bool:
+    """Whether this process may run on two cores or more: work done beside it, in a child or a
+    thread, is worth starting only then."""
+    return hasattr(os, "sched_getaffinity") and len(os.sched_getaffinity(0)) > 1
 
 
 SETTLE_WAIT = 1.0

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -137,6 +138,9 @@ class BodyWriter:
         self._compressed = compressors.for_body(predictions).stream_writer(body, closefd=False)
         self._tar = TarStream(self._compressed)
         self._ended = False
+        self._threaded = not small
+        self._ending: threading.Thread | None = None
+        self._ending_error: BaseException | None = None
 
     def __enter__(self) -> BodyWriter:
         return self
@@ -146,7 +150,29 @@ class BodyWriter:
 
     def close(self) -> None:
         """Done with the body."""
+        if self._ending is not None:
+            self._ending.join()
         self._file.close()
+
+    def end_frame_aside(self) -> None:
+        """Start ending a large run's body frame on a thread of its own, while this one writes
+        the claim and the manifest: zstd compresses the frame's last job only once the frame
+        is ended, on one worker, and `copy_frame_to` would otherwise wait for it. The thread
+        holds the GIL only to write out what zstd compressed, without it."""
+        if self._threaded and self._ending is None and not self._ended:
+            self._ending = threading.Thread(target=self._end_aside, name="body frame end")
+            self._ending.start()
+
+    def _end_aside(self) -> None:
+        try:
+            self._end_frame()
+        except BaseException as error:  # raised where the frame is waited for, as in line
+            self._ending_error = error
+
+    def _end_frame(self) -> None:
+        self._tar.flush()
+        self._compressed.close()  # type: ignore[no-untyped-call]
+        self._ended = True
 
     def add(self, archive_path: str, data: bytes) -> None:
         """Append one member; `data` is exactly the bytes that were validated."""
@@ -161,14 +187,17 @@ class BodyWriter:
         return self._tar.offset
 
     def copy_frame_to(self, out: BinaryIO) -> None:
-        """End the body's zstd frame and copy it to `out`."""
-        if not self._ended:
-            try:
-                self._tar.flush()
-                self._compressed.close()  # type: ignore[no-untyped-call]
-            except OSError as error:
-                raise _temporary_write_error(error) from None
-            self._ended = True
+        """End the body's zstd frame (or wait for `end_frame_aside` to) and copy it to `out`."""
+        if self._ending is not None:
+            self._ending.join()
+            self._ending = None
+        try:
+            if self._ending_error is not None:
+                raise self._ending_error
+            if not self._ended:
+                self._end_frame()
+        except OSError as error:
+            raise _temporary_write_error(error) from None
         self._file.seek(0)
         shutil.copyfileobj(self._file, out, CHUNK_SIZE)
 

@@ -201,6 +201,7 @@ def _bundle_one(
     except BundlerError as error:
         refuse(error)
         return
+    body.end_frame_aside()
     try:
         _write_bundle(run, body, work.bundles_dir, options, batch, done)
     except BundlerError as error:

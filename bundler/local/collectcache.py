@@ -47,6 +47,7 @@ class CachedRun:
 class CollectCache:
     def __init__(self, bundles_dir: Path, *, full: bool) -> None:
         self.bundles_dir = bundles_dir
+        self._top = os.fspath(bundles_dir)  # as a string once: joined for every unchanged run
         self.file = StatCache(bundles_dir / COLLECT_CACHE_NAME, "collect", ignore=full)
 
     @staticmethod
@@ -82,9 +83,9 @@ class CollectCache:
         wrote; a racy one is hashed again. Call with the folder locked."""
         entry = cached.entry
         bundle_id = cached.bundle_id  # paths as strings: this runs for every unchanged run
-        folder = os.path.join(self.bundles_dir, bundle_id.player_dir)
-        archive = os.path.join(folder, bundle_id.archive_name)
-        sidecar = os.path.join(folder, bundle_id.sidecar_name)
+        folder = os.path.join(self._top, bundle_id.player_dir)  # a name: no separator in it
+        archive = f"{folder}{os.sep}{bundle_id.archive_name}"
+        sidecar = f"{folder}{os.sep}{bundle_id.sidecar_name}"
         if os.path.islink(folder):
             return None  # read again, so that collect refuses to write through the link
         try:

@@ -7,9 +7,11 @@ a link), so the user sees what the bundler did not take and why.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
+import stat
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,7 +49,10 @@ class Listing(Model):
 
     @classmethod
     def of(cls, parts: list[bytes], newest: int) -> Listing:
-        """From each entry's `listing_part`, in any order."""
+        """From each entry's part, in any order: its name (UTF-8, undecodable bytes as they
+        were), a NUL (no name holds one, so the parts of a listing read back one way only),
+        then its identity: mode, size, mtime_ns, ctime_ns and inode (_IDENTITY), or
+        _FOLDER for a folder."""
         parts.sort()
         return cls(
             digest=hashlib.blake2b(b"".join(parts), digest_size=16).hexdigest(),
@@ -56,22 +61,19 @@ class Listing(Model):
 
 
 _IDENTITY = struct.Struct("<5q")
+_WIDE_IDENTITY = struct.Struct("<5Q")
+"""For a value outside a signed 64-bit integer (an inode number above 2**63, as some network
+and overlay file systems give): every value modulo 2**64, the same bytes as _IDENTITY's for a
+value within it, and still one-to-one over what a stat can hold."""
 _FOLDER = _IDENTITY.pack(-1, 0, 0, 0, 0)
+_FILE_TYPE, _LINK = 0o170000, stat.S_IFLNK
+"""The bits of a mode that say a file's type (what stat.S_IFMT keeps), and a link's."""
 
 
-def listing_part(name: str, status: os.stat_result | None) -> bytes:
-    """One entry of a Listing: its name, a NUL (no name holds one, so the parts of a listing
-    read back one way only), then its mode, size, mtime_ns, ctime_ns and inode, or -1 and
-    zeros for a folder. Packed bytes, about 100 a file: a run directory of 100,000 predictions
-    holds them all while it is walked."""
-    identity = (
-        _FOLDER
-        if status is None
-        else _IDENTITY.pack(
-            status.st_mode, status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino
-        )
-    )
-    return name.encode("utf-8", "surrogateescape") + b"\0" + identity
+def _wide_identity(status: os.stat_result) -> bytes:
+    """A file's identity when a value of it is out of _IDENTITY's range (_WIDE_IDENTITY)."""
+    values = (status.st_mode, status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino)
+    return _WIDE_IDENTITY.pack(*(value & 0xFFFF_FFFF_FFFF_FFFF for value in values))
 
 
 class RunDirectory(Model):
@@ -183,62 +185,126 @@ def _scan(pending: list[str]) -> _Scanned:
     while pending:
         directory = pending.pop()
         try:
-            with os.scandir(directory) as scan:
-                entries = list(scan)
+            listed = _list(directory)
         except OSError as error:
-            scanned.refused.append(Skipped(path=directory, reason=f"cannot list: {error.strerror}"))
+            reason = (
+                "symbolic link; links are never followed"  # swapped in since it was listed
+                if error.errno in (errno.ELOOP, errno.ENOTDIR) and os.path.islink(directory)
+                else f"cannot list: {error.strerror}"
+            )
+            scanned.refused.append(Skipped(path=directory, reason=reason))
             continue
-        # One pass in listing order (a run directory can hold 100,000 files; sorting them all
-        # cost more than the pass); only what is reported or walked further is put in order.
-        predictions = 0
-        holds_run_file = False
-        subdirectories: list[str] = []
-        linked_directories: list[str] = []
-        files: list[str] = []
-        # The stat cache's listing, in the same pass (see Listing): a folder by name, any
-        # other entry (a link too) by its lstat; None when one cannot be stat'ed.
-        parts: list[bytes] | None = []
-        newest = 0
-        entries.reverse()
-        while entries:  # each entry let go once seen: it keeps its lstat result while it lives
-            entry = entries.pop()
-            name = entry.name
-            run_file = name in RUN_INFO_FILES
-            if not run_file and PREDICTION_FILE.fullmatch(name) is not None:
-                run_file = True
-                predictions += 1
-            holds_run_file = holds_run_file or run_file
-            if entry.is_dir(follow_symlinks=False):  # a folder, not a link to one
-                subdirectories.append(entry.path)
-                if parts is not None:
-                    parts.append(listing_part(name, None))
-                continue
-            if parts is not None:
-                try:
-                    status = entry.stat(follow_symlinks=False)
-                except OSError:
-                    parts = None
-                else:
-                    parts.append(listing_part(name, status))
-                    newest = max(newest, status.st_mtime_ns)
-            # Links to run files are refused with their run; other links would be skipped
-            # silently as "extra files", so a linked directory is called out here.
-            if entry.is_symlink() and not run_file and entry.is_dir():
-                linked_directories.append(entry.path)
-                continue
-            if not holds_run_file:
-                files.append(entry.path)  # only until a run file shows the folder is a run
-        if holds_run_file:
-            listing = None if parts is None else Listing.of(parts, newest)
-            scanned.found.append((directory, predictions, subdirectories, listing))
+        if listed.holds_run_file:
+            scanned.found.append(
+                (directory, listed.predictions, listed.subdirectories, listed.listing)
+            )
         else:
-            scanned.elsewhere.append((directory, files))
+            scanned.elsewhere.append((directory, listed.files))
         scanned.refused.extend(
             Skipped(path=path, reason="symbolic link; links are never followed")
-            for path in sorted(linked_directories)
+            for path in sorted(listed.linked_directories)
         )
-        pending.extend(sorted(subdirectories, reverse=True))
+        pending.extend(sorted(listed.subdirectories, reverse=True))
     return scanned
+
+
+@dataclass
+class _Listed:
+    """One folder, as `_list` saw it."""
+
+    holds_run_file: bool = False
+    predictions: int = 0
+    subdirectories: list[str] = field(default_factory=list)
+    linked_directories: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    """Its files, but only until a run file shows the folder is a run."""
+    listing: Listing | None = None
+
+
+def _list(directory: str) -> _Listed:
+    """One pass over a folder in listing order, which is most of what a collect with nothing
+    new does: a nightly tree has tens of thousands of entries, each lstat'ed here for the stat
+    cache (see Listing). So the loop does no more than it must for each entry: what it finds
+    is kept in local names, a link is told by the mode its lstat gave, each entry's name and
+    packed identity are collected as they come (sorted, rather than the entries, once at the
+    end), and each entry is let go once seen (it keeps its lstat result while it lives: a run
+    directory can hold 100,000 files, whose parts, about 100 bytes a file, are all it keeps).
+    Raises OSError when the folder cannot be listed."""
+    fullmatch, pack, info_files = PREDICTION_FILE.fullmatch, _IDENTITY.pack, RUN_INFO_FILES
+    file_type, link = _FILE_TYPE, _LINK
+    predictions = 0
+    holds_run_file = False
+    subdirectories: list[str] = []
+    links: list[tuple[str, bool]] = []
+    files: list[str] = []  # names, until a run file shows the folder is a run
+    parts: list[bytes] | None = []
+    newest = 0
+    # Listed through a descriptor of the folder, opened without following a link: a folder
+    # swapped for a link since its parent was listed is refused, never walked; and each lstat
+    # is made relative to it (fstatat), sparing the kernel the whole path each time.
+    descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        with os.scandir(descriptor) as scan:
+            for entry in scan:
+                name = entry.name
+                if name in info_files:
+                    run_file = holds_run_file = True
+                elif fullmatch(name) is not None:
+                    run_file = holds_run_file = True
+                    predictions += 1
+                else:
+                    run_file = False
+                if entry.is_dir(follow_symlinks=False):  # a folder, not a link to one
+                    subdirectories.append(f"{directory}/{name}")
+                    if parts is not None:
+                        parts.append(name.encode("utf-8", "surrogateescape") + b"\0" + _FOLDER)
+                    continue
+                if not holds_run_file:
+                    files.append(name)
+                if parts is not None:
+                    try:
+                        status = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        parts = None  # then the run is read
+                    else:
+                        mode, mtime_ns = status.st_mode, status.st_mtime_ns
+                        try:
+                            identity = pack(
+                                mode, status.st_size, mtime_ns, status.st_ctime_ns, status.st_ino
+                            )
+                        except struct.error:
+                            identity = _wide_identity(status)
+                        parts.append(name.encode("utf-8", "surrogateescape") + b"\0" + identity)
+                        if mtime_ns > newest:
+                            newest = mtime_ns
+                        if mode & file_type != link:
+                            continue
+                if entry.is_symlink():
+                    links.append((f"{directory}/{name}", run_file))
+    finally:
+        os.close(descriptor)
+    listed = _Listed(holds_run_file, predictions, subdirectories)
+    # Links to run files are refused with their run; other links would be skipped silently
+    # as "extra files", so a linked directory is called out here.
+    listed.linked_directories = [
+        path for path, run_file in links if not run_file and _leads_to_folder(path)
+    ]
+    if holds_run_file:
+        listed.listing = None if parts is None else Listing.of(parts, newest)
+    else:
+        linked = set(listed.linked_directories)
+        joined = (f"{directory}/{name}" for name in files)
+        listed.files = [path for path in joined if path not in linked]
+    return listed
+
+
+def _leads_to_folder(link: str) -> bool:
+    """Whether a link points at a folder; False when it cannot be followed (a loop, a link
+    to itself: what it is then is the run's reader's to say, never an internal error)."""
+    try:
+        return stat.S_ISDIR(os.stat(link).st_mode)
+    except OSError:
+        return False
 
 
 def _walk(
@@ -275,13 +341,14 @@ def _walk(
             )
         elif parent in leading_to_runs and parent not in run_directories:
             skipped.append(Skipped(path=directory, reason="holds no run; never bundled"))
+    task_folder = top.relative_to(output_root).as_posix()
     for directory, predictions, subdirectories, listing in found:
-        path = Path(directory)
         left_out = [sub for sub in subdirectories if sub not in leading_to_runs]
         runs.append(
             RunDirectory(
-                path=path,
-                relative=path.relative_to(output_root).as_posix(),
+                path=Path(directory),
+                # Below `top_path`, joined by the walk with "/": no Path made to cut it off.
+                relative=task_folder + directory[len(top_path) :],
                 task_dir_name=task,
                 predictions=predictions,
                 left_out_folders=tuple(sorted(os.path.basename(sub) for sub in left_out)),

@@ -58,23 +58,32 @@ def read_bounded(path: Path | str, limit: int) -> bytes:
     files the per-file overhead of a file object costs more than the read itself.
     """
     descriptor, size = _open_descriptor(path)
-    chunks: list[bytes] = []
-    total = 0
     try:
         wanted = min(size, limit) + 1  # one more byte shows growth
-        while chunk := os.read(descriptor, wanted):
-            chunks.append(chunk)
-            total += len(chunk)
-            if total > limit:
-                raise InputError(path, f"larger than {limit} bytes; refusing to load it")
-            if len(chunk) < wanted:
-                break  # a short read of a regular file is its end: spare the empty read
-            wanted = min(CHUNK_SIZE, limit + 1 - total)
+        data = os.read(descriptor, wanted)
+        if len(data) < wanted:
+            return data  # the whole file in one read, as almost always: nothing more to do
+        return _read_rest(path, descriptor, data, limit)
     except OSError as error:
         raise InputError(path, f"cannot read: {error.strerror}") from None
     finally:
         os.close(descriptor)
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def _read_rest(path: Path | str, descriptor: int, first: bytes, limit: int) -> bytes:
+    """What `read_bounded` reads after a first chunk that filled what it asked for: a file that
+    grew after it was opened, or one larger than `limit`."""
+    chunks, total = [first], len(first)
+    while total <= limit:
+        wanted = min(CHUNK_SIZE, limit + 1 - total)
+        chunk = os.read(descriptor, wanted)
+        chunks.append(chunk)
+        total += len(chunk)
+        if len(chunk) < wanted:
+            break  # a short read of a regular file is its end: spare the empty read
+    if total > limit:
+        raise InputError(path, f"larger than {limit} bytes; refusing to load it")
+    return b"".join(chunks)
 
 
 def read_named_file(path: Path | str, limit: int, what: str) -> bytes:

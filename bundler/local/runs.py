@@ -229,25 +229,25 @@ def validate_run(
 
     indices, odd_names, left_out = _list_predictions(header.run)
     check_prediction_count(directory, len(indices))
-    predictions = PredictionFiles()
+    predictions = PredictionFiles(indices=indices)
     tally = PredictionTally()
     directory_name = str(directory)
-    # This loop runs once per row: a str path, not a Path, no per-row objects kept, and the
-    # methods it calls bound once.
+    # This loop runs once per row: a str path, not a Path, no per-row objects kept, the
+    # methods it calls bound once, progress told once a batch.
     add_record, digests, sha256 = tally.add, predictions.digests, hashlib.sha256
-    add_index, add_size = predictions.indices.append, predictions.sizes.append
+    add_size, odd_name = predictions.sizes.append, odd_names.get if odd_names else None
     advance = on_prediction or NoProgress().advance
-    for count, index in enumerate(indices, start=1):
-        path = f"{directory_name}/{odd_names.get(index) or canonical_name(index)}"
-        data = read_bounded(path, MAX_PREDICTION_BYTES)
-        add_record(parse_prediction(data, index, path), path)
-        keep(prediction_path(index), data)
-        add_index(index)
-        add_size(len(data))
-        digests += sha256(data).digest()
-        if count % PROGRESS_BATCH == 0:
-            advance(PROGRESS_BATCH)
-    advance(len(indices) % PROGRESS_BATCH)
+    for start in range(0, len(indices), PROGRESS_BATCH):
+        batch = indices[start : start + PROGRESS_BATCH]
+        for index in batch:
+            name = (odd_name and odd_name(index)) or canonical_name(index)
+            path = f"{directory_name}/{name}"
+            data = read_bounded(path, MAX_PREDICTION_BYTES)
+            add_record(parse_prediction(data, index, path), path)
+            keep(prediction_path(index), data)
+            add_size(len(data))
+            digests += sha256(data).digest()
+        advance(len(batch))
     summary = tally.summary()
     evidence = RunEvidence(header.meta, header.fingerprint, header.bundle_id, summary, indices)
     coverage, warnings = judge_run(
@@ -322,13 +322,40 @@ def _list_predictions(run: RunDirectory) -> tuple[array[int], dict[int, str], Le
     indices: array[int] = array("q")
     odd_names: dict[int, list[str]] = {}
     extras = [f"{printable_name(name)}/" for name in run.left_out_folders]
+    add = indices.append
     try:
         with os.scandir(directory) as entries:
             for entry in entries:
-                _list_entry(entry, indices, odd_names, extras)
+                name = entry.name
+                digits = name[_DIGITS_START:_DIGITS_END]
+                # A canonical name, as nearly all are, without a regular expression or a call;
+                # anything else (and any link) as _list_entry decides.
+                if (
+                    name.startswith(_CANONICAL_PREFIX)
+                    and name.endswith(_CANONICAL_SUFFIX)
+                    and digits.isascii()
+                    and digits.isdigit()
+                    and (digits[0] != "0" or digits == "0")
+                    and len(digits) <= _SAFE_DIGITS
+                    and not entry.is_symlink()
+                ):
+                    add(int(digits))
+                else:
+                    _list_entry(entry, indices, odd_names, extras)
     except OSError as error:
         raise InputError(directory, f"cannot list: {error.strerror}") from None
     indices = array("q", sorted(indices))
+    if odd_names:  # two entries share an index only if one has another name than its own
+        _refuse_duplicates(directory, indices, odd_names)
+    extras.sort()
+    left_out = LeftOut(count=len(extras), shown=extras[:MAX_LEFT_OUT_SHOWN])
+    return indices, {index: names[0] for index, names in odd_names.items()}, left_out
+
+
+def _refuse_duplicates(
+    directory: Path, indices: array[int], odd_names: dict[int, list[str]]
+) -> None:
+    """InputError naming the first two files of the lowest index listed twice, if any."""
     for position in range(1, len(indices)):
         if indices[position] == indices[position - 1]:
             index = indices[position]
@@ -337,9 +364,12 @@ def _list_predictions(run: RunDirectory) -> tuple[array[int], dict[int, str], Le
                 names = [*names, canonical_name(index)]
             first, second = sorted(names)[:2]
             raise InputError(directory, f"duplicate index {index}: {first} and {second}")
-    extras.sort()
-    left_out = LeftOut(count=len(extras), shown=extras[:MAX_LEFT_OUT_SHOWN])
-    return indices, {index: names[0] for index, names in odd_names.items()}, left_out
+
+
+_CANONICAL_PREFIX, _, _CANONICAL_SUFFIX = canonical_name(0).partition("0")
+_DIGITS_START, _DIGITS_END = len(_CANONICAL_PREFIX), -len(_CANONICAL_SUFFIX)
+_SAFE_DIGITS = len(str(INT64_MAX)) - 1
+"""An index of this many digits or fewer is within INT64_MAX."""
 
 
 def _list_entry(

@@ -30,22 +30,46 @@ def tar_header(name: str, size: int, mtime: int) -> bytes:
     plain ASCII names of up to 100 bytes and numbers that fit the header are accepted, where
     tarfile would add a PAX extension header: a bundle never has one, so a reader can refuse it.
     """
-    encoded = name.encode("ascii", "replace")
-    if (
-        not (name.isascii() and name.isprintable())
-        or len(encoded) > _USTAR_MAX_NAME
-        or not 0 <= size < TAR_NUMBER_LIMIT
-        or not 0 <= mtime < TAR_NUMBER_LIMIT
-    ):
-        raise ValueError(f"no plain ustar header for {name!r} ({size} bytes, mtime {mtime})")
-    name_field = encoded.ljust(_USTAR_MAX_NAME, b"\0")
-    size_field = b"%011o\0" % size
-    mtime_field = b"%011o\0" % mtime
-    # Only name, size and mtime vary; the sum of every other byte is a constant.
-    checksum = _FIXED_FIELDS_SUM + sum(name_field) + sum(size_field) + sum(mtime_field)
-    return b"".join(
-        (name_field, _MODE_UID_GID, size_field, mtime_field, b"%06o\0 " % checksum, _TAIL)
-    )
+    return MemberHeaders(mtime).header(name, size)
+
+
+class MemberHeaders:
+    """`tar_header` for the members of one archive, which share one mtime: its field and its
+    share of the checksum are computed once, not once per member, as this runs once per row."""
+
+    __slots__ = ("_mtime_field", "_sum", "mtime")
+
+    def __init__(self, mtime: int) -> None:
+        self.mtime = mtime
+        self._mtime_field = b"%011o\0" % mtime if 0 <= mtime < TAR_NUMBER_LIMIT else b""
+        # Only name, size and mtime vary; the sum of every other byte is a constant.
+        self._sum = _FIXED_FIELDS_SUM + sum(self._mtime_field)
+
+    def header(self, name: str, size: int) -> bytes:
+        encoded = name.encode("ascii", "replace")
+        if (
+            not (name.isascii() and name.isprintable())
+            or len(encoded) > _USTAR_MAX_NAME
+            or not 0 <= size < TAR_NUMBER_LIMIT
+            or not self._mtime_field
+        ):
+            raise ValueError(
+                f"no plain ustar header for {name!r} ({size} bytes, mtime {self.mtime})"
+            )
+        size_field = b"%011o\0" % size
+        # The name's NUL padding adds nothing to the checksum.
+        checksum = self._sum + sum(encoded) + sum(size_field)
+        return b"".join(
+            (
+                encoded,
+                _ZEROS[len(encoded) : _USTAR_MAX_NAME],
+                _MODE_UID_GID,
+                size_field,
+                self._mtime_field,
+                b"%06o\0 " % checksum,
+                _TAIL,
+            )
+        )
 
 
 _REGULAR_TYPE = b"0"
@@ -61,6 +85,7 @@ _TAIL = (
 ).ljust(TAR_BLOCK - 156, b"\0")
 _FIXED_FIELDS_SUM = sum(_MODE_UID_GID) + sum(b" " * 8) + sum(_TAIL)
 """The checksum counts its own field as eight spaces."""
+_ZEROS = bytes(TAR_BLOCK)
 
 
 class TarStream:
@@ -74,6 +99,7 @@ class TarStream:
         self._out = out
         self._batch = batch
         self._pending = bytearray()
+        self._headers = MemberHeaders(0)
         self.offset = offset
         """Bytes of the whole tar stream so far, including any written by an earlier writer."""
 
@@ -85,9 +111,21 @@ class TarStream:
             self._pending.clear()
 
     def add_member(self, name: str, data: bytes, mtime: int) -> None:
-        """Header, content and padding in one write: per-call overhead adds up per row."""
-        padding = -len(data) % TAR_BLOCK
-        self.write(tar_header(name, len(data), mtime) + data + b"\0" * padding)
+        """Header, content and padding appended in place, with no copy of the content but the
+        one into the batch: this runs once per row."""
+        headers = self._headers
+        if headers.mtime != mtime:
+            headers = self._headers = MemberHeaders(mtime)
+        size = len(data)
+        padding = -size % TAR_BLOCK
+        pending = self._pending
+        pending += headers.header(name, size)
+        pending += data
+        pending += _ZEROS[:padding]
+        self.offset += TAR_BLOCK + size + padding
+        if len(pending) >= self._batch:
+            self._out.write(pending)
+            pending.clear()
 
     def add_header(self, name: str, size: int, mtime: int) -> None:
         self.write(tar_header(name, size, mtime))

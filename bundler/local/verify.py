@@ -10,6 +10,7 @@ taken on trust, so a forged bundle can neither fool verify nor exhaust its memor
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -124,7 +125,7 @@ def read_bundle(path: Path, progress: ProgressSink | None = None) -> BundleReadi
             sha512 = parsed is not None and parsed.hash_algorithm == "sha512"
             hashing = HashingReader(raw, sha512=sha512)
             try:
-                derived = read_archive(reading, hashing, progress)
+                derived = read_archive(reading, hashing, progress, os.fstat(raw.fileno()).st_size)
             except CheckFailed as failure:
                 reading.checks.append(failure.result)
             except NotCanonicalError as error:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import tempfile
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -34,6 +34,7 @@ from bundler.local.manifest import (
     prediction_index,
     prediction_path,
 )
+from bundler.local.readahead import bundle_chunks
 from bundler.local.runs import PROGRESS_BATCH, check_prediction_count
 from bundler.local.schema import StaticsRunMetadata
 from bundler.local.tarformat import TarReader
@@ -89,12 +90,18 @@ class ArchiveReading:
 
 
 def read_archive(
-    reading: ArchiveReading, source: HashingReader, progress: ProgressSink
+    reading: ArchiveReading, source: HashingReader, progress: ProgressSink, size: int
 ) -> BundleClaim:
-    """Every check of the archive's content, in one pass; CheckFailed or NotCanonicalError at the
-    first problem. Returns the claim derived from the files, which is the manifest's."""
-    frames = FrameReader(source)  # type: ignore[arg-type]
-    chunks = frames.chunks()
+    """Every check of the archive's content (of `size` bytes), in one pass; CheckFailed or
+    NotCanonicalError at the first problem. Returns the claim derived from the files, which is
+    the manifest's. The source is not read any more once it returns or raises."""
+    with bundle_chunks(source, size) as (frames, chunks):  # type: ignore[arg-type]
+        return _read_frames(reading, frames, chunks, progress)
+
+
+def _read_frames(
+    reading: ArchiveReading, frames: FrameReader, chunks: Iterator[bytes], progress: ProgressSink
+) -> BundleClaim:
     head = TarReader(frame_chunks(chunks))
     first = head.next_header()
     if first is None or first[0] != MANIFEST_PATH:

@@ -77,7 +77,11 @@ class FrameReader:
         """The next frame's decompressed bytes, in chunks; read it to the end before the next."""
         number = len(self.windows) + 1
         window = self._frame_header(number)
-        decompressor = zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW_BYTES).decompressobj()
+        # Room for a whole feed's output: python-zstandard takes the GIL again each time its
+        # output buffer fills, and a thread reading ahead (local/readahead.py) may then wait.
+        decompressor = zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW_BYTES).decompressobj(
+            write_size=_FEED_OUTPUT_BYTES + _MAX_BLOCK
+        )
         block_limit = min(window, _MAX_BLOCK)
         self._number, self._blocks, self._produced = number, 0, 0
         bound = 0

@@ -232,19 +232,19 @@ class BranchTables:
         those requests: then read from the table for the bundles it lists, and asked of the
         Hub for the others. So a commit of a few new bundles reads no part but the last.
         Bundles the branch holds no file of are `absent`."""
-        paths = [path for bundle in bundles for path in repo_paths(bundle)]
+        owned = {str(bundle): repo_paths(bundle) for bundle in bundles}  # derived once each
+        paths = [path for pair in owned.values() for path in pair]
         found: dict[str, RemoteFile] = {}
         if self.leaderboard.unfetched() < -(-len(paths) // PATHS_PER_REQUEST):
-            index = self.leaderboard.indexed(str(bundle) for bundle in bundles)
-            for bundle in bundles:
-                if (row := index.get(str(bundle))) is not None:
-                    archive, sidecar = repo_archive(bundle), repo_sidecar(bundle)
+            index = self.leaderboard.indexed(owned)
+            for name, (archive, sidecar) in owned.items():
+                if (row := index.get(name)) is not None:
                     found[archive] = RemoteFile(archive, 0, "", row.archive_sha256)
                     found[sidecar] = RemoteFile(sidecar, 0, row.sidecar_blob_id, None)
             paths = [path for path in paths if path not in found]
         if paths and not self.no_bundles:
             found |= session.paths_info(paths, self.head)
-        self.absent |= {str(b) for b in bundles if not any(p in found for p in repo_paths(b))}
+        self.absent |= {name for name, pair in owned.items() if not found.keys() & set(pair)}
         return found
 
     def with_rows(self, rows: list[TableRow]) -> BranchTables:

@@ -84,11 +84,11 @@ def repo_folder(bundle: BundleId) -> str:
 
 
 def repo_archive(bundle: BundleId) -> str:
-    return f"{repo_folder(bundle)}/{bundle.archive_name}"
+    return repo_paths(bundle)[0]
 
 
 def repo_sidecar(bundle: BundleId) -> str:
-    return f"{repo_folder(bundle)}/{bundle.sidecar_name}"
+    return repo_paths(bundle)[1]
 
 
 def unsharded_paths(bundle: BundleId) -> tuple[str, str]:
@@ -100,8 +100,10 @@ def unsharded_paths(bundle: BundleId) -> tuple[str, str]:
 
 def repo_paths(bundle: BundleId) -> tuple[str, str]:
     """Every repository path this bundle owns: its archive and its sidecar. A pull request
-    for a bundle touches these and nothing else."""
-    return (repo_archive(bundle), repo_sidecar(bundle))
+    for a bundle touches these and nothing else. The folder is derived once for both (a
+    sha256 of the player folder's name: planning asks for thousands of bundles' paths)."""
+    folder = repo_folder(bundle)
+    return (f"{folder}/{bundle.archive_name}", f"{folder}/{bundle.sidecar_name}")
 
 
 FILES_PER_BUNDLE = len(repo_paths(BundleId("bundle_00000000", "task", "unpinned")))

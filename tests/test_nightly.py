@@ -364,6 +364,28 @@ def test_the_folders_collect_makes_are_fsynced_into_their_parents(
     assert str(bundles) not in synced and str(tmp_path) not in synced
 
 
+def test_the_folders_of_many_new_players_are_fsynced_once_a_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """70 new players' folders: the bundles folder holding them is fsynced with each batch of
+    pairs (DurableBatch), not once for each folder made, and before any pair is reported."""
+    out, bundles = tmp_path / "out", tmp_path / "b"
+    write_tree(out, [RunSpec(model=f"m-{n}", rows=2) for n in range(70)], how_do_you=False)
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(descriptor: int) -> None:  # the real fsync, its file named
+        synced.append(os.readlink(f"/proc/self/fd/{descriptor}"))
+        real_fsync(descriptor)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    report = run_collect(out, bundles, expected_rows={"expert-vqa": 2})
+    assert len(report.bundles) == 70
+    assert 1 <= synced.count(str(bundles)) <= 3, synced.count(str(bundles))
+    for bundle in report.bundles:
+        assert str(Path(bundle.archive).parent) in synced
+
+
 def test_many_new_runs_are_committed_in_batches_each_pair_whole(tmp_path: Path) -> None:
     out, bundles = tmp_path / "out", tmp_path / "b"
     write_tree(out, [RunSpec(model=f"m-{n}", rows=2) for n in range(70)], how_do_you=False)

@@ -210,24 +210,30 @@ class StagedFile:
         """Whether it survives a crash once committed (fsynced); a copy whose loss costs
         nothing but a download need not be."""
         self.committed = False
-        self.path, self.handle = _create_locked(final)
+        self.path, self.handle, made = _create_locked(final)
+        self.entries_to_sync = {folder.parent for folder in made}
+        """The folders holding a folder made for this file: fsynced with the file's own folder
+        when it is committed, so the made folder's entry is as durable as the file."""
 
     def __enter__(self) -> StagedFile:
         return self
 
     def __exit__(self, kind: object, error: BaseException | None, trace: object) -> None:
-        if not self.committed:
-            self.path.unlink(missing_ok=True)
-        with contextlib.suppress(OSError):  # a write error is reported where it happened
-            self.handle.close()
+        self.close()
         if isinstance(error, OSError):
             raise write_error(self.final, error) from None
 
     def close(self) -> None:
-        """Done with it: removed unless committed, its descriptor (and flock) released."""
+        """Done with it: removed unless committed, its descriptor (and flock) released. The
+        folders it made stay, so their entries are fsynced now if no commit did it: a later
+        file committed into one of them (which makes no folder) must not be lost with it."""
         if not self.committed:
             self.path.unlink(missing_ok=True)
-        with contextlib.suppress(OSError):
+            if self.durable:
+                for folder in self.entries_to_sync:
+                    with contextlib.suppress(OSError):  # its own error comes with that commit
+                        fsync_folder(folder)
+        with contextlib.suppress(OSError):  # a write error is reported where it happened
             self.handle.close()
 
     def finish(self) -> None:
@@ -246,7 +252,8 @@ class StagedFile:
                 os.replace(self.path, self.final)
                 self.committed = True
             if self.durable:
-                fsync_folder(self.final.parent)
+                for folder in (*self.entries_to_sync, self.final.parent):
+                    fsync_folder(folder)
         except OSError as error:
             raise write_error(self.final, error) from None
 
@@ -260,21 +267,30 @@ def fsync_folder(folder: Path) -> None:
         os.close(descriptor)
 
 
-def make_folders(folder: Path) -> None:
-    """`mkdir -p` whose new folders survive a crash: each folder made is fsynced into its
-    parent. Without that, a crash soon after a new player's first bundle could lose the
-    player's folder, and with it the archive fsynced inside it. Folders that exist cost one
-    stat and no fsync. OSError as mkdir raises it (a file in the way: FileExistsError)."""
+def make_folders(folder: Path) -> list[Path]:
+    """`mkdir -p`, giving the folders it made, outermost first. A made folder survives a
+    crash only once the folder holding it is fsynced: without that, a crash soon after a new
+    player's first bundle could lose the player's folder, and the archive fsynced inside it
+    with it. StagedFile and DurableBatch fsync those folders with what they commit (many at
+    once, for many runs); `make_durable_folders` at once. Folders that exist cost one stat.
+    OSError as mkdir raises it (a file in the way: FileExistsError)."""
     missing: list[Path] = []
     while not folder.is_dir():
         missing.append(folder)
         folder = folder.parent
-    for made in reversed(missing):
+    made = list(reversed(missing))
+    for path in made:
         try:
-            made.mkdir()
+            path.mkdir()
         except FileExistsError:
-            if not made.is_dir():
+            if not path.is_dir():
                 raise
+    return made
+
+
+def make_durable_folders(folder: Path) -> None:
+    """`make_folders`, each folder made fsynced into its parent before this returns."""
+    for made in make_folders(folder):
         fsync_folder(made.parent)
 
 
@@ -286,8 +302,9 @@ def write_atomically(final: Path, data: bytes, *, durable: bool = True) -> None:
         staged.commit()
 
 
-def _create_locked(final: Path) -> tuple[Path, BinaryIO]:
-    """Create and flock a fresh temporary file beside `final`.
+def _create_locked(final: Path) -> tuple[Path, BinaryIO, list[Path]]:
+    """Create and flock a fresh temporary file beside `final`, making its folder if need
+    be (the folders made are given too: see `make_folders`).
 
     SIGINT and SIGTERM wait until the file exists with its name known, so an interruption
     right after creation cannot leave it behind. A concurrent `remove_leftovers` may lock or
@@ -297,7 +314,7 @@ def _create_locked(final: Path) -> tuple[Path, BinaryIO]:
     handle: BinaryIO | None = None
     try:
         with signals_held():
-            make_folders(final.parent)
+            made = make_folders(final.parent)
             while True:
                 descriptor, name = tempfile.mkstemp(
                     dir=final.parent, prefix=temporary_prefix(final), suffix=TEMP_SUFFIX
@@ -306,7 +323,7 @@ def _create_locked(final: Path) -> tuple[Path, BinaryIO]:
                 with contextlib.suppress(BlockingIOError):
                     fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
                     if os.fstat(descriptor).st_nlink > 0:
-                        return path, handle
+                        return path, handle, made
                 handle.close()
     except BaseException as error:
         if handle is not None:
@@ -350,6 +367,8 @@ def commit_pair(first: StagedFile, second: StagedFile, *, sync_folder: bool = Tr
             second.committed = True
         if sync_folder:
             os.fsync(folder)
+            for holding in first.entries_to_sync | second.entries_to_sync:
+                fsync_folder(holding)
     except OSError as error:
         raise write_error(current, error) from None
     finally:
@@ -453,7 +472,12 @@ class DurableBatch:
             else:
                 try:
                     commit_pair(first, second, sync_folder=False)
-                    folders.setdefault(first.final.parent, []).append(number)
+                    for holding in (
+                        first.final.parent,
+                        *first.entries_to_sync,
+                        *second.entries_to_sync,
+                    ):
+                        folders.setdefault(holding, []).append(number)
                 except WriteError as error_written:
                     failure = error_written
             outcomes.append((done, failure))

@@ -29,7 +29,7 @@ from pydantic import ValidationError
 from bundler.core.errors import BundlesLockedError, InputError, UsageError, WriteError
 from bundler.core.limits import MAX_LOCK_RECORD_BYTES
 from bundler.core.model import Model
-from bundler.local.fileio import describe_os_error, make_folders, read_bounded, write_error
+from bundler.local.fileio import describe_os_error, make_durable_folders, read_bounded, write_error
 from bundler.local.layout import LOCK_NAME
 
 POLL_SECONDS = 0.1
@@ -68,7 +68,7 @@ def bundles_lock(
         if bundles_dir.exists() or bundles_dir.is_symlink():
             raise UsageError(f"{bundles_dir}: exists and is not a directory")
         try:
-            make_folders(bundles_dir)
+            make_durable_folders(bundles_dir)
         except OSError as error:
             raise write_error(bundles_dir, error) from None
     from filelock import FileLock, Timeout  # its import shows in start-up: only when locking

@@ -87,7 +87,7 @@ def make_durable(staged):
     for descriptor, temporary, final in staged:
         os.close(descriptor)
         os.replace(temporary, final)
-    names = {os.path.dirname(final) for _, _, final in staged}
+    names = {os.path.dirname(final) for _, _, final in staged} | {target}  # and new folders'
     folders = [os.open(folder, os.O_RDONLY) for folder in names]
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(os.fsync, folders))
@@ -155,7 +155,8 @@ is byte for byte the bundler's, which tests/test_benchmarks.py checks), compress
 bundler compresses them (zstd at its level, a run of 1,000 predictions or more by one worker
 thread a core, each file read once and the body compressed aside while the manifest is not yet
 known, so memory stays bounded) and the same fsyncs (each archive and sidecar fsynced before
-it is renamed into place, many at once, then each folder), with half of many runs in a forked
+it is renamed into place, many at once, then each folder and the folder holding the new
+ones), with half of many runs in a forked
 child as the bundler bundles them; and nothing else: no check, no claim, no cache, no report.
 What stands between a bundler that writes every archive durably and `tar | zstd`, which writes
 one stream of the whole tree and never fsyncs."""

@@ -590,7 +590,7 @@ def test_threads_that_were_joined_never_keep_a_process_from_forking(tmp_path: Pa
     probe = (
         "import os, sys\n"
         "from bundler.core.forked import allow_forks, can_fork\n"
-        "from bundler.local.fileio import sync_all\n"
+        "from bundler.local.durablebatch import sync_all\n"
         "allow_forks()\n"
         "paths = [os.path.join(sys.argv[1], str(n)) for n in range(3)]\n"
         "descriptors = [os.open(p, os.O_CREAT | os.O_WRONLY) for p in paths]\n"

@@ -2,7 +2,7 @@
 
 A run is validated while its body is compressed (bundler.local.runs, bundler.local.archive),
 then its archive and sidecar are staged and committed in batches, durable before they are
-renamed into place (bundler.local.fileio.DurableBatch). A run that fails is refused with a
+renamed into place (bundler.local.durablebatch.DurableBatch). A run that fails is refused with a
 one-line reason naming a path, and leaves nothing partial in the bundles folder; the others go
 on. Many runs may be bundled half in a forked child (`bundle_all`, bundler.core.forked).
 """
@@ -32,7 +32,8 @@ from bundler.local.collectreport import (
     RowCountLookup,
 )
 from bundler.local.downgrade import downgrade, existing_claim
-from bundler.local.fileio import DurableBatch, StagedFile, read_bounded, sha256_file, write_error
+from bundler.local.durablebatch import DurableBatch
+from bundler.local.fileio import StagedFile, read_bounded, sha256_file, write_error
 from bundler.local.manifest import BundleClaim, CollectInputs
 from bundler.local.runs import RunHeader, ValidatedRun, read_header, validate_run
 from bundler.local.statcache import sha256_bytes

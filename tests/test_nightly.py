@@ -338,6 +338,19 @@ def test_an_unchanged_bundle_read_again_is_neither_fsynced_nor_renamed(
     assert [p.name for p in bundles.rglob("*") if p.name.startswith(".bundler-")] == []
 
 
+def recorded_fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The path of every file and folder fsynced from now on (the real fsync, each named)."""
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(descriptor: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{descriptor}"))
+        real_fsync(descriptor)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    return synced
+
+
 def test_the_folders_collect_makes_are_fsynced_into_their_parents(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -346,14 +359,7 @@ def test_the_folders_collect_makes_are_fsynced_into_their_parents(
     "written"."""
     out, bundles = tmp_path / "out", tmp_path / "new" / "b"
     make_tree(out)
-    synced: list[str] = []
-    real_fsync = os.fsync
-
-    def recording_fsync(descriptor: int) -> None:  # the real fsync, its file named
-        synced.append(os.readlink(f"/proc/self/fd/{descriptor}"))
-        real_fsync(descriptor)
-
-    monkeypatch.setattr(os, "fsync", recording_fsync)
+    synced = recorded_fsyncs(monkeypatch)
     report = run_collect(out, bundles, expected_rows={"expert-vqa": 3})
     players = {Path(b.archive).parent for b in report.bundles}
     assert players and {p.parent for p in players} == {bundles}
@@ -371,14 +377,7 @@ def test_the_folders_of_many_new_players_are_fsynced_once_a_batch(
     pairs (DurableBatch), not once for each folder made, and before any pair is reported."""
     out, bundles = tmp_path / "out", tmp_path / "b"
     write_tree(out, [RunSpec(model=f"m-{n}", rows=2) for n in range(70)], how_do_you=False)
-    synced: list[str] = []
-    real_fsync = os.fsync
-
-    def recording_fsync(descriptor: int) -> None:  # the real fsync, its file named
-        synced.append(os.readlink(f"/proc/self/fd/{descriptor}"))
-        real_fsync(descriptor)
-
-    monkeypatch.setattr(os, "fsync", recording_fsync)
+    synced = recorded_fsyncs(monkeypatch)
     report = run_collect(out, bundles, expected_rows={"expert-vqa": 2})
     assert len(report.bundles) == 70
     assert 1 <= synced.count(str(bundles)) <= 3, synced.count(str(bundles))

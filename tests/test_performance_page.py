@@ -142,28 +142,25 @@ def test_figures_that_do_not_parse_stop_the_page_naming_the_file(tmp_path: Path)
     (folder / "collect.json").write_text('{"machine": {}, "comparisons": [{}]}')
     with pytest.raises(FiguresError, match=r"collect\.json: not the figures expected"):
         render(folder)
-    result = subprocess.run(
-        [sys.executable, str(TESTS / "performance_page.py"), "--from-json", str(folder)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    result = run_page("--from-json", str(folder))
     assert result.returncode == 2
     assert len(result.stderr.splitlines()) == 1 and "collect.json" in result.stderr
 
 
-def test_from_json_renders_saved_figures_without_measuring(tmp_path: Path) -> None:
-    out = tmp_path / "performance.md"
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(TESTS / "performance_page.py"),
-            *("--from-json", str(FIXTURE), "--out", str(out)),
-        ],
+def run_page(*args: str, timeout: float | None = None) -> subprocess.CompletedProcess[str]:
+    """tests/performance_page.py run as a person runs it, with `args`."""
+    return subprocess.run(
+        [sys.executable, str(TESTS / "performance_page.py"), *args],
         capture_output=True,
         text=True,
         check=False,
+        timeout=timeout,
     )
+
+
+def test_from_json_renders_saved_figures_without_measuring(tmp_path: Path) -> None:
+    out = tmp_path / "performance.md"
+    result = run_page("--from-json", str(FIXTURE), "--out", str(out))
     assert result.returncode == 0, result.stderr
     assert out.read_text(encoding="utf-8") == render(FIXTURE)
     assert "==" not in result.stdout  # no benchmark ran
@@ -183,16 +180,9 @@ def test_one_benchmark_measured_again_keeps_the_others(tmp_path: Path) -> None:
     folder = tmp_path / "figures"
     shutil.copytree(FIXTURE, folder)
     out = tmp_path / "performance.md"
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(TESTS / "performance_page.py"),
-            *("--sizes", "smoke", "--only", "charts"),
-            *("--json-dir", str(folder), "--out", str(out)),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
+    result = run_page(
+        *("--sizes", "smoke", "--only", "charts"),
+        *("--json-dir", str(folder), "--out", str(out)),
         timeout=240,
     )
     assert result.returncode == 0, result.stderr[-2000:]

@@ -632,6 +632,33 @@ def test_the_first_upload_into_a_new_leaderboard(
     assert pq.read_table(io.BytesIO(table)).num_rows == 2
 
 
+def test_a_large_run_takes_the_threaded_paths_as_installed(
+    installed: Installed, hub: HubServer, tmp_path: Path
+) -> None:
+    """A run large enough for collect's worker threads (its body compressed by zstd's workers,
+    the frame ended beside the manifest) and for verify's read-ahead thread (an archive of
+    more than 2 MB), at the newest and oldest versions allowed: it verifies, and the same
+    archive with one byte changed in its middle is refused (exit 1), without a traceback."""
+    from benchlib import TASK, write_own_run
+
+    person = User(installed, hub, tmp_path, None)
+    write_own_run(tmp_path / "output", 3000)
+    collected = person.bundler("collect", "output", "--expect", f"{TASK}=3000")
+    (bundle,) = collected["bundles"]
+    archive = tmp_path / bundle["archive"]
+    assert archive.stat().st_size > 2 << 20, "too small for verify to read it ahead"
+    verified = person.bundler("verify", "bundles")
+    assert [c["status"] for c in verified["bundles"][0]["checks"]].count("failed") == 0
+    tampered = tmp_path / "tampered" / archive.parent.name  # a copy, to be changed
+    shutil.copytree(archive.parent, tampered)
+    copy = tampered / archive.name
+    data = bytearray(copy.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    copy.write_bytes(bytes(data))
+    refused = person.bundler("verify", "tampered", code=1)
+    assert "failed" in [c["status"] for c in refused["bundles"][0]["checks"]]
+
+
 def test_what_a_maintainer_finds_is_kept_and_a_key_openssh_refuses_is_refused(
     installed: Installed, hub: HubServer, repo_id: str, tmp_path: Path
 ) -> None:

@@ -9,14 +9,21 @@ counting wall time and the API and file requests each made (LFS transfers apart)
 same again into the now populated repositories (a re-run with nothing new). It prints medians,
 the ratio of medians, the spread, request counts and peak RSS.
 
+The fresh row also measures what keeping the parts' rows decoded (bundler/hub/leaderboard/
+partrows.py) gains: in one process of the installed venv, the publishing of the same bundles
+into fresh repositories alternates with and without it, and the row's `extra` gets the ratio
+of medians with/without (`kept_rows`) and its per-round spread.
+
     .venv/bin/python tests/benchmark_upload.py --rounds 5 --json-out /tmp/upload.json
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import uuid
@@ -27,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from benchlib import (
     BUNDLER,
     HF,
+    INSTALLED,
     Comparison,
     Measured,
     compile_bytecode,
@@ -39,6 +47,35 @@ from benchmark_collect import TASK, corpus, write_own_run
 from hubserver import HubServer, TokenInfo, client_env
 
 TOKEN = "hf_BenchmarkWriteToken0123456789abcdef"
+KEPT_ROWS_SCRIPT = """
+import json, sys, time
+from pathlib import Path
+from bundler.core.progress import NoProgress
+from bundler.hub.leaderboard import partrows
+from bundler.hub.publish.publisher import Publisher
+from bundler.hub.publish.upload import UploadOptions, gather_local
+
+bundles, token, (warm, *repos) = Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
+local, set_aside = gather_local(bundles, allow_partial=False, progress=NoProgress())
+kept = partrows.KEPT.size
+
+
+def publish(repo):
+    started = time.perf_counter()
+    report = Publisher(UploadOptions(repo_id=repo, token=token)).run(list(local), set_aside)
+    if report.exit_code != 0:
+        raise SystemExit(f"{repo}: {report.error}")
+    return time.perf_counter() - started
+
+
+publish(warm)  # imports, the card's template and the page cache, before anything is timed
+figures = {"with": [], "without": []}
+for number, pair in enumerate(zip(repos[::2], repos[1::2])):
+    for keep, repo in zip((True, False) if number % 2 == 0 else (False, True), pair):
+        partrows.KEPT.size = kept if keep else 0
+        figures["with" if keep else "without"].append(publish(repo))
+print(json.dumps(figures))
+"""
 
 
 class Counted:
@@ -115,6 +152,7 @@ def main() -> int:
             "requests": requests["bundler_re"][-1],
             "hf_requests": requests["hf_re"][-1],
         }
+        fresh.extra.update(kept_rows_gain(hub, env, bundles, args.rounds))
         fresh.extra["bundles"] = args.bundles
         fresh.extra["bundles_mb"] = round(size / 1e6, 1)
         fresh.extra["tree_mb"] = round(tree_bytes(output) / 1e6, 1)
@@ -123,6 +161,31 @@ def main() -> int:
     finally:
         hub.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def kept_rows_gain(
+    hub: HubServer, env: dict[str, str], bundles: Path, rounds: int
+) -> dict[str, object]:
+    """Publishing the bundles into fresh repositories with and without the parts' rows kept
+    decoded, alternated in one process of the installed venv: the ratio of the medians
+    with/without and the per-round spread; nothing for an install without it."""
+    repos = [f"bench/k-{uuid.uuid4().hex[:8]}" for _ in range(1 + 2 * rounds)]
+    for repo in repos:
+        hub.create_repo(repo)
+    measured = run_measured(  # -P: the installed bundler, never the one in the working folder
+        [str(INSTALLED / "python"), "-P", "-c", KEPT_ROWS_SCRIPT, str(bundles), TOKEN, *repos],
+        env=env,
+        capture=True,
+    )
+    if measured.exit_code != 0:  # an install from before the rows were kept
+        return {}
+    figures = json.loads(measured.stdout)
+    kept, decoded = figures["with"], figures["without"]
+    ratios = [a / b for a, b in zip(kept, decoded, strict=True)]
+    return {
+        "kept_rows": round(statistics.median(kept) / statistics.median(decoded), 3),
+        "kept_rows_spread": [round(min(ratios), 3), round(max(ratios), 3)],
+    }
 
 
 if __name__ == "__main__":

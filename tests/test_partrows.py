@@ -20,11 +20,14 @@ def decoded_from_bytes(part: TablePart) -> pa.Table:
     return columns.decoded(part.data).cast(ALL_SCHEMA)
 
 
-def test_a_part_made_from_rows_gives_the_rows_its_bytes_hold() -> None:
-    table = AllTasksTable.of(some_rows())
-    (part,) = table.parts.values()
-    assert part.full().equals(decoded_from_bytes(part), check_metadata=True)
-    assert part.full().schema == ALL_SCHEMA
+def test_a_part_made_from_rows_gives_the_rows_its_bytes_hold_without_decoding_them() -> None:
+    with mock.patch.object(tables, "decoded", wraps=columns.decoded) as decoding:
+        table = AllTasksTable.of(some_rows())
+        (part,) = table.parts.values()
+        whole = part.full()
+    assert decoding.call_count == 0
+    assert whole.equals(decoded_from_bytes(part), check_metadata=True)
+    assert whole.schema == ALL_SCHEMA
 
 
 def test_a_commits_computing_decodes_each_part_it_reads_once() -> None:
@@ -64,8 +67,19 @@ def test_the_least_recently_used_part_goes_first() -> None:
     kept = KeptRows(size=2)
     a, b, c = object(), object(), object()
     table = pa.table({"n": [1]})
-    kept.made(a, table)
-    kept.made(b, table)
+    kept.made(a, table, table.schema)
+    kept.made(b, table, table.schema)
     kept.rows(a, lambda: table)  # a used again: b is now the oldest
-    kept.made(c, table)
+    kept.made(c, table, table.schema)
     assert set(kept._rows) == {a, c}
+
+
+def test_a_part_made_of_other_columns_is_decoded_when_asked() -> None:
+    """Only rows of the schema decoding gives are kept as made: any other table (another
+    column order or type, no layout mark) is decoded, and cast, as ever."""
+    kept = KeptRows()
+    part, table = object(), pa.table({"n": [1]})
+    kept.made(part, table, ALL_SCHEMA)
+    assert kept._rows == {}
+    kept.made(part, table.replace_schema_metadata({b"k": b"v"}), table.schema)
+    assert kept._rows == {}

@@ -9,10 +9,10 @@ part's rows would cost memory in proportion to the board (a part of PART_ROWS ro
 takes a few times its file's size), so only the last KEPT_PARTS parts made or read are kept:
 what a commit's computing reads again and again, however large the board.
 
-A part made here (`TablePart.of`) keeps the very table its bytes were written from: Parquet
-gives those rows back unchanged (the tables are written so that reading a part and writing it
-again gives the same bytes, tests/test_tables.py), so nothing read from the kept table differs
-from what decoding would give.
+A part made here (`TablePart.of`) keeps the very table its bytes were written from, when it
+has the schema decoding gives: Parquet gives those rows back unchanged (the tables are written
+so that reading a part and writing it again gives the same bytes, tests/test_tables.py), so
+nothing read from the kept table differs from what decoding would give.
 """
 
 from __future__ import annotations
@@ -52,9 +52,11 @@ class KeptRows:
         self._keep(part, table)
         return table
 
-    def made(self, part: Part, table: pa.Table) -> Part:
-        """`part`, just written from `table`: its rows kept as they are."""
-        self._keep(part, table)
+    def made(self, part: Part, table: pa.Table, schema: pa.Schema) -> Part:
+        """`part`, just written from `table`: its rows kept as they are, where they are of
+        `schema` (the one decoding gives, metadata and all); else decoded when asked."""
+        if table.schema.equals(schema, check_metadata=True):
+            self._keep(part, table)
         return part
 
     def _keep(self, part: object, table: pa.Table) -> None:

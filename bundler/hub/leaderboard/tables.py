@@ -164,7 +164,7 @@ class TablePart:
         bytes."""
         ordered = table.take(pc.sort_indices(table, sort_keys=[("bundle_id", "ascending")]))
         part = cls(parquet_bytes(ordered), ordered.num_rows, ordered.select(KEY_COLUMNS))
-        return KEPT.made(part, ordered)
+        return KEPT.made(part, ordered, ALL_SCHEMA)
 
     @classmethod
     def read(cls, data: bytes) -> TablePart:

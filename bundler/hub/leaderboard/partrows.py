@@ -3,11 +3,12 @@
 Computing a commit's tables reads the rows of the parts it changes several times over: to find
 a task's scoring, to score the new rows, to rank each board (`AllTasksTable.rows_of`), and to
 merge rows into a part (`AllTasksTable.updated`); an upload of several commits computes them
-once more for each later commit (bundler.hub.publish.ahead). Decoding a part's Parquet each time
-made those decodings a large share of an upload's time (see docs/performance.md). Holding every
-part's rows would cost memory in proportion to the board (a part of PART_ROWS rows decoded
-takes a few times its file's size), so only the last KEPT_PARTS parts made or read are kept:
-what a commit's computing reads again and again, however large the board.
+once more for each later commit (bundler.hub.publish.ahead). Decoding a part's Parquet each
+time made those decodings a large share of the time the tables took (tests/benchmark_upload.py
+measures an upload with and without the rows kept: `kept_rows`). Holding every part's rows
+would cost memory in proportion to the board (a part of PART_ROWS rows takes tens of times its
+file's size decoded), so only the last KEPT_PARTS parts made or read are kept: what a commit's
+computing reads again and again, however large the board.
 
 A part made here (`TablePart.of`) keeps the very table its bytes were written from, when it
 has the schema decoding gives: Parquet gives those rows back unchanged (the tables are written

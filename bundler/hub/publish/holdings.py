@@ -175,7 +175,7 @@ class Holdings:
         So its tables, charts and card stand, the card where `keep_card` takes it, and the
         record is written again naming the branch's head."""
         assert self.tables is not None
-        record = BoardRecord.parse(change.written[RECORD])
+        record = BoardRecord.parse(change.written[RECORD])  # every commit of bundles writes one
         assert record is not None, "a record this bundler just wrote"
         data = record.model_copy(update={"parent": self.tables.head}).to_bytes()
         keep_table(self.session, RECORD, data)  # as table_operations keeps every record

@@ -119,15 +119,18 @@ def test_an_upload_into_a_new_repository_asks_only_what_its_commits_need(
 ) -> None:
     """50 bundles (100 files, beside the tables, record and card) into a new repository: more
     than the Hub's recommended files a commit, so two commits. The token's account and the
-    branch's head (with the repository's existence); the tables' entries; the top folder,
-    listed for the Hub's limits; one preupload and one LFS batch for the first commit's files
+    branch's head (with the repository's existence, and no card: no `cardData`); the top
+    folder, listed for the Hub's limits, and listed first, as the branch has no card
+    (bundler.hub.leaderboard.firstlisting): it holds none of the paths the read asks about, so
+    no paths-info is asked (the one before asked about every one of them and found none, which
+    the listing says as well); one preupload and one LFS batch for the first commit's files
     and the second's bundles and tables (bundler.hub.publish.ahead: the Hub keeps `*.parquet`
     in LFS, hubserver.store.upload_mode); the card checked (validate-yaml) and each commit
     made; the second asks again only about its record and card, which are known once the first
     has landed, and uploads nothing. The limits check asks nothing the branch's read told it
     already, nor anything of our own first commit before the second
     (bundler.hub.client.known). `hf upload` of the same folder makes 4 (create, preupload, LFS
-    batch, commit): 11 is hf's + 7."""
+    batch, commit): 10 is hf's + 6."""
     repo_id = "gptnt/budget-new"
     hub.create_repo(repo_id)
     new = bundles_of(tmp_path / "new", run_specs(50))
@@ -141,7 +144,6 @@ def test_an_upload_into_a_new_repository_asks_only_what_its_commits_need(
     assert asked == [
         "GET /api/whoami-v2",
         "GET revision",
-        "POST paths-info",
         "GET tree",
         "POST preupload",
         "POST lfs-batch",

@@ -91,7 +91,7 @@ def test_a_short_rate_limit_is_waited_out_and_said(
     hub: HubServer, repo_id: str, bundles: Path
 ) -> None:
     hub.create_repo(repo_id)
-    hub.inject("POST", r"/paths-info/", Fault.rate_limited(reset=1))
+    hub.inject("GET", r"/tree/", Fault.rate_limited(reset=1))
     hub.inject("POST", r"/commit/", Fault.rate_limited(reset=1, resource="api"))
     code, report, stderr = upload(bundles, "--repo", repo_id)
     assert code == 0, stderr
@@ -102,7 +102,7 @@ def test_a_short_rate_limit_is_waited_out_and_said(
 
 @pytest.mark.parametrize(
     ("method", "path"),
-    [("POST", r"/paths-info/"), ("POST", r"/preupload/"), ("POST", r"/commit/")],
+    [("GET", r"/tree/"), ("POST", r"/preupload/"), ("POST", r"/commit/")],
     ids=["api-call", "client-retried-preupload", "commit-quota"],
 )
 def test_a_long_rate_limit_ends_the_upload_with_75_without_waiting(
@@ -121,7 +121,7 @@ def test_a_long_rate_limit_ends_the_upload_with_75_without_waiting(
 
 def test_max_wait_bounds_the_wait(hub: HubServer, repo_id: str, bundles: Path) -> None:
     hub.create_repo(repo_id)
-    hub.inject("POST", r"/paths-info/", Fault.rate_limited(reset=5))
+    hub.inject("GET", r"/tree/", Fault.rate_limited(reset=5))
     code, _, stderr = upload(bundles, "--repo", repo_id, "--max-wait", "1")
     assert code == 75 and "resets in 5 s" in stderr and "--max-wait" in stderr
 

@@ -164,7 +164,7 @@ def test_hub_unavailable_exits_75_and_publishes_nothing(
 ) -> None:
     bundles = make_bundles(tmp_path, [RunSpec(rows=2)])
     hub.create_repo(repo_id)
-    hub.inject("POST", rf"{repo_id}/paths-info/", Fault.status(503), times=50)
+    hub.inject("GET", rf"{repo_id}/tree/", Fault.status(503), times=50)
     code, report, stderr = upload(bundles, "--repo", repo_id)
     assert code == 75, stderr
     assert report["exit_code"] == 75 and "did not answer properly" in report["error"]

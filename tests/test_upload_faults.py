@@ -213,13 +213,13 @@ def test_a_hub_outage_while_planning_keeps_the_refused_bundles_in_the_report(
     data = bytearray(victim.read_bytes())
     data[len(data) // 2] ^= 0xFF
     victim.write_bytes(bytes(data))
-    hub.inject("POST", rf"{repo_id}/paths-info/", Fault.status(503), times=50)
+    hub.inject("GET", rf"{repo_id}/tree/", Fault.status(503), times=50)
     code, report, stderr = upload(three, "--repo", repo_id)
     assert code == 1, stderr
     assert [(b["outcome"], b["detail"].split(":")[0]) for b in report["bundles"]] == [
         ("refused", str(victim))
     ]
-    assert "reading file information" in report["error"] and "503" in report["error"]
+    assert "listing the top folder" in report["error"] and "503" in report["error"]
     assert report["error_temporary"] is True and report["hint"]
     assert "refused" in stderr and "503" in stderr and "hint:" in stderr
     assert hub_bundle_files(hub, repo_id) == {}

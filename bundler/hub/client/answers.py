@@ -54,6 +54,15 @@ class RevisionAnswer(HubAnswer):
     sha: SHA | None = None
 
 
+class BranchAnswer(RevisionAnswer):
+    """`/api/datasets/{id}/revision/{rev}?expand=sha&expand=cardData`, read as JSON: the commit,
+    and the card's metadata (`cardData`), which only says whether there is any: it is not
+    read (the client's own card model raises on some a card may hold,
+    bundler.hub.tasks.split_size)."""
+
+    card_data: Any = Field(default=None, alias="cardData")
+
+
 class OrganizationAnswer(HubAnswer):
     name: StrictStr
 

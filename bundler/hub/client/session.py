@@ -174,6 +174,8 @@ class HubSession:
         """What the Hub's answers told of each commit's tree (bundler.hub.client.known)."""
         self.heads: dict[str, str] = {}
         """Heads read with other answers (bundler.hub.client.exists), each for the next `head`."""
+        self.no_card: set[str] = set()
+        """Commits whose revision answer had no card metadata (bundler.hub.client.exists)."""
         ratelimit.configure(max_wait)
         self.limits = HubLimits()
         """What a commit may leave in the repository; made here, so that every Hub command
@@ -317,22 +319,10 @@ class HubSession:
     ) -> None:
         """GET `url` in one request, streamed to `write`, refused (HubError) once `what` is
         past `limit` bytes."""
-        headers = build_hf_headers(
-            token=self.api.token, library_name=LIBRARY_NAME, library_version=VERSION
-        )
 
         def fetch() -> None:
             restart()  # a retried request starts the file again
-            with get_session().stream("GET", url, headers=headers) as response:
-                if response.status_code >= 400:
-                    response.read()
-                    hf_raise_for_status(response)
-                size = 0
-                for chunk in response.iter_bytes():
-                    size += len(chunk)
-                    if size > limit:
-                        raise HubError(f"{what}: larger than {limit} bytes")
-                    write(chunk)
+            fetch_once(self, url, what, limit, write)
 
         self.call(doing, fetch)
 
@@ -389,10 +379,30 @@ class HubSession:
                     return {}  # the folder does not exist (yet)
                 raise
 
-        entries = self.call(f"listing {folder}/", listing)
+        entries = self.call(f"listing {folder}/" if folder else "listing the top folder", listing)
         if (tree := self.known.of(revision)) is not None:
             tree.learn_listing(folder, entries)
         return entries
+
+
+def fetch_once(
+    session: HubSession, url: str, what: str, limit: int, write: Callable[[bytes], object]
+) -> None:
+    """GET `url` once (retried by the `HubSession.call` it runs in), streamed to `write`,
+    refused (HubError) once `what` is past `limit` bytes; a refusal as the client raises it."""
+    headers = build_hf_headers(
+        token=session.api.token, library_name=LIBRARY_NAME, library_version=VERSION
+    )
+    with get_session().stream("GET", url, headers=headers) as response:
+        if response.status_code >= 400:
+            response.read()
+            hf_raise_for_status(response)
+        size = 0
+        for chunk in response.iter_bytes():
+            size += len(chunk)
+            if size > limit:
+                raise HubError(f"{what}: larger than {limit} bytes")
+            write(chunk)
 
 
 def has_token(session: HubSession) -> bool:

@@ -39,6 +39,7 @@ from bundler.hub.leaderboard.card import BOARD_ROWS, render_dataset_card
 from bundler.hub.leaderboard.card_section import has_section, placed, with_board_section
 from bundler.hub.leaderboard.catchup import catch_up
 from bundler.hub.leaderboard.chart import charted_tasks, drawn_charts, shown_charts, stale_charts
+from bundler.hub.leaderboard.firstlisting import top_entries
 from bundler.hub.leaderboard.format3 import format_3_table
 from bundler.hub.leaderboard.provenance import read_kept, vouched_record
 from bundler.hub.leaderboard.ranking import TaskScoring
@@ -445,7 +446,7 @@ def read_branch(
     head = session.head(revision)
     wanted = [ALL_TABLE, TABLES_DIR, TABLE_PARTS_DIR, BUNDLES_DIR, README, RECORD, *LEGACY_DIRS]
     rules = [TASKS_FILE, ALLOWED_SIGNERS]
-    top = session.entries([*wanted, TASK_TABLES_DIR, CHARTS_DIR, *rules], head)
+    top = top_entries(session, [*wanted, TASK_TABLES_DIR, CHARTS_DIR, *rules], head)
     folders = [folder for folder in (TABLE_PARTS_DIR, TASK_TABLES_DIR, CHARTS_DIR) if folder in top]
     listed = session.list_files(TABLES_DIR, head) if folders else {}  # one listing for all
     held = {p: e for p, e in top.items() if p in (ALL_TABLE, README) and isinstance(e, RemoteFile)}

@@ -5,8 +5,9 @@ Every commit of the bundler that writes the tables writes beside them the record
 derived (`bundler.hub.leaderboard.record`); the record believed is the last one written by a
 commit that is not a pull request merged on the Hub (`bundler.hub.leaderboard.provenance`).
 Reading a branch costs the same few requests at any size: its head, the expanded entries of the
-tables, `bundles/`, the card and the record (one request), and one listing of the tables' folder
-(parts, task tables, charts). The all-tasks table is taken as the record's commit wrote it,
+tables, `bundles/`, the card and the record (one request; on a branch without a card, after a
+listing of the top folder: `firstlisting`), and one listing of the tables' folder (parts, task
+tables, charts). The all-tasks table is taken as the record's commit wrote it,
 checked byte for byte (a local copy of those bytes is used when there is one), each part when
 first needed (a part the branch no longer holds as recorded is read at once, to be written
 again): a commit that only adds bundles reads the last part and the task tables as that commit

@@ -15,8 +15,8 @@ the console script on a platform without fork or when the child fails; the resul
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -169,17 +169,19 @@ def _verified(
     )
 
 
+@contextmanager
 def verifying_ahead(
     bundles_dir: Path, *, allow_partial: bool, progress: ProgressSink
-) -> AbstractContextManager[Callable[[], Verified]]:
+) -> Iterator[Callable[[], Gathered]]:
     """Start `gather_local` and give a function that waits for its result: in a forked child
     where one may be forked (bundler.core.forked), else in line, with the same result."""
-    return ahead_in_child(
+    with ahead_in_child(
         lambda watch: Verified(
             gather_local(bundles_dir, allow_partial=allow_partial, progress=ParentWatch(watch))
         ),
         lambda: Verified(gather_local(bundles_dir, allow_partial=allow_partial, progress=progress)),
-    )
+    ) as verified:
+        yield lambda: verified().gathered
 
 
 def upload(
@@ -206,7 +208,7 @@ def upload(
             from bundler.hub.publish.publisher import Publisher
 
             publisher = Publisher(options, progress)
-            local, set_aside = gathered().gathered
+            local, set_aside = gathered()
         return say_what_happened(publisher.run(local, set_aside))
 
 

@@ -36,9 +36,11 @@ from bundler.hub.publish.plan import Action, Outcome
 from bundler.hub.publish.upload import (
     UploadOptions,
     UploadReport,
+    load_hub_client,
     upload,
 )
 from bundler.local.collect import CollectOptions, CollectOutcome, CollectReport, collect
+from bundler.local.discoverahead import discovering_ahead
 from bundler.local.fileio import write_atomically
 from bundler.local.layout import find_archives
 from bundler.local.lock import bundles_lock
@@ -205,9 +207,16 @@ def sync(
                 from bundler.local.signature import Signer
 
                 Signer(options.sign_key)  # a key that cannot sign stops the sync before it writes
-            report.collect = collect(
-                output_root, bundles_dir, options.collect, progress, _row_counts(options)
-            )
+            with discovering_ahead(output_root, bundles_dir) as found:
+                load_hub_client()  # what the upload needs, loaded while the runs are found
+                report.collect = collect(
+                    output_root,
+                    bundles_dir,
+                    options.collect,
+                    progress,
+                    _row_counts(options),
+                    discovered=lambda: found().discovery,
+                )
             if options.sign_key is not None and report.collect.bundles:
                 archives = [Path(bundle.archive) for bundle in report.collect.bundles]
                 report.collect.signing = sign(archives, options.sign_key, progress=progress)

@@ -14,6 +14,7 @@ that finds nothing to bundle then starts about as fast as a bare typer command
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from bundler.core.errors import BundlesLockedError, UsageError
@@ -26,7 +27,7 @@ from bundler.local.collectreport import (
     RefusedInput,
     RowCountLookup,
 )
-from bundler.local.discover import Skipped, discover
+from bundler.local.discover import Discovery, Skipped, discover
 
 __all__ = [
     "CollectOptions",
@@ -45,6 +46,8 @@ def collect(
     options: CollectOptions | None = None,
     progress: ProgressSink | None = None,
     row_counts: RowCountLookup | None = None,
+    *,
+    discovered: Callable[[], Discovery] | None = None,
 ) -> CollectReport:
     """Bundle every run under `output_root` into `bundles_dir`; see CollectReport for what was
     written, refused and skipped. `row_counts` gives the row count of a task `expected_rows`
@@ -53,12 +56,14 @@ def collect(
     when the output root cannot be used, and BundlesLockedError when another run holds
     `bundles_dir` for longer than `options.lock_wait` seconds and no input was refused. When
     some were, the report says so instead (`error`, and the runs not bundled under `skipped`):
-    a retry would not make a refusal go away, so it must not be hidden behind one."""
+    a retry would not make a refusal go away, so it must not be hidden behind one.
+    `discovered` gives the runs when they are being found ahead (bundler.local.discoverahead:
+    sync does so), in place of `discover(output_root)`, which it raises as."""
     options = options or CollectOptions()
     progress = progress or NoProgress()
     if bundles_dir.exists() and not bundles_dir.is_dir():
         raise UsageError(f"{bundles_dir}: exists and is not a directory")
-    found = discover(output_root)
+    found = discover(output_root) if discovered is None else discovered()
     report = CollectReport(
         output_root=str(output_root), bundles_dir=str(bundles_dir), skipped=list(found.skipped)
     )

@@ -9,6 +9,7 @@ collect, upload or sync can slip in between them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -208,7 +209,7 @@ def sync(
 
                 Signer(options.sign_key)  # a key that cannot sign stops the sync before it writes
             with discovering_ahead(output_root, bundles_dir) as found:
-                load_hub_client()  # what the upload needs, loaded while the runs are found
+                _load_hub_client_ahead()
                 report.collect = collect(
                     output_root,
                     bundles_dir,
@@ -248,6 +249,15 @@ def sync(
     if stopped is not None:
         raise stopped
     return report
+
+
+def _load_hub_client_ahead() -> None:
+    """Load the Hub client the upload needs while the runs are found
+    (bundler.local.discoverahead). Only time is saved here: a client that fails to load (a
+    variable it cannot parse as it is imported) is left to fail where it always has, in the
+    upload, once collect is done, whose report then says what was collected."""
+    with contextlib.suppress(Exception):
+        load_hub_client()
 
 
 def _say_what_happened(report: SyncReport) -> None:

@@ -9,6 +9,7 @@ import os
 import pickle
 from pathlib import Path
 
+import pytest
 from conftest import WRITE_TOKEN
 from factory import RunSpec, write_tree
 from helpers import FORK_COUNTER, probe_console_script, run_cli, run_cli_process, run_python
@@ -100,3 +101,21 @@ def test_an_output_root_the_child_cannot_use_is_refused_as_in_line(tmp_path: Pat
     assert f"{missing}: output root does not exist" in json.loads(forked.stdout)["error"]
     code, state = probe_console_script(tmp_path, *args, env=env)
     assert (code, state["forks"]) == (2, 1)  # the child was there, and failed
+
+
+def test_a_hub_client_that_cannot_load_fails_where_it_always_has(tmp_path: Path) -> None:
+    """sync loads the Hub client while its runs are found, only to save time: when the client
+    cannot load (a variable it parses as it is imported), collect still runs first and the
+    upload fails as before, so the report file says what was collected."""
+    env = {"HF_TOKEN": WRITE_TOKEN, "HF_HUB_ETAG_TIMEOUT": "not-a-number"}
+    if run_python("from huggingface_hub import constants", env=env).returncode == 0:
+        pytest.skip("this huggingface_hub loads whatever HF_HUB_ETAG_TIMEOUT holds")
+    root, bundles = tmp_path / "out", bundles_of_a_large_tree(tmp_path / "b")
+    write_tree(root, [RunSpec(model="org/a", rows=1)], how_do_you=False)
+    report = tmp_path / "report.json"
+    args = ("sync", root, "-o", bundles, "--repo", "org/board", "--expect", "expert-vqa=1")
+    result = run_cli_process(*args, "--report", report, env=env)
+    assert result.returncode == 2 and "internal error" in result.stderr
+    written = json.loads(report.read_text())
+    assert written["collect"]["bundles"][0]["outcome"] == "written"
+    assert len(list(bundles.rglob("*.tar.zst"))) == 1

@@ -208,8 +208,7 @@ def sync(
                 from bundler.local.signature import Signer
 
                 Signer(options.sign_key)  # a key that cannot sign stops the sync before it writes
-            with discovering_ahead(output_root, bundles_dir) as found:
-                _load_hub_client_ahead()
+            with discovering_ahead(output_root, bundles_dir, _load_hub_client_ahead) as found:
                 report.collect = collect(
                     output_root,
                     bundles_dir,
@@ -252,7 +251,7 @@ def sync(
 
 
 def _load_hub_client_ahead() -> None:
-    """Load the Hub client the upload needs while the runs are found
+    """Load the Hub client the upload needs while a child finds the runs
     (bundler.local.discoverahead). Only time is saved here: a client that fails to load (a
     variable it cannot parse as it is imported) is left to fail where it always has, in the
     upload, once collect is done, whose report then says what was collected."""

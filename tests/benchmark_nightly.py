@@ -227,7 +227,6 @@ from bundler.local.discover import discover
 from bundler.local.discoverahead import Found
 if sys.argv[1] == "without":  # as before: found in line, the Hub client loaded by the upload
     sync.discovering_ahead = lambda root, *_: contextlib.nullcontext(lambda: Found(discover(root)))
-    sync._load_hub_client_ahead = lambda: None
 sys.argv = ["bundler", *sys.argv[2:]]
 from bundler.cli.app import main
 main()

@@ -26,9 +26,11 @@ from pathlib import Path
 from bundler.core.forked import allow_forks
 from bundler.local.discoverahead import discovering_ahead
 allow_forks()
-with discovering_ahead(Path(sys.argv[1]), Path(sys.argv[2])) as found:
+meanwhile = []
+with discovering_ahead(Path(sys.argv[1]), Path(sys.argv[2]), lambda: meanwhile.append(1)) as found:
     discovery = found().discovery
-print(json.dumps({"forks": len(forks), "found": discovery.model_dump(mode="json")}))
+print(json.dumps({"forks": len(forks), "meanwhile": len(meanwhile),
+                  "found": discovery.model_dump(mode="json")}))
 """
 )
 
@@ -70,20 +72,21 @@ def test_a_process_of_one_thread_finds_the_runs_in_a_child_with_the_same_result(
     result = run_python(FOUND_AHEAD, root, bundles_of_a_large_tree(tmp_path / "b"))
     assert result.returncode == 0, result.stderr
     state = json.loads(result.stdout)
-    assert state["forks"] == 1
+    assert (state["forks"], state["meanwhile"]) == (1, 1)
     assert state["found"] == discover(root).model_dump(mode="json")
 
 
 def test_a_tree_small_last_time_is_walked_in_line(tmp_path: Path) -> None:
     """Below AHEAD_MIN_CACHE_BYTES of collect cache (or none) a child would cost more than
-    the walk it spares: the runs are found in line, with the same result."""
+    the walk it spares: the runs are found in line, with the same result, and what was to be
+    done meanwhile is left to its own time."""
     root = a_tree_of_every_kind(tmp_path / "out")
     small = bundles_of_a_large_tree(tmp_path / "b", AHEAD_MIN_CACHE_BYTES - 1)
     for bundles in (small, tmp_path / "no-bundles-yet"):
         result = run_python(FOUND_AHEAD, root, bundles)
         assert result.returncode == 0, result.stderr
         state = json.loads(result.stdout)
-        assert state["forks"] == 0
+        assert (state["forks"], state["meanwhile"]) == (0, 0)
         assert state["found"] == discover(root).model_dump(mode="json")
 
 
@@ -119,3 +122,18 @@ def test_a_hub_client_that_cannot_load_fails_where_it_always_has(tmp_path: Path)
     written = json.loads(report.read_text())
     assert written["collect"]["bundles"][0]["outcome"] == "written"
     assert len(list(bundles.rglob("*.tar.zst"))) == 1
+
+
+def test_a_sync_of_a_tree_large_last_time_loads_the_hub_client_as_a_child_walks(
+    repo_id: str, tmp_path: Path
+) -> None:
+    """The runs are found in a child, the Hub client loads meanwhile (it was not loaded when
+    that child was forked, and is when upload's verifying child is), and the sync does what it
+    does in line: a cache it cannot read is ignored, and the runs are bundled and published."""
+    root, bundles = tmp_path / "out", bundles_of_a_large_tree(tmp_path / "b")
+    write_tree(root, [RunSpec(model=f"org/m-{n}", rows=1) for n in range(2)], how_do_you=False)
+    args = ("sync", root, "-o", bundles, "--repo", repo_id, "--expect", "expert-vqa=1")
+    code, state = probe_console_script(tmp_path, *args, env={"HF_TOKEN": WRITE_TOKEN})
+    assert code == 0
+    assert state["loaded_at_forks"] == [[], ["huggingface_hub"]]
+    assert len(list(bundles.rglob("*.tar.zst"))) == 2

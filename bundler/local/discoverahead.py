@@ -14,11 +14,11 @@ asked for, and raises what it raises then.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from bundler.core.forked import ahead_in_child
+from bundler.core.forked import ahead_in_child, can_fork
 from bundler.local.discover import Discovery, Listing, RunDirectory, Skipped, discover
 from bundler.local.layout import COLLECT_CACHE_NAME
 
@@ -83,20 +83,26 @@ last time before it is walked: a child costs about 15 ms (fork, pickling, exit) 
 parent up to the walk's time (about 75 us a run), so it pays for itself from about 200 runs."""
 
 
+@contextmanager
 def discovering_ahead(
-    output_root: Path, bundles_dir: Path
-) -> AbstractContextManager[Callable[[], Found]]:
+    output_root: Path, bundles_dir: Path, meanwhile: Callable[[], None]
+) -> Iterator[Callable[[], Found]]:
     """Start `discover(output_root)` and give a function that waits for its result: in a
     forked child where one may be forked and the tree was large last time (its collect cache
-    in `bundles_dir` at least AHEAD_MIN_CACHE_BYTES), else in line when asked for, with the
-    same result."""
+    in `bundles_dir` at least AHEAD_MIN_CACHE_BYTES), with `meanwhile` done here as it walks;
+    else in line when asked for, with the same result, and `meanwhile` not done at all (work
+    done early for nothing to overlap only moves: sync's upload loads the Hub client itself,
+    into a process that a smaller fork left behind)."""
 
     def in_line() -> Found:
         return Found(discover(output_root))
 
-    if _collect_cache_bytes(bundles_dir) < AHEAD_MIN_CACHE_BYTES:
-        return nullcontext(in_line)
-    return ahead_in_child(lambda watch: in_line(), in_line)
+    if _collect_cache_bytes(bundles_dir) < AHEAD_MIN_CACHE_BYTES or not can_fork():
+        yield in_line
+        return
+    with ahead_in_child(lambda watch: in_line(), in_line) as found:
+        meanwhile()
+        yield found
 
 
 def _collect_cache_bytes(bundles_dir: Path) -> int:

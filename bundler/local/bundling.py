@@ -156,6 +156,8 @@ def _bundle_one(
         refused = RefusedInput(path=str(header.run.path), error=shown, remedy=error.remedy)
         bundled.refused.append(refused)
 
+    listing = None  # the run's, once it has been read
+
     def done(bundle: CollectedBundle, sidecar_sha256: str, error: WriteError | None) -> None:
         if error is not None:
             refuse(error)
@@ -174,6 +176,7 @@ def _bundle_one(
         )
         work.cache.record(
             header.run,
+            listing,
             bundle_id=bundle.bundle_id,
             bundle=kept,
             task=statics.task_name,
@@ -202,6 +205,7 @@ def _bundle_one(
     except BundlerError as error:
         refuse(error)
         return
+    listing = run.listing
     body.end_frame_aside()
     try:
         _write_bundle(run, body, work.bundles_dir, options, batch, done)

@@ -15,6 +15,7 @@ that finds nothing to bundle then starts about as fast as a bare typer command
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bundler.core.errors import BundlesLockedError, UsageError
 from bundler.core.progress import NoProgress, ProgressSink
@@ -27,6 +28,9 @@ from bundler.local.collectreport import (
     RowCountLookup,
 )
 from bundler.local.discover import Skipped, discover
+
+if TYPE_CHECKING:
+    from bundler.local.collectcache import CollectCache
 
 __all__ = [
     "CollectOptions",
@@ -58,7 +62,17 @@ def collect(
     progress = progress or NoProgress()
     if bundles_dir.exists() and not bundles_dir.is_dir():
         raise UsageError(f"{bundles_dir}: exists and is not a directory")
-    found = discover(output_root)
+    caches: list[CollectCache] = []
+
+    def cached(directory: str) -> bool:
+        # The cache is loaded for the first folder discovery finds: not for an empty root.
+        if not caches:
+            from bundler.local.collectcache import CollectCache
+
+            caches.append(CollectCache(bundles_dir, full=options.full))
+        return caches[0].holds(directory)
+
+    found = discover(output_root, listed=cached)
     report = CollectReport(
         output_root=str(output_root), bundles_dir=str(bundles_dir), skipped=list(found.skipped)
     )
@@ -75,7 +89,7 @@ def collect(
     from bundler.local.runs import RunHeader
     from bundler.local.selection import reported_unchanged, select_runs
 
-    cache = CollectCache(bundles_dir, full=options.full)
+    cache = caches[0] if caches else CollectCache(bundles_dir, full=options.full)
     runs = select_runs(found, options, row_counts, cache, report)
     report.removed_temporaries = [str(path) for path in remove_leftovers(bundles_dir)]
     if not runs:

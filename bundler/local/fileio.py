@@ -24,10 +24,10 @@ from bundler.local.layout import CACHE_NAMES, TEMP_SUFFIX, is_temporary_name, te
 CHUNK_SIZE = 1 << 20
 
 
-def _open_descriptor(path: Path | str) -> tuple[int, int]:
-    """A descriptor on a regular file, refusing links: a link could pull any file on the
-    machine into a bundle that is about to be published. O_NONBLOCK keeps a FIFO from hanging
-    the open; its type is then refused."""
+def _open_descriptor(path: Path | str) -> tuple[int, os.stat_result]:
+    """A descriptor on a regular file, and its stat, refusing links: a link could pull any file
+    on the machine into a bundle that is about to be published. O_NONBLOCK keeps a FIFO from
+    hanging the open; its type is then refused."""
     try:
         descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as error:
@@ -42,7 +42,7 @@ def _open_descriptor(path: Path | str) -> tuple[int, int]:
     if not stat.S_ISREG(status.st_mode):
         os.close(descriptor)
         raise InputError(path, "not a regular file")
-    return descriptor, status.st_size
+    return descriptor, status
 
 
 def open_no_follow(path: Path | str) -> BinaryIO:
@@ -51,18 +51,24 @@ def open_no_follow(path: Path | str) -> BinaryIO:
 
 
 def read_bounded(path: Path | str, limit: int) -> bytes:
-    """Read a whole small file, refusing one larger than `limit` so memory stays bounded.
+    """Read a whole small file, refusing one larger than `limit` so memory stays bounded."""
+    return read_bounded_stat(path, limit)[0]
+
+
+def read_bounded_stat(path: Path | str, limit: int) -> tuple[bytes, os.stat_result]:
+    """`read_bounded`, with the file's stat taken before its bytes were read (as collect's
+    stat cache records a file it read: bundler.local.discover.ListingParts).
 
     Plain descriptor reads, no buffered file object: for tens of thousands of small prediction
     files the per-file overhead of a file object costs more than the read itself.
     """
-    descriptor, size = _open_descriptor(path)
+    descriptor, status = _open_descriptor(path)
     try:
-        wanted = min(size, limit) + 1  # one more byte shows growth
+        wanted = min(status.st_size, limit) + 1  # one more byte shows growth
         data = os.read(descriptor, wanted)
         if len(data) < wanted:
-            return data  # the whole file in one read, as almost always: nothing more to do
-        return _read_rest(path, descriptor, data, limit)
+            return data, status  # the whole file in one read, as almost always
+        return _read_rest(path, descriptor, data, limit), status
     except OSError as error:
         raise InputError(path, f"cannot read: {error.strerror}") from None
     finally:

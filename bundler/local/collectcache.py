@@ -62,8 +62,7 @@ class CollectCache:
 
     def lookup(self, run: RunDirectory) -> CachedRun | None:
         """The cached run, if its listing (every file's stat, taken by discovery before
-        anything was read; what a later `record` keeps) is as recorded and not racy; else None,
-        and the run is read."""
+        anything was read) is as recorded and not racy; else None, and the run is read."""
         listing, key = run.listing, self.key(run)
         entry = self.file.loaded.get(key)
         if listing is None or not isinstance(entry, dict):

@@ -38,8 +38,10 @@ class Listing(Model):
     (bundler.local.collectcache), as git's index holds it: a digest of every entry's name and,
     for each entry that is not a folder, its mode, size, mtime_ns, ctime_ns and inode (a
     content change that keeps size and mtime still changes the ctime). Folders count by name
-    only: a folder below a run is a run of its own or left out by name. Taken in the walk's
-    own pass, before any file of the run is opened."""
+    only: a folder below a run is a run of its own or left out by name. Each file's part is
+    taken before its bytes are read: in the walk's own pass, before any file of the run is
+    opened, for a run the stat cache holds; as each file is opened, for a run new to it
+    (ListingParts)."""
 
     model_config = ConfigDict(frozen=True)
 

@@ -273,11 +273,12 @@ def _write_bundle(
     claim = _claim_of(run, options)
     archive_path = run.header.bundle_id.local_archive(bundles_dir)
     sidecar_path = run.header.bundle_id.local_sidecar(bundles_dir)
-    kept = _kept(run, claim, archive_path, sidecar_path, options)
+    exists = os.path.isfile(archive_path)
+    kept = _kept(run, claim, archive_path, sidecar_path, options) if exists else None
     if kept is not None:
         done(kept, "", None)
         return
-    previous = sha256_file(archive_path)[0] if os.path.isfile(archive_path) else None
+    previous = sha256_file(archive_path)[0] if exists else None
     archive = StagedFile(archive_path)
     sidecar: StagedFile | None = None
     try:
@@ -326,9 +327,10 @@ def _kept(
     sidecar_path: Path,
     options: CollectOptions,
 ) -> CollectedBundle | None:
-    """The existing bundle, reported as kept, when the new one would claim less and --replace
-    was not given (bundler.local.downgrade); None when the new one may be written."""
-    if options.replace or not os.path.isfile(archive_path):
+    """The existing bundle (one is there), reported as kept, when the new one would claim less
+    and --replace was not given (bundler.local.downgrade); None when the new one may be
+    written."""
+    if options.replace:
         return None
     old = existing_claim(sidecar_path)
     why = downgrade(old, claim)

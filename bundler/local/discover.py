@@ -96,19 +96,16 @@ class ListingParts:
         """The entry `name`, as `status` (a stat that did not follow a link) describes it."""
         if self.parts is None:
             return
-        values = (
-            status.st_mode,
-            status.st_size,
-            status.st_mtime_ns,
-            status.st_ctime_ns,
-            status.st_ino,
-        )
+        mtime_ns = status.st_mtime_ns
         try:
-            identity = _IDENTITY.pack(*values)
+            identity = _IDENTITY.pack(
+                status.st_mode, status.st_size, mtime_ns, status.st_ctime_ns, status.st_ino
+            )
         except struct.error:
             identity = _wide_identity(status)
         self.parts.append(name.encode("utf-8", "surrogateescape") + b"\0" + identity)
-        self.newest = max(self.newest, status.st_mtime_ns)
+        if mtime_ns > self.newest:
+            self.newest = mtime_ns
 
     def add_entry(self, entry: os.DirEntry[str]) -> None:
         """An entry that is not read, lstat'ed now; one that cannot be leaves the run with no

@@ -171,16 +171,20 @@ class ValidatedRun:
 def read_header(run: RunDirectory) -> RunHeader:
     """Parse run_meta.json and derive the bundle id; raise InputError when it cannot be."""
     path = run.path / RUN_META_NAME
-    if not os.path.lexists(path):
+    try:
+        data, status = read_bounded_stat(path, MAX_RUN_META_BYTES)
+    except InputError:
+        if os.path.lexists(path):
+            raise
         # The public release of late 2026 writes run_meta.json last (statics-outputs.md), so
-        # a run of it that crashed or was interrupted looks like this too.
+        # a run of it that crashed or was interrupted looks like this too. (Asked only once
+        # the read failed: a stat fewer for every run that has one.)
         raise InputError(
             path,
             "missing, so the run cannot be attributed to a model and dataset: unfinished run, "
             "or a harness that does not write run_meta.json",
             hint="finish or resume the run",
-        )
-    data, status = read_bounded_stat(path, MAX_RUN_META_BYTES)
+        ) from None
     meta, raw = parse_run_meta(data, str(path))
     fingerprint, bundle_id = identify(path, meta, raw["capabilities"])
     return RunHeader(
@@ -230,11 +234,14 @@ def validate_run(
     if taking is not None:
         taking.add(RUN_META_NAME, header.run_meta_status)
     metrics_path = directory / METRICS_NAME
-    if not os.path.lexists(metrics_path):
+    try:
+        metrics_data, metrics_status = read_bounded_stat(metrics_path, MAX_METRICS_BYTES)
+    except InputError:
+        if os.path.lexists(metrics_path):
+            raise
         raise InputError(
             metrics_path, "missing: the run was not scored", hint="score the run first"
-        )
-    metrics_data, metrics_status = read_bounded_stat(metrics_path, MAX_METRICS_BYTES)
+        ) from None
     check_metrics(metrics_data, str(metrics_path))
     keep(METRICS_PATH, metrics_data)
     metrics_file = ArchivedFile(METRICS_PATH, len(metrics_data), _sha256(metrics_data))

@@ -331,7 +331,8 @@ def _create_locked(final: Path) -> tuple[Path, BinaryIO, list[Path]]:
         with signals_held():
             made = make_folders(folder)
             while True:
-                name = f"{prefix}{secrets.token_hex(6)}{TEMP_SUFFIX}"
+                # eight random characters, as mkstemp gives: a name no longer than it was
+                name = f"{prefix}{secrets.token_hex(4)}{TEMP_SUFFIX}"
                 try:
                     descriptor = os.open(name, _CREATE_FLAGS, 0o600)
                 except FileExistsError:

@@ -9,6 +9,7 @@ collect, upload or sync can slip in between them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,9 +37,11 @@ from bundler.hub.publish.plan import Action, Outcome
 from bundler.hub.publish.upload import (
     UploadOptions,
     UploadReport,
+    load_hub_client,
     upload,
 )
 from bundler.local.collect import CollectOptions, CollectOutcome, CollectReport, collect
+from bundler.local.discoverahead import discovering_ahead
 from bundler.local.fileio import write_atomically
 from bundler.local.layout import find_archives
 from bundler.local.lock import bundles_lock
@@ -205,9 +208,15 @@ def sync(
                 from bundler.local.signature import Signer
 
                 Signer(options.sign_key)  # a key that cannot sign stops the sync before it writes
-            report.collect = collect(
-                output_root, bundles_dir, options.collect, progress, _row_counts(options)
-            )
+            with discovering_ahead(output_root, bundles_dir, _load_hub_client_ahead) as found:
+                report.collect = collect(
+                    output_root,
+                    bundles_dir,
+                    options.collect,
+                    progress,
+                    _row_counts(options),
+                    discovered=lambda: found().discovery,
+                )
             if options.sign_key is not None and report.collect.bundles:
                 archives = [Path(bundle.archive) for bundle in report.collect.bundles]
                 report.collect.signing = sign(archives, options.sign_key, progress=progress)
@@ -239,6 +248,15 @@ def sync(
     if stopped is not None:
         raise stopped
     return report
+
+
+def _load_hub_client_ahead() -> None:
+    """Load the Hub client the upload needs while a child finds the runs
+    (bundler.local.discoverahead). Only time is saved here: a client that fails to load (a
+    variable it cannot parse as it is imported) is left to fail where it always has, in the
+    upload, once collect is done, whose report then says what was collected."""
+    with contextlib.suppress(Exception):
+        load_hub_client()
 
 
 def _say_what_happened(report: SyncReport) -> None:

@@ -10,7 +10,9 @@ alternates rounds of
   the verification cache vouches for them, in a child process like the command's), likewise,
 - the whole nightly command with nothing changed, `bundler sync` against the local Hub server
   (each tree's bundles already published there, in a repository of their own; sync then
-  collects nothing, verifies nothing and uploads nothing), likewise: the goal of issue 16,
+  collects nothing, verifies nothing and uploads nothing), likewise: the goal of issue 16;
+  then the same sync with and without its runs found ahead in a forked child while the Hub
+  client loads (`discover_ahead_*` in the row's extra: with/without, at each size),
 printing both medians, the ratio of medians, the spread of per-round ratios and peak RSS. With
 --full-rounds N it also times `collect --full` (everything read again) at --large runs against
 the no-op, N rounds: what the cache saves.
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -32,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from benchlib import (
     BUNDLER,
+    INSTALLED,
     Comparison,
     Measured,
     alternate,
@@ -208,9 +212,53 @@ def sync_row(
         comparison.extra["hub_requests_per_sync"] = {
             label: (count["api"] + count["file"]) / args.rounds for label, count in counts.items()
         }
+        for label in ("large", "small"):
+            comparison.extra.update(discover_ahead_gain(commands[label], env, args.rounds, label))
+        print(f"  found ahead / in line: {comparison.extra}", flush=True)
         return comparison
     finally:
         hub.stop()
+
+
+WITHOUT_DISCOVERING_AHEAD = """
+import contextlib, sys
+import bundler.sync as sync
+from bundler.local.discover import discover
+from bundler.local.discoverahead import Found
+if sys.argv[1] == "without":  # as before: found in line, the Hub client loaded by the upload
+    sync.discovering_ahead = lambda root, *_: contextlib.nullcontext(lambda: Found(discover(root)))
+sys.argv = ["bundler", *sys.argv[2:]]
+from bundler.cli.app import main
+main()
+"""
+
+
+def discover_ahead_gain(
+    command: list[str], env: dict[str, str], rounds: int, label: str
+) -> dict[str, object]:
+    """The no-op sync with and without its runs found in a forked child while the Hub client
+    loads (bundler/local/discoverahead.py), alternated, each a process of the installed venv:
+    the ratios of medians with/without, wall and CPU, and the per-round wall spread; nothing
+    for an install without it."""
+    figures: dict[str, list[Measured]] = {"with": [], "without": []}
+    for number in range(rounds):
+        for side in ("with", "without") if number % 2 == 0 else ("without", "with"):
+            launched = [str(INSTALLED / "python"), "-P", "-c", WITHOUT_DISCOVERING_AHEAD, side]
+            measured = run_measured([*launched, *command[1:]], env=env)
+            if measured.exit_code != 0:  # an install from before discovering ahead
+                return {}
+            figures[side].append(measured)
+    ahead, inline = figures["with"], figures["without"]
+    ratios = [a.seconds / b.seconds for a, b in zip(ahead, inline, strict=True)]
+
+    def median(measured: list[Measured], cpu: bool = False) -> float:
+        return statistics.median(m.cpu_seconds if cpu else m.seconds for m in measured)
+
+    return {
+        f"discover_ahead_{label}": round(median(ahead) / median(inline), 3),
+        f"discover_ahead_{label}_cpu": round(median(ahead, True) / median(inline, True), 3),
+        f"discover_ahead_{label}_spread": [round(min(ratios), 3), round(max(ratios), 3)],
+    }
 
 
 if __name__ == "__main__":

@@ -9,14 +9,23 @@ counting wall time and the API and file requests each made (LFS transfers apart)
 same again into the now populated repositories (a re-run with nothing new). It prints medians,
 the ratio of medians, the spread, request counts and peak RSS.
 
+The fresh row also measures what two mechanisms gain: in one process of the installed venv,
+publishing the same bundles into fresh repositories alternates with every mechanism and
+without each in turn, and the row's `extra` gets the ratio of medians with/without and its
+per-round spread: the parts' rows kept decoded (`kept_rows`, bundler/hub/leaderboard/
+partrows.py) and the last commit taking what was computed ahead (`computed_ahead`,
+bundler/hub/publish/holdings.py).
+
     .venv/bin/python tests/benchmark_upload.py --rounds 5 --json-out /tmp/upload.json
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import uuid
@@ -27,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from benchlib import (
     BUNDLER,
     HF,
+    INSTALLED,
     Comparison,
     Measured,
     compile_bytecode,
@@ -39,6 +49,44 @@ from benchmark_collect import TASK, corpus, write_own_run
 from hubserver import HubServer, TokenInfo, client_env
 
 TOKEN = "hf_BenchmarkWriteToken0123456789abcdef"
+GAINS_SCRIPT = """
+import json, sys, time
+from pathlib import Path
+from bundler.core.progress import NoProgress
+from bundler.hub.leaderboard import partrows
+from bundler.hub.publish import holdings
+from bundler.hub.publish.publisher import Publisher
+from bundler.hub.publish.upload import UploadOptions, gather_local
+
+bundles, token, (warm, *repos) = Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
+local, set_aside = gather_local(bundles, allow_partial=False, progress=NoProgress())
+kept, taking = partrows.KEPT.size, holdings.Holdings.table_operations
+
+
+def computing_again(self, todo, **options):  # the last commit never takes what was computed ahead
+    self._next = None
+    return taking(self, todo, **options)
+
+
+def publish(repo, without=None):
+    partrows.KEPT.size = 0 if without == "kept_rows" else kept
+    holdings.Holdings.table_operations = computing_again if without == "ahead" else taking
+    started = time.perf_counter()
+    report = Publisher(UploadOptions(repo_id=repo, token=token)).run(list(local), set_aside)
+    if report.exit_code != 0:
+        raise SystemExit(f"{repo}: {report.error}")
+    return time.perf_counter() - started
+
+
+publish(warm)  # imports, the card's template and the page cache, before anything is timed
+sides = [None, "kept_rows", "ahead"]
+figures = {str(side): [] for side in sides}
+for number, trio in enumerate(zip(repos[::3], repos[1::3], repos[2::3])):
+    order = sides[number % 3 :] + sides[: number % 3]
+    for side, repo in zip(order, trio):
+        figures[str(side)].append(publish(repo, side))
+print(json.dumps(figures))
+"""
 
 
 class Counted:
@@ -115,6 +163,7 @@ def main() -> int:
             "requests": requests["bundler_re"][-1],
             "hf_requests": requests["hf_re"][-1],
         }
+        fresh.extra.update(mechanism_gains(hub, env, bundles, args.rounds))
         fresh.extra["bundles"] = args.bundles
         fresh.extra["bundles_mb"] = round(size / 1e6, 1)
         fresh.extra["tree_mb"] = round(tree_bytes(output) / 1e6, 1)
@@ -123,6 +172,34 @@ def main() -> int:
     finally:
         hub.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def mechanism_gains(
+    hub: HubServer, env: dict[str, str], bundles: Path, rounds: int
+) -> dict[str, object]:
+    """Publishing the bundles into fresh repositories with every mechanism, and without each
+    in turn, alternated in one process of the installed venv: the parts' rows kept decoded
+    (bundler/hub/leaderboard/partrows.py, `kept_rows`) and the last commit taking what was
+    computed ahead (bundler/hub/publish/holdings.py, `computed_ahead`). For each, the ratio of
+    the medians with/without and the per-round spread; nothing for an install without them."""
+    repos = [f"bench/g-{uuid.uuid4().hex[:8]}" for _ in range(1 + 3 * rounds)]
+    for repo in repos:
+        hub.create_repo(repo)
+    measured = run_measured(  # -P: the installed bundler, never the one in the working folder
+        [str(INSTALLED / "python"), "-P", "-c", GAINS_SCRIPT, str(bundles), TOKEN, *repos],
+        env=env,
+        capture=True,
+    )
+    if measured.exit_code != 0:  # an install from before these mechanisms
+        return {}
+    figures = json.loads(measured.stdout)
+    gains: dict[str, object] = {}
+    for name, without in (("kept_rows", "kept_rows"), ("computed_ahead", "ahead")):
+        ratios = [a / b for a, b in zip(figures["None"], figures[without], strict=True)]
+        median = statistics.median(figures["None"]) / statistics.median(figures[without])
+        gains[name] = round(median, 3)
+        gains[f"{name}_spread"] = [round(min(ratios), 3), round(max(ratios), 3)]
+    return gains
 
 
 if __name__ == "__main__":

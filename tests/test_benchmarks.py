@@ -111,6 +111,7 @@ def test_nightly_benchmark_times_the_noop(tmp_path: Path) -> None:
     }
     sync = next(row for row in comparisons if row["name"] == "noop-sync")
     assert 0 < sync["extra"]["hub_requests_per_sync"]["large"] <= 6  # plans against the tables
+    assert sync["extra"]["discover_ahead_large"] > 0 and sync["extra"]["discover_ahead_small"] > 0
 
 
 @pytest.mark.slow

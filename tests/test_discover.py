@@ -10,7 +10,14 @@ from factory import RunSpec, write_how_do_you, write_run, write_tree
 from helpers import nested_folders
 
 from bundler.core.errors import UsageError
-from bundler.local.discover import _FOLDER, _IDENTITY, _scan, _wide_identity, discover
+from bundler.local.discover import (
+    _FOLDER,
+    _IDENTITY,
+    PREDICTION_FILE,
+    _scan,
+    _wide_identity,
+    discover,
+)
 
 
 def test_runs_are_found_at_any_depth_in_name_order(tmp_path: Path) -> None:
@@ -272,3 +279,34 @@ def test_a_folder_swapped_for_a_link_after_its_parent_was_listed_is_refused(
     assert [(item.path, item.reason) for item in scanned.refused] == [
         (str(swapped), "symbolic link; links are never followed")
     ]
+
+
+NAMES_LIKE_PREDICTIONS = (
+    "prediction_1.json",
+    "prediction_.json",
+    "prediction_.json.json",
+    "prediction_x\n.json",
+    "prediction_1.json\n",
+    "\nprediction_1.json",
+    "prediction_1.JSON",
+    "prediction.json",
+    "prediction_json",
+    "Prediction_1.json",
+    "prediction_\u00e9\r.json",
+    "xprediction_1.json",
+)
+
+
+@pytest.mark.parametrize("name", NAMES_LIKE_PREDICTIONS)
+def test_a_file_is_counted_a_prediction_exactly_when_the_pattern_matches_it(
+    tmp_path: Path, name: str
+) -> None:
+    """The walk tells prediction files without the regular expression (it lists tens of
+    thousands of names): it must agree with PREDICTION_FILE on every name, newlines too."""
+    run = tmp_path / "t_predictions" / "m"
+    run.mkdir(parents=True)
+    (run / "metrics.json").write_text("{}")
+    (run / name).write_text("{}")
+    found = _scan([str(tmp_path / "t_predictions")]).found
+    predictions = [count for folder, count, *_ in found if folder == str(run)]
+    assert predictions == [int(PREDICTION_FILE.fullmatch(name) is not None)]

@@ -337,7 +337,8 @@ def test_the_sync_command_forks_its_helpers(hub: HubServer, repo_id: str, tmp_pa
     """The console script is one thread, so sync may fork (bundler.core.forked): collect
     bundles its runs (well past FORK_WEIGHT) half in a child, and upload verifies in another
     while the Hub client loads. The client and pyarrow, which starts native threads, are loaded
-    only after the last fork. (A library caller forks nothing.)"""
+    only after the last fork. (A library caller forks nothing; the runs of a tree that was
+    large last time are found in a child too: test_discoverahead.py.)"""
     root = tmp_path / "out"
     runs = 300
     specs = [RunSpec(model=f"org/model-{number:03d}", rows=1) for number in range(runs)]

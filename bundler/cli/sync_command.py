@@ -115,8 +115,11 @@ def sync_command(
             raise
         with progress_on(console) as progress:
             result = sync(output_root, bundles_dir, options, progress)
-        in_library_words = result.model_dump(mode="json")
-        if sync_in_words(result).model_dump(mode="json") != in_library_words and report:
+        # The report's two forms are compared only when there is a report file to mend: each
+        # dump walks every bundle, some milliseconds a thousand (tests/benchmark_nightly.py).
+        in_library_words = result.model_dump(mode="json") if report else None
+        in_words = sync_in_words(result)
+        if report and in_words.model_dump(mode="json") != in_library_words:
             keep_report(result, report)  # the file says what --json says, in these words
         return finish(result, render_sync, console, json_output)
 

@@ -17,7 +17,13 @@ a gain of 10% or more (whole-process wall time, ratio of medians with/without):
   is not there to take;
 - upload verifies the bundles in a child while this process loads the Hub client
   (bundler.hub.publish.upload): 50 new bundles into a fresh repository, 0.89x (9 rounds,
-  per-round 0.79-1.06x).
+  per-round 0.79-1.06x);
+- sync finds its runs in a child while this process loads the Hub client
+  (bundler.local.discoverahead), for a tree of about 200 runs or more last time: no-op sync of
+  2,000 runs, 0.85-0.87x once each process's time queued for a core is taken out (three runs
+  of 7-11 rounds, load 2.5-4.7), but 0.91-1.11x wall time on that machine, whose second core
+  was seldom free, for 1-8% more CPU; 50 runs, walked in line, 1.00-1.01x.
+  tests/benchmark_nightly.py measures it (`discover_ahead_*`) for a quiet machine to confirm.
 What did not pay for itself went: a walk of the output root shared with a child and the Hub
 client loaded meanwhile (no-op sync of 2,000 runs 0.97x, no-op collect 1.04x), sync verifying
 for its upload beside collect (1.03x), a thread reading a bundle ahead of verify with a shorter

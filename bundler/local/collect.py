@@ -14,6 +14,7 @@ that finds nothing to bundle then starts about as fast as a bare typer command
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,7 +28,7 @@ from bundler.local.collectreport import (
     RefusedInput,
     RowCountLookup,
 )
-from bundler.local.discover import Skipped, discover
+from bundler.local.discover import Discovery, Skipped, discover
 
 if TYPE_CHECKING:
     from bundler.local.collectcache import CollectCache
@@ -49,6 +50,8 @@ def collect(
     options: CollectOptions | None = None,
     progress: ProgressSink | None = None,
     row_counts: RowCountLookup | None = None,
+    *,
+    discovered: Callable[[], Discovery] | None = None,
 ) -> CollectReport:
     """Bundle every run under `output_root` into `bundles_dir`; see CollectReport for what was
     written, refused and skipped. `row_counts` gives the row count of a task `expected_rows`
@@ -57,22 +60,26 @@ def collect(
     when the output root cannot be used, and BundlesLockedError when another run holds
     `bundles_dir` for longer than `options.lock_wait` seconds and no input was refused. When
     some were, the report says so instead (`error`, and the runs not bundled under `skipped`):
-    a retry would not make a refusal go away, so it must not be hidden behind one."""
+    a retry would not make a refusal go away, so it must not be hidden behind one.
+    `discovered` gives the runs when they are being found ahead (bundler.local.discoverahead:
+    sync does so), in place of `discover(output_root)`, which it raises as; the stat cache
+    then loads before they are asked for, while they are found."""
     options = options or CollectOptions()
     progress = progress or NoProgress()
     if bundles_dir.exists() and not bundles_dir.is_dir():
         raise UsageError(f"{bundles_dir}: exists and is not a directory")
+    loaded = None if discovered is None else _stat_cache(bundles_dir, options)
     caches: list[CollectCache] = []
 
     def cached(directory: str) -> bool:
         # The cache is loaded for the first folder discovery finds: not for an empty root.
         if not caches:
-            from bundler.local.collectcache import CollectCache
-
-            caches.append(CollectCache(bundles_dir, full=options.full))
+            caches.append(_stat_cache(bundles_dir, options))
         return caches[0].holds(directory)
 
-    found = discover(output_root, listed=cached)
+    # A run the cache does not hold is not stat'ed file by file as it is found: its listing is
+    # taken as it is read (bundler.local.discover.ListingParts).
+    found = discover(output_root, listed=cached) if discovered is None else discovered()
     report = CollectReport(
         output_root=str(output_root), bundles_dir=str(bundles_dir), skipped=list(found.skipped)
     )
@@ -83,13 +90,13 @@ def collect(
         RefusedInput(path=item.path, error=f"{item.path}: {item.reason}") for item in found.refused
     )
     from bundler.local.bundling import Work, bundle_all, no_new_empty_folders
-    from bundler.local.collectcache import CachedRun, CollectCache
+    from bundler.local.collectcache import CachedRun
     from bundler.local.fileio import remove_leftovers
     from bundler.local.lock import bundles_lock
     from bundler.local.runs import RunHeader
     from bundler.local.selection import reported_unchanged, select_runs
 
-    cache = caches[0] if caches else CollectCache(bundles_dir, full=options.full)
+    cache = loaded or (caches[0] if caches else _stat_cache(bundles_dir, options))
     runs = select_runs(found, options, row_counts, cache, report)
     report.removed_temporaries = [str(path) for path in remove_leftovers(bundles_dir)]
     if not runs:
@@ -118,6 +125,13 @@ def collect(
             Skipped(path=str(header.run.path), reason=f"not bundled: {error}") for header in runs
         )
     return report
+
+
+def _stat_cache(bundles_dir: Path, options: CollectOptions) -> CollectCache:
+    """The folder's collect cache, loaded (bundler.local.collectcache)."""
+    from bundler.local.collectcache import CollectCache
+
+    return CollectCache(bundles_dir, full=options.full)
 
 
 def _nothing_to_do(output_root: Path) -> str:

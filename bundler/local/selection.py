@@ -146,13 +146,15 @@ def _inputs_match(
 ) -> bool:
     """Whether the options would shape the run's bundle as they did (a row count is asked
     again, as for a run that is read)."""
-    from pydantic import ValidationError
-
-    from bundler.local.schema import StaticsIdentity
-
     expected = options.expected_rows.get(cached.task)
     note = None
     if expected is None and row_counts is not None:
+        # Imported here, where a row count is asked: an import statement costs each of a
+        # nightly's thousands of unchanged runs a few microseconds even once it is loaded.
+        from pydantic import ValidationError
+
+        from bundler.local.schema import StaticsIdentity
+
         try:
             identity = StaticsIdentity.model_validate(cached.entry["statics"])
         except (KeyError, ValidationError):

@@ -6,9 +6,11 @@ of the paths asked exist, a folder's listing names every entry of the folder (an
 recursively, of every folder below it), and a folder that does not exist holds nothing. The
 tree of our own commit is the tree of its parent with the paths it added (`after`): a folder
 the parent did not have holds exactly what the commit put in it. So the check before an
-upload's first commit into a new repository asks nothing that reading the branch did not
-already ask, and the check before its next commit asks nothing at all. A commit that deletes
-or copies is not followed: what is known of its tree starts again from nothing.
+upload's first commit into a new repository asks only for a listing of the top folder (reading
+the branch asked already about every folder the commit adds to but that one, which every
+repository has: no answer about a path says how many entries it holds), and the check before
+its next commit asks nothing at all. A commit that deletes or copies is not followed: what is
+known of its tree starts again from nothing.
 
 Bounded: what is learned of one commit stops at MAX_LEARNED_ENTRIES paths (an audit that lists
 every folder of a large board learns its first folders only; the check then asks), and a

@@ -13,10 +13,8 @@ can never break a config; the viewer, `datasets`, DuckDB and Polars read
 The tables are derived from the bundles' sidecars and metrics, and each row records what it was
 derived from (`sidecar_blob_id`, beside `archive_sha256`), so a reader can tell which rows are
 stale. The same rows always give byte-identical files: rows sorted by bundle id in each part
-(task tables by rank), a fixed writer configuration, and no time or host in the file.
-
-pyarrow is imported only here and by the ranking (`bundler.hub.leaderboard.ranking`), by the
-code that writes or reads the tables.
+(task tables by rank), a fixed writer configuration, and no time or host in the file. pyarrow
+is imported only by the modules that write or read the tables.
 """
 
 from __future__ import annotations
@@ -41,6 +39,7 @@ from bundler.hub.leaderboard.columns import (
     same_columns,
     validated,
 )
+from bundler.hub.leaderboard.partrows import KEPT
 from bundler.hub.leaderboard.ranking import (
     RANK_COLUMNS,
     TaskBoard,
@@ -116,10 +115,10 @@ INDEX_COLUMNS = ["bundle_id", "archive_sha256", "sidecar_blob_id", "published_at
 
 
 class TablePart:
-    """One file of the all-tasks table: its bytes, and its rows decoded when needed (the
-    columns of KEY_COLUMNS, once; the whole rows, each time, for a part being changed). A part
-    of a table read from a branch may be fetched only when first needed (`later`): a commit
-    that adds bundles reads the last part only."""
+    """One file of the all-tasks table: its bytes, and its rows decoded when needed (KEY_COLUMNS
+    once; the whole rows while among the last parts used, bundler.hub.leaderboard.partrows).
+    A part read from a branch may be fetched when first needed (`later`): a commit that adds
+    bundles reads the last part only."""
 
     def __init__(
         self,
@@ -164,7 +163,8 @@ class TablePart:
         """The part holding `table`'s rows, sorted by bundle id so that equal rows give equal
         bytes."""
         ordered = table.take(pc.sort_indices(table, sort_keys=[("bundle_id", "ascending")]))
-        return cls(parquet_bytes(ordered), ordered.num_rows, ordered.select(KEY_COLUMNS))
+        part = cls(parquet_bytes(ordered), ordered.num_rows, ordered.select(KEY_COLUMNS))
+        return KEPT.made(part, ordered, ALL_SCHEMA)
 
     @classmethod
     def read(cls, data: bytes) -> TablePart:
@@ -189,8 +189,8 @@ class TablePart:
 
     def full(self) -> pa.Table:
         # Parquet names a list's items `element`: cast back, so that writing it again gives
-        # the bytes it was read from.
-        return decoded(self.data).cast(ALL_SCHEMA)
+        # the bytes it was read from. Kept decoded while among the last parts used (KEPT).
+        return KEPT.rows(self, lambda: decoded(self.data).cast(ALL_SCHEMA))
 
 
 ALL_SCHEMA_KEYS = pa.schema([ALL_SCHEMA.field(name) for name in KEY_COLUMNS])

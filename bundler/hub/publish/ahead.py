@@ -21,14 +21,15 @@ Hub said of them (their upload mode, that they are not there yet) still holds at
 commits after the one that asked. So are the next commit's tables and charts, when it is the
 upload's last and all of its bundles' files are uploaded ahead: the Hub keeps them in LFS
 (`*.parquet`, `*.png` in a new repository's `.gitattributes`), so they would take that commit
-an LFS batch request of its own (they cost a second computing of its tables, about as long as
-that commit's own). They are computed from the branch as the commit being planned leaves it
-(`Holdings.tables_ahead`), all but the record, which names that commit (unknown until it
-lands), and the card; and none whose bytes the branch holds now, so that the Hub's answer
-(the file's id at this head, which the client compares with the bytes to skip an unchanged
-file) cannot make the later commit leave out a file it must write. The later commit computes
-its tables again, and passes the operation uploaded ahead only for a table of the same path
-and bytes; any other is asked about and uploaded as ever.
+an LFS batch request of its own. They are computed from the branch as the commit being planned
+leaves it (`Holdings.tables_ahead`), and uploaded all but the record, which names that commit
+(unknown until it lands), and the card; and none whose bytes the branch holds now, so that the
+Hub's answer (the file's id at this head, which the client compares with the bytes to skip an
+unchanged file) cannot make the later commit leave out a file it must write. Planned on our
+commit, the later commit takes what was computed (the branch is what it was computed from),
+the record written again to name that commit (`Holdings.table_operations`); planned on any
+other head, it computes its tables again. Either way it passes the operation uploaded ahead
+only for a table of the same path and bytes; any other is asked about and uploaded as ever.
 
 When a commit is planned on any other head (someone else committed meanwhile), nothing
 uploaded ahead is used: its files are asked about again.

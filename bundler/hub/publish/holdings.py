@@ -20,7 +20,9 @@ from bundler.hub.client.commit import Operation
 from bundler.hub.client.remote import RemoteFile
 from bundler.hub.client.session import HubSession
 from bundler.hub.leaderboard.branch import BranchTables, TableChange, read_branch
-from bundler.hub.leaderboard.record import DerivedFile
+from bundler.hub.leaderboard.record import BoardRecord, DerivedFile
+from bundler.hub.leaderboard.rows import TableRow
+from bundler.hub.leaderboard.tablecache import keep_table
 from bundler.hub.publish.destination import Destination
 from bundler.hub.publish.plan import LocalBundle, RepositoryView, companions_present, holds
 from bundler.hub.repo.paths import README, RECORD, TASKS_FILE, repo_archive, repo_paths
@@ -47,6 +49,12 @@ class Holdings:
         """What the last commit was planned on, when that was what planning read (which holds
         every bundle's files): the next commit is planned on it, or on our commit made on it
         (which touched only its own bundles' files). None: the next commit reads again."""
+        self._ahead: tuple[str, list[TableRow], TableChange] | None = None
+        """The next commit's change, computed ahead (`tables_ahead`) on the head the commit
+        being made was planned on, for these rows."""
+        self._next: tuple[str, list[TableRow], TableChange] | None = None
+        """That change once our commit landed on that head: for the next commit, if it is
+        planned on our commit (`oid`) for the same rows (`table_operations`)."""
 
     def view(self, local: list[LocalBundle], left_off: list[str]) -> RepositoryView:
         """What the base branch and the pull request hold of these bundles. A branch's holdings
@@ -152,22 +160,49 @@ class Holdings:
         if self.tables is None:
             return []
         rows = [bundle.row for bundle in todo if bundle.row is not None]
-        change = self.tables.change(self.session, rows, keep_card=keep_card)
+        ahead, self._next, self._ahead = self._next, None, None  # this plan computes its own
+        if ahead is not None and ahead[:2] == (self.tables.head, rows):
+            change = self._reparented(ahead[2], keep_card)
+        else:
+            change = self.tables.change(self.session, rows, keep_card=keep_card)
         self._written = change
         return change.operations
+
+    def _reparented(self, change: TableChange, keep_card: Callable[[bytes], bool]) -> TableChange:
+        """The change computed ahead for a commit now planned on our commit made on the head it
+        was computed on: the branch is then what the change was computed from (that head, and
+        what our commit wrote), but for its head, which only the record names (its parent).
+        So its tables, charts and card stand, the card where `keep_card` takes it, and the
+        record is written again naming the branch's head."""
+        assert self.tables is not None
+        record = BoardRecord.parse(change.written[RECORD])  # every commit of bundles writes one
+        assert record is not None, "a record this bundler just wrote"
+        data = record.model_copy(update={"parent": self.tables.head}).to_bytes()
+        keep_table(self.session, RECORD, data)  # as table_operations keeps every record
+        written = change.written | {RECORD: data}
+        if README in written and not keep_card(written[README]):
+            del written[README]
+        operations: list[Operation] = [
+            CommitOperationAdd(RECORD, data) if operation.path_in_repo == RECORD else operation
+            for operation in change.operations
+            if operation.path_in_repo in written or not isinstance(operation, CommitOperationAdd)
+        ]
+        return replace(change, operations=operations, written=written)
 
     def tables_ahead(self, later: list[LocalBundle]) -> list[CommitOperationAdd]:
         """The tables and charts the commit of `later` will write after the commit being
         planned (`table_operations`), computed now from a copy of the branch as that commit
         leaves it, to be uploaded with it (bundler.hub.publish.ahead): all but the record
         (which names its parent, unknown until that commit lands) and the card, and none whose
-        bytes the branch holds now. None on a pull request, which writes no tables."""
+        bytes the branch holds now. The whole change, card and record too, is kept for that
+        commit (`table_operations`). None on a pull request, which writes no tables."""
         if self.tables is None or self._written is None:
             return []
         after = replace(self.tables, absent=set(self.tables.absent))  # `committed` changes it
         after.committed(after.head, self._written)
         rows = [bundle.row for bundle in later if bundle.row is not None]
-        change = after.change(self.session, rows, keep_card=lambda _: False)
+        change = after.change(self.session, rows, keep_card=lambda _: True)
+        self._ahead = (after.head, rows, change)
         held = self.tables.held
         return [
             operation
@@ -184,9 +219,12 @@ class Holdings:
         (without the card when the Hub refused it), and the next commit is planned on `oid`,
         where the other bundles' files are what they were (`_last`): a later batch's resumed
         run still extends the Hub's copy, never a conflict with itself."""
+        ahead, self._ahead = self._ahead, None
         if self.tables is not None and self._written is not None:
             if card_refused:  # the Hub took the commit without it
                 self._written.written.pop(README, None)
+            elif ahead is not None and ahead[0] == self.tables.head:
+                self._next = (oid, ahead[1], ahead[2])  # the branch is what it was computed on
             self.tables.committed(oid, self._written)
             if self._last is not None:
                 self._planned = (self.destination.ref, oid, self._last[2])

@@ -15,9 +15,10 @@ the console script on a platform without fork or when the child fails; the resul
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from bundler.core.errors import HubError, PullRequestRevision
 from bundler.core.forked import Watch, ahead_in_child
@@ -27,7 +28,7 @@ from bundler.hub.publish.plan import BundlePlan, LocalBundle, UploadOptions, Upl
 from bundler.local.layout import find_archives
 from bundler.local.lock import bundles_lock
 from bundler.local.verify import read_bundle
-from bundler.local.verifycache import VerifiedBundle, VerifyCache
+from bundler.local.verifycache import SidecarFacts, VerifiedBundle, VerifyCache
 
 
 def gather_local(
@@ -126,17 +127,61 @@ def load_hub_client() -> None:
         importlib.import_module(name)
 
 
+class Verified:
+    """`gather_local`'s result, pickled lean when a verifying child sends it to its parent:
+    each bundle as its archive path, sidecar bytes, metrics text and facts. A pickle of the
+    objects themselves spent most of its loading on paths made again part by part and on the
+    sidecars the child parsed, which a bundle upload leaves alone needs not: its sidecar is
+    parsed again from the same bytes when first asked for (bundler.local.verifycache)."""
+
+    def __init__(self, gathered: Gathered) -> None:
+        self.gathered = gathered
+
+    def __reduce__(self) -> tuple[Callable[..., Verified], tuple[object, ...]]:
+        local, set_aside = self.gathered
+        names = tuple(SidecarFacts.__dataclass_fields__)
+        return _verified, (
+            [
+                (
+                    str(bundle.archive),
+                    bundle.verified.sidecar_data,
+                    bundle.verified.metrics_text,
+                    tuple(getattr(bundle.verified.facts, name) for name in names),
+                )
+                for bundle in local
+            ],
+            set_aside,
+        )
+
+
+def _verified(
+    local: list[tuple[str, bytes, str, tuple[Any, ...]]], set_aside: list[BundlePlan]
+) -> Verified:
+    """`Verified.__reduce__`'s inverse."""
+    return Verified(
+        (
+            [
+                LocalBundle(Path(archive), VerifiedBundle(data, metrics, SidecarFacts(*facts)))
+                for archive, data, metrics, facts in local
+            ],
+            set_aside,
+        )
+    )
+
+
+@contextmanager
 def verifying_ahead(
     bundles_dir: Path, *, allow_partial: bool, progress: ProgressSink
-) -> AbstractContextManager[Callable[[], Gathered]]:
+) -> Iterator[Callable[[], Gathered]]:
     """Start `gather_local` and give a function that waits for its result: in a forked child
     where one may be forked (bundler.core.forked), else in line, with the same result."""
-    return ahead_in_child(
-        lambda watch: gather_local(
-            bundles_dir, allow_partial=allow_partial, progress=ParentWatch(watch)
+    with ahead_in_child(
+        lambda watch: Verified(
+            gather_local(bundles_dir, allow_partial=allow_partial, progress=ParentWatch(watch))
         ),
-        lambda: gather_local(bundles_dir, allow_partial=allow_partial, progress=progress),
-    )
+        lambda: Verified(gather_local(bundles_dir, allow_partial=allow_partial, progress=progress)),
+    ) as verified:
+        yield lambda: verified().gathered
 
 
 def upload(

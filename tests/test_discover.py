@@ -308,5 +308,5 @@ def test_a_file_is_counted_a_prediction_exactly_when_the_pattern_matches_it(
     (run / "metrics.json").write_text("{}")
     (run / name).write_text("{}")
     found = _scan([str(tmp_path / "t_predictions")]).found
-    predictions = [count for folder, count, _, _ in found if folder == str(run)]
+    predictions = [count for folder, count, *_ in found if folder == str(run)]
     assert predictions == [int(PREDICTION_FILE.fullmatch(name) is not None)]

@@ -156,6 +156,8 @@ def _bundle_one(
         refused = RefusedInput(path=str(header.run.path), error=shown, remedy=error.remedy)
         bundled.refused.append(refused)
 
+    listing = None  # the run's, once it has been read
+
     def done(bundle: CollectedBundle, sidecar_sha256: str, error: WriteError | None) -> None:
         if error is not None:
             refuse(error)
@@ -174,6 +176,7 @@ def _bundle_one(
         )
         work.cache.record(
             header.run,
+            listing,
             bundle_id=bundle.bundle_id,
             bundle=kept,
             task=statics.task_name,
@@ -202,6 +205,7 @@ def _bundle_one(
     except BundlerError as error:
         refuse(error)
         return
+    listing = run.listing
     body.end_frame_aside()
     try:
         _write_bundle(run, body, work.bundles_dir, options, batch, done)
@@ -269,11 +273,12 @@ def _write_bundle(
     claim = _claim_of(run, options)
     archive_path = run.header.bundle_id.local_archive(bundles_dir)
     sidecar_path = run.header.bundle_id.local_sidecar(bundles_dir)
-    kept = _kept(run, claim, archive_path, sidecar_path, options)
+    exists = os.path.isfile(archive_path)
+    kept = _kept(run, claim, archive_path, sidecar_path, options) if exists else None
     if kept is not None:
         done(kept, "", None)
         return
-    previous = sha256_file(archive_path)[0] if os.path.isfile(archive_path) else None
+    previous = sha256_file(archive_path)[0] if exists else None
     archive = StagedFile(archive_path)
     sidecar: StagedFile | None = None
     try:
@@ -322,9 +327,10 @@ def _kept(
     sidecar_path: Path,
     options: CollectOptions,
 ) -> CollectedBundle | None:
-    """The existing bundle, reported as kept, when the new one would claim less and --replace
-    was not given (bundler.local.downgrade); None when the new one may be written."""
-    if options.replace or not os.path.isfile(archive_path):
+    """The existing bundle (one is there), reported as kept, when the new one would claim less
+    and --replace was not given (bundler.local.downgrade); None when the new one may be
+    written."""
+    if options.replace:
         return None
     old = existing_claim(sidecar_path)
     why = downgrade(old, claim)

@@ -82,9 +82,14 @@ def sidecar_for(
 ) -> Sidecar:
     """The sidecar of an archive: its claim, less the file list, plus the archive's own file
     name, size and sha256 (the file count is the manifest's: run_meta, metrics, predictions),
-    and its signature when it has one."""
-    return Sidecar(
-        **claim.model_dump(),
+    and its signature when it has one.
+
+    The claim's fields are taken as they are, validated once already (by `claim_for`), not
+    dumped and validated again: the sidecar serialises to the same bytes, and that second
+    validation was about 0.1 ms of every run collect bundles (tests/test_collect_sidecar.py
+    compares the two ways on claims of every kind)."""
+    return Sidecar.model_construct(
+        **{name: getattr(claim, name) for name in BundleClaim.model_fields},
         archive=ArchiveInfo(name=archive_name, size=size, sha256=sha256),
         files_count=claim.predictions.count + 2,
         signature=signature,

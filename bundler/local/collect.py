@@ -69,7 +69,17 @@ def collect(
     if bundles_dir.exists() and not bundles_dir.is_dir():
         raise UsageError(f"{bundles_dir}: exists and is not a directory")
     loaded = None if discovered is None else _stat_cache(bundles_dir, options)
-    found = discover(output_root) if discovered is None else discovered()
+    caches: list[CollectCache] = []
+
+    def cached(directory: str) -> bool:
+        # The cache is loaded for the first folder discovery finds: not for an empty root.
+        if not caches:
+            caches.append(_stat_cache(bundles_dir, options))
+        return caches[0].holds(directory)
+
+    # A run the cache does not hold is not stat'ed file by file as it is found: its listing is
+    # taken as it is read (bundler.local.discover.ListingParts).
+    found = discover(output_root, listed=cached) if discovered is None else discovered()
     report = CollectReport(
         output_root=str(output_root), bundles_dir=str(bundles_dir), skipped=list(found.skipped)
     )
@@ -86,7 +96,7 @@ def collect(
     from bundler.local.runs import RunHeader
     from bundler.local.selection import reported_unchanged, select_runs
 
-    cache = loaded or _stat_cache(bundles_dir, options)
+    cache = loaded or (caches[0] if caches else _stat_cache(bundles_dir, options))
     runs = select_runs(found, options, row_counts, cache, report)
     report.removed_temporaries = [str(path) for path in remove_leftovers(bundles_dir)]
     if not runs:

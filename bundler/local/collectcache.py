@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bundler.local.discover import RunDirectory
+from bundler.local.discover import Listing, RunDirectory
 from bundler.local.fileio import sha256_file
 from bundler.local.layout import BundleId, LayoutError
 from bundler.local.statcache import COLLECT_CACHE_NAME, StatCache, stat_key
@@ -54,10 +54,15 @@ class CollectCache:
     def key(run: RunDirectory) -> str:
         return os.path.abspath(run.path)
 
+    def holds(self, directory: str) -> bool:
+        """Whether an entry is kept for the run directory at `directory`: only then does its
+        discovery take the listing `lookup` compares (every file stat'ed); a run new to the
+        bundles folder has it taken as it is read (bundler.local.discover.ListingParts)."""
+        return os.path.abspath(directory) in self.file.loaded
+
     def lookup(self, run: RunDirectory) -> CachedRun | None:
         """The cached run, if its listing (every file's stat, taken by discovery before
-        anything was read; what a later `record` keeps) is as recorded and not racy; else None,
-        and the run is read."""
+        anything was read) is as recorded and not racy; else None, and the run is read."""
         listing, key = run.listing, self.key(run)
         entry = self.file.loaded.get(key)
         if listing is None or not isinstance(entry, dict):
@@ -132,6 +137,7 @@ class CollectCache:
     def record(
         self,
         run: RunDirectory,
+        listing: Listing | None,
         *,
         bundle_id: str,
         bundle: CachedBundle,
@@ -141,8 +147,9 @@ class CollectCache:
         inputs: dict[str, Any],
         sidecar_sha256: str,
     ) -> None:
-        """Remember a run just bundled, with its files as stat'ed before they were read."""
-        if run.listing is None:
+        """Remember a run just bundled, with its `listing`: its files as stat'ed before they
+        were read (by discovery, or as they were read); none, nothing is remembered."""
+        if listing is None:
             return
         try:
             archive = stat_key(os.stat(bundle.archive, follow_symlinks=False))
@@ -152,7 +159,7 @@ class CollectCache:
         self.file.keep(
             self.key(run),
             {
-                "listing": run.listing.digest,
+                "listing": listing.digest,
                 "left_out": list(run.left_out_folders),
                 "bundle_id": bundle_id,
                 "task": task,

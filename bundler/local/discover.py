@@ -13,6 +13,7 @@ import os
 import re
 import stat
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,8 +38,10 @@ class Listing(Model):
     (bundler.local.collectcache), as git's index holds it: a digest of every entry's name and,
     for each entry that is not a folder, its mode, size, mtime_ns, ctime_ns and inode (a
     content change that keeps size and mtime still changes the ctime). Folders count by name
-    only: a folder below a run is a run of its own or left out by name. Taken in the walk's
-    own pass, before any file of the run is opened."""
+    only: a folder below a run is a run of its own or left out by name. Each file's part is
+    taken before its bytes are read: in the walk's own pass, before any file of the run is
+    opened, for a run the stat cache holds; as each file is opened, for a run new to it
+    (ListingParts)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -79,6 +82,50 @@ def _wide_identity(status: os.stat_result) -> bytes:
     return _WIDE_IDENTITY.pack(*(value & 0xFFFF_FFFF_FFFF_FFFF for value in values))
 
 
+class ListingParts:
+    """A run directory's listing (Listing) taken as its files are read rather than by
+    discovery: each file's part from the stat of the descriptor it was read through (fstat
+    and lstat agree on a regular file opened without following a link), taken before its
+    bytes were read, as discovery's lstat was; the entries not read (folders, files left out)
+    as discovery gives them. A listing so taken is the one the next discovery takes of the
+    same directory, byte for byte, so the run's stat cache entry holds (`_list` packs the
+    same parts inline, for speed)."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] | None = []
+        self.newest = 0
+
+    def add(self, name: str, status: os.stat_result) -> None:
+        """The entry `name`, as `status` (a stat that did not follow a link) describes it."""
+        if self.parts is None:
+            return
+        mtime_ns = status.st_mtime_ns
+        try:
+            identity = _NUL_IDENTITY.pack(
+                status.st_mode, status.st_size, mtime_ns, status.st_ctime_ns, status.st_ino
+            )
+        except struct.error:
+            identity = b"\0" + _wide_identity(status)
+        self.parts.append(name.encode("utf-8", "surrogateescape") + identity)
+        if mtime_ns > self.newest:
+            self.newest = mtime_ns
+
+    def add_entry(self, entry: os.DirEntry[str]) -> None:
+        """An entry that is not read, lstat'ed now; one that cannot be leaves the run with no
+        listing, as in discovery (then it is not cached)."""
+        try:
+            self.add(entry.name, entry.stat(follow_symlinks=False))
+        except OSError:
+            self.parts = None
+
+    def add_folder(self, name: str) -> None:
+        if self.parts is not None:
+            self.parts.append(name.encode("utf-8", "surrogateescape") + _NUL_FOLDER)
+
+    def listing(self) -> Listing | None:
+        return None if self.parts is None else Listing.of(self.parts, self.newest)
+
+
 class RunDirectory(Model):
     """A directory that holds run_meta.json, metrics.json or prediction files."""
 
@@ -96,7 +143,12 @@ class RunDirectory(Model):
     is bundled, so the run lists them among what it left out. The others are runs of their
     own (a model name may contain "/")."""
     listing: Listing | None = None
-    """None when an entry could not be stat'ed: then the run is read."""
+    """None when an entry could not be stat'ed (then the run is read and not cached), or when
+    discovery took none (`listed`)."""
+    listed: bool = True
+    """False when discovery took no listing, as no stat cache entry could use one (a run new
+    to the bundles folder): its reading takes it (ListingParts), without stat'ing every file
+    once more before reading it."""
 
 
 class Skipped(Model):
@@ -124,8 +176,10 @@ def _sorted_entries(directory: Path) -> list[os.DirEntry[str]]:
         return sorted(entries, key=lambda entry: entry.name)
 
 
-def discover(output_root: Path) -> Discovery:
-    """List the run directories below `output_root`, plus what was skipped or refused."""
+def discover(output_root: Path, *, listed: Callable[[str], bool] | None = None) -> Discovery:
+    """List the run directories below `output_root`, plus what was skipped or refused.
+    `listed` says of a folder (its path) whether to take its listing (each entry lstat'ed,
+    Listing) as it is walked; None: of every folder."""
     if not output_root.exists():
         raise UsageError(
             f"{output_root}: output root does not exist",
@@ -154,7 +208,7 @@ def discover(output_root: Path) -> Discovery:
             skipped.append(Skipped(path=shown, reason="not a <task>_predictions directory"))
         else:
             task = entry.name.removesuffix(PREDICTIONS_SUFFIX)
-            _walk(Path(entry.path), output_root, task, runs, skipped, refused)
+            _walk(Path(entry.path), output_root, task, runs, skipped, refused, listed)
     return Discovery(runs=runs, skipped=skipped, refused=refused)
 
 
@@ -177,18 +231,19 @@ class _Scanned:
     prediction count, subfolders and listing), the folders that are no run (with their
     files) and what was refused."""
 
-    found: list[tuple[str, int, list[str], Listing | None]] = field(default_factory=list)
+    found: list[tuple[str, int, list[str], Listing | None, bool]] = field(default_factory=list)
     elsewhere: list[tuple[str, list[str]]] = field(default_factory=list)
     refused: list[Skipped] = field(default_factory=list)
 
 
-def _scan(pending: list[str]) -> _Scanned:
-    """Walk the folders of `pending` (a stack: the last is walked first) and all below them."""
+def _scan(pending: list[str], stat_entries: Callable[[str], bool] | None = None) -> _Scanned:
+    """Walk the folders of `pending` (a stack: the last is walked first) and all below them;
+    each one's listing taken where `stat_entries` (if given) says so."""
     scanned = _Scanned()
     while pending:
         directory = pending.pop()
         try:
-            listed = _list(directory)
+            listed = _list(directory, stat_entries is None or stat_entries(directory))
         except OSError as error:
             reason = (
                 "symbolic link; links are never followed"  # swapped in since it was listed
@@ -199,7 +254,13 @@ def _scan(pending: list[str]) -> _Scanned:
             continue
         if listed.holds_run_file:
             scanned.found.append(
-                (directory, listed.predictions, listed.subdirectories, listed.listing)
+                (
+                    directory,
+                    listed.predictions,
+                    listed.subdirectories,
+                    listed.listing,
+                    listed.listed,
+                )
             )
         else:
             scanned.elsewhere.append((directory, listed.files))
@@ -222,9 +283,11 @@ class _Listed:
     files: list[str] = field(default_factory=list)
     """Its files, but only until a run file shows the folder is a run."""
     listing: Listing | None = None
+    listed: bool = True
+    """False when the entries were not stat'ed (no listing taken)."""
 
 
-def _list(directory: str) -> _Listed:
+def _list(directory: str, stat_entries: bool = True) -> _Listed:
     """One pass over a folder in listing order, which is most of what a collect with nothing
     new does: a nightly tree has tens of thousands of entries, each lstat'ed here for the stat
     cache (see Listing). So the loop does no more than it must for each entry: what it finds
@@ -232,6 +295,7 @@ def _list(directory: str) -> _Listed:
     packed identity are collected as they come (sorted, rather than the entries, once at the
     end), and each entry is let go once seen (it keeps its lstat result while it lives: a run
     directory can hold 100,000 files, whose parts, about 100 bytes a file, are all it keeps).
+    Without `stat_entries` nothing is stat'ed (no listing is taken: `_Listed.listed`).
     Raises OSError when the folder cannot be listed."""
     pack, info_files = _NUL_IDENTITY.pack, RUN_INFO_FILES
     file_type, link = _FILE_TYPE, _LINK
@@ -240,7 +304,7 @@ def _list(directory: str) -> _Listed:
     subdirectories: list[str] = []
     links: list[tuple[str, bool]] = []
     files: list[str] = []  # names, until a run file shows the folder is a run
-    parts: list[bytes] | None = []
+    parts: list[bytes] | None = [] if stat_entries else None
     newest = 0
     # Listed through a descriptor of the folder, opened without following a link: a folder
     # swapped for a link since its parent was listed is refused, never walked; and each lstat
@@ -288,7 +352,7 @@ def _list(directory: str) -> _Listed:
                     links.append((f"{directory}/{name}", run_file))
     finally:
         os.close(descriptor)
-    listed = _Listed(holds_run_file, predictions, subdirectories)
+    listed = _Listed(holds_run_file, predictions, subdirectories, listed=stat_entries)
     # Links to run files are refused with their run; other links would be skipped silently
     # as "extra files", so a linked directory is called out here.
     listed.linked_directories = [
@@ -319,6 +383,7 @@ def _walk(
     runs: list[RunDirectory],
     skipped: list[Skipped],
     refused: list[Skipped],
+    listed: Callable[[str], bool] | None,
 ) -> None:
     """Every run directory below `top`, depth first in name order, with an explicit stack: a
     tree thousands of folders deep is walked like any other, never overflowing the call stack.
@@ -328,15 +393,15 @@ def _walk(
     strings until a run is reported: a nightly tree has tens of thousands of entries, and
     this walk is most of what a collect with nothing new does."""
     top_path = str(top)
-    scanned = _scan([top_path])
+    scanned = _scan([top_path], listed)
     found, elsewhere = scanned.found, scanned.elsewhere
     refused.extend(scanned.refused)
     leading_to_runs: set[str] = {top_path}
-    for directory, _, _, _ in found:
+    for directory, *_ in found:
         while directory != top_path and directory not in leading_to_runs:
             leading_to_runs.add(directory)
             directory = os.path.dirname(directory)
-    run_directories = {directory for directory, _, _, _ in found}
+    run_directories = {directory for directory, *_ in found}
     for directory, files in elsewhere:
         parent = os.path.dirname(directory)
         if directory in leading_to_runs:
@@ -347,7 +412,7 @@ def _walk(
         elif parent in leading_to_runs and parent not in run_directories:
             skipped.append(Skipped(path=directory, reason="holds no run; never bundled"))
     task_folder = top.relative_to(output_root).as_posix()
-    for directory, predictions, subdirectories, listing in found:
+    for directory, predictions, subdirectories, listing, taken in found:
         left_out = [sub for sub in subdirectories if sub not in leading_to_runs]
         runs.append(
             RunDirectory(
@@ -358,5 +423,6 @@ def _walk(
                 predictions=predictions,
                 left_out_folders=tuple(sorted(os.path.basename(sub) for sub in left_out)),
                 listing=listing,
+                listed=taken,
             )
         )

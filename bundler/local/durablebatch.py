@@ -10,7 +10,7 @@ from pathlib import Path
 
 from bundler.core.errors import WriteError
 from bundler.core.forked import threads_that_end
-from bundler.local.fileio import StagedFile, commit_pair, write_error
+from bundler.local.fileio import StagedFile, commit_pair, signals_held, write_error
 
 SYNC_THREADS = 16
 """fsyncs issued at once by `sync_all`: a journaling file system commits concurrent fsyncs
@@ -100,24 +100,25 @@ class DurableBatch:
         errors = [before or after for before, after in zip(errors, synced, strict=True)]
         outcomes: list[tuple[Callable[[WriteError | None], None], WriteError | None]] = []
         folders: dict[Path, list[int]] = {}
-        for number, (first, second, done) in enumerate(pending):
-            problem = errors[2 * number] or errors[2 * number + 1]
-            failure: WriteError | None = None
-            if problem is not None:
-                failed = first if errors[2 * number] else second
-                failure = write_error(failed.final, problem)
-            else:
-                try:
-                    commit_pair(first, second, sync_folder=False)
-                    for holding in (
-                        first.final.parent,
-                        *first.entries_to_sync,
-                        *second.entries_to_sync,
-                    ):
-                        folders.setdefault(holding, []).append(number)
-                except WriteError as error_written:
-                    failure = error_written
-            outcomes.append((done, failure))
+        with signals_held():  # once for the batch's commits, each a few microseconds
+            for number, (first, second, done) in enumerate(pending):
+                problem = errors[2 * number] or errors[2 * number + 1]
+                failure: WriteError | None = None
+                if problem is not None:
+                    failed = first if errors[2 * number] else second
+                    failure = write_error(failed.final, problem)
+                else:
+                    try:
+                        commit_pair(first, second, sync_folder=False)
+                        for holding in (
+                            first.final.parent,
+                            *first.entries_to_sync,
+                            *second.entries_to_sync,
+                        ):
+                            folders.setdefault(holding, []).append(number)
+                    except WriteError as error_written:
+                        failure = error_written
+                outcomes.append((done, failure))
         opened: list[tuple[Path, int]] = []
         try:
             for folder in folders:

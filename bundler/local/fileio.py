@@ -7,11 +7,12 @@ import contextlib
 import errno
 import fcntl
 import hashlib
+import io
 import os
+import secrets
 import select
 import signal
 import stat
-import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,10 +25,10 @@ from bundler.local.layout import CACHE_NAMES, TEMP_SUFFIX, is_temporary_name, te
 CHUNK_SIZE = 1 << 20
 
 
-def _open_descriptor(path: Path | str) -> tuple[int, int]:
-    """A descriptor on a regular file, refusing links: a link could pull any file on the
-    machine into a bundle that is about to be published. O_NONBLOCK keeps a FIFO from hanging
-    the open; its type is then refused."""
+def _open_descriptor(path: Path | str) -> tuple[int, os.stat_result]:
+    """A descriptor on a regular file, and its stat, refusing links: a link could pull any file
+    on the machine into a bundle that is about to be published. O_NONBLOCK keeps a FIFO from
+    hanging the open; its type is then refused."""
     try:
         descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as error:
@@ -42,7 +43,7 @@ def _open_descriptor(path: Path | str) -> tuple[int, int]:
     if not stat.S_ISREG(status.st_mode):
         os.close(descriptor)
         raise InputError(path, "not a regular file")
-    return descriptor, status.st_size
+    return descriptor, status
 
 
 def open_no_follow(path: Path | str) -> BinaryIO:
@@ -51,18 +52,24 @@ def open_no_follow(path: Path | str) -> BinaryIO:
 
 
 def read_bounded(path: Path | str, limit: int) -> bytes:
-    """Read a whole small file, refusing one larger than `limit` so memory stays bounded.
+    """Read a whole small file, refusing one larger than `limit` so memory stays bounded."""
+    return read_bounded_stat(path, limit)[0]
+
+
+def read_bounded_stat(path: Path | str, limit: int) -> tuple[bytes, os.stat_result]:
+    """`read_bounded`, with the file's stat taken before its bytes were read (as collect's
+    stat cache records a file it read: bundler.local.discover.ListingParts).
 
     Plain descriptor reads, no buffered file object: for tens of thousands of small prediction
     files the per-file overhead of a file object costs more than the read itself.
     """
-    descriptor, size = _open_descriptor(path)
+    descriptor, status = _open_descriptor(path)
     try:
-        wanted = min(size, limit) + 1  # one more byte shows growth
+        wanted = min(status.st_size, limit) + 1  # one more byte shows growth
         data = os.read(descriptor, wanted)
         if len(data) < wanted:
-            return data  # the whole file in one read, as almost always: nothing more to do
-        return _read_rest(path, descriptor, data, limit)
+            return data, status  # the whole file in one read, as almost always
+        return _read_rest(path, descriptor, data, limit), status
     except OSError as error:
         raise InputError(path, f"cannot read: {error.strerror}") from None
     finally:
@@ -274,7 +281,7 @@ def make_folders(folder: Path) -> list[Path]:
     once, for many runs); `make_durable_folders` at once. Folders that exist cost one stat.
     OSError as mkdir raises it (a file in the way: FileExistsError)."""
     missing: list[Path] = []
-    while not folder.is_dir():
+    while not os.path.isdir(folder):
         missing.append(folder)
         folder = folder.parent
     made = list(reversed(missing))
@@ -301,24 +308,38 @@ def write_atomically(final: Path, data: bytes, *, durable: bool = True) -> None:
         staged.commit()
 
 
+_CREATE_FLAGS = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+"""How a temporary file is created: new (never an existing file or a link), as mkstemp does."""
+
+
 def _create_locked(final: Path) -> tuple[Path, BinaryIO, list[Path]]:
     """Create and flock a fresh temporary file beside `final`, making its folder if need
     be (the folders made are given too: see `make_folders`).
 
     SIGINT and SIGTERM wait until the file exists with its name known, so an interruption
     right after creation cannot leave it behind. A concurrent `remove_leftovers` may lock or
-    remove it in the moment between creation and lock; then another is made.
+    remove it in the moment between creation and lock; then another is made. The file is made
+    as tempfile.mkstemp makes one (a random name, exclusive creation, mode 0600), in a few
+    calls: collect makes two for every run (its Python-level work was a tenth of a small
+    run's bundling).
     """
     path: Path | None = None
     handle: BinaryIO | None = None
+    folder = final.parent
+    prefix = f"{folder}{os.sep}{temporary_prefix(final)}"
     try:
         with signals_held():
-            made = make_folders(final.parent)
+            made = make_folders(folder)
             while True:
-                descriptor, name = tempfile.mkstemp(
-                    dir=final.parent, prefix=temporary_prefix(final), suffix=TEMP_SUFFIX
-                )
-                path, handle = Path(name), os.fdopen(descriptor, "wb")
+                # eight random characters, as mkstemp gives: a name no longer than it was
+                name = f"{prefix}{secrets.token_hex(4)}{TEMP_SUFFIX}"
+                try:
+                    descriptor = os.open(name, _CREATE_FLAGS, 0o600)
+                except FileExistsError:
+                    continue  # a name taken already: another, as mkstemp would
+                path = Path(name)
+                # Buffered as os.fdopen would be, without asking whether a disk file is a tty
+                handle = open(descriptor, "wb", buffering=io.DEFAULT_BUFFER_SIZE)  # noqa: SIM115
                 with contextlib.suppress(BlockingIOError):
                     fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
                     if os.fstat(descriptor).st_nlink > 0:
@@ -374,13 +395,19 @@ def commit_pair(first: StagedFile, second: StagedFile, *, sync_folder: bool = Tr
         os.close(folder)
 
 
+_held: list[list[signal.Signals]] = []
+"""The signals received by the outermost `signals_held` block now running, if one is."""
+
+
 @contextlib.contextmanager
 def signals_held() -> Iterator[None]:
     """Hold SIGINT and SIGTERM until the block is done, then act on them as usual.
 
-    Only the main thread can change signal handlers; elsewhere the block runs unguarded.
+    Only the main thread can change signal handlers; elsewhere the block runs unguarded. A
+    block within a block holds nothing more: the outer one's handlers record what arrives,
+    and act on it when it ends (so many commits can be held at once, at the cost of one).
     """
-    if threading.current_thread() is not threading.main_thread():
+    if _held or threading.current_thread() is not threading.main_thread():
         yield
         return
     received: list[signal.Signals] = []
@@ -388,9 +415,11 @@ def signals_held() -> Iterator[None]:
         number: signal.signal(number, lambda n, _: received.append(signal.Signals(n)))
         for number in STOP_SIGNALS
     }
+    _held.append(received)
     try:
         yield
     finally:
+        _held.pop()
         for number, handler in previous.items():
             signal.signal(number, signal.SIG_DFL if handler is None else handler)
         for number in dict.fromkeys(received):

@@ -35,10 +35,12 @@ from bundler.local.discover import (
     PREDICTION_FILE,
     RUN_INFO_FILES,
     RUN_META_NAME,
+    Listing,
+    ListingParts,
     RunDirectory,
     is_run_file,
 )
-from bundler.local.fileio import printable_name, read_bounded
+from bundler.local.fileio import printable_name, read_bounded_stat
 from bundler.local.layout import BundleId, LayoutError
 from bundler.local.manifest import (
     METRICS_PATH,
@@ -87,6 +89,8 @@ class RunHeader:
     bundle_id: BundleId
     run_meta_file: ArchivedFile
     run_meta_data: bytes
+    run_meta_status: os.stat_result
+    """run_meta.json's stat as it was read, for a listing taken as the run is read."""
 
 
 def canonical_name(index: int) -> str:
@@ -142,6 +146,9 @@ class ValidatedRun:
     """The claim's warnings, then what only collect can tell: prediction files stored under
     another name (the bundle keeps no record of the names it was given, so verify could not
     derive such a warning again, and the claim does not carry it)."""
+    listing: Listing | None
+    """The run directory's listing for the stat cache: discovery's, or, when it took none
+    (RunDirectory.listed), the one taken as the run was read; None when there is none."""
 
     @property
     def evidence(self) -> RunEvidence:
@@ -164,16 +171,20 @@ class ValidatedRun:
 def read_header(run: RunDirectory) -> RunHeader:
     """Parse run_meta.json and derive the bundle id; raise InputError when it cannot be."""
     path = run.path / RUN_META_NAME
-    if not os.path.lexists(path):
+    try:
+        data, status = read_bounded_stat(path, MAX_RUN_META_BYTES)
+    except InputError:
+        if os.path.lexists(path):
+            raise
         # The public release of late 2026 writes run_meta.json last (statics-outputs.md), so
-        # a run of it that crashed or was interrupted looks like this too.
+        # a run of it that crashed or was interrupted looks like this too. (Asked only once
+        # the read failed: a stat fewer for every run that has one.)
         raise InputError(
             path,
             "missing, so the run cannot be attributed to a model and dataset: unfinished run, "
             "or a harness that does not write run_meta.json",
             hint="finish or resume the run",
-        )
-    data = read_bounded(path, MAX_RUN_META_BYTES)
+        ) from None
     meta, raw = parse_run_meta(data, str(path))
     fingerprint, bundle_id = identify(path, meta, raw["capabilities"])
     return RunHeader(
@@ -183,6 +194,7 @@ def read_header(run: RunDirectory) -> RunHeader:
         bundle_id=bundle_id,
         run_meta_file=ArchivedFile(RUN_META_PATH, len(data), _sha256(data)),
         run_meta_data=data,
+        run_meta_status=status,
     )
 
 
@@ -213,21 +225,30 @@ def validate_run(
     `on_prediction` (if given) is told how many more predictions were checked, in
     batches (progress bars are costly per call);
     `on_file` with each file's archive path and the very bytes checked, in archive order, so
-    they can be archived without reading any file a second time."""
+    they can be archived without reading any file a second time. A run whose discovery took
+    no listing (RunDirectory.listed) has it taken here, from the files as they are read."""
     keep = on_file or (lambda archive_path, data: None)
     keep(RUN_META_PATH, header.run_meta_data)
     directory = header.run.path
+    taking = None if header.run.listed else ListingParts()
+    if taking is not None:
+        taking.add(RUN_META_NAME, header.run_meta_status)
     metrics_path = directory / METRICS_NAME
-    if not os.path.lexists(metrics_path):
+    try:
+        metrics_data, metrics_status = read_bounded_stat(metrics_path, MAX_METRICS_BYTES)
+    except InputError:
+        if os.path.lexists(metrics_path):
+            raise
         raise InputError(
             metrics_path, "missing: the run was not scored", hint="score the run first"
-        )
-    metrics_data = read_bounded(metrics_path, MAX_METRICS_BYTES)
+        ) from None
     check_metrics(metrics_data, str(metrics_path))
     keep(METRICS_PATH, metrics_data)
     metrics_file = ArchivedFile(METRICS_PATH, len(metrics_data), _sha256(metrics_data))
+    if taking is not None:
+        taking.add(METRICS_NAME, metrics_status)
 
-    indices, odd_names, left_out = _list_predictions(header.run)
+    indices, odd_names, left_out = _list_predictions(header.run, taking)
     check_prediction_count(directory, len(indices))
     predictions = PredictionFiles(indices=indices)
     tally = PredictionTally()
@@ -236,17 +257,20 @@ def validate_run(
     # methods it calls bound once, progress told once a batch.
     add_record, digests, sha256 = tally.add, predictions.digests, hashlib.sha256
     add_size, odd_name = predictions.sizes.append, odd_names.get if odd_names else None
+    add_part = None if taking is None else taking.add
     advance = on_prediction or NoProgress().advance
     for start in range(0, len(indices), PROGRESS_BATCH):
         batch = indices[start : start + PROGRESS_BATCH]
         for index in batch:
             name = (odd_name and odd_name(index)) or canonical_name(index)
             path = f"{directory_name}/{name}"
-            data = read_bounded(path, MAX_PREDICTION_BYTES)
+            data, status = read_bounded_stat(path, MAX_PREDICTION_BYTES)
             add_record(parse_prediction(data, index, path), path)
             keep(prediction_path(index), data)
             add_size(len(data))
             digests += sha256(data).digest()
+            if add_part is not None:
+                add_part(name, status)
         advance(len(batch))
     summary = tally.summary()
     evidence = RunEvidence(header.meta, header.fingerprint, header.bundle_id, summary, indices)
@@ -259,8 +283,17 @@ def validate_run(
         row_count_note=row_count_note,
     )
     warnings += _renamed(odd_names)
+    listing = header.run.listing if taking is None else taking.listing()
     return ValidatedRun(
-        header, metrics_file, predictions, summary, left_out, row_count_note, coverage, warnings
+        header,
+        metrics_file,
+        predictions,
+        summary,
+        left_out,
+        row_count_note,
+        coverage,
+        warnings,
+        listing,
     )
 
 
@@ -313,11 +346,14 @@ def _renamed(odd_names: dict[int, str]) -> list[str]:
     return [f"renamed {len(renamed)} prediction file(s) in the bundle: {shown}"]
 
 
-def _list_predictions(run: RunDirectory) -> tuple[array[int], dict[int, str], LeftOut]:
+def _list_predictions(
+    run: RunDirectory, taking: ListingParts | None
+) -> tuple[array[int], dict[int, str], LeftOut]:
     """Prediction indices in order, plus the names that are not `prediction_<index>.json`;
     other files, and the subfolders that hold no run (shown as `name/`), are left out with a
     warning (their names go into the manifest, so a name that is not UTF-8 is shown with its
-    bytes escaped)."""
+    bytes escaped). With `taking`, the entries that will not be read (folders, files left out)
+    go into the run's listing."""
     directory = run.path
     indices: array[int] = array("q")
     odd_names: dict[int, list[str]] = {}
@@ -341,7 +377,7 @@ def _list_predictions(run: RunDirectory) -> tuple[array[int], dict[int, str], Le
                 ):
                     add(int(digits))
                 else:
-                    _list_entry(entry, indices, odd_names, extras)
+                    _list_entry(entry, indices, odd_names, extras, taking)
     except OSError as error:
         raise InputError(directory, f"cannot list: {error.strerror}") from None
     indices = array("q", sorted(indices))
@@ -377,14 +413,20 @@ def _list_entry(
     indices: array[int],
     odd_names: dict[int, list[str]],
     extras: list[str],
+    taking: ListingParts | None,
 ) -> None:
     match = PREDICTION_FILE.fullmatch(entry.name)
     if entry.is_symlink() and is_run_file(entry.name):
         raise InputError(entry.path, "symbolic link; links are never followed")
     if match is None:
         # Folders are the run's left_out_folders: only discovery knows which lead to runs.
-        if entry.name not in RUN_INFO_FILES and not entry.is_dir(follow_symlinks=False):
+        if entry.is_dir(follow_symlinks=False):
+            if taking is not None:
+                taking.add_folder(entry.name)
+        elif entry.name not in RUN_INFO_FILES:  # those two are read, and listed so
             extras.append(printable_name(entry.name))
+            if taking is not None:
+                taking.add_entry(entry)
         return
     if not _DECIMAL.fullmatch(match.group(1)):
         raise InputError(entry.path, "file name is not prediction_<index>.json")

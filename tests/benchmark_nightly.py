@@ -90,7 +90,9 @@ def collect_command(root: Path, bundles: Path, rows: int) -> list[str]:
 
 
 def gather_command(bundles: Path, runs: int) -> list[str]:
-    return [sys.executable, "-c", GATHER, str(bundles), str(runs)]
+    """Upload's gather in the venv measured (BENCH_BIN's, as every other row), not the one
+    running this script: `-P` keeps the script's folder from shadowing the installed package."""
+    return [str(INSTALLED / "python"), "-P", "-c", GATHER, str(bundles), str(runs)]
 
 
 def sync_command(root: Path, bundles: Path, rows: int, repo_id: str) -> list[str]:

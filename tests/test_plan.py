@@ -10,6 +10,7 @@ from factory import RunSpec, write_tree
 
 from bundler.core.progress import NoProgress
 from bundler.hub.client.remote import RemoteFile, git_blob_id
+from bundler.hub.publish.differences import extension_claims_problem
 from bundler.hub.publish.plan import (
     FILES_PER_BUNDLE,
     MAX_FILES_PER_COMMIT,
@@ -23,7 +24,6 @@ from bundler.hub.publish.plan import (
     batches,
     commit_message,
     decide,
-    extension_claims_problem,
     extension_predictions_problem,
     replan,
     triage,

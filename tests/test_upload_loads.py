@@ -9,7 +9,8 @@ from pathlib import Path
 
 from conftest import WRITE_TOKEN
 from factory import RunSpec
-from helpers import run_python
+from helpers import probe_console_script, run_python
+from hubserver import HubServer
 from test_upload import make_bundles
 
 LOADS = """
@@ -41,3 +42,28 @@ def test_an_upload_with_nothing_new_reads_no_row(repo_id: str, tmp_path: Path) -
     bundles = make_bundles(tmp_path, [RunSpec(task="alpha", rows=2)])
     loaded("upload", bundles, "--repo", repo_id)  # publishes: its rows are written
     assert loaded("upload", bundles, "--repo", repo_id) == {"matplotlib": False, "pandas": False}
+
+
+NOT_ON_THE_WAY = {
+    "bundler.local.verify",
+    "bundler.local.diff",
+    "bundler.local.signature",
+    "bundler.local.allowed_signers",
+}
+"""What an upload of new, unsigned bundles to a board without signers does not run in the
+command's own process: verifying (done in a child, or vouched for by the verify cache),
+comparing a bundle with the Hub's copy, and reading signatures (`cryptography`)."""
+
+
+def test_an_upload_of_new_bundles_loads_no_verifying_diffing_or_signatures(
+    hub: HubServer, repo_id: str, tmp_path: Path
+) -> None:
+    bundles = make_bundles(tmp_path, [RunSpec(task="alpha", rows=2), RunSpec(rows=2)])
+    env = {"HF_TOKEN": WRITE_TOKEN}
+    for attempt, repo in enumerate((repo_id, f"{repo_id}-again")):
+        if attempt:
+            hub.create_repo(repo)  # new bundles again, now vouched for by the verify cache
+        code, state = probe_console_script(tmp_path, "upload", bundles, "--repo", repo, env=env)
+        assert code == 0
+        assert NOT_ON_THE_WAY & set(state["loaded"]) == set()
+        assert "bundler.local.verifycache" in state["loaded"]

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from huggingface_hub import CommitOperationAdd, CommitOperationCopy, CommitOperationDelete
 
@@ -82,8 +83,10 @@ from bundler.hub.repo.paths import (
     unsharded_paths,
 )
 from bundler.hub.tasks.definitions import TaskDefinitions
-from bundler.local.allowed_signers import AllowedSigners
 from bundler.local.layout import BundleId
+
+if TYPE_CHECKING:
+    from bundler.local.allowed_signers import AllowedSigners
 
 MAX_TABLE_BYTES = 1 << 30
 """The all-tasks table is read whole; a file past this is no table of a leaderboard."""
@@ -458,6 +461,8 @@ def read_branch(
         data = session.read_file(TASKS_FILE, head, MAX_TASKS_FILE_BYTES)
         state.definitions = TaskDefinitions.parse(data)
     if isinstance(top.get(ALLOWED_SIGNERS), RemoteFile):
+        from bundler.local.allowed_signers import AllowedSigners  # and cryptography: here only
+
         data = session.read_file(ALLOWED_SIGNERS, head, MAX_SIGNERS_FILE_BYTES)
         state.signers = AllowedSigners.parse(data)
     state.legacy = [f"{folder}/" for folder in LEGACY_DIRS if folder in top]

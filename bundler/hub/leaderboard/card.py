@@ -48,10 +48,11 @@ from bundler.hub.repo.paths import (
     task_chart,
     task_table,
 )
-from bundler.local.allowed_signers import AllowedSigners
 
 if TYPE_CHECKING:
     import jinja2
+
+    from bundler.local.allowed_signers import AllowedSigners
 
 
 class CardRefusalReport(Protocol):

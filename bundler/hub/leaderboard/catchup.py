@@ -40,7 +40,6 @@ from bundler.hub.repo.paths import (
 )
 from bundler.hub.repo.treediff import folder_changes
 from bundler.local.layout import TEMP_PREFIX, BundleId
-from bundler.local.verify import read_bundle
 
 
 class Board(Protocol):
@@ -201,9 +200,12 @@ def derive_rows(
     """Download, verify and derive the row of each bundle (its sidecar's bytes kept in
     `sidecars`); one that cannot be read or fails verification is named in `left_off`
     instead. Each row is dated by the commit that last changed its sidecar (its
-    publication)."""
+    publication). Verifying loads here, when a bundle is to be read, not with every upload
+    that imports this module (docs/performance.md)."""
     if not bundles:
         return []
+    from bundler.local.verify import read_bundle
+
     dated = session.entries([sidecar.path for _, sidecar in bundles.values()], head)
     rows: list[TableRow] = []
     staging = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX))

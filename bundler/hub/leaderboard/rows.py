@@ -31,7 +31,6 @@ from bundler.local.metrics import (
     metric_number,
 )
 from bundler.local.schema import Count, gptnt_instant, parse_instant
-from bundler.local.signature import parse_signature
 
 
 @dataclass(frozen=True)
@@ -179,6 +178,15 @@ def utc_timestamp(moment: datetime | None = None) -> str:
     return utc.replace(microsecond=0, tzinfo=None).isoformat() + "Z"
 
 
+def _fingerprint(sshsig: str) -> str:
+    """The fingerprint of the key that made a verified bundle's signature. Only a signed bundle
+    loads the signature's module (and `cryptography`, the largest import an upload had of its
+    own): an upload of unsigned bundles never reads a signature (docs/performance.md)."""
+    from bundler.local.signature import parse_signature
+
+    return parse_signature(sshsig).fingerprint
+
+
 def build_row(sidecar: Sidecar, metrics_json: str, published_at: str) -> BundleRow:
     """The all-tasks row of a verified bundle published (first) at `published_at`. Verified:
     a signature in its sidecar is of its archive's bytes, so the row names the key."""
@@ -213,7 +221,7 @@ def build_row(sidecar: Sidecar, metrics_json: str, published_at: str) -> BundleR
         usage=[UsageCount(key=k, count=v) for k, v in usage.items()],
         submitter_name=sidecar.submitter.name,
         submitter_affiliation=sidecar.submitter.affiliation,
-        signer_fingerprint=None if signed is None else parse_signature(signed.sshsig).fingerprint,
+        signer_fingerprint=None if signed is None else _fingerprint(signed.sshsig),
         gptnt_version=_optional_str(provenance.get("gptnt_version")),
         harness_git_sha=_optional_str(provenance.get("git_sha")),
         bundler_version=sidecar.bundler_version,

@@ -19,15 +19,12 @@ from bundler.hub.publish.plan import (
     HubEvidence,
     LocalBundle,
     RepositoryView,
-    extension_claims_problem,
     extension_predictions_problem,
-    metric_changes,
     triage,
 )
 from bundler.hub.repo.download import fetch_bundle
 from bundler.local.layout import TEMP_PREFIX, BundleId
 from bundler.local.manifest import Sidecar
-from bundler.local.verify import manifest_digests, read_bundle
 
 
 class EvidenceReader:
@@ -47,11 +44,15 @@ class EvidenceReader:
         if old is None:
             return HubEvidence()
         sidecar, data = old
+        from bundler.hub.publish.differences import extension_claims_problem, metric_changes
+
         problem = extension_claims_problem(sidecar, bundle.sidecar)
         copy = self._verified_copy(bundle.key, data, view.base_head, paths)
         if isinstance(copy, str):  # the Hub's copy fails verification
             return HubEvidence(old_sidecar=sidecar, extension_problem=problem or copy)
         old_files, old_metrics = copy
+        from bundler.local.verify import manifest_digests  # loaded by _verified_copy
+
         if problem is None:
             problem = extension_predictions_problem(old_files, manifest_digests(bundle.archive))
         elif (changed := metric_changes(old_metrics, bundle.metrics_text)) is not None:
@@ -74,7 +75,11 @@ class EvidenceReader:
     ) -> tuple[dict[str, str], str] | str:
         """Download and verify the Hub's copy (its archive and sidecar at `paths`, the sidecar
         as read, `old_data`): the sha256 of each file its manifest lists, and its metrics; or
-        why it fails verification."""
+        why it fails verification. Only a changed bundle gets here: verifying loads with it, not
+        with every upload, whose own bundles verified in a child or from the cache
+        (bundler.hub.publish.upload; docs/performance.md)."""
+        from bundler.local.verify import manifest_digests, read_bundle
+
         with tempfile.TemporaryDirectory(prefix=TEMP_PREFIX) as staging:
             sidecar = Path(staging) / paths[1]  # the bytes read already, not again
             sidecar.parent.mkdir(parents=True)

@@ -18,7 +18,6 @@ whole plan can be shown (--dry-run) and tested without a server.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -36,8 +35,6 @@ from bundler.hub.leaderboard.rows import TableRow, build_row
 from bundler.hub.publish.pr_description import ClaimDifference, ProposedBundle
 from bundler.hub.repo.paths import FILES_PER_BUNDLE, repo_paths, unsharded_paths
 from bundler.hub.tasks.definitions import TaskDefinitions
-from bundler.local.diff import claim_differences as bundle_claim_differences
-from bundler.local.diff import metric_differences, worded_change
 from bundler.local.fileio import CHUNK_SIZE
 from bundler.local.layout import BundleId
 from bundler.local.manifest import PREDICTIONS_DIR, Sidecar
@@ -52,8 +49,6 @@ SHARED_FILES = 2
 (plus one table per task it touches)."""
 PR_BUNDLES_PER_COMMIT = MAX_FILES_PER_COMMIT // FILES_PER_BUNDLE
 """The bundles a pull request's commit holds: their own files only."""
-EXTENSIBLE_CLAIMS = frozenset({"predictions", "coverage", "warnings", "bundler_version"})
-"""The claims a resumed run may change; any other difference makes it a different result."""
 
 Action = Literal[
     "new", "extends", "replace", "repair", "unchanged", "conflict", "refused", "held-back"
@@ -329,62 +324,6 @@ def triage(bundle: LocalBundle, view: RepositoryView, *, create_pr: bool) -> Tri
     return "fresh" if on_base is None else "changed"
 
 
-def claim_differences(old: Sidecar, new: Sidecar) -> list[ClaimDifference]:
-    """The claims of two sidecars that differ, field by field, as `bundler diff` finds them,
-    worded for a pull request's description."""
-
-    def show(value: object) -> str:
-        return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-
-    return [
-        ClaimDifference(field=found.field, old=show(found.a), new=show(found.b))
-        for found in bundle_claim_differences(old, new)
-    ]
-
-
-def extension_claims_problem(old: Sidecar, new: Sidecar) -> str | None:
-    """Why `new` cannot extend `old` from their claims alone, or None when it may: the same
-    claims but for counts and coverage, and more rows. Only then are the Hub's predictions
-    read (`extension_predictions_problem`). A conflict names every claim that differs, the
-    counts and coverage a resumed run may change included."""
-    found = claim_differences(old, new)
-    differing = [d for d in found if d.field.split(".")[0] not in EXTENSIBLE_CLAIMS]
-    also = [d for d in found if d not in differing]
-    if differing:
-        return f"it differs in {_worded(differing)}" + (
-            f" (and in {_worded(also)})" if also else ""
-        )
-    before, after = old.coverage.rows_present, new.coverage.rows_present
-    if after <= before:
-        return f"it has {after} rows, the Hub's copy {before}" + (
-            f"; it differs in {_worded(also)}" if also else ""
-        )
-    return None
-
-
-def _worded(differences: list[ClaimDifference]) -> str:
-    """Each difference as `field old -> new` (the Hub's copy first)."""
-    return ", ".join(worded_change(d.field, d.old, d.new) for d in differences)
-
-
-def metric_changes(old_metrics: str, new_metrics: str) -> str | None:
-    """Every metric of the Hub's copy that this bundle changes, adds or drops, worded as
-    `name old -> new`; None when the metrics are the same (or one side is no JSON)."""
-    try:
-        changed = metric_differences(json.loads(old_metrics), json.loads(new_metrics))
-    except (ValueError, RecursionError):
-        return None
-    shown = [
-        (
-            d.name,
-            "absent" if d.change == "added" else json.dumps(d.a),
-            "absent" if d.change == "removed" else json.dumps(d.b),
-        )
-        for d in changed
-    ]
-    return ", ".join(worded_change(name, a, b) for name, a, b in shown) or None
-
-
 def extension_predictions_problem(
     old_files: dict[str, str], new_files: dict[str, str]
 ) -> str | None:
@@ -500,6 +439,11 @@ def _row(bundle: LocalBundle, published_at: str) -> TableRow:
 def _proposal(bundle: LocalBundle, plan: BundlePlan, old: Sidecar | None) -> ProposedBundle:
     sidecar = bundle.sidecar
     changed = plan.action in ("extends", "replace")
+    differences: list[ClaimDifference] = []
+    if changed and old:  # only a changed bundle is compared (bundler.hub.publish.differences)
+        from bundler.hub.publish.differences import claim_differences
+
+        differences = claim_differences(old, sidecar)
     return ProposedBundle(
         bundle_id=bundle.bundle_id,
         verb="extends" if plan.action == "extends" else "replaces" if changed else "adds",
@@ -513,7 +457,7 @@ def _proposal(bundle: LocalBundle, plan: BundlePlan, old: Sidecar | None) -> Pro
         old_sha256=plan.branch_sha256 if changed else None,
         old_submitter=old.submitter.name if changed and old else None,
         old_predictions=old.predictions.count if changed and old else None,
-        differences=claim_differences(old, sidecar) if changed and old else [],
+        differences=differences,
         warnings=sidecar.warnings,
     )
 

@@ -27,7 +27,6 @@ from bundler.hub.publish.outcome import say_what_happened
 from bundler.hub.publish.plan import BundlePlan, LocalBundle, UploadOptions, UploadReport
 from bundler.local.layout import find_archives
 from bundler.local.lock import bundles_lock
-from bundler.local.verify import read_bundle
 from bundler.local.verifycache import SidecarFacts, VerifiedBundle, VerifyCache
 
 
@@ -49,6 +48,10 @@ def gather_local(
         identity = cache.stat(archive)
         verified = cache.lookup(archive, identity)
         if verified is None:
+            # Verifying loads only for a bundle the cache does not vouch for: an upload of a
+            # folder already verified never imports it (docs/performance.md).
+            from bundler.local.verify import read_bundle
+
             reading = read_bundle(archive, progress)
             verification = reading.verification()
             if (

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
@@ -39,7 +39,9 @@ from bundler.hub.repo.paths import (
 from bundler.hub.repo.treediff import folder_changes
 from bundler.local.fileio import sha256_file, unusable_output_folder, write_error
 from bundler.local.layout import REJECTED_DIR, TEMP_PREFIX, BundleId, LayoutError
-from bundler.local.verify import BundleReading, read_bundle
+
+if TYPE_CHECKING:
+    from bundler.local.verify import BundleReading
 
 FetchOutcome = Literal["downloaded", "already-there", "rejected", "missing", "failed"]
 """`already-there`: the folder held the same archive and sidecar, so nothing was fetched;
@@ -192,7 +194,11 @@ def fetch_verified(
     """Fetch one bundle's archive and sidecar (those of them `listed` at `commit`) into
     `staging`, verify them there, and move them into `bundles_dir`, or its `.rejected/` when
     verification fails; also returns what the verifying read found. WriteError, with nothing
-    of the bundle left in `bundles_dir`, when its files cannot be put there."""
+    of the bundle left in `bundles_dir`, when its files cannot be put there. Verifying loads
+    here, not with this module, which an upload imports to fetch the Hub's copy of a changed
+    bundle only (docs/performance.md)."""
+    from bundler.local.verify import read_bundle
+
     player_dir = bundle.player_dir
     names = [bundle.archive_name, bundle.sidecar_name]
     staged = fetch_bundle(session, bundle, commit, listed, staging).parent

@@ -5,11 +5,14 @@ bundle that fails is refused, and a partial one is held back unless --allow-part
 run may complete it), then plans (`bundler.hub.publish.plan`) and makes the commits
 (`bundler.hub.publish.publisher`).
 
-Verifying and loading the Hub client each take about a fifth of a second for 50 bundles
-(tests/benchmark_upload.py). Where the console script allows it (bundler.core.forked), the bundles
-are verified in a forked child while this process loads the client: 0.89x the time of an
-upload of 50 new bundles verified in line. A library caller gets them verified in line, as does
-the console script on a platform without fork or when the child fails; the result is the same.
+Verifying 50 bundles and loading the Hub client take about as long (tests/benchmark_upload.py,
+docs/performance.md). Where the console script allows it (bundler.core.forked), the bundles are
+verified in a forked child while this process loads the Hub client. A library caller gets them
+verified in line, as does the console script on a platform without fork or when the child
+fails; the result is the same. This process imports neither verifying nor signatures for it
+(nor diffing, which only a bundle the Hub holds with other content needs): the child reads the
+bundles, or the verify cache vouches for them, and those imports were the largest part of this
+module's own (see docs/performance.md).
 """
 
 from __future__ import annotations
@@ -124,8 +127,9 @@ and a process with threads may fork no more (bundler.core.forked)."""
 
 
 def load_hub_client() -> None:
-    """Import HUB_CLIENT_MODULES (a third of a second): done while a forked child verifies the
-    bundles, where there is one. Calling it again costs nothing."""
+    """Import HUB_CLIENT_MODULES (about what hf pays for its own client; see
+    docs/performance.md): done while a forked child verifies the bundles, where there is one.
+    Calling it again costs nothing."""
     for name in HUB_CLIENT_MODULES:
         importlib.import_module(name)
 

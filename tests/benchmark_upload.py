@@ -14,7 +14,9 @@ publishing the same bundles into fresh repositories alternates with every mechan
 without each in turn, and the row's `extra` gets the ratio of medians with/without and its
 per-round spread: the parts' rows kept decoded (`kept_rows`, bundler/hub/leaderboard/
 partrows.py) and the last commit taking what was computed ahead (`computed_ahead`,
-bundler/hub/publish/holdings.py).
+bundler/hub/publish/holdings.py); and, whole uploads through the console script's `main`, a
+folder the verify cache vouches for gathered in line rather than in a forked child
+(`vouched_in_line`, bundler/hub/publish/upload.py).
 
     .venv/bin/python tests/benchmark_upload.py --rounds 5 --json-out /tmp/upload.json
 """
@@ -87,6 +89,19 @@ for number, trio in enumerate(zip(repos[::3], repos[1::3], repos[2::3])):
         figures[str(side)].append(publish(repo, side))
 print(json.dumps(figures))
 """
+
+
+VOUCHED_SCRIPT = """
+import sys
+from bundler.cli.app import main
+from bundler.hub.publish import upload
+if sys.argv.pop(1) == "without":  # a child verifies even what the verify cache vouches for
+    upload.vouched_gathering = lambda bundles_dir, allow_partial: None
+sys.argv[0] = "bundler"
+main()
+"""
+"""The console script's `main` with or without `vouched_gathering` (argv[1]): the same launch
+on both sides of the with/without figure."""
 
 
 class Counted:
@@ -180,8 +195,10 @@ def mechanism_gains(
     """Publishing the bundles into fresh repositories with every mechanism, and without each
     in turn, alternated in one process of the installed venv: the parts' rows kept decoded
     (bundler/hub/leaderboard/partrows.py, `kept_rows`) and the last commit taking what was
-    computed ahead (bundler/hub/publish/holdings.py, `computed_ahead`). For each, the ratio of
-    the medians with/without and the per-round spread; nothing for an install without them."""
+    computed ahead (bundler/hub/publish/holdings.py, `computed_ahead`); and, in whole uploads
+    (`vouched_rounds`), a folder the verify cache vouches for gathered in line
+    (`vouched_in_line`). For each, the ratio of the medians with/without and the per-round
+    spread; nothing for an install without them."""
     repos = [f"bench/g-{uuid.uuid4().hex[:8]}" for _ in range(1 + 3 * rounds)]
     for repo in repos:
         hub.create_repo(repo)
@@ -193,13 +210,44 @@ def mechanism_gains(
     if measured.exit_code != 0:  # an install from before these mechanisms
         return {}
     figures = json.loads(measured.stdout)
+    figures.update(vouched_rounds(hub, env, bundles, rounds))
     gains: dict[str, object] = {}
-    for name, without in (("kept_rows", "kept_rows"), ("computed_ahead", "ahead")):
-        ratios = [a / b for a, b in zip(figures["None"], figures[without], strict=True)]
-        median = statistics.median(figures["None"]) / statistics.median(figures[without])
+    for name, with_it, without in (
+        ("kept_rows", "None", "kept_rows"),
+        ("computed_ahead", "None", "ahead"),
+        ("vouched_in_line", "vouched", "forked"),
+    ):
+        if without not in figures:  # an install from before the mechanism
+            continue
+        ratios = [a / b for a, b in zip(figures[with_it], figures[without], strict=True)]
+        median = statistics.median(figures[with_it]) / statistics.median(figures[without])
         gains[name] = round(median, 3)
         gains[f"{name}_spread"] = [round(min(ratios), 3), round(max(ratios), 3)]
     return gains
+
+
+def vouched_rounds(
+    hub: HubServer, env: dict[str, str], bundles: Path, rounds: int
+) -> dict[str, list[float]]:
+    """Uploads of the bundles (which the verify cache vouches for by now) into fresh
+    repositories through the console script's `main`, alternating with and without the folder
+    gathered in line (VOUCHED_SCRIPT): seconds each, under "vouched" and "forked"; nothing for
+    an install without `vouched_gathering`."""
+    probe = "from bundler.hub.publish.upload import vouched_gathering"
+    if run_measured([str(INSTALLED / "python"), "-P", "-c", probe]).exit_code != 0:
+        return {}
+    sides = {"vouched": "with", "forked": "without"}
+    seconds: dict[str, list[float]] = {side: [] for side in sides}
+    for number in range(rounds):
+        for side in list(sides) if number % 2 == 0 else list(sides)[::-1]:
+            repo = f"bench/v-{uuid.uuid4().hex[:8]}"
+            hub.create_repo(repo)
+            command = [str(INSTALLED / "python"), "-P", "-c", VOUCHED_SCRIPT, sides[side]]
+            measured = run_measured([*command, "upload", str(bundles), "--repo", repo], env=env)
+            if measured.exit_code != 0:
+                raise SystemExit(f"upload {side} into {repo} exited {measured.exit_code}")
+            seconds[side].append(measured.seconds)
+    return seconds
 
 
 if __name__ == "__main__":

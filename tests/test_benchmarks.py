@@ -94,6 +94,7 @@ def test_upload_benchmark_counts_requests(tmp_path: Path) -> None:
     check_rows(figures, {"upload-fresh", "upload-rerun"})
     fresh = figures["comparisons"][0]  # type: ignore[index]
     assert fresh["extra"]["requests"] > 0 and fresh["extra"]["hf_requests"] > 0
+    assert {"kept_rows", "computed_ahead", "vouched_in_line"} <= fresh["extra"].keys()
 
 
 @pytest.mark.slow

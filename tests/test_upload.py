@@ -515,6 +515,22 @@ def test_the_console_script_verifies_in_a_forked_child_with_the_same_result(
     }
 
 
+def test_a_folder_the_verify_cache_vouches_for_is_gathered_without_a_child(
+    bundles: Path,
+) -> None:
+    """Nothing to read: the verify cache vouches for every bundle, and a child would cost the
+    console script more than the cache's lookups, so the folder is gathered in line, with the
+    result a child gives. A bundle changed since is read again, in a child."""
+    first = verified_ahead(bundles)  # verified in a child, which fills the cache
+    assert first["forks"] == 1 and first["local"]
+    assert verified_ahead(bundles) == {**first, "forks": 0}
+    victim = sorted(bundles.rglob("*.tar.zst"))[0]
+    victim.write_bytes(victim.read_bytes()[:-10])
+    changed = verified_ahead(bundles)
+    assert changed["forks"] == 1
+    assert [plan["action"] for plan in changed["set_aside"]] == ["refused"]  # type: ignore[union-attr]
+
+
 def test_an_endpoint_that_is_no_url_is_unusable_not_a_hub_outage(bundles: Path) -> None:
     """HF_ENDPOINT without its scheme fails the same way every time: exit 2 at once, naming
     the variable, not retries and exit 75 ("try again later"), which a nightly job ignores.

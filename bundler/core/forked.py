@@ -16,8 +16,9 @@ a gain of 10% or more (whole-process wall time, ratio of medians with/without):
   other jobs kept busy (load 4-14: 0.86-1.09x, for 3-14% more CPU), where the second core
   is not there to take;
 - upload verifies the bundles in a child while this process loads the Hub client
-  (bundler.hub.publish.upload): 50 new bundles into a fresh repository, 0.89x (9 rounds,
-  per-round 0.79-1.06x);
+  (bundler.hub.publish.upload), unless the verify cache vouches for every one of them: then
+  nothing is read, and the folder is gathered in line, which pays too (see
+  docs/performance.md);
 - sync finds its runs in a child while this process loads the Hub client
   (bundler.local.discoverahead), for a tree of about 200 runs or more last time: no-op sync of
   2,000 runs, 0.85-0.87x once each process's time queued for a core is taken out (three runs

@@ -203,7 +203,7 @@ def verifying_ahead(
     """Start `gather_local` and give a function that waits for its result: in a forked child
     where one may be forked (bundler.core.forked), else in line, with the same result. A folder
     the verify cache vouches for entirely (an upload again of what was verified before) is
-    gathered in line at once, child or not: there is nothing to read, and a child cost this
+    gathered in line at once, with no child: there is nothing to read, and a child cost this
     process more than the cache's lookups (see docs/performance.md). A folder it cannot gather
     so, for whatever reason, is left to the child as before."""
     if can_fork() and (vouched := vouched_gathering(bundles_dir, allow_partial)) is not None:

@@ -45,6 +45,7 @@ from bundler.local.discoverahead import discovering_ahead
 from bundler.local.fileio import write_atomically
 from bundler.local.layout import find_archives
 from bundler.local.lock import bundles_lock
+from bundler.local.verifycache import VerifyCache
 
 if TYPE_CHECKING:
     from bundler.hub.tasks.split_size import RowCountResolver
@@ -208,7 +209,13 @@ def sync(
                 from bundler.local.signature import Signer
 
                 Signer(options.sign_key)  # a key that cannot sign stops the sync before it writes
-            with discovering_ahead(output_root, bundles_dir, _load_hub_client_ahead) as found:
+            verify_cache: list[VerifyCache] = []  # loaded while the runs are found, if so
+
+            def meanwhile() -> None:
+                _load_hub_client_ahead()
+                verify_cache.append(VerifyCache(bundles_dir))
+
+            with discovering_ahead(output_root, bundles_dir, meanwhile) as found:
                 report.collect = collect(
                     output_root,
                     bundles_dir,
@@ -223,7 +230,13 @@ def sync(
             if report.collect.refused and not _holds_bundles(bundles_dir):
                 report.upload_skipped = "no bundle to publish: every selected run was refused"
             else:
-                report.upload = upload(bundles_dir, options.upload, progress)
+                report.upload = upload(
+                    bundles_dir,
+                    options.upload,
+                    progress,
+                    # collect never touches it, and the folder stayed locked: the same file
+                    verify_cache=verify_cache[0] if verify_cache else None,
+                )
     except BundlerError as error:
         report.stopped_by(error)
         error_code = error.exit_code

@@ -96,7 +96,7 @@ import sys
 from bundler.cli.app import main
 from bundler.hub.publish import upload
 if sys.argv.pop(1) == "without":  # a child verifies even what the verify cache vouches for
-    upload.vouched_gathering = lambda bundles_dir, allow_partial: None
+    upload.vouched_gathering = lambda *arguments: None
 sys.argv[0] = "bundler"
 main()
 """

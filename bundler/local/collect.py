@@ -68,7 +68,11 @@ def collect(
     progress = progress or NoProgress()
     if bundles_dir.exists() and not bundles_dir.is_dir():
         raise UsageError(f"{bundles_dir}: exists and is not a directory")
-    loaded = None if discovered is None else _stat_cache(bundles_dir, options)
+    loaded = leftovers = None
+    if discovered is not None:  # what needs no run is done while they are found
+        from bundler.local.fileio import remove_leftovers
+
+        loaded, leftovers = _stat_cache(bundles_dir, options), remove_leftovers(bundles_dir)
     caches: list[CollectCache] = []
 
     def cached(directory: str) -> bool:
@@ -83,6 +87,8 @@ def collect(
     report = CollectReport(
         output_root=str(output_root), bundles_dir=str(bundles_dir), skipped=list(found.skipped)
     )
+    if leftovers is not None:
+        report.removed_temporaries = [str(path) for path in leftovers]
     if not found.runs and not found.refused:
         report.warnings.append(_nothing_to_do(output_root))
         return report  # an output root with no run yet: nothing to do, not unusable input
@@ -98,7 +104,8 @@ def collect(
 
     cache = loaded or (caches[0] if caches else _stat_cache(bundles_dir, options))
     runs = select_runs(found, options, row_counts, cache, report)
-    report.removed_temporaries = [str(path) for path in remove_leftovers(bundles_dir)]
+    if leftovers is None:
+        report.removed_temporaries = [str(path) for path in remove_leftovers(bundles_dir)]
     if not runs:
         return report  # nothing to write: no lock taken, nothing created
     slots: dict[int, CollectedBundle] = {}

@@ -54,11 +54,13 @@ class Found:
 def _found(
     runs: list[_Run], skipped: list[tuple[str, str]], refused: list[tuple[str, str]]
 ) -> Found:
-    """`Found.__reduce__`'s inverse: the models `discover` made in the child, made again."""
+    """`Found.__reduce__`'s inverse: the models `discover` made in the child, made again from
+    the values it took them from (constructed, not validated again: our own walk's values,
+    and validating 2,000 runs, the first one building the model, took longer than the pipe)."""
     return Found(
-        Discovery(
+        Discovery.model_construct(
             runs=[
-                RunDirectory(
+                RunDirectory.model_construct(
                     path=Path(path),
                     relative=relative,
                     task_dir_name=task,
@@ -66,12 +68,13 @@ def _found(
                     left_out_folders=left_out,
                     listing=None
                     if digest is None
-                    else Listing(digest=digest, newest_mtime_ns=newest),
+                    else Listing.model_construct(digest=digest, newest_mtime_ns=newest),
+                    listed=True,
                 )
                 for path, relative, task, predictions, left_out, digest, newest in runs
             ],
-            skipped=[Skipped(path=path, reason=why) for path, why in skipped],
-            refused=[Skipped(path=path, reason=why) for path, why in refused],
+            skipped=[Skipped.model_construct(path=path, reason=why) for path, why in skipped],
+            refused=[Skipped.model_construct(path=path, reason=why) for path, why in refused],
         )
     )
 

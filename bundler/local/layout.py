@@ -150,7 +150,12 @@ def is_archive_path(path: Path | str) -> bool:
 
 def sidecar_of(archive: Path) -> Path:
     """The sidecar beside an archive: `<target>.json` for `<target>.tar.zst`."""
-    return archive.with_name(archive.name.removesuffix(ARCHIVE_SUFFIX) + SIDECAR_SUFFIX)
+    return Path(sidecar_path_of(os.fspath(archive)))
+
+
+def sidecar_path_of(archive: str) -> str:
+    """`sidecar_of` for an archive's path as a string (`find_archive_paths`)."""
+    return archive.removesuffix(ARCHIVE_SUFFIX) + SIDECAR_SUFFIX
 
 
 def id_of_local_archive(archive: Path) -> BundleId:
@@ -225,7 +230,13 @@ def find_archives(paths: list[Path]) -> list[Path]:
     """Archives named directly or found below directories (links not followed, hidden folders
     skipped), in name order. Raises UsageError for a path that is not there, is not a bundle
     archive, or is a folder with no bundle below it."""
-    found: list[Path] = []
+    return [Path(path) for path in find_archive_paths(paths)]
+
+
+def find_archive_paths(paths: list[Path]) -> list[str]:
+    """`find_archives`, each path as a string: upload looks up thousands of bundles by path in
+    its verify cache, and made them Paths only to turn them back into strings."""
+    found: list[str] = []
     for path in paths:
         if path.is_dir() and not path.is_symlink():
             below = _archives_below(path)
@@ -236,7 +247,7 @@ def find_archives(paths: list[Path]) -> list[Path]:
                 )
             found.extend(below)
         elif os.path.lexists(path):
-            found.append(bundle_file(path))
+            found.append(str(bundle_file(path)))
         else:
             raise UsageError(f"{path}: no such bundle archive or directory")
     return found
@@ -259,7 +270,7 @@ def bundle_file(path: Path) -> Path:
     return path
 
 
-def _archives_below(top: Path) -> list[Path]:
+def _archives_below(top: Path) -> list[str]:
     """Regular `.tar.zst` files below `top`, with an explicit stack (a tree of any depth), in
     the order of their paths' parts (as Paths sort; sorted as strings split at the separator,
     which is faster). Hidden entries are staging, rejected or temporary areas, never bundles
@@ -279,4 +290,4 @@ def _archives_below(top: Path) -> list[Path]:
                         found.append(entry.path)
         except OSError as error:
             raise UsageError(f"{directory}: cannot list: {error.strerror}") from None
-    return [Path(path) for path in sorted(found, key=lambda path: path.split(os.sep))]
+    return sorted(found, key=lambda path: path.split(os.sep))

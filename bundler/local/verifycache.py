@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from bundler.core.errors import InputError
 from bundler.core.limits import MAX_SIDECAR_BYTES
 from bundler.local.fileio import read_bounded
-from bundler.local.layout import VERIFY_CACHE_NAME, sidecar_of
+from bundler.local.layout import VERIFY_CACHE_NAME, sidecar_path_of
 from bundler.local.manifest import Sidecar
 from bundler.local.schema import StaticsIdentity
 from bundler.local.statcache import MAX_CACHED_METRICS_BYTES, StatCache, sha256_bytes, stat_key
@@ -116,24 +116,25 @@ class VerifiedBundle:
 class VerifyCache:
     def __init__(self, bundles_dir: Path) -> None:
         self.bundles_dir = bundles_dir
+        self._prefix = f"{bundles_dir}{os.sep}"
         self.file = StatCache(bundles_dir / VERIFY_CACHE_NAME, "verify")
 
-    def _key(self, archive: Path) -> str:
+    def _key(self, archive: Path | str) -> str:
         """The archive's path in the folder (as relative_to would give it, as a string: this
         runs twice for every bundle of every upload); an absolute path for one outside it."""
-        shown, prefix = str(archive), f"{self.bundles_dir}{os.sep}"
+        shown, prefix = str(archive), self._prefix
         if shown.startswith(prefix):
             return shown[len(prefix) :]
         return os.path.abspath(archive)
 
-    def stat(self, archive: Path) -> list[int] | None:
+    def stat(self, archive: Path | str) -> list[int] | None:
         """The archive's identity now: taken before it is read, and kept with its verdict."""
         try:
             return stat_key(os.stat(archive, follow_symlinks=False))
         except OSError:
             return None
 
-    def lookup(self, archive: Path, identity: list[int] | None) -> VerifiedBundle | None:
+    def lookup(self, archive: Path | str, identity: list[int] | None) -> VerifiedBundle | None:
         """The bundle as verified before, if its archive is unchanged (and not racy) and its
         sidecar holds the same bytes; else None, and it is verified."""
         entry = self.file.loaded.get(self._key(archive))
@@ -147,7 +148,7 @@ class VerifyCache:
         if not isinstance(metrics_text, str) or facts is None:
             return None
         try:
-            data = read_bounded(sidecar_of(archive), MAX_SIDECAR_BYTES)
+            data = read_bounded(sidecar_path_of(os.fspath(archive)), MAX_SIDECAR_BYTES)
         except InputError:
             return None
         if sha256_bytes(data) != entry.get("sidecar_sha256"):
@@ -155,7 +156,9 @@ class VerifyCache:
         self.file.keep(self._key(archive), entry)
         return VerifiedBundle(data, metrics_text, facts)
 
-    def record(self, archive: Path, identity: list[int] | None, bundle: VerifiedBundle) -> None:
+    def record(
+        self, archive: Path | str, identity: list[int] | None, bundle: VerifiedBundle
+    ) -> None:
         """Remember a bundle that just passed verification."""
         if identity is None or len(bundle.metrics_text.encode("utf-8")) > MAX_CACHED_METRICS_BYTES:
             return

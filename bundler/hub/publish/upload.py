@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ from bundler.core.forked import Watch, ahead_in_child, can_fork
 from bundler.core.progress import NoProgress, ProgressSink, Unit
 from bundler.hub.publish.outcome import say_what_happened
 from bundler.hub.publish.plan import BundlePlan, LocalBundle, UploadOptions, UploadReport
-from bundler.local.layout import find_archives
+from bundler.local.layout import find_archive_paths
 from bundler.local.lock import bundles_lock
 from bundler.local.verifycache import SidecarFacts, VerifiedBundle, VerifyCache
 
@@ -39,11 +40,17 @@ class Unvouched(Exception):
 
 
 def gather_local(
-    bundles_dir: Path, *, allow_partial: bool, progress: ProgressSink, vouched_only: bool = False
+    bundles_dir: Path,
+    *,
+    allow_partial: bool,
+    progress: ProgressSink,
+    vouched_only: bool = False,
+    cache: VerifyCache | None = None,
 ) -> tuple[list[LocalBundle], list[BundlePlan]]:
     """Verify every local bundle, once; a bundle that fails is refused, and a partial one is
     held back without --allow-partial: neither reaches the Hub. With `vouched_only`, raise
-    Unvouched rather than read a bundle."""
+    Unvouched rather than read a bundle. `cache` is the folder's verify cache when it is loaded
+    already (sync loads it while its runs are found, the folder locked all along)."""
     accepted: dict[str, LocalBundle] = {}
     set_aside: list[BundlePlan] = []
 
@@ -52,10 +59,11 @@ def gather_local(
             BundlePlan(bundle_id=label, action="refused", outcome="refused", detail=detail)
         )
 
-    cache = VerifyCache(bundles_dir)  # an archive unchanged since it passed is not read again
-    for archive in find_archives([bundles_dir]):
-        identity = cache.stat(archive)
-        verified = cache.lookup(archive, identity)
+    cache = cache or VerifyCache(bundles_dir)  # an archive unchanged since it passed: not read
+    for path in find_archive_paths([bundles_dir]):  # strings: thousands looked up by path
+        identity = cache.stat(path)
+        verified = cache.lookup(path, identity)
+        archive = Path(path)
         if verified is None:
             if vouched_only:
                 raise Unvouched(archive)
@@ -184,13 +192,19 @@ def _verified(
     )
 
 
-def vouched_gathering(bundles_dir: Path, allow_partial: bool) -> Gathered | None:
+def vouched_gathering(
+    bundles_dir: Path, allow_partial: bool, cache: VerifyCache | None = None
+) -> Gathered | None:
     """`gather_local`'s result when the verify cache vouches for every bundle, read from it
     alone; None when a bundle would have to be read, or the folder cannot be gathered so (the
     child then meets the same problem, and the work done in line says it)."""
     try:
         return gather_local(
-            bundles_dir, allow_partial=allow_partial, progress=NoProgress(), vouched_only=True
+            bundles_dir,
+            allow_partial=allow_partial,
+            progress=NoProgress(),
+            vouched_only=True,
+            cache=cache,
         )
     except (Unvouched, BundlerError):
         return None
@@ -198,22 +212,26 @@ def vouched_gathering(bundles_dir: Path, allow_partial: bool) -> Gathered | None
 
 @contextmanager
 def verifying_ahead(
-    bundles_dir: Path, *, allow_partial: bool, progress: ProgressSink
+    bundles_dir: Path,
+    *,
+    allow_partial: bool,
+    progress: ProgressSink,
+    cache: VerifyCache | None = None,
 ) -> Iterator[Callable[[], Gathered]]:
     """Start `gather_local` and give a function that waits for its result: in a forked child
     where one may be forked (bundler.core.forked), else in line, with the same result. A folder
     the verify cache vouches for entirely (an upload again of what was verified before) is
     gathered in line at once, with no child: there is nothing to read, and a child cost this
     process more than the cache's lookups (see docs/performance.md). A folder it cannot gather
-    so, for whatever reason, is left to the child as before."""
-    if can_fork() and (vouched := vouched_gathering(bundles_dir, allow_partial)) is not None:
+    so, for whatever reason, is left to the child as before. `cache` as for `gather_local`."""
+    vouched = vouched_gathering(bundles_dir, allow_partial, cache) if can_fork() else None
+    if vouched is not None:
         yield lambda: vouched
         return
+    gather = partial(gather_local, bundles_dir, allow_partial=allow_partial, cache=cache)
     with ahead_in_child(
-        lambda watch: Verified(
-            gather_local(bundles_dir, allow_partial=allow_partial, progress=ParentWatch(watch))
-        ),
-        lambda: Verified(gather_local(bundles_dir, allow_partial=allow_partial, progress=progress)),
+        lambda watch: Verified(gather(progress=ParentWatch(watch))),
+        lambda: Verified(gather(progress=progress)),
     ) as verified:
         yield lambda: verified().gathered
 
@@ -222,6 +240,8 @@ def upload(
     bundles_dir: Path,
     options: UploadOptions,
     progress: ProgressSink | None = None,
+    *,
+    verify_cache: VerifyCache | None = None,
 ) -> UploadReport:
     """Verify the bundles in `bundles_dir` and publish them; see UploadReport for the outcome.
     The bundles verify in a forked child while the Hub client loads, where the console script
@@ -230,12 +250,16 @@ def upload(
     (try again later), or when another run holds the folder longer than options.lock_wait
     (BundlesLockedError). A pull request's ref as the revision is a UsageError: commits to a
     branch carry the dataset card, which a pull request never touches, and --create-pr already
-    finds and extends the submitter's own."""
+    finds and extends the submitter's own. `verify_cache` is the folder's verify cache when
+    the caller loaded it already, holding the folder's lock (sync)."""
     if options.revision.startswith("refs/pr/"):
         raise PullRequestRevision(options.revision, target="bundles")
     with bundles_lock(bundles_dir, operation="upload", wait=options.lock_wait, create=False):
         ahead = verifying_ahead(
-            bundles_dir, allow_partial=options.allow_partial, progress=progress or NoProgress()
+            bundles_dir,
+            allow_partial=options.allow_partial,
+            progress=progress or NoProgress(),
+            cache=verify_cache,
         )
         with ahead as gathered:
             load_hub_client()  # the Hub client loads while bundles verify

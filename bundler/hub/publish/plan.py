@@ -175,9 +175,15 @@ class LocalBundle:
     Planning asks every bundle for its facts only (`bundle_id`, `archive_sha256`, `size`); the
     sidecar is parsed for the bundles it publishes."""
 
-    archive: Path
+    archive_path: str
+    """The archive's path, as the folder's listing gave it (a Path made only when asked for:
+    an upload of thousands of bundles already there never asks)."""
     verified: VerifiedBundle
     row: TableRow | None = None
+
+    @cached_property
+    def archive(self) -> Path:
+        return Path(self.archive_path)
 
     @property
     def sidecar(self) -> Sidecar:

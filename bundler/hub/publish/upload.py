@@ -63,8 +63,8 @@ def gather_local(
     for path in find_archive_paths([bundles_dir]):  # strings: thousands looked up by path
         identity = cache.stat(path)
         verified = cache.lookup(path, identity)
-        archive = Path(path)
         if verified is None:
+            archive = Path(path)
             if vouched_only:
                 raise Unvouched(archive)
             # Verifying loads only for a bundle the cache does not vouch for: an upload of a
@@ -106,9 +106,9 @@ def gather_local(
             if twin.archive_sha256 != facts.archive_sha256:
                 # Two different results under one name: neither may silently win.
                 del accepted[label]
-                refuse(label, f"{twin.archive} and {archive} differ; publish one of them")
+                refuse(label, f"{twin.archive_path} and {path} differ; publish one of them")
             continue  # an identical copy elsewhere in the folder is the same bundle
-        accepted[label] = LocalBundle(archive=archive, verified=verified)
+        accepted[label] = LocalBundle(archive_path=path, verified=verified)
     cache.save()
     return list(accepted.values()), set_aside
 
@@ -166,7 +166,7 @@ class Verified:
         return _verified, (
             [
                 (
-                    str(bundle.archive),
+                    bundle.archive_path,
                     bundle.verified.sidecar_data,
                     bundle.verified.metrics_text,
                     tuple(getattr(bundle.verified.facts, name) for name in names),
@@ -184,7 +184,7 @@ def _verified(
     return Verified(
         (
             [
-                LocalBundle(Path(archive), VerifiedBundle(data, metrics, SidecarFacts(*facts)))
+                LocalBundle(archive, VerifiedBundle(data, metrics, SidecarFacts(*facts)))
                 for archive, data, metrics, facts in local
             ],
             set_aside,

@@ -24,6 +24,7 @@ from bundler.cli.options import parse_expectations
 from bundler.core.errors import NoRunSelectedError, UsageError
 from bundler.hub.tasks.split_size import split_rows
 from bundler.local.collect import CollectOptions, CollectReport, collect
+from bundler.local.discover import Discovery, discover
 from bundler.local.layout import TEMP_PREFIX, TEMP_SUFFIX
 from bundler.local.submitter import Submitter
 from bundler.local.verify import verify
@@ -676,6 +677,28 @@ def test_a_damaged_sidecar_is_rewritten_even_when_the_archive_is_unchanged(tmp_p
     Path(first.sidecar).write_text("{}")
     assert only_bundle(run_collect(root, tmp_path / "b")).outcome == "unchanged"
     assert Path(first.sidecar).read_bytes() == original
+
+
+def test_runs_found_ahead_leave_the_leftovers_removed_while_they_are_found(
+    tmp_path: Path,
+) -> None:
+    """sync finds its runs in a child (bundler.local.discoverahead): collect removes what a
+    killed run left before it asks for them, which needs no run, and reports it as ever."""
+    root = tmp_path / "out"
+    write_run(root, GOOD)
+    first = only_bundle(run_collect(root, tmp_path / "b"))
+    leftover = Path(first.archive).parent / f"{TEMP_PREFIX}x.tar.zst.x7k2m9q1{TEMP_SUFFIX}"
+    leftover.write_bytes(b"half an archive")
+    seen_when_asked: list[bool] = []
+
+    def found_ahead() -> Discovery:
+        seen_when_asked.append(leftover.exists())
+        return discover(root)
+
+    report = collect(root, tmp_path / "b", CollectOptions(), discovered=found_ahead)
+    assert seen_when_asked == [False]
+    assert report.removed_temporaries == [str(leftover)]
+    assert [bundle.outcome for bundle in report.bundles] == ["unchanged"]
 
 
 def test_collect_removes_the_temporary_files_a_killed_run_left(tmp_path: Path) -> None:

@@ -30,17 +30,25 @@ from huggingface_hub import CommitOperationDelete, HfApi
 from bundler.core.errors import HubAccessError
 from bundler.core.progress import NoProgress
 from bundler.hub.client.session import HubSession
-from bundler.hub.publish.upload import UploadOptions, UploadReport, gather_local
+from bundler.hub.publish.upload import (
+    Unvouched,
+    UploadOptions,
+    UploadReport,
+    gather_local,
+    verifying_ahead,
+)
 from bundler.hub.publish.upload import upload as upload_library
 from bundler.hub.repo.paths import BUNDLES_DIR, repo_archive, repo_paths, repo_sidecar
 from bundler.local.collect import CollectOptions, collect
 from bundler.local.layout import (
     CACHE_NAMES,
     LOCK_NAME,
+    VERIFY_CACHE_NAME,
     BundleId,
     id_of_local_archive,
     is_archive_path,
 )
+from bundler.local.verifycache import VerifyCache
 
 SECOND_SHA = "ffeeddccbbaa99887766554433221100ffeeddcc"
 
@@ -529,6 +537,34 @@ def test_a_folder_the_verify_cache_vouches_for_is_gathered_without_a_child(
     changed = verified_ahead(bundles)
     assert changed["forks"] == 1
     assert [plan["action"] for plan in changed["set_aside"]] == ["refused"]  # type: ignore[union-attr]
+
+
+def test_a_verify_cache_loaded_before_is_the_one_the_folder_is_gathered_with(
+    bundles: Path,
+) -> None:
+    """sync loads the folder's verify cache while its runs are found, the folder locked all
+    along (bundler.sync): upload gathers with that one, not the file read again. Here the
+    file is gone meanwhile: the cache given still vouches for every bundle, and nothing is
+    verified again (so nothing is recorded, and the file is not written back)."""
+    gather_local(bundles, allow_partial=False, progress=NoProgress())  # fills the cache
+    loaded = VerifyCache(bundles)
+    (bundles / VERIFY_CACHE_NAME).unlink()
+    with pytest.raises(Unvouched):
+        gather_local(bundles, allow_partial=False, progress=NoProgress(), vouched_only=True)
+    local, set_aside = gather_local(
+        bundles, allow_partial=False, progress=NoProgress(), vouched_only=True, cache=loaded
+    )
+    assert len(local) == 3 and set_aside == []
+    with verifying_ahead(bundles, allow_partial=False, progress=NoProgress()) as gathered:
+        gathered()  # the file read: gone, so every bundle verified again, recorded, written
+    assert (bundles / VERIFY_CACHE_NAME).exists()
+    given = VerifyCache(bundles)
+    (bundles / VERIFY_CACHE_NAME).unlink()
+    with verifying_ahead(
+        bundles, allow_partial=False, progress=NoProgress(), cache=given
+    ) as gathered:
+        assert sorted(b.bundle_id for b in gathered()[0]) == sorted(b.bundle_id for b in local)
+    assert not (bundles / VERIFY_CACHE_NAME).exists()
 
 
 def test_an_endpoint_that_is_no_url_is_unusable_not_a_hub_outage(bundles: Path) -> None:

@@ -19,16 +19,18 @@ a gain of 10% or more (whole-process wall time, ratio of medians with/without):
   (bundler.hub.publish.upload), unless the verify cache vouches for every one of them: then
   nothing is read, and the folder is gathered in line, which pays too (see
   docs/performance.md);
-- sync finds its runs in a child while this process loads the Hub client
-  (bundler.local.discoverahead), for a tree of about 200 runs or more last time: no-op sync of
-  2,000 runs, 0.85-0.87x once each process's time queued for a core is taken out (three runs
-  of 7-11 rounds, load 2.5-4.7), but 0.91-1.11x wall time on that machine, whose second core
-  was seldom free, for 1-8% more CPU; 50 runs, walked in line, 1.00-1.01x.
-  tests/benchmark_nightly.py measures it (`discover_ahead_*`) for a quiet machine to confirm.
+- sync finds its runs in a child while this process loads the Hub client and the upload's
+  verify cache and removes what killed runs left (bundler.local.discoverahead), for a tree of
+  about 200 runs or more last time; tests/benchmark_nightly.py measures it
+  (`discover_ahead_*`, see docs/performance.md).
 What did not pay for itself went: a walk of the output root shared with a child and the Hub
 client loaded meanwhile (no-op sync of 2,000 runs 0.97x, no-op collect 1.04x), sync verifying
 for its upload beside collect (1.03x), a thread reading a bundle ahead of verify with a shorter
-switch interval (0.93x, for 25% more CPU), and a thread compressing small runs' bodies (0.95x).
+switch interval (0.93x, for 25% more CPU), a thread compressing small runs' bodies (0.95x), a
+thread looking up the verify cache while the upload's tables code loads (no-op sync of 2,000
+runs 1.03x), the Hub client's connection made in a thread meanwhile (1.01x), and a batch's
+fsyncs left to run while collect writes the next batch (no gain on 500 runs: both cores were
+busy, the fsyncs' own work among it).
 Verify's reading ahead came back in another form (bundler.local.readahead: no process-wide
 setting, a thread that seldom waits for the GIL), kept while its own with/without figure in the
 verify benchmark shows a gain.

@@ -1,6 +1,7 @@
 """Discovery done ahead in a forked child (bundler.core.forked), while the process that will
-collect does something else: `sync` loads the Hub client meanwhile, which its upload needs
-later anyway.
+collect does something else: `sync` loads the Hub client and the bundles folder's verify cache
+meanwhile, which its upload needs later anyway, and collect removes what killed runs left in
+the folder (bundler.local.collect), which needs no run.
 
 A nightly sync with nothing new spends most of its collect listing the output root (tens of
 thousands of entries, each lstat'ed for the stat cache) and, apart from that, about as long

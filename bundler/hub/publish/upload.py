@@ -223,7 +223,9 @@ def verifying_ahead(
     the verify cache vouches for entirely (an upload again of what was verified before) is
     gathered in line at once, with no child: there is nothing to read, and a child cost this
     process more than the cache's lookups (see docs/performance.md). A folder it cannot gather
-    so, for whatever reason, is left to the child as before. `cache` as for `gather_local`."""
+    so, for whatever reason, is left to the child as before, with the cache already loaded (read
+    once either way). `cache` as for `gather_local`."""
+    cache = cache or VerifyCache(bundles_dir)
     vouched = vouched_gathering(bundles_dir, allow_partial, cache) if can_fork() else None
     if vouched is not None:
         yield lambda: vouched

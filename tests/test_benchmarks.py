@@ -85,15 +85,25 @@ def test_startup_benchmark_runs_every_row(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_verify_benchmark_runs_every_row(tmp_path: Path) -> None:
     figures = run_benchmark("benchmark_verify.py", tmp_path, "--rows", "40", "--large-rows", "60")
-    check_rows(figures, {"verify-40", "verify-signed-40", "verify-60", "verify-signed-60"})
+    rows = {"verify-40", "verify-signed-40", "verify-60", "verify-signed-60"}
+    check_rows(figures, rows | {"verify-40-floor", "verify-60-floor"})
+    by_name = {row["name"]: row for row in figures["comparisons"]}  # type: ignore[attr-defined]
+    for rows_in in (40, 60):  # the floor is a row of its own: its own rounds of verify
+        floor = by_name[f"verify-{rows_in}-floor"]
+        assert floor["baseline"] == "the pipeline, the bundler's libraries loaded"
+        assert floor["subject_seconds"] != by_name[f"verify-{rows_in}"]["subject_seconds"]
 
 
 @pytest.mark.slow
 def test_upload_benchmark_counts_requests(tmp_path: Path) -> None:
     figures = run_benchmark("benchmark_upload.py", tmp_path, "--bundles", "3", "--rows", "5")
-    check_rows(figures, {"upload-fresh", "upload-rerun"})
-    fresh = figures["comparisons"][0]  # type: ignore[index]
+    check_rows(figures, {"upload-fresh", "upload-fresh-floor", "upload-rerun"})
+    fresh, floor, _ = figures["comparisons"]  # type: ignore[misc]
     assert fresh["extra"]["requests"] > 0 and fresh["extra"]["hf_requests"] > 0
+    # the floor is hf upload once the bundler's libraries are loaded, against the same rounds
+    assert floor["subject_seconds"] == fresh["subject_seconds"]
+    assert floor["baseline_seconds"] != fresh["baseline_seconds"]
+    assert floor["extra"]["floor_requests"] > 0  # it did upload, into a repository of its own
     assert {"kept_rows", "computed_ahead", "vouched_in_line"} <= fresh["extra"].keys()
 
 

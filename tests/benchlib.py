@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from bundler.cli.app import ARROW_POOL_ENV, GC_YOUNG_THRESHOLD
+
 INSTALLED = Path(os.environ.get("BENCH_BIN") or Path(sys.executable).parent)
 """Where the commands measured are installed: the `bin` of the venv running the benchmark, or
 BENCH_BIN's, a venv holding only what a user installs (`pip install statics-bundler[charts]`).
@@ -33,6 +35,14 @@ HF = INSTALLED / "hf"
 PREDICTION_BYTES = 4096
 """Each prediction of a realistic run: about 4 KB, as `gen_statics.py --text-words 410` writes."""
 TASK = "expert-vqa"
+FLOOR_PRELUDE = f"""
+import gc, os
+os.environ.setdefault("{ARROW_POOL_ENV}", "system")
+gc.set_threshold({GC_YOUNG_THRESHOLD}, *gc.get_threshold()[1:])
+"""
+"""The first lines of a floor's script (a yardstick run from an interpreter that has loaded a
+command's libraries): the process set up as the bundler's console script sets up its own
+(bundler/cli/app.py, `main`), so that what those settings save is never charged to the floor."""
 
 
 def compile_bytecode() -> None:

@@ -44,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from benchlib import (
     BUNDLER,
+    FLOOR_PRELUDE,
     HF,
     INSTALLED,
     Comparison,
@@ -111,10 +112,8 @@ main()
 on both sides of the with/without figure."""
 
 FLOOR_LIBRARIES = ("pyarrow.parquet", "pyarrow.compute", "pydantic.main", "jinja2", "rich.console")
-FLOOR_SCRIPT = f"""
-import gc, os, sys
-os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
-gc.set_threshold(1_000_000, *gc.get_threshold()[1:])
+FLOOR_SCRIPT = f"""{FLOOR_PRELUDE}
+import os, sys
 import typer, {", ".join(FLOOR_LIBRARIES)}
 from huggingface_hub.cli.hf import main
 sys.argv[0] = "hf"
@@ -128,10 +127,10 @@ os._exit(code if isinstance(code, int) else 0 if code is None else 1)
 """`hf upload` (its console script's `main`, given the arguments after `-c`) once the libraries
 the bundler's upload loads beyond hf's own are loaded: the least an upload in Python that writes
 parquet tables, validates with pydantic and renders a Jinja card must load. It runs as the
-bundler's console script does (bundler/cli/app.py: the same collector threshold and Arrow pool,
-an end without the native libraries' teardown), so what those save is not charged to the floor;
-typer's adapters (the pydantic TypeAdapters typer builds for each parameter) are left out. Both
-choices make the floor err low."""
+bundler's console script does (FLOOR_PRELUDE, and an end without the native libraries'
+teardown), so what those save is not charged to the floor; typer's adapters (the pydantic
+TypeAdapters typer builds for each parameter) are left out. Both choices make the floor err
+low."""
 
 
 class Counted:

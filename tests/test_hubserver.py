@@ -27,6 +27,7 @@ from typing import Any
 import httpx2
 import pytest
 from hubserver import Fault, HubServer, RateLimits, RepoLimits, Scope, TokenInfo, client_env
+from hubserver.limits import Clock, RateLimitedError, RateLimiter
 from hubserver.store import (
     Blob,
     Commit,
@@ -1286,6 +1287,28 @@ def plain_client() -> Iterator[None]:
     yield
     if ratelimit._installed:
         set_client_factory(ratelimit.bounded_client)
+
+
+def test_rate_limit_windows_begin_when_limits_are_turned_on_not_on_the_wall_clock() -> None:
+    # a wall-clock window would end one second after the limits are turned on; the quota
+    # spent before that mark is still spent after it, until the limits' own window ends
+    now = [299.0]
+    limiter = RateLimiter(Clock(lambda: now[0]))
+    limiter.enable(RateLimits(anonymous_resolvers=2))
+    for _ in range(2):
+        limiter.check_request("file", "anonymous:127.0.0.1", anonymous=True)
+    now[0] = 301.0
+    with pytest.raises(RateLimitedError) as refused:
+        limiter.check_request("file", "anonymous:127.0.0.1", anonymous=True)
+    assert (refused.value.status, refused.value.ratelimit.reset) == (429, 298)
+    now[0] = 599.0
+    limiter.check_request("file", "anonymous:127.0.0.1", anonymous=True)
+    limiter.reset()  # a new window from now: the two wall-clock marks ahead change nothing
+    now[0] = 601.0
+    for _ in range(2):
+        limiter.check_request("file", "anonymous:127.0.0.1", anonymous=True)
+    with pytest.raises(RateLimitedError):
+        limiter.check_request("file", "anonymous:127.0.0.1", anonymous=True)
 
 
 @pytest.mark.usefixtures("plain_client")

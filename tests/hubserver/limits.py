@@ -8,6 +8,11 @@ window";"api";q=<quota>;w=300`; it promises no `Retry-After`, so none is sent. C
 limited per repository (128 an hour has been reported; hub-protocol.md "Hub limits to
 respect"), modelled as a fixed one-hour window per repository with the same header style.
 
+Where a window begins is not documented and a client cannot see it (it only reads `t=`), so
+here windows are counted from the moment limits were turned on (or reset): a test shorter than
+a window never crosses one by chance of the wall clock, which once let a run meant to be
+refused pass untouched.
+
 The clock is injectable and can be advanced, so a test crosses a window without sleeping.
 """
 
@@ -60,6 +65,8 @@ class RateLimiter:
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
         self.limits: RateLimits | None = None
+        self._start = clock()
+        """When the windows began: when limits were last turned on or reset."""
         self._counts: dict[tuple[str, str, int], int] = {}
         self._commits: dict[tuple[str, str, int], int] = {}
 
@@ -72,15 +79,17 @@ class RateLimiter:
         self.reset()
 
     def reset(self) -> None:
-        """Forget every count, as if every window had just started afresh."""
+        """Forget every count, and start every window afresh now."""
+        self._start = self.clock()
         self._counts.clear()
         self._commits.clear()
 
     def _window(self, seconds: int) -> tuple[int, int]:
-        """(window index, whole seconds until it ends, at least 1)."""
-        now = self.clock()
-        index = math.floor(now / seconds)
-        return index, max(1, math.ceil((index + 1) * seconds - now))
+        """(window index, whole seconds until it ends, at least 1), windows of `seconds`
+        counted from `_start`."""
+        elapsed = self.clock() - self._start
+        index = math.floor(elapsed / seconds)
+        return index, max(1, math.ceil((index + 1) * seconds - elapsed))
 
     def check_request(self, kind: RequestKind, client: str, anonymous: bool) -> None:
         """Count one request; a 429 HubError once this client's quota for `kind` is spent.

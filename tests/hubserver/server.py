@@ -407,14 +407,15 @@ class HubServer:
 
     def enable_rate_limits(self, limits: RateLimits | None = None) -> None:
         """Apply the Hub's rate limits (defaults: the free-user numbers) from now on, with
-        every count at zero; they stay on until `disable_rate_limits()`."""
+        every count at zero and a window beginning now; they stay on until
+        `disable_rate_limits()`."""
         self._limiter.enable(limits or RateLimits())
 
     def disable_rate_limits(self) -> None:
         self._limiter.disable()
 
     def reset_rate_limits(self) -> None:
-        """Zero every rate-limit count (as if a new window had begun for everyone)."""
+        """Zero every rate-limit count: a new window begins now for everyone."""
         with self._lock:
             self._limiter.reset()
 

@@ -1303,7 +1303,7 @@ def test_rate_limit_windows_begin_when_limits_are_turned_on_not_on_the_wall_cloc
     assert (refused.value.status, refused.value.ratelimit.reset) == (429, 298)
     now[0] = 599.0
     limiter.check_request("file", "anonymous:127.0.0.1", anonymous=True)
-    limiter.reset()  # a new window from now: the two wall-clock marks ahead change nothing
+    limiter.reset()  # a new window from now: the wall-clock mark at 600 s changes nothing
     now[0] = 601.0
     for _ in range(2):
         limiter.check_request("file", "anonymous:127.0.0.1", anonymous=True)

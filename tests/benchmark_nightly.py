@@ -17,12 +17,20 @@ printing both medians, the ratio of medians, the spread of per-round ratios and 
 --full-rounds N it also times `collect --full` (everything read again) at --large runs against
 the no-op, N rounds: what the cache saves.
 
+Each no-op row also carries its floor per run added (`floor_seconds_per_added_run`, one figure a
+round): FLOOR_SCRIPT lstat's every entry of the runs' tree and of the bundles folder, at --large
+and at --small runs alternated, and the growth between the two, divided by the runs added, is the
+least a no-op must spend on each run to know that nothing changed (upload's check, which walks
+no runs, has the bundles folder's alone). docs/performance.md sets the bundler's growth per run
+beside it: a figure that, unlike the ratio of two sizes, no saving on fixed costs can worsen.
+
     .venv/bin/python tests/benchmark_nightly.py --rounds 7 --json-out /tmp/nightly.json
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -60,6 +68,30 @@ from bundler.hub.publish.upload import gather_local
 local, set_aside = gather_local(Path(sys.argv[1]), allow_partial=False, progress=NoProgress())
 sys.exit(0 if len(local) == int(sys.argv[2]) and not set_aside else 1)
 """
+
+
+FLOOR_SCRIPT = """
+import json, os, sys, time
+def lstat_below(top):
+    pending = [top]
+    while pending:
+        with os.scandir(pending.pop()) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append(entry.path)
+                else:
+                    entry.stat(follow_symlinks=False)
+seconds = {}
+for name, top in (("runs", sys.argv[1]), ("bundles", sys.argv[2])):
+    started = time.perf_counter()
+    lstat_below(top)
+    seconds[name] = time.perf_counter() - started
+print(json.dumps(seconds))
+"""
+"""The least a no-op nightly must do with the runs' tree and the bundles folder, in a few lines
+of Python: lstat every entry (a file whose size, mtime, ctime and inode are unchanged is trusted
+unchanged, as the stat caches trust it). It reads no cache and checks nothing, so it errs low;
+it is timed inside its process, as only its growth with the tree is wanted."""
 
 
 def build(workdir: Path, runs: int, rows: int) -> tuple[Path, Path]:
@@ -100,8 +132,10 @@ def sync_command(root: Path, bundles: Path, rows: int, repo_id: str) -> list[str
     return [*sync, "--expect", f"{TASK}={rows}"]
 
 
-def checked(command: list[str], env: dict[str, str] | None = None) -> Measured:
-    measured = run_measured(command, env=env)
+def checked(
+    command: list[str], env: dict[str, str] | None = None, *, capture: bool = False
+) -> Measured:
+    measured = run_measured(command, env=env, capture=capture)
     if measured.exit_code != 0:
         raise SystemExit(f"{' '.join(command)} exited {measured.exit_code}")
     return measured
@@ -168,8 +202,19 @@ def main() -> int:
         comparisons.append(
             sync_row(args, workdir, (small_root, small_bundles), (large_root, large_bundles))
         )
+        floors = floor_per_added_run(
+            args.rounds,
+            args.large - args.small,
+            (small_root, small_bundles),
+            (large_root, large_bundles),
+        )
         for comparison in comparisons:
             comparison.extra["rows_per_run"] = args.rows
+            if comparison.name.startswith("noop-"):
+                walks = ("bundles",) if comparison.name == "noop-gather" else ("runs", "bundles")
+                comparison.extra["floor_seconds_per_added_run"] = [
+                    round(sum(each[walk] for walk in walks), 9) for each in floors
+                ]
     finally:
         if args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -220,6 +265,28 @@ def sync_row(
         return comparison
     finally:
         hub.stop()
+
+
+def floor_per_added_run(
+    rounds: int, added: int, small: tuple[Path, Path], large: tuple[Path, Path]
+) -> list[dict[str, float]]:
+    """FLOOR_SCRIPT at --large and at --small runs, `rounds` times (swapping which goes first):
+    each round's growth in seconds per run added, for the runs' tree and the bundles folder."""
+
+    def walked(trees: tuple[Path, Path]) -> dict[str, float]:
+        command = [str(INSTALLED / "python"), "-P", "-c", FLOOR_SCRIPT, *map(str, trees)]
+        seconds: dict[str, float] = json.loads(checked(command, capture=True).stdout)
+        return seconds
+
+    floors = []
+    for number in range(rounds):
+        if number % 2 == 0:
+            at_large, at_small = walked(large), walked(small)
+        else:
+            at_small, at_large = walked(small), walked(large)
+        floors.append({walk: (at_large[walk] - at_small[walk]) / added for walk in at_large})
+    print(f"  floor per run added: {floors}", flush=True)
+    return floors
 
 
 WITHOUT_DISCOVERING_AHEAD = """

@@ -10,6 +10,7 @@ so the page is a pure function of the folder and a test can hold the two togethe
 from __future__ import annotations
 
 import re
+import statistics
 import textwrap
 from collections.abc import Callable
 from datetime import datetime
@@ -37,6 +38,7 @@ REQUEST_COLUMNS = ("command", "bundler", "yardstick", "goal")
 SCALE_COLUMNS = ("command", "N", "requests", "sent", "received", "peak RSS", "time (server's)")
 AUDIT_COLUMNS = ("run", "N", "requests (API + file)", "received", "peak RSS", "time")
 CHARTS_COLUMNS = ("figure", "median", "spread")
+PER_RUN_COLUMNS = ("nightly, nothing new", "bundler", "floor", "over the floor", "spread")
 RUN_COLUMNS = ("benchmark", "command", "took", "load before → after")
 
 REQUESTS_OVER_HF = {"upload-fresh": 6, "upload-rerun": 1}
@@ -211,6 +213,9 @@ def render(folder: Path) -> str:
             words=2,
         )
     )
+    nightly = figures.get("nightly")
+    if isinstance(nightly, Comparisons):
+        parts.append(_per_run_section(nightly))
     scale = figures.get("scale")
     if isinstance(scale, Scale):
         parts.append(_scale_section(scale))
@@ -316,7 +321,7 @@ def _main_cells(row: Row) -> list[str]:
         f"{row.baseline} {_seconds(row.baseline_median)}",
         ratio,
         goal,
-        f"{spread} ({rounds} round{'s' if rounds != 1 else ''})",
+        f"{spread} ({_rounds(rounds)})",
         f"{row.subject_peak_rss_kib / 1024:.0f} MiB",
     ]
 
@@ -347,6 +352,52 @@ def _request_cells(row: Row) -> list[list[str]]:
             if label in extra["hub_requests_per_sync"]
         ]
     return []
+
+
+def _per_run_section(nightly: Comparisons) -> str:
+    """Each no-op row's growth from its smaller tree to its larger, per run added, beside the
+    floor the benchmark measured for it (benchmark_nightly.FLOOR_SCRIPT)."""
+    rows = []
+    for row in nightly.comparisons:
+        large, small = _runs_compared(row)
+        if not row.name.startswith("noop-") or large <= small:
+            continue
+        added = [
+            (s - b) / (large - small)
+            for s, b in zip(row.subject_seconds, row.baseline_seconds, strict=True)
+        ]
+        mine = (row.subject_median - row.baseline_median) / (large - small)
+        floors = row.extra.get("floor_seconds_per_added_run") or []
+        floor = statistics.median(floors) if floors else None
+        rows.append(
+            [
+                f"{_NIGHTLY[row.name.removeprefix('noop-')]}, {large:,} runs against {small:,}",
+                _per_run(mine),
+                "" if floor is None else _per_run(floor),
+                f"{mine / floor:.1f}x" if floor is not None and floor > 0 else "",
+                f"{_per_run(min(added))} to {_per_run(max(added))} ({_rounds(len(added))})",
+            ]
+        )
+    return _section(
+        "Time per run added",
+        PER_RUN_COLUMNS,
+        rows,
+        "What one more run in the tree costs a nightly run with nothing new: the growth of its "
+        "median from the smaller tree to the larger, divided by the runs added, beside the "
+        "floor, the least any nightly must spend on a run to know nothing changed (lstat "
+        "every entry of the runs' tree and of the bundles folder, in a few lines of Python; "
+        "the bundles folder alone for upload's check). Unlike the ratio of the two sizes, "
+        "this figure cannot be worsened by a saving on fixed costs. The spread is of the "
+        "bundler's growth, round by round.",
+    )
+
+
+def _rounds(count: int) -> str:
+    return f"{count} round{'s' if count != 1 else ''}"
+
+
+def _per_run(seconds: float) -> str:
+    return f"{seconds * 1000:.2f} ms"
 
 
 def _met(met: bool) -> str:

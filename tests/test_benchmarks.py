@@ -120,6 +120,10 @@ def test_nightly_benchmark_times_the_noop(tmp_path: Path) -> None:
         "full-collect": None,
         "noop-sync": 1.5,
     }
+    for row in comparisons:  # each no-op's floor, a figure a round
+        floors = row["extra"].get("floor_seconds_per_added_run")
+        assert (floors is not None) == row["name"].startswith("noop-"), row["name"]
+        assert floors is None or len(floors) == len(row["subject_seconds"])
     sync = next(row for row in comparisons if row["name"] == "noop-sync")
     assert 0 < sync["extra"]["hub_requests_per_sync"]["large"] <= 6  # plans against the tables
     assert sync["extra"]["discover_ahead_large"] > 0 and sync["extra"]["discover_ahead_small"] > 0

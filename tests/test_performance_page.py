@@ -21,6 +21,7 @@ from performance_figures import (
     CHARTS_COLUMNS,
     FIGURES,
     MAIN_COLUMNS,
+    PER_RUN_COLUMNS,
     REQUEST_COLUMNS,
     RUN_COLUMNS,
     SCALE_COLUMNS,
@@ -42,6 +43,7 @@ SECTIONS: list[tuple[str, tuple[str, ...] | None, str | None]] = [
     ("Machine", None, None),
     ("Where users wait", MAIN_COLUMNS, None),
     ("Hub requests", REQUEST_COLUMNS, None),
+    ("Time per run added", PER_RUN_COLUMNS, "nightly"),
     ("As the repository grows", SCALE_COLUMNS, "scale"),
     ("Audit", AUDIT_COLUMNS, "audit"),
     ("Charts", CHARTS_COLUMNS, "charts"),
@@ -92,6 +94,12 @@ def assert_shaped(page: str, folder: Path) -> None:
         if isinstance(each, Comparisons):
             for row in each.comparisons:
                 assert work_of(row) in works, (name, row.name)
+    nightly = figures.get("nightly")
+    if isinstance(nightly, Comparisons):  # each no-op's time per run added, and its floor
+        noops = [row for row in nightly.comparisons if row.name.startswith("noop-")]
+        per_run = by_heading["Time per run added"][1:]
+        assert len(per_run) == len(noops)
+        assert all(re.fullmatch(r"-?\d+\.\d\d ms", cells[2]) for cells in per_run), per_run
     if isinstance(figures.get("scale"), Scale):
         commands = [(cells[0], cells[1]) for cells in by_heading["As the repository grows"][1:]]
         for command in figures["scale"].commands:  # type: ignore[attr-defined]

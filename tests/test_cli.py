@@ -825,6 +825,25 @@ def test_a_stop_signal_after_the_work_ends_the_process_as_the_signal_does(name: 
     assert result.stdout == "" and result.stderr == ""
 
 
+def test_a_stop_just_after_a_temporary_file_is_made_leaves_nothing_behind(
+    tmp_path: Path,
+) -> None:
+    """Python acts on a signal between two steps of the code: one came after collect made a
+    staged archive and before its code held the file to remove it, and "nothing partial was
+    left behind" left a `.partial` file (seen in CI, Ctrl-C while a forked child wrote)."""
+    from bundler.cli.errors import run_command
+    from bundler.local.fileio import StagedFile
+
+    def action() -> None:
+        StagedFile(tmp_path / "p_0123abcd" / "t@unpinned.tar.zst")  # made, held by no one
+        signal.raise_signal(signal.SIGINT)
+
+    with pytest.raises(typer.Exit) as stopped:
+        run_command(action, json_output=False, debug=False)
+    assert stopped.value.exit_code == 130
+    assert [path for path in tmp_path.rglob("*") if path.is_file()] == []
+
+
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_a_stop_dropped_in_a_finalizer_still_ends_the_command_as_stopped() -> None:
     """Python drops an exception raised in `__del__` (it prints "Exception ignored"): a SIGINT

@@ -16,6 +16,7 @@ from bundler.local.fileio import (
     commit_pair,
     read_bounded,
     remove_leftovers,
+    remove_unowned,
     signals_held,
 )
 from bundler.local.layout import TEMP_PREFIX, TEMP_SUFFIX, is_temporary_name
@@ -71,6 +72,34 @@ def test_a_failed_commit_never_leaves_a_sidecar_beside_another_archive(tmp_path:
     # The old archive is left uncommitted (no sidecar), never with a sidecar not its own.
     assert sorted(path.name for path in tmp_path.iterdir()) == ["t.tar.zst"]
     assert archive.read_bytes() == b"old archive"
+
+
+def test_remove_unowned_removes_what_was_neither_committed_nor_closed(tmp_path: Path) -> None:
+    """A stop signal can land after a temporary file is made and before its owner holds it;
+    `remove_unowned` (run when a command stops) removes such a file, and nothing else."""
+    committed = staged(tmp_path / "kept.json", b"kept")
+    committed.commit()
+    StagedFile(tmp_path / "closed.json").close()
+    lost = StagedFile(tmp_path / "lost.json").path  # the owner never held it
+    assert lost.exists()
+    remove_unowned()
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["kept.json"]
+    committed.close()  # its owner, later: nothing more to do
+    assert (tmp_path / "kept.json").read_bytes() == b"kept"
+
+
+def test_a_forked_child_removes_its_own_temporary_files_never_its_parents(
+    tmp_path: Path,
+) -> None:
+    parents = StagedFile(tmp_path / "parent.json")
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child's outcome is its exit code
+        own = StagedFile(tmp_path / "child.json").path
+        remove_unowned()
+        os._exit(0 if not own.exists() else 1)
+    assert os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]) == 0
+    assert [path for path in tmp_path.iterdir()] == [parents.path]  # the child's is gone
+    parents.close()
 
 
 def test_signals_are_held_until_the_block_is_done() -> None:

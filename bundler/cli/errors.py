@@ -65,6 +65,9 @@ def run_command(
         try:
             done = action()
         except BaseException as error:
+            from bundler.local.fileio import remove_unowned
+
+            remove_unowned()  # before saying that nothing partial was left behind
             exit_if_stopped(console, error)
             if not isinstance(error, Exception) or isinstance(error, BrokenPipeError):
                 raise  # SystemExit and the like end the process as they meant to; a closed

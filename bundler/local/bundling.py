@@ -33,7 +33,13 @@ from bundler.local.collectreport import (
 )
 from bundler.local.downgrade import downgrade, existing_claim
 from bundler.local.durablebatch import DurableBatch
-from bundler.local.fileio import StagedFile, read_bounded, sha256_file, write_error
+from bundler.local.fileio import (
+    StagedFile,
+    read_bounded,
+    remove_unowned,
+    sha256_file,
+    write_error,
+)
 from bundler.local.manifest import BundleClaim, CollectInputs
 from bundler.local.runs import RunHeader, ValidatedRun, read_header, validate_run
 from bundler.local.statcache import sha256_bytes
@@ -89,10 +95,13 @@ def bundle_all(items: list[tuple[int, RunHeader | CachedRun]], work: Work) -> Bu
     mine, theirs = items[:middle], items[middle:]
 
     def in_child(watch: Watch) -> Bundled:
-        work.cache.keep_apart()
-        bundled = _bundle_runs(theirs, replace(work, progress=NoProgress()), watch)
-        bundled.recorded = work.cache.kept_apart()
-        return bundled
+        try:
+            work.cache.keep_apart()
+            bundled = _bundle_runs(theirs, replace(work, progress=NoProgress()), watch)
+            bundled.recorded = work.cache.kept_apart()
+            return bundled
+        finally:  # stopped, a file just made may be no one's: the child leaves none
+            remove_unowned()
 
     with ahead_in_child(in_child, lambda: _bundle_runs(theirs, work, None)) as later:
         bundled = _bundle_runs(mine, work, None)

@@ -233,6 +233,7 @@ class StagedFile:
         """Done with it: removed unless committed, its descriptor (and flock) released. The
         folders it made stay, so their entries are fsynced now if no commit did it: a later
         file committed into one of them (which makes no folder) must not be lost with it."""
+        _unowned.pop(self.path, None)
         if not self.committed:
             self.path.unlink(missing_ok=True)
             if self.durable:
@@ -312,16 +313,40 @@ _CREATE_FLAGS = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXE
 """How a temporary file is created: new (never an existing file or a link), as mkstemp does."""
 
 
+_unowned: dict[Path, BinaryIO] = {}
+"""Every temporary file this process made (`_create_locked`) and has not closed, by path.
+Python acts on a stop signal between two steps of the code, so one can come in the moment
+after a file is made and before the code that will close it holds it (its StagedFile being
+returned and assigned): the file is then no one's, and `remove_unowned` is how a stopped
+command still leaves nothing partial behind. Entered while stop signals are held, with the
+file's creation; a forked child forgets its parent's (they are the parent's to finish)."""
+os.register_at_fork(after_in_child=_unowned.clear)
+
+
+def remove_unowned() -> None:
+    """Remove every temporary file this process made and did not close: for the end of a
+    command (or of a forked child's work) stopped by a signal or an error, when nothing may be
+    left in the middle of being written. A file committed meanwhile has no temporary name any
+    more, so its entry removes nothing."""
+    while _unowned:
+        path, handle = _unowned.popitem()
+        with contextlib.suppress(OSError):  # a write error was reported where it happened
+            handle.close()
+        with contextlib.suppress(OSError):
+            path.unlink(missing_ok=True)
+
+
 def _create_locked(final: Path) -> tuple[Path, BinaryIO, list[Path]]:
     """Create and flock a fresh temporary file beside `final`, making its folder if need
     be (the folders made are given too: see `make_folders`).
 
-    SIGINT and SIGTERM wait until the file exists with its name known, so an interruption
-    right after creation cannot leave it behind. A concurrent `remove_leftovers` may lock or
-    remove it in the moment between creation and lock; then another is made. The file is made
-    as tempfile.mkstemp makes one (a random name, exclusive creation, mode 0600), in a few
-    calls: collect makes two for every run (its Python-level work was a tenth of a small
-    run's bundling).
+    SIGINT and SIGTERM wait until the file exists with its name known and is entered in
+    `_unowned`, so an interruption right after creation cannot leave it behind: here it is
+    removed, and after the return, before the caller holds it, `remove_unowned` removes it.
+    A concurrent `remove_leftovers` may lock or remove it in the moment between creation and
+    lock; then another is made. The file is made as tempfile.mkstemp makes one (a random
+    name, exclusive creation, mode 0600), in a few calls: collect makes two for every run (its
+    Python-level work was a tenth of a small run's bundling).
     """
     path: Path | None = None
     handle: BinaryIO | None = None
@@ -343,12 +368,14 @@ def _create_locked(final: Path) -> tuple[Path, BinaryIO, list[Path]]:
                 with contextlib.suppress(BlockingIOError):
                     fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
                     if os.fstat(descriptor).st_nlink > 0:
+                        _unowned[path] = handle
                         return path, handle, made
                 handle.close()
     except BaseException as error:
         if handle is not None:
             handle.close()
         if path is not None:
+            _unowned.pop(path, None)
             path.unlink(missing_ok=True)
         if isinstance(error, OSError):
             raise write_error(final, error) from None

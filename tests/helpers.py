@@ -288,7 +288,9 @@ state_path = sys.argv[1]
 
 def report() -> None:
     state = {
-        "loaded": sorted(name for name in sys.modules if name.startswith(("bundler.", "jinja2"))),
+        "loaded": sorted(
+            name for name in sys.modules if name.startswith(("bundler.", "jinja2", "pandas"))
+        ),
         "young_threshold": gc.get_threshold()[0],
         "frozen": gc.get_freeze_count(),
         "forks": len(forks),
@@ -308,8 +310,8 @@ def probe_console_script(
     tmp_path: Path, *args: object, env: dict[str, str] | None = None
 ) -> tuple[int, dict[str, Any]]:
     """Run the console script's `main` with `args`; its exit code and, as the process ends, the
-    bundler modules it loaded, the state of the garbage collector, how often it forked and what
-    it had loaded at each fork (FORK_COUNTER)."""
+    bundler, jinja2 and pandas modules it loaded, the state of the garbage collector, how often
+    it forked and what it had loaded at each fork (FORK_COUNTER)."""
     state = tmp_path / "probe.json"
     result = run_python(_PROBE, state, *args, env=env)
     return result.returncode, json.loads(state.read_text())

@@ -3,6 +3,7 @@ through the real huggingface_hub client over real HTTP."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 import subprocess
@@ -610,6 +611,24 @@ def test_the_upload_command_verifies_in_a_forked_child(
     assert code == 0
     assert state["forks"] == 1
     assert state["loaded_at_forks"] == [[]]  # the Hub client loads while the child verifies
+
+
+def test_the_upload_command_leaves_pandas_out_though_it_is_installed(
+    hub: HubServer, repo_id: str, bundles: Path, tmp_path: Path
+) -> None:
+    """pyarrow would load pandas, where it is installed, at the first table it writes: about
+    half a second the command has no use for (bundler.cli.app.PandasLeftOut). The test
+    environment has pandas (`datasets` requires it), so this upload, which writes the tables,
+    is where pyarrow would load it."""
+    assert importlib.util.find_spec("pandas") is not None, "the test needs pandas installed"
+    code, state = probe_console_script(
+        tmp_path, "upload", bundles, "--repo", repo_id, env={"HF_TOKEN": WRITE_TOKEN}
+    )
+    assert code == 0
+    assert "bundler.hub.leaderboard.tables" in state["loaded"]
+    assert [name for name in state["loaded"] if name.startswith("pandas")] == []
+    files = HfApi(token=WRITE_TOKEN).list_repo_files(repo_id, repo_type="dataset")
+    assert any(path.endswith(".parquet") for path in files)
 
 
 def test_a_process_with_native_threads_forks_no_child(bundles: Path) -> None:

@@ -308,7 +308,7 @@ class PandasLeftOut:
     `Schema.empty_table` among them). The bundler makes no pandas object and asks pyarrow for
     none, and the tables it writes are the same bytes either way; but pandas is in most
     environments that run evaluations (`datasets` requires it), and loading it costs about
-    0.5 s and 30 MiB (pandas 3.0 here). Measured where pandas is installed, alternating with and
+    0.5 s and 30 MiB (pandas 3.1 here). Measured where pandas is installed, alternating with and
     without, in two runs each: a no-op `sync` of 2,000 runs 0.87x and 0.91x the time (9 and 11
     rounds, per round 0.79-1.07x), peak RSS 137 MiB against 169; an upload of 50 bundles into a
     new repository 0.86x and 0.79x (9 rounds each, per round 0.61-1.02x). Where pandas is not

@@ -24,10 +24,10 @@ from bundler.cli.app import ARROW_POOL_ENV, GC_YOUNG_THRESHOLD
 
 INSTALLED = Path(os.environ.get("BENCH_BIN") or Path(sys.executable).parent)
 """Where the commands measured are installed: the `bin` of the venv running the benchmark, or
-BENCH_BIN's, a venv holding only what a user installs (`pip install statics-bundler[charts]`).
-The development venv also holds the test extra, whose `datasets` brings pandas: pyarrow imports
-pandas whenever it is installed, a cost (0.3-0.5 s a command) no user's install pays, and `hf`
-pays it as well, so a comparison in that venv is not one users see."""
+BENCH_BIN's, a venv holding what a user installs (`pip install statics-bundler[charts]`, and
+pandas where it is to be measured as an evaluation environment holds it, `datasets` bringing
+it). The development venv also holds the test extra (pytest, the test Hub's server), which no
+user's install loads, but a comparison there is not the one users see."""
 BUNDLER = INSTALLED / "bundler"
 """The bundler's console script, as installed."""
 HF = INSTALLED / "hf"
@@ -212,6 +212,99 @@ def alternate(
         )
     print(comparison.line(), flush=True)
     return comparison
+
+
+MECHANISM_LAUNCHER = """
+import sys
+side, undo = sys.argv.pop(1), sys.argv.pop(1)
+if side == "without":
+    exec(undo)
+sys.argv[0] = "bundler"
+from bundler.cli.app import main
+main()
+"""
+"""The installed console script's `main` (the command after argv[2]), with a mechanism
+(argv[1] "with") or without it: argv[2], lines of Python that switch it off, run first. Both
+sides are the same launch, so only the mechanism differs between them."""
+
+
+DEFAULT_GC = """
+import gc
+import bundler.cli.app as app
+app.GC_YOUNG_THRESHOLD = gc.get_threshold()[0]
+gc.freeze = lambda: None
+"""
+"""Without the console script's collector settings (bundler/cli/app.py, `main`): Python's own
+threshold for the youngest generation, and no freeze before the final collection."""
+
+
+ARROW_POOL_KEPT = """
+import bundler.cli.app as app
+app.ARROW_POOL_ENV = "BUNDLER_BENCHMARK_UNUSED"
+"""
+"""Without Arrow allocating from the C library's heap (bundler/cli/app.py, `main`): its own
+pool, pyarrow's default, which keeps what the tables' parts freed."""
+
+
+PANDAS_LET_IN = """
+import bundler.cli.app as app
+class LetIn:
+    @staticmethod
+    def find_spec(*arguments):
+        return None
+app.PandasLeftOut = LetIn
+"""
+"""Without pandas left out (bundler/cli/app.py, `PandasLeftOut`): a finder in its place that
+refuses nothing, so pyarrow loads pandas where it is installed."""
+
+
+def pandas_installed() -> bool:
+    """Whether the installed venv has pandas: only there does leaving it out change anything
+    (`pandas_left_out` is measured only then)."""
+    probe = "import importlib.util, sys; sys.exit(importlib.util.find_spec('pandas') is None)"
+    return subprocess.run([str(INSTALLED / "python"), "-P", "-c", probe]).returncode == 0
+
+
+def mechanism_gain(
+    name: str,
+    arguments: Callable[[], Sequence[str]],
+    undo: str,
+    rounds: int,
+    env: dict[str, str] | None = None,
+) -> dict[str, object]:
+    """A mechanism's with/without figure for docs/performance.md ("What each mechanism
+    gains"): the command `arguments()` gives (called before each run, to prepare it: a fresh
+    output folder, a fresh repository), run `rounds` times with the mechanism and without it
+    (`undo`, MECHANISM_LAUNCHER), alternating which goes first, each a process of the
+    installed venv. Gives `name` (the ratio of the wall medians with/without), `name_cpu` (of
+    the CPU medians), `name_spread` (the lowest and highest per-round wall ratio),
+    `name_rounds` and `name_peak_rss_mib` (each side's highest peak RSS, with and without);
+    nothing where a run fails (an install without the mechanism)."""
+    figures: dict[str, list[Measured]] = {"with": [], "without": []}
+    for number in range(rounds):
+        for side in ("with", "without") if number % 2 == 0 else ("without", "with"):
+            launched = [str(INSTALLED / "python"), "-P", "-c", MECHANISM_LAUNCHER, side, undo]
+            measured = run_measured([*launched, *arguments()], env=env)
+            if measured.exit_code != 0:
+                return {}
+            figures[side].append(measured)
+    with_it, without = figures["with"], figures["without"]
+    ratios = [a.seconds / b.seconds for a, b in zip(with_it, without, strict=True)]
+
+    def median(measured: list[Measured], cpu: bool = False) -> float:
+        return statistics.median(m.cpu_seconds if cpu else m.seconds for m in measured)
+
+    gain = {
+        name: round(median(with_it) / median(without), 3),
+        f"{name}_cpu": round(median(with_it, True) / median(without, True), 3),
+        f"{name}_spread": [round(min(ratios), 3), round(max(ratios), 3)],
+        f"{name}_rounds": rounds,
+        f"{name}_peak_rss_mib": [
+            round(max(m.peak_rss_kib for m in side) / 1024) for side in (with_it, without)
+        ],
+    }
+    print(f"  {name}: {gain}", flush=True)
+    return gain
 
 
 def machine() -> dict[str, object]:

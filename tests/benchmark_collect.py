@@ -12,7 +12,9 @@ spread of per-round ratios and the bundler's peak RSS:
   Python (tarfile and zstandard), within 1.3x of which the bundler must stay;
 - collect of a tree from the project's own writer (tests/factory.py) at --rows;
 - collect of --runs runs of --run-rows predictions each (per-run overhead), against the same
-  two baselines.
+  two baselines, then with and without two of its mechanisms (benchlib.mechanism_gain): the
+  later half of the runs bundled in a forked child (`forked_bundling`) and the console
+  script's collector settings (`gc_settings`).
 
 Start-up (`--help`, `--version`, an empty collect) is tests/benchmark_startup.py's, against a
 bare typer app with the bundler's own commands.
@@ -35,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from benchlib import (
     BUNDLER,
+    DEFAULT_GC,
     GEN_STATICS_HELP,
     TASK,
     Comparison,
@@ -43,6 +46,7 @@ from benchlib import (
     compile_bytecode,
     corpus,
     machine,
+    mechanism_gain,
     realistic_name,
     report_figures,
     run_measured,
@@ -162,6 +166,14 @@ What stands between a bundler that writes every archive durably and `tar | zstd`
 one stream of the whole tree and never fsyncs."""
 
 
+IN_ONE_PROCESS = """
+import bundler.local.bundling as bundling
+bundling.FORK_WEIGHT = float("inf")
+"""
+"""Without the later half of many runs bundled in a forked child (bundler/local/bundling.py,
+`bundle_all`): every run bundled in the one process."""
+
+
 def write_many_runs(root: Path, runs: int, rows: int) -> None:
     text = corpus(size=1 << 20)
     for number in range(runs):
@@ -177,9 +189,11 @@ def collect_row(
     target: float | None = None,
     *,
     against_floor: bool = False,
+    mechanisms: dict[str, str] | None = None,
 ) -> list[Comparison]:
     """The bundler against `tar | zstd` on a tree `build` writes; also against DURABLE_FLOOR
-    with `against_floor`."""
+    with `against_floor`; and with and without each of `mechanisms` (its name and the lines
+    that switch it off, benchlib.mechanism_gain), into the first row's extra."""
     root = workdir / name
     shutil.rmtree(root, ignore_errors=True)
     started = time.perf_counter()
@@ -216,6 +230,13 @@ def collect_row(
     comparison.extra["tar_zst_mb"] = round(tar_out.stat().st_size / 1e6, 1)
     comparison.extra |= cpu_medians(cpu)
     comparisons = [comparison]
+
+    def afresh() -> list[str]:
+        shutil.rmtree(out, ignore_errors=True)
+        return command[1:]
+
+    for mechanism, undo in (mechanisms or {}).items():
+        comparison.extra |= mechanism_gain(mechanism, afresh, undo, rounds)
     if against_floor:
         floor_script, floor_out = workdir / "durable_floor.py", workdir / f"{name}-floor"
         floor_script.write_text(DURABLE_FLOOR, encoding="utf-8")
@@ -306,6 +327,7 @@ def main() -> int:
             args.rounds,
             target=3.0,
             against_floor=True,
+            mechanisms={"forked_bundling": IN_ONE_PROCESS, "gc_settings": DEFAULT_GC},
         ),
     }
     comparisons: list[Comparison] = []

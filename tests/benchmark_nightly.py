@@ -11,8 +11,12 @@ alternates rounds of
 - the whole nightly command with nothing changed, `bundler sync` against the local Hub server
   (each tree's bundles already published there, in a repository of their own; sync then
   collects nothing, verifies nothing and uploads nothing), likewise: the goal of issue 16;
-  then the same sync with and without its runs found ahead in a forked child while the Hub
-  client loads (`discover_ahead_*` in the row's extra: with/without, at each size),
+  then the same sync with and without two of its mechanisms (benchlib.mechanism_gain, each
+  with/without in the row's extra): its runs found ahead in a forked child while the Hub
+  client loads (`discover_ahead_*`, at each size); and at --large runs, where the sync reads
+  the table index, the console script's collector settings (`gc_settings`), Arrow's
+  allocations from the C library's heap (`arrow_heap`, a gain in peak RSS) and, where the
+  installed venv has pandas, pandas left out (`pandas_left_out`),
 printing both medians, the ratio of medians, the spread of per-round ratios and peak RSS. With
 --full-rounds N it also times `collect --full` (everything read again) at --large runs against
 the no-op, N rounds: what the cache saves.
@@ -33,7 +37,6 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -42,13 +45,18 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from benchlib import (
+    ARROW_POOL_KEPT,
     BUNDLER,
+    DEFAULT_GC,
     INSTALLED,
+    PANDAS_LET_IN,
     Comparison,
     Measured,
     alternate,
     compile_bytecode,
     machine,
+    mechanism_gain,
+    pandas_installed,
     report_figures,
     run_measured,
     tree_bytes,
@@ -260,8 +268,22 @@ def sync_row(
             label: (count["api"] + count["file"]) / args.rounds for label, count in counts.items()
         }
         for label in ("large", "small"):
-            comparison.extra.update(discover_ahead_gain(commands[label], env, args.rounds, label))
-        print(f"  found ahead / in line: {comparison.extra}", flush=True)
+            comparison.extra.update(
+                mechanism_gain(
+                    f"discover_ahead_{label}",
+                    lambda label=label: commands[label][1:],
+                    INLINE_DISCOVERY,
+                    args.rounds,
+                    env,
+                )
+            )
+        undoing = {"gc_settings": DEFAULT_GC, "arrow_heap": ARROW_POOL_KEPT}
+        if pandas_installed():
+            undoing["pandas_left_out"] = PANDAS_LET_IN
+        for mechanism, undo in undoing.items():
+            comparison.extra.update(
+                mechanism_gain(mechanism, lambda: commands["large"][1:], undo, args.rounds, env)
+            )
         return comparison
     finally:
         hub.stop()
@@ -289,45 +311,15 @@ def floor_per_added_run(
     return floors
 
 
-WITHOUT_DISCOVERING_AHEAD = """
-import contextlib, sys
+INLINE_DISCOVERY = """
+import contextlib
 import bundler.sync as sync
 from bundler.local.discover import discover
 from bundler.local.discoverahead import Found
-if sys.argv[1] == "without":  # as before: found in line, the Hub client loaded by the upload
-    sync.discovering_ahead = lambda root, *_: contextlib.nullcontext(lambda: Found(discover(root)))
-sys.argv = ["bundler", *sys.argv[2:]]
-from bundler.cli.app import main
-main()
+sync.discovering_ahead = lambda root, *_: contextlib.nullcontext(lambda: Found(discover(root)))
 """
-
-
-def discover_ahead_gain(
-    command: list[str], env: dict[str, str], rounds: int, label: str
-) -> dict[str, object]:
-    """The no-op sync with and without its runs found in a forked child while the Hub client
-    loads (bundler/local/discoverahead.py), alternated, each a process of the installed venv:
-    the ratios of medians with/without, wall and CPU, and the per-round wall spread; nothing
-    for an install without it."""
-    figures: dict[str, list[Measured]] = {"with": [], "without": []}
-    for number in range(rounds):
-        for side in ("with", "without") if number % 2 == 0 else ("without", "with"):
-            launched = [str(INSTALLED / "python"), "-P", "-c", WITHOUT_DISCOVERING_AHEAD, side]
-            measured = run_measured([*launched, *command[1:]], env=env)
-            if measured.exit_code != 0:  # an install from before discovering ahead
-                return {}
-            figures[side].append(measured)
-    ahead, inline = figures["with"], figures["without"]
-    ratios = [a.seconds / b.seconds for a, b in zip(ahead, inline, strict=True)]
-
-    def median(measured: list[Measured], cpu: bool = False) -> float:
-        return statistics.median(m.cpu_seconds if cpu else m.seconds for m in measured)
-
-    return {
-        f"discover_ahead_{label}": round(median(ahead) / median(inline), 3),
-        f"discover_ahead_{label}_cpu": round(median(ahead, True) / median(inline, True), 3),
-        f"discover_ahead_{label}_spread": [round(min(ratios), 3), round(max(ratios), 3)],
-    }
+"""Without discovering ahead (bundler/local/discoverahead.py), as before it: the runs found in
+line, the Hub client loaded by the upload."""
 
 
 if __name__ == "__main__":

@@ -47,10 +47,13 @@ from benchlib import (
     FLOOR_PRELUDE,
     HF,
     INSTALLED,
+    PANDAS_LET_IN,
     Comparison,
     Measured,
     compile_bytecode,
     machine,
+    mechanism_gain,
+    pandas_installed,
     report_figures,
     run_measured,
     tree_bytes,
@@ -99,17 +102,12 @@ print(json.dumps(figures))
 """
 
 
-VOUCHED_SCRIPT = """
-import sys
-from bundler.cli.app import main
+GATHERED_IN_A_CHILD = """
 from bundler.hub.publish import upload
-if sys.argv.pop(1) == "without":  # a child verifies even what the verify cache vouches for
-    upload.vouched_gathering = lambda *arguments: None
-sys.argv[0] = "bundler"
-main()
+upload.vouched_gathering = lambda *arguments: None
 """
-"""The console script's `main` with or without `vouched_gathering` (argv[1]): the same launch
-on both sides of the with/without figure."""
+"""Without a vouched folder gathered in line: a child verifies even what the verify cache
+vouches for (benchlib.mechanism_gain runs the console script's `main` on both sides)."""
 
 FLOOR_LIBRARIES = ("pyarrow.parquet", "pyarrow.compute", "pydantic.main", "jinja2", "rich.console")
 FLOOR_SCRIPT = f"""{FLOOR_PRELUDE}
@@ -240,8 +238,9 @@ def mechanism_gains(
     in turn, alternated in one process of the installed venv: the parts' rows kept decoded
     (bundler/hub/leaderboard/partrows.py, `kept_rows`) and the last commit taking what was
     computed ahead (bundler/hub/publish/holdings.py, `computed_ahead`); and, in whole uploads
-    (`vouched_rounds`), a folder the verify cache vouches for gathered in line
-    (`vouched_in_line`). For each, the ratio of the medians with/without and the per-round
+    (benchlib.mechanism_gain), a folder the verify cache vouches for gathered in line
+    (`vouched_in_line`) and, where the installed venv has pandas, pandas left out
+    (`pandas_left_out`). For each, the ratio of the medians with/without and the per-round
     spread; nothing for an install without them."""
     repos = [f"bench/g-{uuid.uuid4().hex[:8]}" for _ in range(1 + 3 * rounds)]
     for repo in repos:
@@ -254,44 +253,27 @@ def mechanism_gains(
     if measured.exit_code != 0:  # an install from before these mechanisms
         return {}
     figures = json.loads(measured.stdout)
-    figures.update(vouched_rounds(hub, env, bundles, rounds))
     gains: dict[str, object] = {}
-    for name, with_it, without in (
-        ("kept_rows", "None", "kept_rows"),
-        ("computed_ahead", "None", "ahead"),
-        ("vouched_in_line", "vouched", "forked"),
-    ):
-        if without not in figures:  # an install from before the mechanism
-            continue
-        ratios = [a / b for a, b in zip(figures[with_it], figures[without], strict=True)]
-        median = statistics.median(figures[with_it]) / statistics.median(figures[without])
+    for name, without in (("kept_rows", "kept_rows"), ("computed_ahead", "ahead")):
+        ratios = [a / b for a, b in zip(figures["None"], figures[without], strict=True)]
+        median = statistics.median(figures["None"]) / statistics.median(figures[without])
         gains[name] = round(median, 3)
         gains[f"{name}_spread"] = [round(min(ratios), 3), round(max(ratios), 3)]
+        gains[f"{name}_rounds"] = rounds
+
+    def into_a_fresh_repository() -> list[str]:
+        repo = f"bench/v-{uuid.uuid4().hex[:8]}"
+        hub.create_repo(repo)
+        return ["upload", str(bundles), "--repo", repo]
+
+    gains |= mechanism_gain(
+        "vouched_in_line", into_a_fresh_repository, GATHERED_IN_A_CHILD, rounds, env
+    )
+    if pandas_installed():
+        gains |= mechanism_gain(
+            "pandas_left_out", into_a_fresh_repository, PANDAS_LET_IN, rounds, env
+        )
     return gains
-
-
-def vouched_rounds(
-    hub: HubServer, env: dict[str, str], bundles: Path, rounds: int
-) -> dict[str, list[float]]:
-    """Uploads of the bundles (which the verify cache vouches for by now) into fresh
-    repositories through the console script's `main`, alternating with and without the folder
-    gathered in line (VOUCHED_SCRIPT): seconds each, under "vouched" and "forked"; nothing for
-    an install without `vouched_gathering`."""
-    probe = "from bundler.hub.publish.upload import vouched_gathering"
-    if run_measured([str(INSTALLED / "python"), "-P", "-c", probe]).exit_code != 0:
-        return {}
-    sides = {"vouched": "with", "forked": "without"}
-    seconds: dict[str, list[float]] = {side: [] for side in sides}
-    for number in range(rounds):
-        for side in list(sides) if number % 2 == 0 else list(sides)[::-1]:
-            repo = f"bench/v-{uuid.uuid4().hex[:8]}"
-            hub.create_repo(repo)
-            command = [str(INSTALLED / "python"), "-P", "-c", VOUCHED_SCRIPT, sides[side]]
-            measured = run_measured([*command, "upload", str(bundles), "--repo", repo], env=env)
-            if measured.exit_code != 0:
-                raise SystemExit(f"upload {side} into {repo} exited {measured.exit_code}")
-            seconds[side].append(measured.seconds)
-    return seconds
 
 
 if __name__ == "__main__":

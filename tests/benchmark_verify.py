@@ -207,6 +207,7 @@ def read_ahead_gain(archive: Path, rounds: int) -> dict[str, object]:
         "read_ahead_main_thread_cpu": round(median(ahead, 2) / median(inline, 2), 3),
         "read_ahead_unqueued": round(median(ahead, 3) / median(inline, 3), 3),
         "read_ahead_spread": [round(min(ratios), 3), round(max(ratios), 3)],
+        "read_ahead_rounds": rounds,
         "in_line_s": round(median(inline, 0), 3),
         "read_ahead_s": round(median(ahead, 0), 3),
     }

@@ -39,6 +39,15 @@ SCALE_COLUMNS = ("command", "N", "requests", "sent", "received", "peak RSS", "ti
 AUDIT_COLUMNS = ("run", "N", "requests (API + file)", "received", "peak RSS", "time")
 CHARTS_COLUMNS = ("figure", "median", "spread")
 PER_RUN_COLUMNS = ("nightly, nothing new", "bundler", "floor", "over the floor", "spread")
+MECHANISM_COLUMNS = (
+    "mechanism",
+    "measured on",
+    "with / without",
+    "spread",
+    "CPU",
+    "peak RSS",
+    "reading",
+)
 RUN_COLUMNS = ("benchmark", "command", "took", "load before → after")
 
 REQUESTS_OVER_HF = {"upload-fresh": 6, "upload-rerun": 1}
@@ -216,6 +225,7 @@ def render(folder: Path) -> str:
     nightly = figures.get("nightly")
     if isinstance(nightly, Comparisons):
         parts.append(_per_run_section(nightly))
+    parts.append(_mechanism_section(rows))
     scale = figures.get("scale")
     if isinstance(scale, Scale):
         parts.append(_scale_section(scale))
@@ -390,6 +400,96 @@ def _per_run_section(nightly: Comparisons) -> str:
         "this figure cannot be worsened by a saving on fixed costs. The spread is of the "
         "bundler's growth, round by round.",
     )
+
+
+MECHANISMS = {
+    "forked_bundling": "collect bundles the later half of many runs in a forked child "
+    "(bundler/local/bundling.py)",
+    "gc_settings": "the console script's collector settings: a higher threshold for the "
+    "youngest generation, every object frozen before the final collection (bundler/cli/app.py)",
+    "read_ahead": "verify reads the bundle ahead in a thread (bundler/local/readahead.py; "
+    "`read_bundle` alone, in one process)",
+    "kept_rows": "upload keeps the table parts' rows decoded (bundler/hub/leaderboard/"
+    "partrows.py; publishing alone, in one process)",
+    "computed_ahead": "upload's last commit takes what was computed ahead (bundler/hub/publish/"
+    "holdings.py; publishing alone, in one process)",
+    "vouched_in_line": "upload gathers a folder the verify cache vouches for in line, not in a "
+    "forked child (bundler/hub/publish/upload.py)",
+    "arrow_heap": "Arrow allocates from the C library's heap, not its own pool, which keeps "
+    "what the tables' parts freed (bundler/cli/app.py, `main`)",
+    "pandas_left_out": "the console script answers an import of pandas as if it were not "
+    "installed, where it is (bundler/cli/app.py, `PandasLeftOut`)",
+    "discover_ahead": "sync finds its runs in a forked child while the Hub client loads "
+    "(bundler/local/discoverahead.py)",
+}
+"""Each mechanism a benchmark measures with and without (its key in a row's `extra`, beside
+`KEY_spread`), in the page's words; a key the list does not know is shown as it is."""
+_SIZE_SUFFIXES = ("_large", "_small")
+FOR_MEMORY = {"arrow_heap"}
+"""Keys of mechanisms kept for what they save in peak RSS, not in time."""
+CONTROLS = {"discover_ahead_small"}
+"""Keys measured where the mechanism is not used (sync finds runs ahead only in a tree of
+about 200 runs or more), so that both sides run the same code: what noise alone gives."""
+
+
+def _mechanism_section(rows: list[Row]) -> str:
+    """Every with/without figure the benchmarks measured (`KEY`, `KEY_spread`, and where
+    measured `KEY_cpu` and `KEY_rounds` in a row's `extra`): the ratio of the medians with the
+    mechanism and without it, on the work of the row that carries it."""
+    lines = []
+    for row in rows:
+        for key, value in row.extra.items():
+            spread = row.extra.get(f"{key}_spread")
+            if not isinstance(value, int | float) or not isinstance(spread, list):
+                continue
+            size = next((s for s in _SIZE_SUFFIXES if key.endswith(s)), "")
+            cpu, rounds = row.extra.get(f"{key}_cpu"), row.extra.get(f"{key}_rounds")
+            peaks = row.extra.get(f"{key}_peak_rss_mib")
+            lines.append(
+                [
+                    MECHANISMS.get(key.removesuffix(size), key),
+                    _measured_on(row, size or "_large"),
+                    f"{value:.2f}x",
+                    f"{spread[0]:.2f}-{spread[1]:.2f}x"
+                    + (f" ({_rounds(rounds)})" if isinstance(rounds, int) else ""),
+                    f"{cpu:.2f}x" if isinstance(cpu, int | float) else "",
+                    f"{peaks[0]} / {peaks[1]} MiB" if isinstance(peaks, list) else "",
+                    _reading(key, value, spread, peaks),
+                ]
+            )
+    intro = (
+        "Each mechanism kept for speed, measured with it and without it (the same launch, the "
+        "mechanism switched off before the command runs), alternating which goes first: the "
+        "ratio of the wall-time medians with/without, below 1 where it saves time, the spread "
+        "of the per-round ratios, the same ratio of CPU time where measured (a forked child "
+        "trades CPU for wall time), and each side's highest peak RSS. A mechanism stays only "
+        "while it shows a gain here: in time, or for one kept for memory, in peak RSS."
+    )
+    if not lines:
+        intro += " No mechanism was measured."
+    return _section("What each mechanism gains", MECHANISM_COLUMNS, lines, intro, words=2)
+
+
+def _reading(key: str, ratio: float, spread: list[float], peaks: object) -> str:
+    """What a with/without figure says: a gain in every round, in the median only, or none;
+    in peak RSS for a mechanism kept for memory (FOR_MEMORY)."""
+    if key in CONTROLS:
+        return "control: the same code on both sides"
+    if key in FOR_MEMORY:
+        saved = isinstance(peaks, list) and peaks[0] < peaks[1]
+        return f"{peaks[1] - peaks[0]} MiB less" if saved else "**no gain**"  # type: ignore[index]
+    if spread[1] < 1:
+        return "gain in every round"
+    return "gain in the median" if ratio < 1 else "**no gain**"
+
+
+def _measured_on(row: Row, size: str) -> str:
+    """The row's work; for a nightly row, at the one size (`_large` or `_small`) measured."""
+    if not row.name.startswith("noop-"):
+        return work_of(row)
+    large, small = _runs_compared(row)
+    nightly = _NIGHTLY[row.name.removeprefix("noop-")]
+    return f"nightly {nightly}, nothing new, {large if size == '_large' else small:,} runs"
 
 
 def _rounds(count: int) -> str:

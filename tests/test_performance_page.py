@@ -21,6 +21,7 @@ from performance_figures import (
     CHARTS_COLUMNS,
     FIGURES,
     MAIN_COLUMNS,
+    MECHANISM_COLUMNS,
     PER_RUN_COLUMNS,
     REQUEST_COLUMNS,
     RUN_COLUMNS,
@@ -44,6 +45,7 @@ SECTIONS: list[tuple[str, tuple[str, ...] | None, str | None]] = [
     ("Where users wait", MAIN_COLUMNS, None),
     ("Hub requests", REQUEST_COLUMNS, None),
     ("Time per run added", PER_RUN_COLUMNS, "nightly"),
+    ("What each mechanism gains", MECHANISM_COLUMNS, None),
     ("As the repository grows", SCALE_COLUMNS, "scale"),
     ("Audit", AUDIT_COLUMNS, "audit"),
     ("Charts", CHARTS_COLUMNS, "charts"),
@@ -100,6 +102,17 @@ def assert_shaped(page: str, folder: Path) -> None:
         per_run = by_heading["Time per run added"][1:]
         assert len(per_run) == len(noops)
         assert all(re.fullmatch(r"-?\d+\.\d\d ms", cells[2]) for cells in per_run), per_run
+    measured_gains = [  # every with/without figure a row carries, and nothing else
+        (row.name, key)
+        for each in figures.values()
+        if isinstance(each, Comparisons)
+        for row in each.comparisons
+        for key in row.extra
+        if isinstance(row.extra.get(f"{key}_spread"), list)
+    ]
+    gains = by_heading["What each mechanism gains"][1:]
+    assert len(gains) == len(measured_gains), (gains, measured_gains)
+    assert all(re.fullmatch(r"\d+\.\d\dx", cells[2]) for cells in gains), gains
     if isinstance(figures.get("scale"), Scale):
         commands = [(cells[0], cells[1]) for cells in by_heading["As the repository grows"][1:]]
         for command in figures["scale"].commands:  # type: ignore[attr-defined]

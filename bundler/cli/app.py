@@ -170,7 +170,8 @@ def _compact_help_columns() -> None:
     the negative ones always empty here, and at 80 columns the gaps left the help column too
     narrow for a whole word: `[env var: BUNDLER_SUBMITTER_AFFILIATION]` was cut to
     `BUNDLER_SUBMITTER_AFFILIAT…` (tests/test_width.py). Set when help is shown, not at import:
-    typer's rich_utils takes 40 ms to import, which no other run of a command pays."""
+    importing typer's rich_utils takes longer than a whole `--version`, a cost no
+    other run of a command pays."""
     from typer import rich_utils
 
     rich_utils.STYLE_OPTIONS_TABLE_PADDING = (0, 1, 0, 0)  # type: ignore[assignment]  # rich's 4-tuple
@@ -290,10 +291,11 @@ def _show_version(value: bool) -> None:
 GC_YOUNG_THRESHOLD = 1_000_000
 """Allocations between two collections of the youngest generation (Python's default: 700).
 A collection walks every young container still alive, and a command's young objects are its
-records (the stat cache's entries, a run's listing, a report's rows): at 100,000, the two or
-three collections of a no-op sync of 2,000 runs took 0.15-0.18 s, at 1,000,000 none came
-(4 ms, all before the threshold is set), and collect's peak RSS stayed what it was (100 MiB
-for 20,000 predictions, 50 MiB for 500 runs)."""
+records (the stat cache's entries, a run's listing, a report's rows): at a tenth of this, a
+no-op sync of 2,000 runs still spent a noticeable share of its time in the two or three
+collections that came, at this none comes once the threshold is set, and collect's peak RSS
+stays what it was. What it gains: docs/performance.md, "What each mechanism gains"
+(`gc_settings`)."""
 
 
 ARROW_POOL_ENV = "ARROW_DEFAULT_MEMORY_POOL"
@@ -308,11 +310,8 @@ class PandasLeftOut:
     `Schema.empty_table` among them). The bundler makes no pandas object and asks pyarrow for
     none, and the tables it writes are the same bytes either way; but pandas is in most
     environments that run evaluations (`datasets` requires it), and loading it costs about
-    0.5 s and 30 MiB (pandas 3.1 here). Measured where pandas is installed, alternating with and
-    without, in two runs each: a no-op `sync` of 2,000 runs 0.87x and 0.91x the time (9 and 11
-    rounds, per round 0.79-1.07x), peak RSS 137 MiB against 169; an upload of 50 bundles into a
-    new repository 0.86x and 0.79x (9 rounds each, per round 0.61-1.02x). Where pandas is not
-    installed, nothing changes."""
+    half a second and tens of MiB. Where pandas is not installed, nothing changes. What it
+    gains where it is: docs/performance.md, "What each mechanism gains" (`pandas_left_out`)."""
 
     @staticmethod
     def find_spec(
@@ -331,20 +330,19 @@ def main() -> None:
     makes few reference cycles, so Python's cyclic collector mostly re-walks the same long-lived
     module objects: it runs less often here (memory stays bounded: a cycle still goes within
     GC_YOUNG_THRESHOLD allocations), and at exit every object is frozen so the interpreter's
-    final collection does not walk them all once more just before the process ends. Together,
-    measured: a no-op `sync` of 2,000 runs took 0.75x the time with it (9 rounds alternating,
-    per-round 0.62-0.94x); collect of 500 runs, 1.03x (no gain, no loss).
+    final collection does not walk them all once more just before the process ends.
 
     The process is one thread, so work may be done ahead in forked children
     (bundler.core.forked).
 
     Arrow allocates from the C library's heap, not its own pool (ARROW_DEFAULT_MEMORY_POOL,
     unless the user set it): its pool keeps what the tables' parts freed, and a command reads
-    many parts one after another. Measured on an upload of 1 bundle into 30,000 (two rounds
-    each): peak RSS 236 and 238 MiB with Arrow's pool, 210 and 211 MiB with the heap, in the
-    same time (2.31 and 2.31 s, 2.31 and 2.38 s).
+    many parts one after another, and the heap gives back what was freed.
 
-    pandas is left out of the process (`PandasLeftOut`)."""
+    pandas is left out of the process (`PandasLeftOut`).
+
+    Each of these settings is measured with and without it (the collector's as `gc_settings`,
+    the heap as `arrow_heap`): docs/performance.md, "What each mechanism gains"."""
     os.environ.setdefault(ARROW_POOL_ENV, "system")
     sys.meta_path.insert(0, PandasLeftOut())
     allow_forks()

@@ -7,33 +7,27 @@ child deadlocked on a lock another thread held). Even then a child is started on
 exists, a second core is there, and no other thread runs, Python's or native (where the system
 lists them: importing pyarrow starts two). Library callers get the same results in line.
 
-Each use is kept because a benchmark alternating with and without it, 7 rounds or more, showed
-a gain of 10% or more (whole-process wall time, ratio of medians with/without):
+Each use is kept while a benchmark alternating with and without it (whole-process wall time,
+ratio of medians with/without) shows a gain; their figures are on docs/performance.md, "What
+each mechanism gains":
 - collect bundles the later half of many runs in a child while this process bundles the first
-  (bundler.local.bundling): 500 runs of 40 predictions, 0.74x (11 rounds, per-round
-  0.60-1.30x; 0.85x and 0.93x in two 7-round runs of a busier machine); measured again with
-  nothing else running, 0.60x (7 rounds, per-round 0.58-0.66x), but no gain on a machine
-  other jobs kept busy (load 4-14: 0.86-1.09x, for 3-14% more CPU), where the second core
-  is not there to take;
+  (bundler.local.bundling, `forked_bundling`); on a machine other jobs keep busy it gains
+  nothing, the second core not being there to take;
 - upload verifies the bundles in a child while this process loads the Hub client
   (bundler.hub.publish.upload), unless the verify cache vouches for every one of them: then
-  nothing is read, and the folder is gathered in line, which pays too (see
-  docs/performance.md);
+  nothing is read, and the folder is gathered in line, which pays too (`vouched_in_line`);
 - sync finds its runs in a child while this process loads the Hub client and the upload's
   verify cache and removes what killed runs left (bundler.local.discoverahead), for a tree of
-  about 200 runs or more last time; tests/benchmark_nightly.py measures it
-  (`discover_ahead_*`, see docs/performance.md).
-What did not pay for itself went: a walk of the output root shared with a child and the Hub
-client loaded meanwhile (no-op sync of 2,000 runs 0.97x, no-op collect 1.04x), sync verifying
-for its upload beside collect (1.03x), a thread reading a bundle ahead of verify with a shorter
-switch interval (0.93x, for 25% more CPU), a thread compressing small runs' bodies (0.95x), a
-thread looking up the verify cache while the upload's tables code loads (no-op sync of 2,000
-runs 1.03x), the Hub client's connection made in a thread meanwhile (1.01x), and a batch's
-fsyncs left to run while collect writes the next batch (no gain on 500 runs: both cores were
-busy, the fsyncs' own work among it).
+  about 200 runs or more last time (`discover_ahead_*`).
+What showed no gain went: a walk of the output root shared with a child and the Hub client
+loaded meanwhile, sync verifying for its upload beside collect, a thread reading a bundle ahead
+of verify with a shorter switch interval, a thread compressing small runs' bodies, a thread
+looking up the verify cache while the upload's tables code loads, the Hub client's connection
+made in a thread meanwhile, and a batch's fsyncs left to run while collect writes the next
+batch (both cores were busy, the fsyncs' own work among it).
 Verify's reading ahead came back in another form (bundler.local.readahead: no process-wide
-setting, a thread that seldom waits for the GIL), kept while its own with/without figure in the
-verify benchmark shows a gain.
+setting, a thread that seldom waits for the GIL), kept while its own with/without figure
+(`read_ahead`) shows a gain.
 
 The child shares nothing with this process but the pipe it writes its result to (pickled),
 and leaves with os._exit: no buffer of ours flushed twice, no lock or temporary file of ours

@@ -86,8 +86,8 @@ def sidecar_for(
 
     The claim's fields are taken as they are, validated once already (by `claim_for`), not
     dumped and validated again: the sidecar serialises to the same bytes, and that second
-    validation was about 0.1 ms of every run collect bundles (tests/test_collect_sidecar.py
-    compares the two ways on claims of every kind)."""
+    validation was a share of every run collect bundles worth sparing
+    (tests/test_collect_sidecar.py compares the two ways on claims of every kind)."""
     return Sidecar.model_construct(
         **{name: getattr(claim, name) for name in BundleClaim.model_fields},
         archive=ArchiveInfo(name=archive_name, size=size, sha256=sha256),

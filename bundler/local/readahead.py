@@ -6,8 +6,7 @@ hashlib release the GIL), so a thread that produces the next chunks while the ca
 hashes and validates the members of the last one puts a second core to work, as
 `zstd -dc | sha256sum` does. The chunks are FrameReader's own, of about a megabyte: with larger
 ones the caller, busy with a queue full of work, held the GIL for its whole switch interval
-(5 ms) each time the producer wanted it back (measured: a median 4 ms wait after each 4 MB
-decompression, against none after each 1 MB one).
+each time the producer wanted it back, where with these the producer seldom waits.
 
 Memory grows by READ_AHEAD_DEPTH chunks at most. Leaving the block stops and joins the thread,
 so nothing reads the source behind the caller's back, and whatever the producer raised is raised
@@ -33,7 +32,7 @@ T = TypeVar("T")
 READ_AHEAD_MIN_BYTES = 2 * CHUNK_SIZE
 """A smaller archive, read in one or two reads, is read in the caller's thread: measured as the
 main thread's time less its waits for a core (the verify benchmark's `read_ahead_unqueued`),
-reading ahead took 1.21x as long as in line at 0.9 MB, 0.92x at 1.8 MB, 0.82x at 4.6 MB."""
+reading ahead took longer than reading in line below about this size, and less above it."""
 READ_AHEAD_DEPTH = 2
 """Chunks the producer may hold ready beyond the one the caller reads."""
 

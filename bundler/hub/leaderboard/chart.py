@@ -123,15 +123,14 @@ def chart_png(board: TaskBoard) -> bytes | None:
     and stale entries marked. None when matplotlib is not installed.
 
     A figure is a web of reference cycles (figure, canvas, renderer, artists), freed only by
-    the cyclic collector, which the console script runs rarely (bundler.cli.app): 30 charts
-    held 108 MB more. So the youngest generation, which holds the figure's objects, is
-    collected after each chart (7 ms). The collector is not paused meanwhile: whether it runs
-    is the process's setting, not the library's, and pausing it gained nothing in the console
-    script (20 charts, three rounds alternated: 3 MB more than after one chart either way; CPU
-    3.6-4.4 s paused, 3.9-4.1 s not). A program on Python's default thresholds, where a
-    figure's objects can age past the youngest generation while it is drawn, holds up to 31 MB
-    more after 20 charts (3 MB with the pause) until its own collector reaches them, as it
-    does for any code that makes cycles."""
+    the cyclic collector, which the console script runs rarely (bundler.cli.app), so that a
+    few dozen charts held about a hundred MB more. So the youngest generation, which holds
+    the figure's objects, is collected after each chart, which costs a few ms. The collector
+    is not paused meanwhile: whether it runs is the process's setting, not the library's, and
+    pausing it gained nothing in the console script, in memory or in CPU. A program on
+    Python's default thresholds, where a figure's objects can age past the youngest
+    generation while it is drawn, holds some of them until its own collector reaches them,
+    as it does for any code that makes cycles."""
     mpl = _matplotlib()
     if mpl is None:
         return None

@@ -11,7 +11,7 @@ alternates rounds of
 - the whole nightly command with nothing changed, `bundler sync` against the local Hub server
   (each tree's bundles already published there, in a repository of their own; sync then
   collects nothing, verifies nothing and uploads nothing), likewise: the goal of issue 16;
-  then the same sync with and without two of its mechanisms (benchlib.mechanism_gain, each
+  then the same sync with and without each of its mechanisms (benchlib.mechanism_gain, each
   with/without in the row's extra): its runs found ahead in a forked child while the Hub
   client loads (`discover_ahead_*`, at each size); and at --large runs, where the sync reads
   the table index, the console script's collector settings (`gc_settings`), Arrow's

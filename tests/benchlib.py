@@ -265,6 +265,18 @@ def pandas_installed() -> bool:
     return subprocess.run([str(INSTALLED / "python"), "-P", "-c", probe]).returncode == 0
 
 
+def with_and_without(name: str, with_it: list[float], without: list[float]) -> dict[str, object]:
+    """A with/without figure as the page reads it: `name`, the ratio of the medians of the
+    rounds' seconds (paired by round), `name_spread`, the lowest and highest per-round ratio,
+    and `name_rounds`."""
+    ratios = [a / b for a, b in zip(with_it, without, strict=True)]
+    return {
+        name: round(statistics.median(with_it) / statistics.median(without), 3),
+        f"{name}_spread": [round(min(ratios), 3), round(max(ratios), 3)],
+        f"{name}_rounds": len(ratios),
+    }
+
+
 def mechanism_gain(
     name: str,
     arguments: Callable[[], Sequence[str]],
@@ -289,16 +301,10 @@ def mechanism_gain(
                 return {}
             figures[side].append(measured)
     with_it, without = figures["with"], figures["without"]
-    ratios = [a.seconds / b.seconds for a, b in zip(with_it, without, strict=True)]
-
-    def median(measured: list[Measured], cpu: bool = False) -> float:
-        return statistics.median(m.cpu_seconds if cpu else m.seconds for m in measured)
-
-    gain = {
-        name: round(median(with_it) / median(without), 3),
-        f"{name}_cpu": round(median(with_it, True) / median(without, True), 3),
-        f"{name}_spread": [round(min(ratios), 3), round(max(ratios), 3)],
-        f"{name}_rounds": rounds,
+    gain = with_and_without(name, [m.seconds for m in with_it], [m.seconds for m in without])
+    cpu = [statistics.median(m.cpu_seconds for m in side) for side in (with_it, without)]
+    gain |= {
+        f"{name}_cpu": round(cpu[0] / cpu[1], 3),
         f"{name}_peak_rss_mib": [
             round(max(m.peak_rss_kib for m in side) / 1024) for side in (with_it, without)
         ],

@@ -34,7 +34,6 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 import uuid
@@ -57,6 +56,7 @@ from benchlib import (
     report_figures,
     run_measured,
     tree_bytes,
+    with_and_without,
 )
 from benchmark_collect import TASK, corpus, write_own_run
 from hubserver import HubServer, TokenInfo, client_env
@@ -255,11 +255,7 @@ def mechanism_gains(
     figures = json.loads(measured.stdout)
     gains: dict[str, object] = {}
     for name, without in (("kept_rows", "kept_rows"), ("computed_ahead", "ahead")):
-        ratios = [a / b for a, b in zip(figures["None"], figures[without], strict=True)]
-        median = statistics.median(figures["None"]) / statistics.median(figures[without])
-        gains[name] = round(median, 3)
-        gains[f"{name}_spread"] = [round(min(ratios), 3), round(max(ratios), 3)]
-        gains[f"{name}_rounds"] = rounds
+        gains |= with_and_without(name, figures["None"], figures[without])
 
     def into_a_fresh_repository() -> list[str]:
         repo = f"bench/v-{uuid.uuid4().hex[:8]}"

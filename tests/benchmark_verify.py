@@ -52,6 +52,7 @@ from benchlib import (
     machine,
     report_figures,
     run_measured,
+    with_and_without,
     write_realistic,
 )
 
@@ -196,18 +197,15 @@ def read_ahead_gain(archive: Path, rounds: int) -> dict[str, object]:
         return {}
     figures = json.loads(measured.stdout)
     ahead, inline = figures["with"], figures["without"]
-    ratios = [a[0] / b[0] for a, b in zip(ahead, inline, strict=True)]
 
     def median(pairs: list[list[float]], which: int) -> float:
         return statistics.median(pair[which] for pair in pairs)
 
-    return {
-        "read_ahead": round(median(ahead, 0) / median(inline, 0), 3),
+    wall = with_and_without("read_ahead", [a[0] for a in ahead], [b[0] for b in inline])
+    return wall | {
         "read_ahead_cpu": round(median(ahead, 1) / median(inline, 1), 3),
         "read_ahead_main_thread_cpu": round(median(ahead, 2) / median(inline, 2), 3),
         "read_ahead_unqueued": round(median(ahead, 3) / median(inline, 3), 3),
-        "read_ahead_spread": [round(min(ratios), 3), round(max(ratios), 3)],
-        "read_ahead_rounds": rounds,
         "in_line_s": round(median(inline, 0), 3),
         "read_ahead_s": round(median(ahead, 0), 3),
     }

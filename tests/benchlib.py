@@ -8,6 +8,7 @@ and highest per-round ratio, so one lucky or unlucky round is visible rather tha
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -267,14 +268,25 @@ def pandas_installed() -> bool:
 
 def with_and_without(name: str, with_it: list[float], without: list[float]) -> dict[str, object]:
     """A with/without figure as the page reads it: `name`, the ratio of the medians of the
-    rounds' seconds (paired by round), `name_spread`, the lowest and highest per-round ratio,
-    and `name_rounds`."""
-    ratios = [a / b for a, b in zip(with_it, without, strict=True)]
+    rounds' seconds, and `name_ratios`, each round's ratio (the two sides of a round ran one
+    after the other), from which the page takes the spread and judges whether the gain is
+    beyond the noise (performance_figures.gain_p_value)."""
     return {
         name: round(statistics.median(with_it) / statistics.median(without), 3),
-        f"{name}_spread": [round(min(ratios), 3), round(max(ratios), 3)],
-        f"{name}_rounds": len(ratios),
+        f"{name}_ratios": [round(a / b, 3) for a, b in zip(with_it, without, strict=True)],
     }
+
+
+def add_mechanism_rounds(parser: argparse.ArgumentParser) -> None:
+    """The `--mechanism-rounds` option of a benchmark that measures mechanisms: a mechanism
+    that saves a few percent needs more rounds than a ratio against a yardstick does for its
+    gain to show beyond the noise (performance_figures.gain_p_value)."""
+    parser.add_argument(
+        "--mechanism-rounds",
+        type=int,
+        default=None,
+        help="rounds of each with/without figure of a mechanism (default: --rounds)",
+    )
 
 
 def mechanism_gain(
@@ -289,9 +301,9 @@ def mechanism_gain(
     output folder, a fresh repository), run `rounds` times with the mechanism and without it
     (`undo`, MECHANISM_LAUNCHER), alternating which goes first, each a process of the
     installed venv. Gives `name` (the ratio of the wall medians with/without), `name_cpu` (of
-    the CPU medians), `name_spread` (the lowest and highest per-round wall ratio),
-    `name_rounds` and `name_peak_rss_mib` (each side's highest peak RSS, with and without);
-    nothing where a run fails (an install without the mechanism)."""
+    the CPU medians), `name_ratios` (each round's wall ratio) and `name_peak_rss_mib` (each
+    side's highest peak RSS, with and without); nothing where a run fails (an install without
+    the mechanism)."""
     figures: dict[str, list[Measured]] = {"with": [], "without": []}
     for number in range(rounds):
         for side in ("with", "without") if number % 2 == 0 else ("without", "with"):

@@ -52,6 +52,7 @@ from benchlib import (
     PANDAS_LET_IN,
     Comparison,
     Measured,
+    add_mechanism_rounds,
     alternate,
     compile_bytecode,
     machine,
@@ -159,9 +160,10 @@ def main() -> int:
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, one round")
     parser.add_argument("--workdir", type=Path, default=None, help="where to write (a tmp dir)")
     parser.add_argument("--json-out", type=Path, default=None, help="write the figures as JSON")
+    add_mechanism_rounds(parser)
     args = parser.parse_args()
     if args.smoke:
-        args.rounds, args.small, args.large, args.rows = 1, 2, 4, 3
+        args.rounds, args.mechanism_rounds, args.small, args.large, args.rows = 1, 1, 2, 4, 3
         args.full_rounds = min(args.full_rounds, 1)
 
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bundler-bench-nightly-"))
@@ -273,7 +275,7 @@ def sync_row(
                     f"discover_ahead_{label}",
                     lambda label=label: commands[label][1:],
                     INLINE_DISCOVERY,
-                    args.rounds,
+                    args.mechanism_rounds or args.rounds,
                     env,
                 )
             )
@@ -282,7 +284,13 @@ def sync_row(
             undoing["pandas_left_out"] = PANDAS_LET_IN
         for mechanism, undo in undoing.items():
             comparison.extra.update(
-                mechanism_gain(mechanism, lambda: commands["large"][1:], undo, args.rounds, env)
+                mechanism_gain(
+                    mechanism,
+                    lambda: commands["large"][1:],
+                    undo,
+                    args.mechanism_rounds or args.rounds,
+                    env,
+                )
             )
         return comparison
     finally:

@@ -16,14 +16,13 @@ jinja2 for the card, rich and typer for the command line). The distance from hf 
 what loading them costs on this machine; the distance from the floor to the bundler, what is the
 bundler's own.
 
-The fresh row also measures what two mechanisms gain: in one process of the installed venv,
-publishing the same bundles into fresh repositories alternates with every mechanism and
-without each in turn, and the row's `extra` gets the ratio of medians with/without and its
-per-round spread: the parts' rows kept decoded (`kept_rows`, bundler/hub/leaderboard/
-partrows.py) and the last commit taking what was computed ahead (`computed_ahead`,
-bundler/hub/publish/holdings.py); and, whole uploads through the console script's `main`, a
-folder the verify cache vouches for gathered in line rather than in a forked child
-(`vouched_in_line`, bundler/hub/publish/upload.py).
+The fresh row also measures what the upload's mechanisms gain (--mechanism-rounds rounds): in
+one process of the installed venv, publishing the same bundles into fresh repositories
+alternates with every mechanism and without each in turn, and the row's `extra` gets the ratio
+of medians with/without and each round's ratio: the parts' rows kept decoded (`kept_rows`,
+bundler/hub/leaderboard/partrows.py) and the last commit taking what was computed ahead
+(`computed_ahead`, bundler/hub/publish/holdings.py); and, in whole uploads through the console
+script's `main` where the installed venv has pandas, pandas left out (`pandas_left_out`).
 
     .venv/bin/python tests/benchmark_upload.py --rounds 5 --json-out /tmp/upload.json
 """
@@ -49,6 +48,7 @@ from benchlib import (
     PANDAS_LET_IN,
     Comparison,
     Measured,
+    add_mechanism_rounds,
     compile_bytecode,
     machine,
     mechanism_gain,
@@ -102,13 +102,6 @@ print(json.dumps(figures))
 """
 
 
-GATHERED_IN_A_CHILD = """
-from bundler.hub.publish import upload
-upload.vouched_gathering = lambda *arguments: None
-"""
-"""Without a vouched folder gathered in line: a child verifies even what the verify cache
-vouches for (benchlib.mechanism_gain runs the console script's `main` on both sides)."""
-
 FLOOR_LIBRARIES = ("pyarrow.parquet", "pyarrow.compute", "pydantic.main", "jinja2", "rich.console")
 FLOOR_SCRIPT = f"""{FLOOR_PRELUDE}
 import os, sys
@@ -155,6 +148,7 @@ def main() -> int:
     parser.add_argument("--bundles", type=int, default=50, help="bundles in the folder")
     parser.add_argument("--rows", type=int, default=170, help="predictions per bundle")
     parser.add_argument("--json-out", type=Path, default=None)
+    add_mechanism_rounds(parser)
     args = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="bundler-bench-upload-"))
@@ -218,7 +212,7 @@ def main() -> int:
             "requests": requests["bundler_re"][-1],
             "hf_requests": requests["hf_re"][-1],
         }
-        fresh.extra.update(mechanism_gains(hub, env, bundles, args.rounds))
+        fresh.extra.update(mechanism_gains(hub, env, bundles, args.mechanism_rounds or args.rounds))
         floor.extra = {"floor_requests": requests["floor"][-1]}
         for each in (fresh, floor):
             each.extra["bundles"] = args.bundles
@@ -238,10 +232,9 @@ def mechanism_gains(
     in turn, alternated in one process of the installed venv: the parts' rows kept decoded
     (bundler/hub/leaderboard/partrows.py, `kept_rows`) and the last commit taking what was
     computed ahead (bundler/hub/publish/holdings.py, `computed_ahead`); and, in whole uploads
-    (benchlib.mechanism_gain), a folder the verify cache vouches for gathered in line
-    (`vouched_in_line`) and, where the installed venv has pandas, pandas left out
-    (`pandas_left_out`). For each, the ratio of the medians with/without and the per-round
-    spread; nothing for an install without them."""
+    (benchlib.mechanism_gain) where the installed venv has pandas, pandas left out
+    (`pandas_left_out`). For each, the ratio of the medians with/without and each round's
+    ratio; nothing for an install without them."""
     repos = [f"bench/g-{uuid.uuid4().hex[:8]}" for _ in range(1 + 3 * rounds)]
     for repo in repos:
         hub.create_repo(repo)
@@ -262,9 +255,6 @@ def mechanism_gains(
         hub.create_repo(repo)
         return ["upload", str(bundles), "--repo", repo]
 
-    gains |= mechanism_gain(
-        "vouched_in_line", into_a_fresh_repository, GATHERED_IN_A_CHILD, rounds, env
-    )
     if pandas_installed():
         gains |= mechanism_gain(
             "pandas_left_out", into_a_fresh_repository, PANDAS_LET_IN, rounds, env

@@ -47,6 +47,7 @@ from benchlib import (
     TASK,
     Comparison,
     Measured,
+    add_mechanism_rounds,
     alternate,
     compile_bytecode,
     machine,
@@ -131,7 +132,7 @@ def signed_copy(workdir: Path, archive: Path, rows: int) -> Path:
     return signed / archive.name
 
 
-def verify_row(name: str, archive: Path, rounds: int) -> Comparison:
+def verify_row(name: str, archive: Path, rounds: int, mechanism_rounds: int) -> Comparison:
     def pipeline() -> float:
         return run_measured(["bash", "-o", "pipefail", "-c", _pipeline(archive)]).seconds
 
@@ -140,7 +141,7 @@ def verify_row(name: str, archive: Path, rounds: int) -> Comparison:
     )
     comparison.extra["bundle_mb"] = round(archive.stat().st_size / 1e6, 1)
     alternate(comparison, rounds, lambda: _verified(archive), pipeline)
-    comparison.extra.update(read_ahead_gain(archive, rounds))
+    comparison.extra.update(read_ahead_gain(archive, mechanism_rounds))
     print(f"  {name} read ahead / in line: {comparison.extra}", flush=True)
     return comparison
 
@@ -219,7 +220,9 @@ def main() -> int:
     parser.add_argument("--workdir", type=Path, default=None, help="where to write (a tmp dir)")
     parser.add_argument("--json-out", type=Path, default=None, help="write the figures as JSON")
     parser.add_argument("--gen-statics", type=Path, default=None, help=GEN_STATICS_HELP)
+    add_mechanism_rounds(parser)
     args = parser.parse_args()
+    mechanism_rounds = args.mechanism_rounds or args.rounds
 
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bundler-verify-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -231,9 +234,13 @@ def main() -> int:
             if rows:
                 archive = write_bundle(workdir, rows, args.gen_statics)
                 signed = signed_copy(workdir, archive, rows)
-                comparisons.append(verify_row(f"verify-{rows}", archive, args.rounds))
+                comparisons.append(
+                    verify_row(f"verify-{rows}", archive, args.rounds, mechanism_rounds)
+                )
                 comparisons.append(floor_row(f"verify-{rows}", archive, args.rounds))
-                comparisons.append(verify_row(f"verify-signed-{rows}", signed, args.rounds))
+                comparisons.append(
+                    verify_row(f"verify-signed-{rows}", signed, args.rounds, mechanism_rounds)
+                )
     finally:
         if args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -9,6 +9,8 @@ so the page is a pure function of the folder and a test can hold the two togethe
 
 from __future__ import annotations
 
+import bisect
+import math
 import re
 import statistics
 import textwrap
@@ -413,8 +415,6 @@ MECHANISMS = {
     "partrows.py; publishing alone, in one process)",
     "computed_ahead": "upload's last commit takes what was computed ahead (bundler/hub/publish/"
     "holdings.py; publishing alone, in one process)",
-    "vouched_in_line": "upload gathers a folder the verify cache vouches for in line, not in a "
-    "forked child (bundler/hub/publish/upload.py)",
     "arrow_heap": "Arrow allocates from the C library's heap, not its own pool, which keeps "
     "what the tables' parts freed (bundler/cli/app.py, `main`)",
     "pandas_left_out": "the console script answers an import of pandas as if it were not "
@@ -433,28 +433,26 @@ about 200 runs or more), so that both sides run the same code: what noise alone 
 
 
 def _mechanism_section(rows: list[Row]) -> str:
-    """Every with/without figure the benchmarks measured (`KEY`, `KEY_spread`, and where
-    measured `KEY_cpu` and `KEY_rounds` in a row's `extra`): the ratio of the medians with the
-    mechanism and without it, on the work of the row that carries it."""
+    """Every with/without figure the benchmarks measured (`KEY` and `KEY_ratios`, and where
+    measured `KEY_cpu` and `KEY_peak_rss_mib` in a row's `extra`): the ratio of the medians
+    with the mechanism and without it, on the work of the row that carries it."""
     lines = []
     for row in rows:
         for key, value in row.extra.items():
-            spread = row.extra.get(f"{key}_spread")
-            if not isinstance(value, int | float) or not isinstance(spread, list):
+            ratios = row.extra.get(f"{key}_ratios")
+            if not isinstance(value, int | float) or not isinstance(ratios, list):
                 continue
             size = next((s for s in _SIZE_SUFFIXES if key.endswith(s)), "")
-            cpu, rounds = row.extra.get(f"{key}_cpu"), row.extra.get(f"{key}_rounds")
-            peaks = row.extra.get(f"{key}_peak_rss_mib")
+            cpu, peaks = row.extra.get(f"{key}_cpu"), row.extra.get(f"{key}_peak_rss_mib")
             lines.append(
                 [
                     MECHANISMS.get(key.removesuffix(size), key),
                     _measured_on(row, size or "_large"),
                     f"{value:.2f}x",
-                    f"{spread[0]:.2f}-{spread[1]:.2f}x"
-                    + (f" ({_rounds(rounds)})" if isinstance(rounds, int) else ""),
+                    f"{min(ratios):.2f}-{max(ratios):.2f}x ({_rounds(len(ratios))})",
                     f"{cpu:.2f}x" if isinstance(cpu, int | float) else "",
                     f"{peaks[0]} / {peaks[1]} MiB" if isinstance(peaks, list) else "",
-                    _reading(key, value, spread, peaks),
+                    _reading(key, value, ratios, peaks),
                 ]
             )
     intro = (
@@ -463,24 +461,58 @@ def _mechanism_section(rows: list[Row]) -> str:
         "ratio of the wall-time medians with/without, below 1 where it saves time, the spread "
         "of the per-round ratios, the same ratio of CPU time where measured (a forked child "
         "trades CPU for wall time), and each side's highest peak RSS. A mechanism stays only "
-        "while it shows a gain here: in time, or for one kept for memory, in peak RSS."
+        "while it shows a gain here beyond the noise: in time, or for one kept for memory, in "
+        "peak RSS. Beyond the noise means that rounds this much faster with the mechanism would "
+        f"come by chance less than {NOISE_P:.0%} of the time, were it worth nothing (p, the "
+        "one-sided exact Wilcoxon signed-rank test over the rounds' log ratios)."
     )
     if not lines:
         intro += " No mechanism was measured."
     return _section("What each mechanism gains", MECHANISM_COLUMNS, lines, intro, words=2)
 
 
-def _reading(key: str, ratio: float, spread: list[float], peaks: object) -> str:
-    """What a with/without figure says: a gain in every round, in the median only, or none;
-    in peak RSS for a mechanism kept for memory (FOR_MEMORY)."""
-    if key in CONTROLS:
-        return "control: the same code on both sides"
+NOISE_P = 0.05
+"""The p-value under which a mechanism's gain counts as beyond the noise."""
+
+
+def gain_p_value(ratios: list[float]) -> float:
+    """How likely rounds at least this much in favour of the mechanism would be if it changed
+    nothing: the one-sided exact Wilcoxon signed-rank test of the per-round ratios' logs
+    (below 1, a gain). Under that hypothesis each round's log ratio is as likely negative as
+    positive, so every assignment of signs to the ranks of their sizes is equally likely; p is
+    the share of assignments whose positive ranks sum to no more than the rounds' do. Ties
+    share their mean rank; a round of ratio 1 says nothing either way and is left out
+    (Wilcoxon's rule). Exact for any number of rounds (ranks are counted in halves, so that
+    the sums are integers), where a normal approximation would be rough at a dozen rounds."""
+    logs = [math.log(ratio) for ratio in ratios if ratio != 1]
+    sizes = sorted(abs(log) for log in logs)
+    half_ranks: dict[float, int] = {}  # each size's mean rank, doubled: first + last position
+    for first, size in enumerate(sizes, 1):
+        half_ranks.setdefault(size, first + bisect.bisect_right(sizes, size))
+    observed = sum(half_ranks[abs(log)] for log in logs if log > 0)
+    counts = {0: 1}  # sum of positive half-ranks -> number of sign assignments giving it
+    for log in logs:
+        step = half_ranks[abs(log)]
+        widened = dict(counts)
+        for total, count in counts.items():
+            widened[total + step] = widened.get(total + step, 0) + count
+        counts = widened
+    return sum(count for total, count in counts.items() if total <= observed) / 2 ** len(logs)
+
+
+def _reading(key: str, ratio: float, ratios: list[float], peaks: object) -> str:
+    """What a with/without figure says: a gain beyond the noise (gain_p_value under
+    NOISE_P), a gain in the median within it, or none; in peak RSS for a mechanism kept for
+    memory (FOR_MEMORY)."""
     if key in FOR_MEMORY:
         saved = isinstance(peaks, list) and peaks[0] < peaks[1]
         return f"{peaks[1] - peaks[0]} MiB less" if saved else "**no gain**"  # type: ignore[index]
-    if spread[1] < 1:
-        return "gain in every round"
-    return "gain in the median" if ratio < 1 else "**no gain**"
+    p = gain_p_value(ratios)
+    if key in CONTROLS:
+        return f"control: the same code on both sides (p {p:.3f})"
+    if p < NOISE_P:
+        return f"gain beyond the noise (p {p:.3f})"
+    return f"**{'within the noise' if ratio < 1 else 'no gain'}** (p {p:.3f})"
 
 
 def _measured_on(row: Row, size: str) -> str:

@@ -32,6 +32,10 @@ TESTS = Path(__file__).parent
 DOC = TESTS.parent / "docs" / "performance.md"
 FOLDER = TESTS.parent / "docs" / "performance"
 SIZES = ("full", "quick", "smoke")
+MECHANISM_ROUNDS = {"full": 13, "quick": 5, "smoke": 1}
+"""The --mechanism-rounds of each of SIZES, for a benchmark that measures mechanisms: a gain of
+a few percent shows beyond this machine's noise only over more rounds than a ratio against a
+yardstick needs (five rounds can show one only if the mechanism wins all five)."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,8 @@ class Benchmark:
     rounds: dict[str, int] | None
     """Its --rounds for each of SIZES; None for a script without rounds."""
     takes_gen_statics: bool = False
+    measures_mechanisms: bool = False
+    """Whether it takes --mechanism-rounds (MECHANISM_ROUNDS)."""
 
 
 BENCHMARKS = [
@@ -63,6 +69,7 @@ BENCHMARKS = [
         },
         {"full": 7, "quick": 3, "smoke": 1},
         takes_gen_statics=True,
+        measures_mechanisms=True,
     ),
     Benchmark(
         "verify",
@@ -74,6 +81,7 @@ BENCHMARKS = [
         },
         {"full": 7, "quick": 3, "smoke": 1},
         takes_gen_statics=True,
+        measures_mechanisms=True,
     ),
     Benchmark(
         "upload",
@@ -84,6 +92,7 @@ BENCHMARKS = [
             "smoke": ["--bundles", "3", "--rows", "5"],
         },
         {"full": 5, "quick": 3, "smoke": 1},
+        measures_mechanisms=True,
     ),
     Benchmark(
         "nightly",
@@ -94,6 +103,7 @@ BENCHMARKS = [
             "smoke": ["--small", "2", "--large", "4", "--rows", "3", "--full-rounds", "1"],
         },
         {"full": 9, "quick": 3, "smoke": 1},
+        measures_mechanisms=True,
     ),
     Benchmark(
         "scale",
@@ -130,6 +140,8 @@ def arguments(benchmark: Benchmark, sizes: str, rounds: int | None, gen: Path | 
     chosen = [*benchmark.sizes[sizes]]
     if benchmark.rounds is not None:
         chosen += ["--rounds", str(rounds or benchmark.rounds[sizes])]
+    if benchmark.measures_mechanisms and rounds is None:  # --rounds is every benchmark's rounds
+        chosen += ["--mechanism-rounds", str(MECHANISM_ROUNDS[sizes])]
     if benchmark.takes_gen_statics and gen is not None:
         chosen += ["--gen-statics", str(gen)]
     return chosen

@@ -104,7 +104,7 @@ def test_upload_benchmark_counts_requests(tmp_path: Path) -> None:
     assert floor["subject_seconds"] == fresh["subject_seconds"]
     assert floor["baseline_seconds"] != fresh["baseline_seconds"]
     assert floor["extra"]["floor_requests"] > 0  # it did upload, into a repository of its own
-    assert {"kept_rows", "computed_ahead", "vouched_in_line"} <= fresh["extra"].keys()
+    assert {"kept_rows", "computed_ahead"} <= fresh["extra"].keys()
 
 
 @pytest.mark.slow

@@ -22,6 +22,7 @@ from performance_figures import (
     FIGURES,
     MAIN_COLUMNS,
     MECHANISM_COLUMNS,
+    NOISE_P,
     PER_RUN_COLUMNS,
     REQUEST_COLUMNS,
     RUN_COLUMNS,
@@ -30,6 +31,7 @@ from performance_figures import (
     Comparisons,
     FiguresError,
     Scale,
+    gain_p_value,
     load,
     render,
     work_of,
@@ -109,11 +111,12 @@ def assert_shaped(page: str, folder: Path) -> None:
         if isinstance(each, Comparisons)
         for row in each.comparisons
         for key in row.extra
-        if isinstance(row.extra.get(f"{key}_spread"), list)
+        if isinstance(row.extra.get(f"{key}_ratios"), list)
     ]
     gains = by_heading["What each mechanism gains"][1:]
     assert len(gains) == len(measured_gains), (gains, measured_gains)
     assert all(re.fullmatch(r"\d+\.\d\dx", cells[2]) for cells in gains), gains
+    assert all(re.search(r"\(p \d\.\d{3}\)$|MiB less$|no gain\*\*$", cells[6]) for cells in gains)
     if isinstance(figures.get("scale"), Scale):
         commands = [(cells[0], cells[1]) for cells in by_heading["As the repository grows"][1:]]
         for command in figures["scale"].commands:  # type: ignore[attr-defined]
@@ -222,6 +225,27 @@ def test_one_benchmark_measured_again_keeps_the_others(tmp_path: Path) -> None:
 
 MEASURED_RATIO = re.compile(r"\b\d+\.\d+x\b")
 """A ratio as benchmarks report one (`0.74x`): with/without figures and ratios of medians."""
+
+
+def test_a_gain_beyond_the_noise_is_the_exact_one_sided_wilcoxon_test() -> None:
+    """A mechanism stays only while its gain shows beyond the noise (DEVELOPERS.md): the page
+    reads each with/without figure by the one-sided exact Wilcoxon signed-rank test, whose
+    values are checked here against the test's own table (nine rounds: a sum of positive ranks
+    of 8 is the largest under 5%, 25 of the 512 sign assignments) and what follows from its
+    definition."""
+    assert gain_p_value([0.9, 0.92, 0.95, 0.97]) == 1 / 16  # four rounds can never show it
+    assert gain_p_value([0.9, 0.92, 0.95, 0.97, 0.99]) == 1 / 32 < NOISE_P  # five can, all won
+    assert gain_p_value([1.1, 1.08, 1.05, 1.03, 1.01]) == 1  # all lost
+    nine = [0.91, 0.92, 0.93, 0.94, 0.95, 0.96, 0.97, 0.98, 0.99]  # ranks 9..1
+    won_but_two = [1 / ratio if ratio in (0.99, 0.93) else ratio for ratio in nine]  # 1 + 7
+    assert gain_p_value(won_but_two) == 25 / 512 < NOISE_P
+    won_but_one = [1 / ratio if ratio == 0.91 else ratio for ratio in nine]  # rank 9 lost
+    assert gain_p_value(won_but_one) == 33 / 512 > NOISE_P  # 25, and the 8 sums of 9
+    # Ties share their mean rank; a round of ratio 1 is left out (1.0 and 1 alike).
+    # ranks 1, 2.5 and 2.5 (lost): 4 of 8 assignments put 2.5 or less on the losing side
+    assert gain_p_value([0.8, 0.5, 2.0]) == gain_p_value([0.8, 0.5, 2.0, 1.0]) == 4 / 8
+    assert gain_p_value([0.9, 0.9, 1.05]) == 2 / 8  # ranks 2.5, 2.5 and 1 (lost)
+    assert gain_p_value([1, 1.0]) == 1
 
 
 def test_measured_ratios_stand_on_the_page_not_in_the_code() -> None:

@@ -364,9 +364,9 @@ def test_the_sync_command_forks_its_helpers(hub: HubServer, repo_id: str, tmp_pa
 def test_a_nightly_sync_verifies_the_folder_as_collect_left_it(
     repo_id: str, tmp_path: Path
 ) -> None:
-    """Upload verifies the folder after collect is done with it, in one child, when collect
-    wrote a bundle again; a folder the verify cache vouches for whole (collect found nothing
-    new) needs no child."""
+    """Upload verifies the folder after collect is done with it, in one child each night: a
+    sidecar collect wrote again is what the child sees, and a folder the verify cache vouches
+    for whole (collect found nothing new) is gathered from the cache alone, in the child too."""
     root, bundles = tmp_path / "out", tmp_path / "b"
     write_tree(root, [RunSpec(model=f"org/model-{n}", rows=1) for n in range(3)], how_do_you=False)
 
@@ -382,7 +382,7 @@ def test_a_nightly_sync_verifies_the_folder_as_collect_left_it(
     assert state["forks"] == 1  # the upload's verifying child; three runs bundle in line
     code, state, report = nightly()
     assert code == 0 and report["counts"]["already_there"] == 3
-    assert state["forks"] == 0  # nothing to read: gathered from the verify cache
+    assert state["forks"] == 1  # nothing to read: the child gathers from the verify cache
     (sidecar, *_) = sorted(bundles.rglob("*.json"))
     sidecar.unlink()  # collect writes it again: the folder is not what the child saw
     code, state, report = nightly()

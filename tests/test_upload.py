@@ -32,7 +32,6 @@ from bundler.core.errors import HubAccessError
 from bundler.core.progress import NoProgress
 from bundler.hub.client.session import HubSession
 from bundler.hub.publish.upload import (
-    Unvouched,
     UploadOptions,
     UploadReport,
     gather_local,
@@ -524,22 +523,6 @@ def test_the_console_script_verifies_in_a_forked_child_with_the_same_result(
     }
 
 
-def test_a_folder_the_verify_cache_vouches_for_is_gathered_without_a_child(
-    bundles: Path,
-) -> None:
-    """Nothing to read: the verify cache vouches for every bundle, and a child would cost the
-    console script more than the cache's lookups, so the folder is gathered in line, with the
-    result a child gives. A bundle changed since is read again, in a child."""
-    first = verified_ahead(bundles)  # verified in a child, which fills the cache
-    assert first["forks"] == 1 and first["local"]
-    assert verified_ahead(bundles) == {**first, "forks": 0}
-    victim = sorted(bundles.rglob("*.tar.zst"))[0]
-    victim.write_bytes(victim.read_bytes()[:-10])
-    changed = verified_ahead(bundles)
-    assert changed["forks"] == 1
-    assert [plan["action"] for plan in changed["set_aside"]] == ["refused"]  # type: ignore[union-attr]
-
-
 def test_a_verify_cache_loaded_before_is_the_one_the_folder_is_gathered_with(
     bundles: Path,
 ) -> None:
@@ -550,12 +533,11 @@ def test_a_verify_cache_loaded_before_is_the_one_the_folder_is_gathered_with(
     gather_local(bundles, allow_partial=False, progress=NoProgress())  # fills the cache
     loaded = VerifyCache(bundles)
     (bundles / VERIFY_CACHE_NAME).unlink()
-    with pytest.raises(Unvouched):
-        gather_local(bundles, allow_partial=False, progress=NoProgress(), vouched_only=True)
     local, set_aside = gather_local(
-        bundles, allow_partial=False, progress=NoProgress(), vouched_only=True, cache=loaded
+        bundles, allow_partial=False, progress=NoProgress(), cache=loaded
     )
     assert len(local) == 3 and set_aside == []
+    assert not (bundles / VERIFY_CACHE_NAME).exists()  # nothing verified again, nothing recorded
     with verifying_ahead(bundles, allow_partial=False, progress=NoProgress()) as gathered:
         gathered()  # the file read: gone, so every bundle verified again, recorded, written
     assert (bundles / VERIFY_CACHE_NAME).exists()

@@ -14,8 +14,7 @@ each mechanism gains":
   (bundler.local.bundling, `forked_bundling`); on a machine other jobs keep busy it gains
   nothing, the second core not being there to take;
 - upload verifies the bundles in a child while this process loads the Hub client
-  (bundler.hub.publish.upload), unless the verify cache vouches for every one of them: then
-  nothing is read, and the folder is gathered in line, which pays too (`vouched_in_line`);
+  (bundler.hub.publish.upload);
 - sync finds its runs in a child while this process loads the Hub client and the upload's
   verify cache and removes what killed runs left (bundler.local.discoverahead), for a tree of
   about 200 runs or more last time (`discover_ahead_*`).
@@ -23,8 +22,10 @@ What showed no gain went: a walk of the output root shared with a child and the 
 loaded meanwhile, sync verifying for its upload beside collect, a thread reading a bundle ahead
 of verify with a shorter switch interval, a thread compressing small runs' bodies, a thread
 looking up the verify cache while the upload's tables code loads, the Hub client's connection
-made in a thread meanwhile, and a batch's fsyncs left to run while collect writes the next
-batch (both cores were busy, the fsyncs' own work among it).
+made in a thread meanwhile, a batch's fsyncs left to run while collect writes the next batch
+(both cores were busy, the fsyncs' own work among it), and a folder the verify cache vouches
+for entirely gathered in line rather than in a child (its gain, a few percent in the median,
+was within the noise over 13 rounds, on an upload and on a no-op sync).
 Verify's reading ahead came back in another form (bundler.local.readahead: no process-wide
 setting, a thread that seldom waits for the GIL), kept while its own with/without figure
 (`read_ahead`) shows a gain.

@@ -24,8 +24,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from bundler.core.errors import BundlerError, HubError, PullRequestRevision
-from bundler.core.forked import Watch, ahead_in_child, can_fork
+from bundler.core.errors import HubError, PullRequestRevision
+from bundler.core.forked import Watch, ahead_in_child
 from bundler.core.progress import NoProgress, ProgressSink, Unit
 from bundler.hub.publish.outcome import say_what_happened
 from bundler.hub.publish.plan import BundlePlan, LocalBundle, UploadOptions, UploadReport
@@ -34,23 +34,17 @@ from bundler.local.lock import bundles_lock
 from bundler.local.verifycache import SidecarFacts, VerifiedBundle, VerifyCache
 
 
-class Unvouched(Exception):
-    """Raised by `gather_local(vouched_only=True)` at the first bundle the verify cache does not
-    vouch for: it would have to be read."""
-
-
 def gather_local(
     bundles_dir: Path,
     *,
     allow_partial: bool,
     progress: ProgressSink,
-    vouched_only: bool = False,
     cache: VerifyCache | None = None,
 ) -> tuple[list[LocalBundle], list[BundlePlan]]:
     """Verify every local bundle, once; a bundle that fails is refused, and a partial one is
-    held back without --allow-partial: neither reaches the Hub. With `vouched_only`, raise
-    Unvouched rather than read a bundle. `cache` is the folder's verify cache when it is loaded
-    already (sync loads it while its runs are found, the folder locked all along)."""
+    held back without --allow-partial: neither reaches the Hub. `cache` is the folder's verify
+    cache when it is loaded already (sync loads it while its runs are found, the folder locked
+    all along)."""
     accepted: dict[str, LocalBundle] = {}
     set_aside: list[BundlePlan] = []
 
@@ -65,8 +59,6 @@ def gather_local(
         verified = cache.lookup(path, identity)
         if verified is None:
             archive = Path(path)
-            if vouched_only:
-                raise Unvouched(archive)
             # Verifying loads only for a bundle the cache does not vouch for: an upload of a
             # folder already verified never imports it (docs/performance.md).
             from bundler.local.verify import read_bundle
@@ -192,24 +184,6 @@ def _verified(
     )
 
 
-def vouched_gathering(
-    bundles_dir: Path, allow_partial: bool, cache: VerifyCache | None = None
-) -> Gathered | None:
-    """`gather_local`'s result when the verify cache vouches for every bundle, read from it
-    alone; None when a bundle would have to be read, or the folder cannot be gathered so (the
-    child then meets the same problem, and the work done in line says it)."""
-    try:
-        return gather_local(
-            bundles_dir,
-            allow_partial=allow_partial,
-            progress=NoProgress(),
-            vouched_only=True,
-            cache=cache,
-        )
-    except (Unvouched, BundlerError):
-        return None
-
-
 @contextmanager
 def verifying_ahead(
     bundles_dir: Path,
@@ -219,17 +193,8 @@ def verifying_ahead(
     cache: VerifyCache | None = None,
 ) -> Iterator[Callable[[], Gathered]]:
     """Start `gather_local` and give a function that waits for its result: in a forked child
-    where one may be forked (bundler.core.forked), else in line, with the same result. A folder
-    the verify cache vouches for entirely (an upload again of what was verified before) is
-    gathered in line at once, with no child: there is nothing to read, and a child cost this
-    process more than the cache's lookups (see docs/performance.md). A folder it cannot gather
-    so, for whatever reason, is left to the child as before, with the cache already loaded (read
-    once either way). `cache` as for `gather_local`."""
-    cache = cache or VerifyCache(bundles_dir)
-    vouched = vouched_gathering(bundles_dir, allow_partial, cache) if can_fork() else None
-    if vouched is not None:
-        yield lambda: vouched
-        return
+    where one may be forked (bundler.core.forked), else in line, with the same result. `cache`
+    as for `gather_local`."""
     gather = partial(gather_local, bundles_dir, allow_partial=allow_partial, cache=cache)
     with ahead_in_child(
         lambda watch: Verified(gather(progress=ParentWatch(watch))),

@@ -508,11 +508,12 @@ def _reading(key: str, ratio: float, ratios: list[float], peaks: object) -> str:
         saved = isinstance(peaks, list) and peaks[0] < peaks[1]
         return f"{peaks[1] - peaks[0]} MiB less" if saved else "**no gain**"  # type: ignore[index]
     p = gain_p_value(ratios)
+    shown = "p < 0.001" if p < 0.001 else f"p {p:.3f}"
     if key in CONTROLS:
-        return f"control: the same code on both sides (p {p:.3f})"
+        return f"control: the same code on both sides ({shown})"
     if p < NOISE_P:
-        return f"gain beyond the noise (p {p:.3f})"
-    return f"**{'within the noise' if ratio < 1 else 'no gain'}** (p {p:.3f})"
+        return f"gain beyond the noise ({shown})"
+    return f"**{'within the noise' if ratio < 1 else 'no gain'}** ({shown})"
 
 
 def _measured_on(row: Row, size: str) -> str:

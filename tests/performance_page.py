@@ -32,7 +32,7 @@ TESTS = Path(__file__).parent
 DOC = TESTS.parent / "docs" / "performance.md"
 FOLDER = TESTS.parent / "docs" / "performance"
 SIZES = ("full", "quick", "smoke")
-MECHANISM_ROUNDS = {"full": 13, "quick": 5, "smoke": 1}
+MECHANISM_ROUNDS = {"full": 25, "quick": 5, "smoke": 1}
 """The --mechanism-rounds of each of SIZES, for a benchmark that measures mechanisms: a gain of
 a few percent shows beyond this machine's noise only over more rounds than a ratio against a
 yardstick needs (five rounds can show one only if the mechanism wins all five)."""

@@ -116,7 +116,10 @@ def assert_shaped(page: str, folder: Path) -> None:
     gains = by_heading["What each mechanism gains"][1:]
     assert len(gains) == len(measured_gains), (gains, measured_gains)
     assert all(re.fullmatch(r"\d+\.\d\dx", cells[2]) for cells in gains), gains
-    assert all(re.search(r"\(p \d\.\d{3}\)$|MiB less$|no gain\*\*$", cells[6]) for cells in gains)
+    assert all(
+        re.search(r"\(p (< 0\.001|\d\.\d{3})\)$|MiB less$|no gain\*\*$", cells[6])
+        for cells in gains
+    )
     if isinstance(figures.get("scale"), Scale):
         commands = [(cells[0], cells[1]) for cells in by_heading["As the repository grows"][1:]]
         for command in figures["scale"].commands:  # type: ignore[attr-defined]

@@ -24,8 +24,8 @@ of verify with a shorter switch interval, a thread compressing small runs' bodie
 looking up the verify cache while the upload's tables code loads, the Hub client's connection
 made in a thread meanwhile, a batch's fsyncs left to run while collect writes the next batch
 (both cores were busy, the fsyncs' own work among it), and a folder the verify cache vouches
-for entirely gathered in line rather than in a child (its gain, a few percent in the median,
-was within the noise over 13 rounds, on an upload and on a no-op sync).
+for entirely gathered in line rather than in a child (it gained a few percent in the median,
+within the noise over 13 rounds, on an upload and on a no-op sync).
 Verify's reading ahead came back in another form (bundler.local.readahead: no process-wide
 setting, a thread that seldom waits for the GIL), kept while its own with/without figure
 (`read_ahead`) shows a gain.

@@ -11,7 +11,10 @@ RSS. Targets: verify within 1.5x of the pipeline, signature included, peak RSS u
 Each row also measures what reading ahead in a thread (bundler/local/readahead.py) gains: in
 one process of the installed venv, `read_bundle` alternates with and without it, and the row's
 `extra` gets the ratio of medians with/without, wall (`read_ahead`) and CPU (`read_ahead_cpu`),
-and the spread of per-round wall ratios (a mechanism stays only while it pays for itself). The
+and each round's wall ratio (a mechanism stays only while it pays for itself). The thread runs
+on every "with" round, whatever the bundle's size, so that a bundle the bundler reads in line
+(under READ_AHEAD_MIN_BYTES; `read_ahead_unused` in its `extra`) shows why: --read-ahead-rows
+adds unsigned rows of sizes between --rows and --large-rows, to place that threshold. The
 main thread's own CPU (`read_ahead_main_thread_cpu`) is what a second idle core would leave of
 the wall time, a figure other jobs on the machine disturb less than the wall; so is the main
 thread's wall less the time it waited for a core (`read_ahead_unqueued`, from Linux's schedstat):
@@ -65,7 +68,7 @@ from bundler.local import readahead
 from bundler.local.verify import read_bundle
 
 path, rounds = Path(sys.argv[1]), int(sys.argv[2])
-threshold = readahead.READ_AHEAD_MIN_BYTES
+unused = path.stat().st_size < readahead.READ_AHEAD_MIN_BYTES
 
 
 def queued():  # seconds this thread has waited for a core (Linux); 0 elsewhere
@@ -80,7 +83,7 @@ read_bundle(path)  # imports and the page cache, before anything is timed
 figures = {"with": [], "without": []}
 for number in range(rounds):
     for ahead in (True, False) if number % 2 == 0 else (False, True):
-        readahead.READ_AHEAD_MIN_BYTES = threshold if ahead else sys.maxsize
+        readahead.READ_AHEAD_MIN_BYTES = 0 if ahead else sys.maxsize
         started, cpu, own, waited = (
             time.perf_counter(), time.process_time(), time.thread_time(), queued()
         )
@@ -91,7 +94,7 @@ for number in range(rounds):
             wall, time.process_time() - cpu, time.thread_time() - own, wall - (queued() - waited)
         )
         figures["with" if ahead else "without"].append(seconds)
-print(json.dumps(figures))
+print(json.dumps({"figures": figures, "unused": unused}))
 """
 
 
@@ -132,13 +135,16 @@ def signed_copy(workdir: Path, archive: Path, rows: int) -> Path:
     return signed / archive.name
 
 
-def verify_row(name: str, archive: Path, rounds: int, mechanism_rounds: int) -> Comparison:
+def verify_row(
+    name: str, archive: Path, rounds: int, mechanism_rounds: int, goal: float | None = TARGET_RATIO
+) -> Comparison:
+    """`bundler verify` of `archive` against the pipeline, alternated, and what reading ahead
+    gains on it; `goal` None for a size measured only to place the read-ahead's threshold."""
+
     def pipeline() -> float:
         return run_measured(["bash", "-o", "pipefail", "-c", _pipeline(archive)]).seconds
 
-    comparison = Comparison(
-        name, "bundler verify", "zstd -dc | sha256sum", target_ratio=TARGET_RATIO
-    )
+    comparison = Comparison(name, "bundler verify", "zstd -dc | sha256sum", target_ratio=goal)
     comparison.extra["bundle_mb"] = round(archive.stat().st_size / 1e6, 1)
     alternate(comparison, rounds, lambda: _verified(archive), pipeline)
     comparison.extra.update(read_ahead_gain(archive, mechanism_rounds))
@@ -188,16 +194,16 @@ def _verified(archive: Path) -> Measured:
 
 def read_ahead_gain(archive: Path, rounds: int) -> dict[str, object]:
     """`read_bundle` with and without the read-ahead thread, alternated in one process of the
-    installed venv: medians' ratios with/without, wall and CPU, and the per-round wall spread;
-    nothing for an install without it."""
+    installed venv: medians' ratios with/without, wall and CPU, each round's wall ratio, and
+    whether the bundler reads `archive` in line; nothing for an install without the thread."""
     measured = run_measured(  # -P: the installed bundler, never the one in the working folder
         [str(INSTALLED / "python"), "-P", "-c", READ_AHEAD_SCRIPT, str(archive), str(rounds)],
         capture=True,
     )
     if measured.exit_code != 0:  # an install from before the read-ahead thread
         return {}
-    figures = json.loads(measured.stdout)
-    ahead, inline = figures["with"], figures["without"]
+    reported = json.loads(measured.stdout)
+    ahead, inline = reported["figures"]["with"], reported["figures"]["without"]
 
     def median(pairs: list[list[float]], which: int) -> float:
         return statistics.median(pair[which] for pair in pairs)
@@ -209,6 +215,7 @@ def read_ahead_gain(archive: Path, rounds: int) -> dict[str, object]:
         "read_ahead_unqueued": round(median(ahead, 3) / median(inline, 3), 3),
         "in_line_s": round(median(inline, 0), 3),
         "read_ahead_s": round(median(ahead, 0), 3),
+        "read_ahead_unused": reported["unused"],
     }
 
 
@@ -217,6 +224,14 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5, help="alternated rounds per row")
     parser.add_argument("--rows", type=int, default=20_000, help="predictions in the bundle")
     parser.add_argument("--large-rows", type=int, default=100_000, help="0 skips the large run")
+    parser.add_argument(
+        "--read-ahead-rows",
+        type=int,
+        nargs="*",
+        default=[],
+        help="sizes between, measured unsigned and without a floor, to place the read-ahead's "
+        "threshold",
+    )
     parser.add_argument("--workdir", type=Path, default=None, help="where to write (a tmp dir)")
     parser.add_argument("--json-out", type=Path, default=None, help="write the figures as JSON")
     parser.add_argument("--gen-statics", type=Path, default=None, help=GEN_STATICS_HELP)
@@ -230,14 +245,16 @@ def main() -> int:
     compile_bytecode()
     comparisons = []
     try:
-        for rows in (args.rows, args.large_rows):
-            if rows:
-                archive = write_bundle(workdir, rows, args.gen_statics)
-                signed = signed_copy(workdir, archive, rows)
-                comparisons.append(
-                    verify_row(f"verify-{rows}", archive, args.rounds, mechanism_rounds)
-                )
+        measured_in_full = {args.rows, args.large_rows}
+        for rows in sorted({*measured_in_full, *args.read_ahead_rows} - {0}):
+            archive = write_bundle(workdir, rows, args.gen_statics)
+            goal = TARGET_RATIO if rows in measured_in_full else None
+            comparisons.append(
+                verify_row(f"verify-{rows}", archive, args.rounds, mechanism_rounds, goal)
+            )
+            if rows in measured_in_full:
                 comparisons.append(floor_row(f"verify-{rows}", archive, args.rounds))
+                signed = signed_copy(workdir, archive, rows)
                 comparisons.append(
                     verify_row(f"verify-signed-{rows}", signed, args.rounds, mechanism_rounds)
                 )

@@ -409,8 +409,8 @@ MECHANISMS = {
     "(bundler/local/bundling.py)",
     "gc_settings": "the console script's collector settings: a higher threshold for the "
     "youngest generation, every object frozen before the final collection (bundler/cli/app.py)",
-    "read_ahead": "verify reads the bundle ahead in a thread (bundler/local/readahead.py; "
-    "`read_bundle` alone, in one process)",
+    "read_ahead": "verify reads a bundle of READ_AHEAD_MIN_BYTES or more ahead in a thread "
+    "(bundler/local/readahead.py; `read_bundle` alone, in one process)",
     "kept_rows": "upload keeps the table parts' rows decoded (bundler/hub/leaderboard/"
     "partrows.py; publishing alone, in one process)",
     "computed_ahead": "upload's last commit takes what was computed ahead (bundler/hub/publish/"
@@ -423,7 +423,9 @@ MECHANISMS = {
     "(bundler/local/discoverahead.py)",
 }
 """Each mechanism a benchmark measures with and without (its key in a row's `extra`, beside
-`KEY_spread`), in the page's words; a key the list does not know is shown as it is."""
+`KEY_ratios`), in the page's words; a key the list does not know is shown as it is. A row whose
+`KEY_unused` is true measured the mechanism forced on where the bundler goes without it: the
+reading says whether its threshold is where a gain begins."""
 _SIZE_SUFFIXES = ("_large", "_small")
 FOR_MEMORY = {"arrow_heap"}
 """Keys of mechanisms kept for what they save in peak RSS, not in time."""
@@ -452,7 +454,7 @@ def _mechanism_section(rows: list[Row]) -> str:
                     f"{min(ratios):.2f}-{max(ratios):.2f}x ({_rounds(len(ratios))})",
                     f"{cpu:.2f}x" if isinstance(cpu, int | float) else "",
                     f"{peaks[0]} / {peaks[1]} MiB" if isinstance(peaks, list) else "",
-                    _reading(key, value, ratios, peaks),
+                    _reading(key, value, ratios, peaks, row.extra.get(f"{key}_unused") is True),
                 ]
             )
     intro = (
@@ -500,10 +502,11 @@ def gain_p_value(ratios: list[float]) -> float:
     return sum(count for total, count in counts.items() if total <= observed) / 2 ** len(logs)
 
 
-def _reading(key: str, ratio: float, ratios: list[float], peaks: object) -> str:
+def _reading(key: str, ratio: float, ratios: list[float], peaks: object, unused: bool) -> str:
     """What a with/without figure says: a gain beyond the noise (gain_p_value under
     NOISE_P), a gain in the median within it, or none; in peak RSS for a mechanism kept for
-    memory (FOR_MEMORY)."""
+    memory (FOR_MEMORY). Where the bundler does not use the mechanism (`unused`), a gain beyond
+    the noise is what must stand out."""
     if key in FOR_MEMORY:
         saved = isinstance(peaks, list) and peaks[0] < peaks[1]
         return f"{peaks[1] - peaks[0]} MiB less" if saved else "**no gain**"  # type: ignore[index]
@@ -511,6 +514,10 @@ def _reading(key: str, ratio: float, ratios: list[float], peaks: object) -> str:
     shown = "p < 0.001" if p < 0.001 else f"p {p:.3f}"
     if key in CONTROLS:
         return f"control: the same code on both sides ({shown})"
+    if unused:
+        if p < NOISE_P:
+            return f"**not used at this size, though it gains beyond the noise** ({shown})"
+        return f"not used at this size: no gain beyond the noise ({shown})"
     if p < NOISE_P:
         return f"gain beyond the noise ({shown})"
     return f"**{'within the noise' if ratio < 1 else 'no gain'}** ({shown})"

@@ -84,10 +84,32 @@ def test_startup_benchmark_runs_every_row(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_verify_benchmark_runs_every_row(tmp_path: Path) -> None:
-    figures = run_benchmark("benchmark_verify.py", tmp_path, "--rows", "40", "--large-rows", "60")
-    rows = {"verify-40", "verify-signed-40", "verify-60", "verify-signed-60"}
+    figures = run_benchmark(
+        "benchmark_verify.py",
+        tmp_path,
+        "--rows",
+        "40",
+        "--read-ahead-rows",
+        "50",
+        "--large-rows",
+        "60",
+    )
+    rows = {"verify-40", "verify-signed-40", "verify-50", "verify-60", "verify-signed-60"}
     check_rows(figures, rows | {"verify-40-floor", "verify-60-floor"})
     by_name = {row["name"]: row for row in figures["comparisons"]}  # type: ignore[attr-defined]
+    assert list(by_name) == [  # by size; a size between has neither floor nor signed copy
+        "verify-40",
+        "verify-40-floor",
+        "verify-signed-40",
+        "verify-50",
+        "verify-60",
+        "verify-60-floor",
+        "verify-signed-60",
+    ]
+    for name, row in by_name.items():  # tiny bundles, read in line: the thread measured forced
+        assert name.endswith("-floor") or row["extra"]["read_ahead_unused"] is True
+        goal = None if name.endswith("-floor") or name == "verify-50" else 1.5  # the issue's
+        assert row["target_ratio"] == goal, name
     for rows_in in (40, 60):  # the floor is a row of its own: its own rounds of verify
         floor = by_name[f"verify-{rows_in}-floor"]
         assert floor["baseline"] == "the pipeline, the bundler's libraries loaded"

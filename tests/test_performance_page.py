@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -249,6 +250,31 @@ def test_a_gain_beyond_the_noise_is_the_exact_one_sided_wilcoxon_test() -> None:
     assert gain_p_value([0.8, 0.5, 2.0]) == gain_p_value([0.8, 0.5, 2.0, 1.0]) == 4 / 8
     assert gain_p_value([0.9, 0.9, 1.05]) == 2 / 8  # ranks 2.5, 2.5 and 1 (lost)
     assert gain_p_value([1, 1.0]) == 1
+
+
+@pytest.mark.parametrize(
+    ("ratios", "reading"),
+    [
+        ([0.9] * 9, "**not used at this size, though it gains beyond the noise** (p 0.002)"),
+        ([1.1, 0.95] * 5, "not used at this size: no gain beyond the noise (p 0.892)"),
+    ],
+)
+def test_a_mechanism_measured_where_it_is_not_used_says_so(
+    tmp_path: Path, ratios: list[float], reading: str
+) -> None:
+    """The verify benchmark forces the read-ahead thread on a bundle under its threshold, to
+    show where the threshold belongs: no gain there is as it should be, a gain must stand out."""
+    folder = tmp_path / "figures"
+    shutil.copytree(FIXTURE, folder)
+    figures = json.loads((folder / "verify.json").read_text())
+    row = figures["comparisons"][0]
+    row["extra"].update(read_ahead=statistics.median(ratios), read_ahead_ratios=ratios)
+    row["extra"]["read_ahead_unused"] = True
+    (folder / "verify.json").write_text(json.dumps(figures))
+    gains = sections(render(folder))["What each mechanism gains"][1:]
+    measured_on = work_of(Comparisons.model_validate(figures).comparisons[0])
+    (found,) = [cells for cells in gains if cells[1] == measured_on]
+    assert found[6] == reading
 
 
 def test_measured_ratios_stand_on_the_page_not_in_the_code() -> None:

@@ -814,12 +814,15 @@ def spaces(total: int, start: bytes) -> Iterator[bytes]:
         left -= min(left, len(chunk))
 
 
-@pytest.mark.parametrize("lead", [0, 3 << 20], ids=["in line", "read ahead"])
+@pytest.mark.parametrize(
+    "lead", [0, READ_AHEAD_MIN_BYTES + (1 << 20)], ids=["in line", "read ahead"]
+)
 def test_a_huge_declared_prediction_is_refused_at_its_header(
     archive: Path, tmp_path: Path, lead: int
 ) -> None:
     """A 1.5 GB prediction of spaces (valid JSON), consistently hashed, in a few hundred KB; or
-    led by a few MB that do not compress, so that the console script reads it ahead in a thread."""
+    led by enough megabytes that do not compress that the console script reads it ahead in a
+    thread."""
     members = read_members(archive)
     size = 1536 << 20
     start = members[3].data.rstrip(b"}") + b"," + os.urandom(lead)
@@ -846,7 +849,7 @@ def test_a_huge_declared_prediction_is_refused_at_its_header(
     if lead:
         assert archive.stat().st_size >= READ_AHEAD_MIN_BYTES
     else:
-        assert archive.stat().st_size < 1 << 20
+        assert archive.stat().st_size < READ_AHEAD_MIN_BYTES
     assert_fails_fast(
         archive,
         tmp_path,

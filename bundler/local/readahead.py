@@ -29,10 +29,12 @@ from bundler.local.zstdframes import FrameReader
 
 T = TypeVar("T")
 
-READ_AHEAD_MIN_BYTES = 2 * CHUNK_SIZE
-"""A smaller archive, read in one or two reads, is read in the caller's thread: measured as the
-main thread's time less its waits for a core (the verify benchmark's `read_ahead_unqueued`),
-reading ahead took longer than reading in line below about this size, and less above it."""
+READ_AHEAD_MIN_BYTES = CHUNK_SIZE // 4
+"""A smaller archive is read in the caller's thread: realistic predictions compress about
+fourfold, so it decompresses into about one chunk, which leaves a thread nothing to overlap.
+The verify benchmark measures the thread forced on at bundles on both sides of this size
+(`--read-ahead-rows`; docs/performance.md, "What each mechanism gains"): over several runs, it
+saved time beyond the noise at every size measured above it."""
 READ_AHEAD_DEPTH = 2
 """Chunks the producer may hold ready beyond the one the caller reads."""
 

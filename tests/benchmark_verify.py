@@ -14,7 +14,7 @@ one process of the installed venv, `read_bundle` alternates with and without it,
 and each round's wall ratio (a mechanism stays only while it pays for itself). The thread runs
 on every "with" round, whatever the bundle's size, so that a bundle the bundler reads in line
 (under READ_AHEAD_MIN_BYTES; `read_ahead_unused` in its `extra`) shows why: --read-ahead-rows
-adds unsigned rows of sizes between --rows and --large-rows, to place that threshold. The
+adds unsigned rows at sizes on either side of that threshold, to check where it stands. The
 main thread's own CPU (`read_ahead_main_thread_cpu`) is what a second idle core would leave of
 the wall time, a figure other jobs on the machine disturb less than the wall; so is the main
 thread's wall less the time it waited for a core (`read_ahead_unqueued`, from Linux's schedstat):
@@ -229,8 +229,8 @@ def main() -> int:
         type=int,
         nargs="*",
         default=[],
-        help="sizes between, measured unsigned and without a floor, to place the read-ahead's "
-        "threshold",
+        help="more sizes, measured unsigned, without a floor or a goal, on either side of the "
+        "read-ahead's threshold",
     )
     parser.add_argument("--workdir", type=Path, default=None, help="where to write (a tmp dir)")
     parser.add_argument("--json-out", type=Path, default=None, help="write the figures as JSON")

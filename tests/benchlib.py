@@ -289,6 +289,11 @@ def add_mechanism_rounds(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def rounds_of_mechanisms(args: argparse.Namespace) -> int:
+    """The rounds of each with/without figure: --mechanism-rounds, or else --rounds."""
+    return int(args.mechanism_rounds or args.rounds)
+
+
 def mechanism_gain(
     name: str,
     arguments: Callable[[], Sequence[str]],

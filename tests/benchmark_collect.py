@@ -50,6 +50,7 @@ from benchlib import (
     mechanism_gain,
     realistic_name,
     report_figures,
+    rounds_of_mechanisms,
     run_measured,
     tree_bytes,
     write_own_run,
@@ -191,12 +192,12 @@ def collect_row(
     *,
     against_floor: bool = False,
     mechanisms: dict[str, str] | None = None,
-    mechanism_rounds: int | None = None,
+    mechanism_rounds: int = 0,
 ) -> list[Comparison]:
     """The bundler against `tar | zstd` on a tree `build` writes; also against DURABLE_FLOOR
     with `against_floor`; and with and without each of `mechanisms` (its name and the lines
-    that switch it off, benchlib.mechanism_gain), `mechanism_rounds` rounds each (`rounds` by
-    default), into the first row's extra."""
+    that switch it off, benchlib.mechanism_gain), `mechanism_rounds` rounds each, into the first
+    row's extra."""
     root = workdir / name
     shutil.rmtree(root, ignore_errors=True)
     started = time.perf_counter()
@@ -239,7 +240,7 @@ def collect_row(
         return command[1:]
 
     for mechanism, undo in (mechanisms or {}).items():
-        comparison.extra |= mechanism_gain(mechanism, afresh, undo, mechanism_rounds or rounds)
+        comparison.extra |= mechanism_gain(mechanism, afresh, undo, mechanism_rounds)
     if against_floor:
         floor_script, floor_out = workdir / "durable_floor.py", workdir / f"{name}-floor"
         floor_script.write_text(DURABLE_FLOOR, encoding="utf-8")
@@ -332,7 +333,7 @@ def main() -> int:
             target=3.0,
             against_floor=True,
             mechanisms={"forked_bundling": IN_ONE_PROCESS, "gc_settings": DEFAULT_GC},
-            mechanism_rounds=args.mechanism_rounds,
+            mechanism_rounds=rounds_of_mechanisms(args),
         ),
     }
     comparisons: list[Comparison] = []

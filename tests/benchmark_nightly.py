@@ -59,6 +59,7 @@ from benchlib import (
     mechanism_gain,
     pandas_installed,
     report_figures,
+    rounds_of_mechanisms,
     run_measured,
     tree_bytes,
 )
@@ -275,7 +276,7 @@ def sync_row(
                     f"discover_ahead_{label}",
                     lambda label=label: commands[label][1:],
                     INLINE_DISCOVERY,
-                    args.mechanism_rounds or args.rounds,
+                    rounds_of_mechanisms(args),
                     env,
                 )
             )
@@ -288,7 +289,7 @@ def sync_row(
                     mechanism,
                     lambda: commands["large"][1:],
                     undo,
-                    args.mechanism_rounds or args.rounds,
+                    rounds_of_mechanisms(args),
                     env,
                 )
             )

@@ -54,6 +54,7 @@ from benchlib import (
     mechanism_gain,
     pandas_installed,
     report_figures,
+    rounds_of_mechanisms,
     run_measured,
     tree_bytes,
     with_and_without,
@@ -212,7 +213,7 @@ def main() -> int:
             "requests": requests["bundler_re"][-1],
             "hf_requests": requests["hf_re"][-1],
         }
-        fresh.extra.update(mechanism_gains(hub, env, bundles, args.mechanism_rounds or args.rounds))
+        fresh.extra.update(mechanism_gains(hub, env, bundles, rounds_of_mechanisms(args)))
         floor.extra = {"floor_requests": requests["floor"][-1]}
         for each in (fresh, floor):
             each.extra["bundles"] = args.bundles

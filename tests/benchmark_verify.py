@@ -55,6 +55,7 @@ from benchlib import (
     compile_bytecode,
     machine,
     report_figures,
+    rounds_of_mechanisms,
     run_measured,
     with_and_without,
     write_realistic,
@@ -237,7 +238,7 @@ def main() -> int:
     parser.add_argument("--gen-statics", type=Path, default=None, help=GEN_STATICS_HELP)
     add_mechanism_rounds(parser)
     args = parser.parse_args()
-    mechanism_rounds = args.mechanism_rounds or args.rounds
+    mechanism_rounds = rounds_of_mechanisms(args)
 
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bundler-verify-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)

@@ -437,26 +437,38 @@ about 200 runs or more), so that both sides run the same code: what noise alone 
 def _mechanism_section(rows: list[Row]) -> str:
     """Every with/without figure the benchmarks measured (`KEY` and `KEY_ratios`, and where
     measured `KEY_cpu` and `KEY_peak_rss_mib` in a row's `extra`): the ratio of the medians
-    with the mechanism and without it, on the work of the row that carries it."""
-    lines = []
+    with the mechanism and without it, on the work of the row that carries it; after the rows
+    of a mechanism measured where it is used on more than one row, their rounds pooled
+    (`_pooled_line`)."""
+    lines: list[list[str]] = []
+    used: dict[str, list[list[float]]] = {}
+    last_line: dict[str, int] = {}
     for row in rows:
         for key, value in row.extra.items():
             ratios = row.extra.get(f"{key}_ratios")
             if not isinstance(value, int | float) or not isinstance(ratios, list):
                 continue
             size = next((s for s in _SIZE_SUFFIXES if key.endswith(s)), "")
+            mechanism = key.removesuffix(size)
             cpu, peaks = row.extra.get(f"{key}_cpu"), row.extra.get(f"{key}_peak_rss_mib")
+            unused = row.extra.get(f"{key}_unused") is True
             lines.append(
                 [
-                    MECHANISMS.get(key.removesuffix(size), key),
+                    MECHANISMS.get(mechanism, key),
                     _measured_on(row, size or "_large"),
                     f"{value:.2f}x",
                     f"{min(ratios):.2f}-{max(ratios):.2f}x ({_rounds(len(ratios))})",
                     f"{cpu:.2f}x" if isinstance(cpu, int | float) else "",
                     f"{peaks[0]} / {peaks[1]} MiB" if isinstance(peaks, list) else "",
-                    _reading(key, value, ratios, peaks, row.extra.get(f"{key}_unused") is True),
+                    _reading(key, value, ratios, peaks, unused),
                 ]
             )
+            if not (unused or key in CONTROLS or mechanism in FOR_MEMORY):
+                used.setdefault(mechanism, []).append(ratios)
+                last_line[mechanism] = len(lines)
+    for mechanism in sorted(last_line, key=last_line.__getitem__, reverse=True):
+        if len(used[mechanism]) > 1:
+            lines.insert(last_line[mechanism], _pooled_line(mechanism, used[mechanism]))
     intro = (
         "Each mechanism kept for speed, measured with it and without it (the same launch, the "
         "mechanism switched off before the command runs), alternating which goes first: the "
@@ -466,11 +478,31 @@ def _mechanism_section(rows: list[Row]) -> str:
         "while it shows a gain here beyond the noise: in time, or for one kept for memory, in "
         "peak RSS. Beyond the noise means that rounds this much faster with the mechanism would "
         f"come by chance less than {NOISE_P:.0%} of the time, were it worth nothing (p, the "
-        "one-sided exact Wilcoxon signed-rank test over the rounds' log ratios)."
+        "one-sided exact Wilcoxon signed-rank test over the rounds' log ratios). A mechanism "
+        "measured where it is used on several rows is judged on their rounds together, on a "
+        'line of its own ("every row where it is used", its figure the median round): one '
+        "row's rounds are too few to show a gain of a few percent beyond the noise, and which "
+        "of its rows shows one changes from run to run."
     )
     if not lines:
         intro += " No mechanism was measured."
     return _section("What each mechanism gains", MECHANISM_COLUMNS, lines, intro, words=2)
+
+
+def _pooled_line(mechanism: str, measured: list[list[float]]) -> list[str]:
+    """One mechanism's rounds on every row where the bundler uses it, taken together: the
+    median round's ratio, the spread, and the reading of them all."""
+    ratios = [ratio for row_ratios in measured for ratio in row_ratios]
+    median = statistics.median(ratios)
+    return [
+        MECHANISMS.get(mechanism, mechanism),
+        f"every row where it is used ({len(measured)} rows above), pooled",
+        f"{median:.2f}x",
+        f"{min(ratios):.2f}-{max(ratios):.2f}x ({_rounds(len(ratios))})",
+        "",
+        "",
+        _reading(mechanism, median, ratios, None, False),
+    ]
 
 
 NOISE_P = 0.05

@@ -574,3 +574,18 @@ def test_many_runs_bundled_half_in_a_forked_child_give_what_one_process_gives(
     assert {bundle.outcome for bundle in again.bundles} == {"unchanged"}
     again_forked = collected("fork")  # only the two refused runs to read: in line
     assert again_forked["forks"] == 0
+
+
+def test_runs_below_a_folder_whose_name_is_not_utf8_are_skipped_too(tmp_path: Path) -> None:
+    """Their paths, kept with lone surrogates (os.fsdecode), are the cache's keys: a cache that
+    holds one must still be read, not ignored every night (pydantic_core's JSON parser, for
+    one, refuses a lone surrogate that the standard library's takes)."""
+    out, bundles = tmp_path / os.fsdecode(b"out\xff"), tmp_path / "b"
+    directories = make_tree(out)
+    first = run_collect(out, bundles, expected_rows={"expert-vqa": 3})
+    assert set(statuses(first).values()) == {"written"}
+    assert b"\\udcff" in (bundles / COLLECT_CACHE_NAME).read_bytes()
+    with opens() as opened:
+        second = run_collect(out, bundles, expected_rows={"expert-vqa": 3})
+    assert read_runs(opened, directories) == []
+    assert set(statuses(second).values()) == {"unchanged"}

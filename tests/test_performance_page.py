@@ -115,7 +115,13 @@ def assert_shaped(page: str, folder: Path) -> None:
         if isinstance(row.extra.get(f"{key}_ratios"), list)
     ]
     gains = by_heading["What each mechanism gains"][1:]
-    assert len(gains) == len(measured_gains), (gains, measured_gains)
+    pooled = [cells for cells in gains if cells[1].startswith("every row where")]
+    assert len(gains) - len(pooled) == len(measured_gains), (gains, measured_gains)
+    for cells in pooled:  # after the rows it pools, of the same mechanism
+        found = re.fullmatch(r"every row where it is used \((\d+) rows above\), pooled", cells[1])
+        assert found and int(found[1]) >= 2, cells
+        above = gains[: gains.index(cells)]
+        assert sum(other[0] == cells[0] for other in above) >= int(found[1]), cells
     assert all(re.fullmatch(r"\d+\.\d\dx", cells[2]) for cells in gains), gains
     assert all(
         re.search(r"\(p (< 0\.001|\d\.\d{3})\)$|MiB less$|no gain\*\*$", cells[6])
@@ -275,6 +281,45 @@ def test_a_mechanism_measured_where_it_is_not_used_says_so(
     measured_on = work_of(Comparisons.model_validate(figures).comparisons[0])
     (found,) = [cells for cells in gains if cells[1] == measured_on]
     assert found[6] == reading
+
+
+def test_a_mechanism_used_on_several_rows_is_judged_on_their_rounds_together(
+    tmp_path: Path,
+) -> None:
+    """A gain of a few percent shows beyond the noise in no single row's rounds, and in which
+    row it shows changes from run to run: the rows where the mechanism is used are pooled on
+    a line of their own. A row where it is not used (forced on under its threshold) and a
+    control stay out of the pool; a mechanism used on one row gets no such line."""
+    folder = tmp_path / "figures"
+    shutil.copytree(FIXTURE, folder)
+    figures = json.loads((folder / "verify.json").read_text())
+    slight = [0.9, 0.95, 0.97, 1.02, 0.96, 1.03, 0.94, 1.01]
+    assert gain_p_value(slight) > NOISE_P  # within the noise, row by row
+    with_read_ahead = [row for row in figures["comparisons"] if "read_ahead" in row["extra"]]
+    used, unused = with_read_ahead[:2], with_read_ahead[2]
+    for row in used:
+        row["extra"].update(read_ahead=0.96, read_ahead_ratios=slight, read_ahead_unused=False)
+    unused["extra"].update(read_ahead_ratios=[1.5] * 9)  # out of the pool, or it would lose
+    (folder / "verify.json").write_text(json.dumps(figures))
+    gains = sections(render(folder))["What each mechanism gains"][1:]
+    pooled = [cells for cells in gains if cells[1].startswith("every row where it is used")]
+    (read_ahead,) = [cells for cells in pooled if "ahead in a thread" in cells[0]]
+    assert read_ahead[1:4] == [
+        "every row where it is used (2 rows above), pooled",
+        f"{statistics.median(slight):.2f}x",
+        "0.90-1.03x (16 rounds)",
+    ]
+    assert read_ahead[6] == f"gain beyond the noise (p {gain_p_value(slight * 2):.3f})"
+    # It follows the last row it pools, each of which reads as within the noise.
+    before = gains[gains.index(read_ahead) - 1]
+    rows = Comparisons.model_validate(figures).comparisons
+    last_used = rows[figures["comparisons"].index(used[1])]
+    assert before[1] == work_of(last_used) and before[6] == "**within the noise** (p 0.055)"
+    # gc_settings is measured on collect's and the nightly sync's rows: pooled; the control
+    # (sync finding runs ahead in a small tree) is not, nor the forked child's one row.
+    mechanisms = [cells[0] for cells in pooled]
+    assert len(mechanisms) == 2 and any("collector settings" in name for name in mechanisms)
+    assert not any("forked" in name for name in mechanisms)
 
 
 def test_measured_ratios_stand_on_the_page_not_in_the_code() -> None:

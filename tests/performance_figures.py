@@ -441,8 +441,8 @@ def _mechanism_section(rows: list[Row]) -> str:
     of a mechanism measured where it is used on more than one row, their rounds pooled
     (`_pooled_line`)."""
     lines: list[list[str]] = []
-    used: dict[str, list[list[float]]] = {}
-    last_line: dict[str, int] = {}
+    # By mechanism, in the order of its last row: each row's ratios, and the line after it.
+    used: dict[str, tuple[list[list[float]], int]] = {}
     for row in rows:
         for key, value in row.extra.items():
             ratios = row.extra.get(f"{key}_ratios")
@@ -464,11 +464,11 @@ def _mechanism_section(rows: list[Row]) -> str:
                 ]
             )
             if not (unused or key in CONTROLS or mechanism in FOR_MEMORY):
-                used.setdefault(mechanism, []).append(ratios)
-                last_line[mechanism] = len(lines)
-    for mechanism in sorted(last_line, key=last_line.__getitem__, reverse=True):
-        if len(used[mechanism]) > 1:
-            lines.insert(last_line[mechanism], _pooled_line(mechanism, used[mechanism]))
+                pooled, _ = used.pop(mechanism, ([], 0))
+                used[mechanism] = ([*pooled, ratios], len(lines))
+    for mechanism, (measured, after) in reversed(used.items()):  # later lines first
+        if len(measured) > 1:
+            lines.insert(after, _pooled_line(mechanism, measured))
     intro = (
         "Each mechanism kept for speed, measured with it and without it (the same launch, the "
         "mechanism switched off before the command runs), alternating which goes first: the "
